@@ -1,0 +1,80 @@
+"""Canonical JSON and digests (pure).
+
+Canonical form: sorted keys, no whitespace, UTF-8 (non-ASCII kept as is), no NaN or
+Infinity. The same value always encodes to the same bytes, so a hash over it is stable
+across processes, hosts and backends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+from continuum.errors import UsageError
+
+
+def _check_finite(value: Any, path: str) -> None:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise UsageError(
+                f"value at {path or '$'} is {value!r}; JSON has no NaN or Infinity",
+                code="usage.non_finite_number",
+                hint="send a finite number, or null / a string instead",
+            )
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise UsageError(
+                    f"key {k!r} at {path or '$'} is not a string",
+                    code="usage.non_string_key",
+                    hint="JSON object keys must be strings",
+                )
+            _check_finite(v, f"{path}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite(v, f"{path}[{i}]")
+    elif value is None or isinstance(value, (str, int, bool)):
+        return
+    else:
+        raise UsageError(
+            f"value at {path or '$'} has type {type(value).__name__}, which JSON cannot hold",
+            code="usage.not_json",
+            hint="use only objects, arrays, strings, numbers, booleans and null",
+        )
+
+
+def canonical_json(value: Any) -> str:
+    """Encode ``value`` canonically; refuses NaN, Infinity and non-JSON types."""
+    try:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (ValueError, TypeError):
+        _check_finite(value, "")
+        raise
+
+
+def canonical_bytes(value: Any) -> bytes:
+    return canonical_json(value).encode("utf-8")
+
+
+def sha256_hex(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest(value: Any) -> str:
+    """SHA-256 hex digest of the canonical encoding of ``value``."""
+    return sha256_hex(canonical_bytes(value))
+
+
+def parse_json(text: str) -> Any:
+    """Parse JSON, refusing NaN and Infinity literals (they are not canonical)."""
+
+    def _reject(token: str) -> Any:
+        raise ValueError(f"non-finite number {token} is not allowed")
+
+    return json.loads(text, parse_constant=_reject)

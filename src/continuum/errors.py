@@ -1,0 +1,132 @@
+"""The error tree of continuum.
+
+Every error carries a stable dotted ``code``, a ``message`` saying what was wrong,
+a ``hint`` saying what to do, and structured ``fields``. The CLI maps the class to
+an exit code; the MCP server turns it into a readable error result.
+
+    ContinuumError                      code prefix      exit
+    ├── UsageError                      usage.*          1
+    ├── StoreError                      store.*          1
+    │   ├── UnsafeLibraryError          store.unsafe_sqlite
+    │   ├── StoreBusyError              store.busy
+    │   ├── DiskFullError               store.disk_full
+    │   ├── StoreIOError                store.io
+    │   └── SchemaError                 store.schema.*
+    ├── NotFoundError                   not_found.*      2
+    ├── IntegrityError                  integrity.*      3
+    │   └── ForkRejectedError           integrity.fork_rejected
+    ├── LedgerError                     ledger.*         1
+    │   ├── InvalidTransitionError      ledger.invalid_transition
+    │   └── ReplayWideningError         ledger.replay_widening
+    └── AuthorizationError              auth.*           1
+
+This module imports nothing internal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ContinuumError(Exception):
+    """Base of every error continuum raises on purpose."""
+
+    code: str = "error"
+    exit_code: int = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        hint: str = "",
+        **fields: Any,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.hint = hint
+        self.fields: dict[str, Any] = fields
+
+    def to_dict(self) -> dict[str, Any]:
+        """The one JSON error shape (SPEC 10), without the ``ok`` envelope."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message, "hint": self.hint}
+        if self.fields:
+            out["details"] = {k: _jsonable(v) for k, v in self.fields.items()}
+        return out
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} (hint: {self.hint})"
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
+
+
+class UsageError(ContinuumError):
+    code = "usage.invalid"
+    exit_code = 1
+
+
+class StoreError(ContinuumError):
+    code = "store.unusable"
+    exit_code = 1
+
+
+class UnsafeLibraryError(StoreError):
+    code = "store.unsafe_sqlite"
+
+
+class StoreBusyError(StoreError):
+    code = "store.busy"
+
+
+class DiskFullError(StoreError):
+    code = "store.disk_full"
+
+
+class StoreIOError(StoreError):
+    code = "store.io"
+
+
+class SchemaError(StoreError):
+    code = "store.schema"
+
+
+class NotFoundError(ContinuumError):
+    code = "not_found"
+    exit_code = 2
+
+
+class IntegrityError(ContinuumError):
+    code = "integrity.failed"
+    exit_code = 3
+
+
+class ForkRejectedError(IntegrityError):
+    code = "integrity.fork_rejected"
+
+
+class LedgerError(ContinuumError):
+    code = "ledger.error"
+    exit_code = 1
+
+
+class InvalidTransitionError(LedgerError):
+    code = "ledger.invalid_transition"
+
+
+class ReplayWideningError(LedgerError):
+    code = "ledger.replay_widening"
+
+
+class AuthorizationError(ContinuumError):
+    code = "auth.denied"
+    exit_code = 1

@@ -1,0 +1,447 @@
+"""Who may call mutating MCP tools: the allowlist, the optional tokens, the confirm gate.
+
+Pure policy plus its loading from the environment and ``.continuum/mcp-policy.json``;
+no tool logic lives here. The server calls ``Policy.authorize`` for mutating tools
+only (read-only tools are never gated) and turns a denial into an ``isError``
+result carrying ``Decision.text()``.
+
+Rules an operator can rely on (SPEC 5 and 9):
+
+- Allowlist: ``CONTINUUM_MCP_MUTATING_CLIENTS`` (alias ``CONTINUUM_MCP_ALLOW``),
+  names separated by commas and/or whitespace; a variable that is present wins
+  over the file, even when empty (empty = nobody, the server is read-only). Both
+  variables present with different names is ambiguous and refused. Else the file,
+  ``{"allow": [names]}`` or ``[names]``. No allowlist: read-only.
+- Tokens: ``CONTINUUM_MCP_TOKEN`` (one shared secret) or ``CONTINUUM_MCP_CLIENT_TOKENS``
+  (``name:secret`` pairs; the secret is bound to the name). Setting both is refused:
+  which one applies would be a guess. ``CONTINUUM_MCP_CONFIRM_TOKEN`` gates
+  ``continuum_confirm`` and must differ from every other secret; two names may not
+  share a secret either (the binding would mean nothing).
+- A present-but-empty secret variable is refused rather than read as "no token":
+  a template that expanded to nothing must not silently switch authentication off.
+
+Caller identity is self-declared (``clientInfo.name``); on stdio the real boundary is
+the operator who wrote the host's MCP configuration, including this allowlist.
+Secrets never appear in messages, reprs, decisions or logs.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import structlog
+from mcp_types import CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY, InitializeRequestParams
+
+from continuum.errors import UsageError
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.mcpserver import Context
+
+__all__ = [
+    "ALLOW_ALIAS_ENV",
+    "ALLOW_ENV",
+    "AUTH_TOKEN_META_KEY",
+    "CLIENT_TOKENS_ENV",
+    "CONFIRM_TOKEN_ENV",
+    "CONFIRM_TOKEN_META_KEY",
+    "POLICY_FILE",
+    "TOKEN_ENV",
+    "Caller",
+    "Decision",
+    "Policy",
+    "Secret",
+    "caller_from_context",
+    "caller_identity",
+    "load_policy",
+    "log_denial",
+]
+
+ALLOW_ENV = "CONTINUUM_MCP_MUTATING_CLIENTS"
+ALLOW_ALIAS_ENV = "CONTINUUM_MCP_ALLOW"
+TOKEN_ENV = "CONTINUUM_MCP_TOKEN"
+CLIENT_TOKENS_ENV = "CONTINUUM_MCP_CLIENT_TOKENS"
+CONFIRM_TOKEN_ENV = "CONTINUUM_MCP_CONFIRM_TOKEN"
+POLICY_FILE = Path(".continuum") / "mcp-policy.json"
+AUTH_TOKEN_META_KEY = "authToken"
+CONFIRM_TOKEN_META_KEY = "confirmToken"
+
+_SEPARATORS = re.compile(r"[,\s]+")
+_log = structlog.get_logger("continuum.mcp.auth")
+
+
+class Secret:
+    """A configured secret: compared in constant time, never shown."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value.encode("utf-8", errors="surrogatepass")
+
+    def matches(self, presented: str | None) -> bool:
+        if presented is None:
+            return False
+        return hmac.compare_digest(self._value, presented.encode("utf-8", errors="surrogatepass"))
+
+    def same_as(self, other: Secret) -> bool:
+        return hmac.compare_digest(self._value, other._value)
+
+    def __repr__(self) -> str:
+        return "Secret(***)"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The self-declared identity of one call, and the tokens it presented."""
+
+    name: str | None
+    era: Literal["handshake", "2026-07-28"] = "handshake"
+    auth_token: str | None = field(default=None, repr=False)
+    confirm_token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Allowed, or a denial the agent can read and an operator can act on."""
+
+    allowed: bool
+    tool: str
+    caller: str | None
+    code: str = "auth.allowed"
+    reason: str = ""
+    remedy: str = ""
+
+    def text(self) -> str:
+        who = _shown(self.caller)
+        if self.allowed:
+            return f"Allowed: tool {self.tool} for client {who}."
+        return f"Denied: tool {self.tool} for client {who}.\nReason: {self.reason}\nRemedy: {self.remedy}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The structured form of a denial (for ``structuredContent``)."""
+        return {
+            "allowed": self.allowed,
+            "tool": self.tool,
+            "caller": self.caller,
+            "code": self.code,
+            "reason": self.reason,
+            "remedy": self.remedy,
+        }
+
+
+def _shown(name: str | None) -> str:
+    if name is None:
+        return "(no name declared)"
+    return repr(name if len(name) <= 80 else name[:77] + "...")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The loaded authorization settings. ``Policy()`` is the read-only default."""
+
+    allow: frozenset[str] = frozenset()
+    allow_source: str | None = None  # variable name or file path that set the allowlist
+    shared_token: Secret | None = None
+    client_tokens: Mapping[str, Secret] = field(default_factory=dict)
+    confirm_token: Secret | None = None
+
+    @property
+    def read_only(self) -> bool:
+        return not self.allow
+
+    def describe(self) -> dict[str, Any]:
+        """A startup log summary, free of secrets."""
+        auth = (
+            "client_tokens"
+            if self.client_tokens
+            else "shared_token"
+            if self.shared_token
+            else "none"
+        )
+        return {
+            "allow": sorted(self.allow),
+            "allow_source": self.allow_source,
+            "read_only": self.read_only,
+            "auth": auth,
+            "confirm_over_mcp": self.confirm_token is not None,
+        }
+
+    def authorize(
+        self, tool_name: str, caller: Caller, *, confirm: bool = False, run_id: str | None = None
+    ) -> Decision:
+        """Decide a mutating call; ``confirm=True`` for ``continuum_confirm`` (needs the confirm token)."""
+
+        def deny(code: str, reason: str, remedy: str) -> Decision:
+            return Decision(False, tool_name, caller.name, code, reason, remedy)
+
+        name = caller.name
+        grant = f"set {ALLOW_ENV} in the environment the MCP host starts the server with, or list the name in {POLICY_FILE}"
+        if self.read_only:
+            reason = "this server is read-only: no client is allowed to call mutating tools"
+            return deny("auth.read_only", reason, f"an operator must {grant}")
+        if name is None:
+            reason = "the client did not declare a name (clientInfo.name), so it cannot be on the allowlist"
+            return deny(
+                "auth.no_name",
+                reason,
+                f"configure the client to send clientInfo.name; an operator must {grant}",
+            )
+        if name not in self.allow:
+            reason = f"client {_shown(name)} is not on the allowlist of mutating clients"
+            return deny(
+                "auth.not_allowed",
+                reason,
+                f"an operator must add {_shown(name)} to {self.allow_source}",
+            )
+        if self.client_tokens or self.shared_token is not None:
+            expected = self.client_tokens.get(name) if self.client_tokens else self.shared_token
+            source = CLIENT_TOKENS_ENV if self.client_tokens else TOKEN_ENV
+            send = f"send the secret from {source} as _meta.authToken (in the initialize request's _meta or in this call's _meta)"
+            if expected is None:
+                reason = f"{CLIENT_TOKENS_ENV} binds no secret to client {_shown(name)}"
+                return deny(
+                    "auth.no_token_for_client",
+                    reason,
+                    f"an operator must add an entry '{name}:<secret>' to {CLIENT_TOKENS_ENV}",
+                )
+            if caller.auth_token is None:
+                return deny(
+                    "auth.token_missing",
+                    "this server requires an authentication token and none was presented",
+                    send,
+                )
+            if not expected.matches(caller.auth_token):
+                return deny(
+                    "auth.token_mismatch",
+                    "the presented authentication token is not valid for this client",
+                    send,
+                )
+        if confirm:
+            human = f"ask a human to run `continuum confirm {run_id or '<run_id>'}`"
+            if self.confirm_token is None:
+                reason = f"confirmation over MCP is disabled ({CONFIRM_TOKEN_ENV} is not set); only a human confirms"
+                return deny("auth.confirm_disabled", reason, human)
+            if caller.confirm_token is None:
+                return deny(
+                    "auth.confirm_token_missing",
+                    "confirming needs _meta.confirmToken and none was presented",
+                    human,
+                )
+            if not self.confirm_token.matches(caller.confirm_token):
+                return deny(
+                    "auth.confirm_token_mismatch", "the presented confirm token is not valid", human
+                )
+        return Decision(True, tool_name, name)
+
+
+def log_denial(decision: Decision) -> None:
+    """Record a denial on stderr (structlog); a decision holds no secret to leak."""
+    _log.warning(
+        "mcp.call_denied",
+        tool=decision.tool,
+        caller=decision.caller,
+        code=decision.code,
+        reason=decision.reason,
+    )
+
+
+# --- loading -----------------------------------------------------------------
+
+
+def _names(value: str) -> frozenset[str]:
+    return frozenset(piece for piece in _SEPARATORS.split(value) if piece)
+
+
+def _bad(code: str, message: str, hint: str, **fields: Any) -> UsageError:
+    return UsageError(message, code=code, hint=hint, **fields)
+
+
+def _load_allow(env: Mapping[str, str], cwd: Path) -> tuple[frozenset[str], str | None]:
+    primary, alias = env.get(ALLOW_ENV), env.get(ALLOW_ALIAS_ENV)
+    if primary is not None and alias is not None and _names(primary) != _names(alias):
+        raise _bad(
+            "mcp.bad_policy",
+            f"{ALLOW_ENV} and its alias {ALLOW_ALIAS_ENV} are both set, to different names",
+            f"set only {ALLOW_ENV}",
+            variable=ALLOW_ALIAS_ENV,
+        )
+    if primary is not None:
+        return _names(primary), ALLOW_ENV
+    if alias is not None:
+        return _names(alias), ALLOW_ALIAS_ENV
+    path = cwd / POLICY_FILE
+    if not path.exists():
+        return frozenset(), None
+    return _read_policy_file(path), str(path)
+
+
+def _read_policy_file(path: Path) -> frozenset[str]:
+    hint = f'write {{"allow": ["client-name", ...]}} to {path}, or remove it for a read-only server'
+
+    def bad(problem: str) -> UsageError:
+        return _bad("mcp.bad_policy", f"policy file {path}: {problem}", hint, path=str(path))
+
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise bad(f"cannot be read ({exc.strerror or type(exc).__name__})") from exc
+    except UnicodeDecodeError as exc:
+        raise bad("is not UTF-8") from exc
+    except json.JSONDecodeError as exc:
+        raise bad(f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - {"allow"})
+        if unknown:
+            raise bad(f'unknown key(s) {", ".join(map(repr, unknown))}; only "allow" is read')
+        if "allow" not in data:
+            raise bad('has no "allow" key')
+        data = data["allow"]
+    if not isinstance(data, list):
+        raise bad('must be {"allow": [names]} or a JSON list of names')
+    names: set[str] = set()
+    for index, entry in enumerate(data):
+        if not isinstance(entry, str):
+            raise bad(f"entry {index} is not a string")
+        if not entry.strip():
+            raise bad(f"entry {index} is an empty name")
+        names.add(entry)
+    return frozenset(names)
+
+
+def _secret(env: Mapping[str, str], variable: str) -> Secret | None:
+    value = env.get(variable)
+    if value is None:
+        return None
+    if not value.strip():
+        raise _bad(
+            "mcp.bad_token_setting",
+            f"{variable} is set but empty",
+            f"give {variable} a secret value or unset it",
+            variable=variable,
+        )
+    return Secret(value)
+
+
+def _client_tokens(env: Mapping[str, str]) -> dict[str, Secret]:
+    value = env.get(CLIENT_TOKENS_ENV)
+    if value is None:
+        return {}
+    hint = f"write {CLIENT_TOKENS_ENV} as name:secret pairs separated by commas or spaces"
+    pairs = [piece for piece in _SEPARATORS.split(value) if piece]
+    if not pairs:
+        raise _bad(
+            "mcp.bad_token_setting",
+            f"{CLIENT_TOKENS_ENV} is set but empty",
+            hint,
+            variable=CLIENT_TOKENS_ENV,
+        )
+    tokens: dict[str, Secret] = {}
+    for index, pair in enumerate(pairs, start=1):
+        name, colon, secret = pair.partition(":")
+        # Positions and names only: the pair itself contains the secret.
+        problem = (
+            "has no ':' between name and secret"
+            if not colon
+            else "has an empty name"
+            if not name
+            else f"has an empty secret for {name!r}"
+            if not secret
+            else f"names {name!r} a second time"
+            if name in tokens
+            else None
+        )
+        if problem:
+            raise _bad(
+                "mcp.bad_token_setting",
+                f"{CLIENT_TOKENS_ENV} entry {index} {problem}",
+                hint,
+                variable=CLIENT_TOKENS_ENV,
+            )
+        candidate = Secret(secret)
+        for other_name, other in tokens.items():
+            if candidate.same_as(other):
+                raise _bad(
+                    "mcp.secret_reused",
+                    f"{CLIENT_TOKENS_ENV} gives {other_name!r} and {name!r} the same secret",
+                    "give every client its own secret, or use one shared CONTINUUM_MCP_TOKEN",
+                    variable=CLIENT_TOKENS_ENV,
+                )
+        tokens[name] = candidate
+    return tokens
+
+
+def load_policy(env: Mapping[str, str], cwd: Path) -> Policy:
+    """Read the policy; raise ``UsageError`` (``mcp.bad_policy`` / ``mcp.bad_token_setting`` /
+    ``mcp.secret_reused``) on any malformed setting, so the server refuses to start."""
+    allow, source = _load_allow(env, cwd)
+    if env.get(TOKEN_ENV) is not None and env.get(CLIENT_TOKENS_ENV) is not None:
+        raise _bad(
+            "mcp.bad_token_setting",
+            f"{TOKEN_ENV} and {CLIENT_TOKENS_ENV} are both set",
+            f"use {TOKEN_ENV} for one shared secret or {CLIENT_TOKENS_ENV} for per-client secrets, not both",
+        )
+    shared = _secret(env, TOKEN_ENV)
+    client_tokens = _client_tokens(env)
+    confirm = _secret(env, CONFIRM_TOKEN_ENV)
+    if confirm is not None:
+        others = (
+            [(TOKEN_ENV, shared)]
+            if shared
+            else [(CLIENT_TOKENS_ENV, s) for s in client_tokens.values()]
+        )
+        for variable, other in others:
+            if other is not None and confirm.same_as(other):
+                raise _bad(
+                    "mcp.secret_reused",
+                    f"{CONFIRM_TOKEN_ENV} reuses a secret from {variable}",
+                    f"give {CONFIRM_TOKEN_ENV} a secret of its own, so an agent's token cannot confirm",
+                    variable=CONFIRM_TOKEN_ENV,
+                )
+    return Policy(allow, source, shared, client_tokens, confirm)
+
+
+# --- identity ----------------------------------------------------------------
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value != "" else None
+
+
+def caller_identity(
+    client_params: InitializeRequestParams | None, request_meta: Mapping[str, Any] | None
+) -> Caller:
+    """Read the caller from either protocol era.
+
+    A request carrying the 2026-07-28 envelope (``_meta`` with the protocol-version
+    key) is identified by its own ``io.modelcontextprotocol/clientInfo``; any other
+    request by the ``initialize`` handshake's ``clientInfo``. Tokens: the call's
+    ``_meta`` first, then the ``initialize`` request's ``_meta``.
+    """
+    meta: Mapping[str, Any] = request_meta or {}
+    init_meta: Mapping[str, Any] = (client_params.meta if client_params is not None else None) or {}
+    if PROTOCOL_VERSION_META_KEY in meta:
+        info = meta.get(CLIENT_INFO_META_KEY)
+        name = _str_or_none(info.get("name")) if isinstance(info, Mapping) else None
+        era: Literal["handshake", "2026-07-28"] = "2026-07-28"
+    else:
+        name = _str_or_none(client_params.client_info.name) if client_params is not None else None
+        era = "handshake"
+
+    def token(key: str) -> str | None:
+        found = _str_or_none(meta.get(key))
+        return found if found is not None else _str_or_none(init_meta.get(key))
+
+    return Caller(name, era, token(AUTH_TOKEN_META_KEY), token(CONFIRM_TOKEN_META_KEY))
+
+
+def caller_from_context(ctx: Context[Any, Any] | ServerRequestContext[Any, Any]) -> Caller:
+    """The caller of a tool: from an ``MCPServer`` ``Context`` or a low-level request context."""
+    # Duck-typed so this module does not import the server stack at run time.
+    request_context = cast("ServerRequestContext[Any, Any]", getattr(ctx, "request_context", ctx))
+    return caller_identity(request_context.session.client_params, request_context.meta)

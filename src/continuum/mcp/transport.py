@@ -1,0 +1,479 @@
+"""Hardened stdio transport for ``continuum-mcp``.
+
+Why this exists: the SDK's own stdio reader (``mcp.server.stdio.stdio_server``)
+reads whole lines of any length (a 50 MB line costs about 200 MB of memory) and
+turns a malformed line into an ``Exception`` item that the dispatcher only logs,
+so the client waits forever. This transport sits in front of the SDK instead:
+
+- it reads raw bytes in chunks and never holds more than ``max_message_bytes``
+  plus one chunk; the rest of an oversized line is discarded as it streams by;
+- every line it cannot hand to the SDK gets a JSON-RPC error answer (``-32700``
+  parse error, ``-32600`` invalid request, ``-32602`` for array ``params``, which
+  JSON-RPC allows but MCP does not) and serving goes on;
+- valid lines become ``SessionMessage(message)`` on the server's read stream,
+  exactly as the SDK's transport does, and the server's write stream is written
+  as one JSON line per message. Every stdout write holds one lock, so an error
+  answer and an SDK answer never interleave mid-line.
+
+While serving the real stdio, fd 0 points at ``/dev/null`` and fd 1 at stderr
+(the SDK does the same), so a stray ``print`` or an unconfigured logger cannot
+corrupt the protocol; the wire is served from private duplicates. Logs go to
+structlog; nothing but JSON-RPC is ever written to the wire.
+
+Running a server over it (SDK 2.3.0 has no public accessor from ``MCPServer``
+to its low-level ``Server``; ``MCPServer.run_stdio_async`` does exactly this)::
+
+    async with hardened_stdio_server(max_message_bytes=limit) as (read_stream, write_stream):
+        lowlevel = mcp_server._lowlevel_server  # or a mcp.server.Server you built
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+``Server.run`` serves both protocol eras on the one connection (the client's first
+request decides).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+import mcp_types as types
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from continuum.errors import UsageError
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MAX_MESSAGE_BYTES_FLAG",
+    "BoundedLineReader",
+    "ByteSink",
+    "ByteSource",
+    "OversizedLine",
+    "Rejected",
+    "hardened_stdio_server",
+    "oversized_answer",
+    "parse_line",
+]
+
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_576
+"""1 MiB: the largest line (newline excluded) the server accepts by default."""
+
+MAX_MESSAGE_BYTES_FLAG = "--max-message-bytes"
+"""The command-line flag that raises the limit; named in the oversize answer."""
+
+CHUNK_BYTES = 65_536
+"""Bytes read per call: peak buffer is the limit plus one chunk."""
+
+_log = structlog.get_logger("continuum.mcp.transport")
+
+
+class ByteSource(Protocol):
+    """Where request bytes come from (``anyio.abc.ByteReceiveStream`` fits)."""
+
+    async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
+        """Return 1..max_bytes bytes; raise ``anyio.EndOfStream`` at the end."""
+        ...
+
+
+class ByteSink(Protocol):
+    """Where answer bytes go (``anyio.abc.ByteSendStream`` fits)."""
+
+    async def send(self, item: bytes, /) -> None: ...
+
+
+@dataclass(frozen=True)
+class OversizedLine:
+    """Marker for a line longer than the limit; its bytes were not kept."""
+
+    limit: int
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A line the SDK must not see, with the error answer the client gets."""
+
+    answer: types.JSONRPCError
+    reason: str
+
+
+class BoundedLineReader:
+    """Split a byte source into lines while holding at most ``limit + chunk`` bytes.
+
+    A line longer than ``limit`` is reported once, as soon as it is detected,
+    and then skipped up to its newline without being buffered.
+    """
+
+    def __init__(self, source: ByteSource, limit: int, chunk_bytes: int = CHUNK_BYTES) -> None:
+        self._source = source
+        self._limit = limit
+        self._chunk = chunk_bytes
+        self._buf = bytearray()
+        self._start = 0  # consumed prefix of _buf, compacted lazily
+        self._discarding = False
+        self._eof = False
+
+    async def next_line(self) -> bytes | OversizedLine | None:
+        """The next line without its ``\\n``, an ``OversizedLine``, or ``None`` at the end."""
+        while True:
+            newline = self._buf.find(b"\n", self._start)
+            if newline >= 0:
+                length = newline - self._start
+                line = (
+                    None
+                    if self._discarding or length > self._limit
+                    else bytes(self._buf[self._start : newline])
+                )
+                oversized = not self._discarding and length > self._limit
+                self._start = newline + 1
+                self._discarding = False
+                self._compact()
+                if oversized:
+                    return OversizedLine(self._limit)
+                if line is not None:
+                    return line
+                continue
+            pending = len(self._buf) - self._start
+            if self._discarding:
+                self._drop_all()
+            elif pending > self._limit:
+                self._drop_all()
+                self._discarding = True
+                return OversizedLine(self._limit)
+            if self._eof:
+                if self._discarding or pending == 0:
+                    return None
+                line = bytes(self._buf[self._start :])
+                self._drop_all()
+                return line
+            try:
+                self._buf += await self._source.receive(self._chunk)
+            except anyio.EndOfStream:
+                self._eof = True
+
+    def _compact(self) -> None:
+        if self._start == len(self._buf):
+            self._drop_all()
+        elif self._start > self._chunk:
+            del self._buf[: self._start]
+            self._start = 0
+
+    def _drop_all(self) -> None:
+        self._buf = bytearray()
+        self._start = 0
+
+
+def _error(
+    request_id: types.RequestId | None, code: int, message: str, data: Any = None
+) -> types.JSONRPCError:
+    error = (
+        types.ErrorData(code=code, message=message)
+        if data is None
+        else types.ErrorData(code=code, message=message, data=data)
+    )
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+
+
+def _rejected(request_id: types.RequestId | None, code: int, reason: str) -> Rejected:
+    prefix = (
+        "Parse error"
+        if code == types.PARSE_ERROR
+        else "Invalid params"
+        if code == types.INVALID_PARAMS
+        else "Invalid Request"
+    )
+    return Rejected(_error(request_id, code, f"{prefix}: {reason}"), reason)
+
+
+def oversized_answer(limit: int) -> types.JSONRPCError:
+    """The answer to a line over the limit: its id is unknowable, so null."""
+    return _error(
+        None,
+        types.INVALID_REQUEST,
+        f"Invalid Request: message exceeds the {limit}-byte limit and was discarded; "
+        f"the server operator can raise it with {MAX_MESSAGE_BYTES_FLAG}",
+        {"limit_bytes": limit, "flag": MAX_MESSAGE_BYTES_FLAG},
+    )
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_line(line: bytes) -> types.JSONRPCMessage | Rejected | None:
+    """Turn one line into an SDK message, a ``Rejected`` answer, or ``None`` (blank)."""
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if not line.strip(b" \t\r"):
+        return None
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _rejected(None, types.PARSE_ERROR, f"line is not valid UTF-8 (byte {exc.start})")
+    try:
+        data = json.loads(text, parse_constant=_no_constants)
+    except json.JSONDecodeError as exc:
+        return _rejected(None, types.PARSE_ERROR, f"invalid JSON ({exc.msg} at column {exc.colno})")
+    except (ValueError, RecursionError) as exc:
+        reason = "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        return _rejected(None, types.PARSE_ERROR, reason)
+    return validate_message(data)
+
+
+def _is_request_id(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def validate_message(data: object) -> types.JSONRPCMessage | Rejected:
+    """Check JSON-RPC 2.0 structure before the SDK's model, which drops or misreads bad shapes."""
+    if isinstance(data, list):
+        return _rejected(
+            None, types.INVALID_REQUEST, "batch arrays are not supported; send one message per line"
+        )
+    if not isinstance(data, dict):
+        return _rejected(
+            None, types.INVALID_REQUEST, f"a message must be a JSON object, not {_json_type(data)}"
+        )
+    raw_id = data.get("id")
+    echo_id: types.RequestId | None = raw_id if _is_request_id(raw_id) else None
+    if data.get("jsonrpc") != "2.0":
+        return _rejected(echo_id, types.INVALID_REQUEST, 'member "jsonrpc" must be exactly "2.0"')
+    if (
+        "id" in data
+        and echo_id is None
+        and not ("method" not in data and "error" in data and raw_id is None)
+    ):
+        return _rejected(None, types.INVALID_REQUEST, 'member "id" must be a string or an integer')
+    if "method" in data:
+        if not isinstance(data["method"], str):
+            return _rejected(echo_id, types.INVALID_REQUEST, 'member "method" must be a string')
+        params = data.get("params")
+        if isinstance(params, list):
+            return _rejected(
+                echo_id, types.INVALID_PARAMS, 'MCP requires "params" to be an object, not an array'
+            )
+        if params is not None and not isinstance(params, dict):
+            return _rejected(
+                echo_id,
+                types.INVALID_REQUEST,
+                f'member "params" must be an object, not {_json_type(params)}',
+            )
+    else:
+        if ("result" in data) == ("error" in data):
+            return _rejected(
+                echo_id,
+                types.INVALID_REQUEST,
+                'a message needs "method", or exactly one of "result" and "error"',
+            )
+        if "id" not in data:
+            return _rejected(None, types.INVALID_REQUEST, 'a response needs member "id"')
+        if "result" in data and not isinstance(data["result"], dict):
+            return _rejected(echo_id, types.INVALID_REQUEST, 'member "result" must be an object')
+    try:
+        return types.jsonrpc_message_adapter.validate_python(data, by_name=False)
+    except ValidationError:
+        return _rejected(echo_id, types.INVALID_REQUEST, "not a valid JSON-RPC 2.0 message")
+
+
+def _json_type(value: object) -> str:
+    names = {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+    }
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _encode(message: types.JSONRPCMessage) -> bytes:
+    """One wire line; lone surrogates are escaped (valid JSON) rather than crashing the writer."""
+    text = message.model_dump_json(by_alias=True, exclude_unset=True)
+    return text.encode("utf-8", errors="backslashreplace") + b"\n"
+
+
+class _FdSource:
+    """Reads a file descriptor in a worker thread; abandoned (not joined) on cancel."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
+        data = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes, abandon_on_cancel=True)
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+
+class _FdSink:
+    """Writes a whole line to a file descriptor; never abandoned, so lines stay whole."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def send(self, item: bytes, /) -> None:
+        await anyio.to_thread.run_sync(self._write_all, item)
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+
+@contextmanager
+def _claim_fd(fd: int, divert: int) -> Iterator[int]:
+    """Serve ``fd`` from a private duplicate and point ``fd`` itself at ``divert``.
+
+    The duplicate of stdin is never closed: a worker thread may still be blocked
+    reading it after we return, and a recycled descriptor would be read instead.
+    """
+    wire = os.dup(fd)
+    os.dup2(divert, fd)
+    try:
+        yield wire
+    finally:
+        if fd == 1:
+            with suppress(Exception):
+                sys.stdout.flush()  # stray output buffered while serving belongs on stderr
+        os.dup2(wire, fd)
+        if fd != 0:
+            os.close(wire)
+
+
+class _Wire:
+    """The stdout side: one lock, one line per write, tolerant of a vanished reader."""
+
+    def __init__(self, sink: ByteSink) -> None:
+        self._sink = sink
+        self._lock = anyio.Lock()
+        self._broken = False
+
+    async def write(self, message: types.JSONRPCMessage) -> None:
+        try:
+            data = _encode(message)
+        except Exception:  # a result pydantic cannot serialize must not kill the writer
+            _log.exception("mcp.transport.encode_failed")
+            request_id = getattr(message, "id", None)
+            if request_id is None:
+                return
+            data = _encode(
+                _error(
+                    request_id,
+                    types.INTERNAL_ERROR,
+                    "Internal error: the response could not be encoded",
+                )
+            )
+        async with self._lock:
+            if self._broken:
+                return
+            try:
+                await self._sink.send(data)
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._broken = True
+                _log.warning("mcp.transport.stdout_closed")
+
+
+async def _pump_input(
+    reader: BoundedLineReader,
+    wire: _Wire,
+    inbound: MemoryObjectSendStream[SessionMessage | Exception],
+) -> None:
+    async with inbound:
+        while (line := await reader.next_line()) is not None:
+            if isinstance(line, OversizedLine):
+                _log.warning(
+                    "mcp.transport.line_oversized",
+                    limit_bytes=line.limit,
+                    code=types.INVALID_REQUEST,
+                )
+                await wire.write(oversized_answer(line.limit))
+                continue
+            outcome = parse_line(line)
+            if outcome is None:
+                continue
+            if isinstance(outcome, Rejected):
+                # The reason only: the line itself may carry secrets (_meta.authToken).
+                _log.warning(
+                    "mcp.transport.line_rejected",
+                    code=outcome.answer.error.code,
+                    reason=outcome.reason,
+                )
+                await wire.write(outcome.answer)
+                continue
+            try:
+                await inbound.send(SessionMessage(outcome))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return  # the server stopped reading
+
+
+async def _pump_output(outbound: MemoryObjectReceiveStream[SessionMessage], wire: _Wire) -> None:
+    async with outbound:
+        async for session_message in outbound:
+            await wire.write(session_message.message)
+
+
+@asynccontextmanager
+async def hardened_stdio_server(
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    *,
+    stdin: ByteSource | None = None,
+    stdout: ByteSink | None = None,
+) -> AsyncIterator[
+    tuple[
+        MemoryObjectReceiveStream[SessionMessage | Exception],
+        MemoryObjectSendStream[SessionMessage],
+    ]
+]:
+    """Serve MCP over stdin/stdout (or the given byte streams), like the SDK's ``stdio_server()``.
+
+    Yields ``(read_stream, write_stream)`` for ``Server.run``. Explicit streams
+    skip the stdio descriptor claim (tests pass in-memory streams).
+    """
+    if (
+        isinstance(max_message_bytes, bool)
+        or not isinstance(max_message_bytes, int)
+        or max_message_bytes < 1
+    ):
+        raise UsageError(
+            f"{MAX_MESSAGE_BYTES_FLAG} must be a positive number of bytes",
+            code="mcp.bad_message_limit",
+            hint=f"for example {MAX_MESSAGE_BYTES_FLAG} {DEFAULT_MAX_MESSAGE_BYTES}",
+        )
+    with ExitStack() as claims:
+        if stdin is None:
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            try:
+                stdin = _FdSource(claims.enter_context(_claim_fd(0, devnull)))
+            finally:
+                os.close(devnull)
+        if stdout is None:
+            stdout = _FdSink(claims.enter_context(_claim_fd(1, 2)))
+        wire = _Wire(stdout)
+        reader = BoundedLineReader(stdin, max_message_bytes)
+        inbound_send, inbound_recv = anyio.create_memory_object_stream[SessionMessage | Exception](
+            0
+        )
+        outbound_send, outbound_recv = anyio.create_memory_object_stream[SessionMessage](0)
+        async with anyio.create_task_group() as tg:
+            reader_scope = anyio.CancelScope()
+
+            async def run_reader() -> None:
+                with reader_scope:
+                    await _pump_input(reader, wire, inbound_send)
+
+            tg.start_soon(run_reader)
+            tg.start_soon(_pump_output, outbound_recv, wire)
+            try:
+                yield inbound_recv, outbound_send
+            finally:
+                # The server is done: stop reading (stdin may stay open), let the writer drain.
+                reader_scope.cancel()
+                outbound_send.close()
+                inbound_recv.close()

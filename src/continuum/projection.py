@@ -1,0 +1,530 @@
+"""The semantic state of a run and the pure fold that projects it from events.
+
+No clock, environment, database or logging in here: the state at sequence N is a
+function of events 1..N alone. Each component carries provenance (origin, source
+sequence, source event). Unknown event types are skipped, never fatal.
+
+The fold works on a private JSON-shaped accumulator (fast for long logs) and freezes
+it into the immutable ``State`` at the end; a checkpoint is that same JSON shape, so
+``restore(checkpoint) + fold(later events)`` equals ``fold(all events)``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from continuum.events import Event, EventType
+from continuum.types import ActionStatus, Origin, RunStatus
+
+DEFAULT_CONFIRM_SCOPE = ("goal", "progress")
+ALL_COMPONENTS = ("goal", "progress", "plan", "decisions", "findings", "evidence", "model")
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    origin: Origin
+    sequence: int
+    event_id: str
+
+
+class GoalFact(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    value: str
+    provenance: Provenance
+
+
+class Progress(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    total: int | None = None
+    completed: int = 0
+    failed: int = 0
+    pending: int = 0
+    provenance: Provenance | None = None
+
+
+class Item(BaseModel):
+    """A decision, finding, piece of evidence, work item or approval."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    text: str = ""
+    status: str = "active"
+    cites: list[str] = Field(default_factory=list)  # evidence ids / finding ids / dependency names
+    model: str | None = None
+    provenance: Provenance
+
+
+class Dependency(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    provider: str = "static"
+    version: str | None = None
+    checksum: str | None = None
+    locator: str | None = None
+    recorded_change: str | None = None
+    provenance: Provenance
+
+
+class ActionRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    action_id: str
+    action_key: str
+    action_type: str
+    key: str | None = None
+    dedup_key: str
+    fallback_key: str | None = None
+    arguments: Any = None
+    replay: str = "never"
+    status: ActionStatus
+    attempt: int = 1
+    operation_key: str
+    owner: dict[str, Any] = Field(default_factory=dict)
+    approval_id: str | None = None
+    external_id: str | None = None
+    result: Any = None
+    error: str | None = None
+    note: str | None = None
+    intercepted_sequence: int
+    last_sequence: int
+    origin: Origin
+
+
+class Confirmation(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    sequence: int
+    through_sequence: int
+    scope: list[str]
+    origin: Origin
+    counted: bool
+
+
+class State(BaseModel):
+    """The projected state of one run at ``sequence``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    sequence: int = 0
+    head_hash: str | None = None
+    status: RunStatus = RunStatus.ACTIVE
+    goal: GoalFact | None = None
+    progress: Progress = Field(default_factory=Progress)
+    plan: list[str] = Field(default_factory=list)
+    plan_provenance: Provenance | None = None
+    decisions: dict[str, Item] = Field(default_factory=dict)
+    findings: dict[str, Item] = Field(default_factory=dict)
+    evidence: dict[str, Item] = Field(default_factory=dict)
+    work: dict[str, Item] = Field(default_factory=dict)
+    approvals: dict[str, Item] = Field(default_factory=dict)
+    dependencies: dict[str, Dependency] = Field(default_factory=dict)
+    model: str | None = None
+    model_provenance: Provenance | None = None
+    model_assumptions: list[Item] = Field(default_factory=list)
+    actions: dict[str, ActionRecord] = Field(default_factory=dict)
+    confirmations: list[Confirmation] = Field(default_factory=list)
+    self_certified: dict[str, int] = Field(default_factory=dict)
+    last_checkpoint: int | None = None
+    unknown_event_types: int = 0
+
+    @property
+    def pending_work(self) -> list[Item]:
+        return [w for w in self.work.values() if w.status == "pending"]
+
+    def confirmed_through(self, component: str) -> int:
+        """Highest sequence a human confirmation covers for ``component`` (0 if none)."""
+        best = 0
+        for c in self.confirmations:
+            if c.counted and (component in c.scope or "all" in c.scope):
+                best = max(best, c.through_sequence)
+        return best
+
+    def unreviewed(self) -> dict[str, int]:
+        """Components holding self-certified facts newer than any human confirmation."""
+        return {
+            comp: seq
+            for comp, seq in sorted(self.self_certified.items())
+            if seq > self.confirmed_through(comp)
+        }
+
+    def action_by_ref(self, ref: str) -> ActionRecord | None:
+        if ref in self.actions:
+            return self.actions[ref]
+        for a in self.actions.values():
+            if a.action_key == ref:
+                return a
+        return None
+
+
+Acc = dict[str, Any]
+Handler = Callable[[Acc, Event, dict[str, Any]], None]
+_HANDLERS: dict[str, Handler] = {}
+
+
+def _on(*types: EventType) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        for t in types:
+            _HANDLERS[str(t)] = fn
+        return fn
+
+    return register
+
+
+def _prov(e: Event) -> dict[str, Any]:
+    return {"origin": str(e.source), "sequence": e.sequence, "event_id": e.event_id}
+
+
+def _mark(acc: Acc, e: Event, component: str) -> None:
+    if e.source.self_certified:
+        acc["self_certified"][component] = e.sequence
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _list_of_str(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _touch_progress(acc: Acc, e: Event) -> None:
+    acc["progress"]["provenance"] = _prov(e)
+    _mark(acc, e, "progress")
+
+
+def _set_goal(acc: Acc, e: Event, goal: str) -> None:
+    acc["goal"] = {"value": goal, "provenance": _prov(e)}
+    _mark(acc, e, "goal")
+
+
+@_on(EventType.RUN_STARTED, EventType.GOAL_SET)
+def _run_started(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    goal = _str(p.get("goal"))
+    if goal is not None:
+        _set_goal(acc, e, goal)
+    total = _int(p.get("total"))
+    if total is not None:
+        acc["progress"]["total"] = total
+        _touch_progress(acc, e)
+    model = _str(p.get("model"))
+    if model is not None:
+        acc["model"], acc["model_provenance"] = model, _prov(e)
+
+
+@_on(EventType.RUN_COMPLETED)
+def _run_completed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    acc["status"] = str(RunStatus.COMPLETED)
+
+
+@_on(EventType.RUN_ABORTED)
+def _run_aborted(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    acc["status"] = str(RunStatus.ABORTED)
+
+
+@_on(EventType.PROGRESS_RECORDED)
+def _progress(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    goal = _str(p.get("goal"))
+    if goal is not None:
+        _set_goal(acc, e, goal)
+    changed = False
+    for field in ("completed", "total", "failed"):
+        value = _int(p.get(field))
+        if value is not None:
+            acc["progress"][field] = value
+            changed = True
+    if changed:
+        _touch_progress(acc, e)
+
+
+@_on(EventType.PLAN_SET)
+def _plan(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    acc["plan"] = _list_of_str(p.get("steps"))
+    acc["plan_provenance"] = _prov(e)
+    _mark(acc, e, "plan")
+
+
+def _item(e: Event, p: dict[str, Any], id_field: str, status: str, cites: str) -> dict[str, Any]:
+    return {
+        "id": _str(p.get(id_field)) or e.event_id,
+        "text": _str(p.get("text")) or "",
+        "status": status,
+        "cites": _list_of_str(p.get(cites)),
+        "model": _str(p.get("model")),
+        "provenance": _prov(e),
+    }
+
+
+@_on(EventType.WORK_ADDED)
+def _work_added(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    item = _item(e, p, "item_id", "pending", "cites")
+    if item["id"] not in acc["work"]:
+        acc["work"][item["id"]] = item
+        if acc["progress"]["total"] is not None:
+            acc["progress"]["total"] += 1
+        _touch_progress(acc, e)
+
+
+def _finish_work(acc: Acc, e: Event, p: dict[str, Any], status: str, counter: str) -> None:
+    item_id = _str(p.get("item_id"))
+    if item_id is not None and item_id in acc["work"]:
+        if acc["work"][item_id]["status"] != "pending":
+            return  # a repeated completion of one item counts once
+        acc["work"][item_id]["status"] = status
+    acc["progress"][counter] += 1
+    _touch_progress(acc, e)
+
+
+@_on(EventType.WORK_COMPLETED)
+def _work_completed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    _finish_work(acc, e, p, "completed", "completed")
+
+
+@_on(EventType.WORK_FAILED)
+def _work_failed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    _finish_work(acc, e, p, "failed", "failed")
+
+
+@_on(EventType.EVIDENCE_ADDED)
+def _evidence(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    item = _item(e, p, "evidence_id", "active", "dependencies")
+    acc["evidence"][item["id"]] = item
+    _mark(acc, e, "evidence")
+
+
+@_on(EventType.FINDING_ADDED)
+def _finding(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    item = _item(e, p, "finding_id", "active", "evidence")
+    acc["findings"][item["id"]] = item
+    _mark(acc, e, "findings")
+
+
+@_on(EventType.DECISION_CREATED)
+def _decision(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    item = _item(e, p, "decision_id", "active", "findings")
+    item["cites"] = item["cites"] + [f"evidence:{x}" for x in _list_of_str(p.get("evidence"))]
+    acc["decisions"][item["id"]] = item
+    _mark(acc, e, "decisions")
+
+
+def _invalidate(acc: Acc, e: Event, p: dict[str, Any], table: str, id_field: str) -> None:
+    target = acc[table].get(_str(p.get(id_field)) or "")
+    if target is not None:
+        target["status"] = "invalidated"
+
+
+@_on(EventType.FINDING_INVALIDATED)
+def _finding_invalidated(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    _invalidate(acc, e, p, "findings", "finding_id")
+
+
+@_on(EventType.DECISION_INVALIDATED)
+def _decision_invalidated(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    _invalidate(acc, e, p, "decisions", "decision_id")
+
+
+@_on(EventType.DEPENDENCY_DECLARED)
+def _dependency(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    entries = p.get("dependencies") if isinstance(p.get("dependencies"), list) else [p]
+    for d in entries:
+        if not isinstance(d, dict) or _str(d.get("name")) is None:
+            continue
+        acc["dependencies"][d["name"]] = {
+            "name": d["name"],
+            "provider": _str(d.get("provider")) or "static",
+            "version": _str(d.get("version")),
+            "checksum": _str(d.get("checksum")),
+            "locator": _str(d.get("locator")),
+            "recorded_change": None,
+            "provenance": _prov(e),
+        }
+
+
+@_on(EventType.ENVIRONMENT_CHANGED)
+def _env_changed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    dep = acc["dependencies"].get(_str(p.get("name")) or "")
+    if dep is not None:
+        dep["recorded_change"] = _str(p.get("status")) or "changed"
+
+
+@_on(EventType.APPROVAL_REQUESTED, EventType.APPROVAL_GRANTED, EventType.APPROVAL_REVOKED)
+def _approval(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    status = {"approval_requested": "requested", "approval_granted": "granted"}.get(e.type, "revoked")
+    item = _item(e, p, "approval_id", status, "cites")
+    acc["approvals"][item["id"]] = item
+
+
+@_on(EventType.MODEL_CHANGED)
+def _model(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    acc["model"], acc["model_provenance"] = _str(p.get("model")), _prov(e)
+    _mark(acc, e, "model")
+
+
+@_on(EventType.MODEL_ASSUMPTION_RECORDED)
+def _assumption(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    item = _item(e, p, "assumption_id", "active", "cites")
+    item["model"] = item["model"] or acc["model"]
+    acc["model_assumptions"].append(item)
+
+
+@_on(EventType.CHECKPOINTED)
+def _checkpointed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    acc["last_checkpoint"] = e.sequence
+
+
+@_on(EventType.REVIEW_CONFIRMED)
+def _review(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    through = _int(p.get("through_sequence"))
+    scope = _list_of_str(p.get("scope")) or list(DEFAULT_CONFIRM_SCOPE)
+    acc["confirmations"].append(
+        {
+            "sequence": e.sequence,
+            "through_sequence": min(through if through is not None else 0, e.sequence),
+            "scope": scope,
+            "origin": str(e.source),
+            # Only a human can vouch for self-certified state (SPEC 5).
+            "counted": e.source == Origin.HUMAN and through is not None,
+        }
+    )
+
+
+# -- action ledger transitions ---------------------------------------------------------
+
+
+@_on(EventType.ACTION_INTERCEPTED)
+def _action_intercepted(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    acc["actions"][p["action_id"]] = {
+        "action_id": p["action_id"],
+        "action_key": p["action_key"],
+        "action_type": p["action_type"],
+        "key": p.get("key"),
+        "dedup_key": p["dedup_key"],
+        "fallback_key": p.get("fallback_key"),
+        "arguments": p.get("arguments"),
+        "replay": p.get("replay", "never"),
+        "status": str(ActionStatus.STARTED),
+        "attempt": 1,
+        "operation_key": p["operation_key"],
+        "owner": p.get("owner") or {},
+        "approval_id": p.get("approval_id"),
+        "external_id": None,
+        "result": None,
+        "error": None,
+        "note": None,
+        "intercepted_sequence": e.sequence,
+        "last_sequence": e.sequence,
+        "origin": str(e.source),
+    }
+
+
+def _action(acc: Acc, e: Event, p: dict[str, Any]) -> dict[str, Any] | None:
+    rec: dict[str, Any] | None = acc["actions"].get(_str(p.get("action_id")) or "")
+    if rec is not None:
+        rec["last_sequence"] = e.sequence
+    return rec
+
+
+@_on(EventType.ACTION_RETRIED)
+def _action_retried(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        rec.update(status=str(ActionStatus.STARTED), attempt=p.get("attempt", rec["attempt"] + 1))
+        rec["owner"] = p.get("owner") or {}
+
+
+@_on(EventType.ACTION_COMPLETED)
+def _action_completed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        rec.update(status=str(ActionStatus.COMPLETED), external_id=p.get("external_id"))
+        rec["result"] = p.get("result")
+
+
+@_on(EventType.ACTION_FAILED)
+def _action_failed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        rec.update(status=str(ActionStatus.FAILED), error=p.get("error"))
+
+
+@_on(EventType.ACTION_MARKED_UNKNOWN)
+def _action_unknown(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        rec.update(status=str(ActionStatus.UNKNOWN), error=p.get("reason"))
+
+
+@_on(EventType.ACTION_RECONCILED)
+def _action_reconciled(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        occurred = p.get("occurred") is True
+        rec["status"] = str(ActionStatus.COMPLETED if occurred else ActionStatus.FAILED)
+        rec["note"] = p.get("note")
+        if occurred:
+            rec["external_id"] = p.get("external_id")
+
+
+@_on(EventType.ACTION_COMPENSATED)
+def _action_compensated(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        rec.update(status=str(ActionStatus.COMPENSATED), note=p.get("note"))
+
+
+# -- the fold ----------------------------------------------------------------------------
+
+
+def empty_state(run_id: str) -> State:
+    return State(run_id=run_id)
+
+
+def fold(state: State, events: Iterable[Event]) -> State:
+    """Apply ``events`` (in sequence order, after ``state.sequence``) to ``state``."""
+    acc: Acc = copy.deepcopy(state.model_dump(mode="json"))
+    for event in events:
+        if event.sequence <= acc["sequence"]:
+            continue  # already folded (a checkpoint covers it)
+        handler = _HANDLERS.get(event.type)
+        if handler is None:
+            acc["unknown_event_types"] += 1
+        else:
+            handler(acc, event, event.payload)
+        acc["sequence"] = event.sequence
+        acc["head_hash"] = event.hash
+    progress = acc["progress"]
+    if progress["total"] is not None:
+        progress["pending"] = max(progress["total"] - progress["completed"] - progress["failed"], 0)
+    else:
+        progress["pending"] = sum(1 for w in acc["work"].values() if w["status"] == "pending")
+    return State.model_validate(acc)
+
+
+def apply_action_event(record: dict[str, Any] | None, event: Event) -> dict[str, Any] | None:
+    """Apply one ledger event to one action record, with the fold's own handler.
+
+    The store's action index is built with this, so the index equals the fold's view
+    of every action by construction (and ``verify`` checks that it still does).
+    """
+    handler = _HANDLERS.get(event.type)
+    if handler is None:
+        return record
+    acc: Acc = {"actions": {}}
+    if record is not None:
+        acc["actions"][record["action_id"]] = copy.deepcopy(record)
+    handler(acc, event, event.payload)
+    action_id = event.payload.get("action_id")
+    out: dict[str, Any] | None = acc["actions"].get(action_id)
+    return out
+
+
+def project(run_id: str, events: Iterable[Event], *, start: State | None = None) -> State:
+    """Project the state of ``run_id`` from its events (optionally from a checkpoint)."""
+    return fold(start if start is not None else empty_state(run_id), events)

@@ -1,0 +1,166 @@
+"""The recovery engine: state + validation + ledger + chain -> one verdict + contract.
+
+``decide`` is pure: every proposal comes from a real condition in its inputs, and the
+verdict is the most severe proposal (SPEC 8). The runtime gathers the inputs (it reads
+the store, observes the environment and checks whether action owners are alive).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from continuum.chain import VerifyReport
+from continuum.contract import InvalidatedComponent, RecoveryContract, seal_contract
+from continuum.projection import ActionRecord, State
+from continuum.types import ActionStatus, ComponentStatus, DependencyStatus, Mode, RunStatus
+from continuum.validation import ValidationReport
+
+
+class Proposal(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    mode: Mode
+    reason: str
+    actions: list[str] = Field(default_factory=list)
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    mode: Mode
+    proposals: list[Proposal]
+    required_actions: list[str]
+    next_allowed_action: str
+    reason: str
+    uncertain_actions: list[ActionRecord]
+
+    @property
+    def safe(self) -> bool:
+        return self.mode == Mode.RESUME
+
+
+SAFETY_STATUS = {
+    Mode.RESUME: "safe",
+    Mode.REPAIR_AND_RESUME: "needs_repair",
+    Mode.REPLAN: "needs_replan",
+    Mode.WAIT: "blocked",
+    Mode.REQUEST_HUMAN: "blocked",
+    Mode.ROLLBACK: "unsafe",
+    Mode.ABORT: "unsafe",
+    Mode.NOT_RESUMABLE: "terminal",
+}
+
+
+def _action_proposals(state: State, in_flight: set[str]) -> tuple[list[Proposal], list[ActionRecord]]:
+    proposals: list[Proposal] = []
+    uncertain: list[ActionRecord] = []
+    for a in state.actions.values():
+        if a.status == ActionStatus.STARTED and a.action_id in in_flight:
+            proposals.append(Proposal(mode=Mode.WAIT, reason=f"action {a.action_key} is being "
+                                      "performed by a live process", actions=[f"wait_for_action:{a.action_id}"]))
+        elif a.status.unresolved:
+            uncertain.append(a)
+            proposals.append(Proposal(
+                mode=Mode.REQUEST_HUMAN,
+                reason=f"action {a.action_key} was interrupted and may have happened ({a.status})",
+                actions=[f"reconcile_action:{a.action_id}"]))
+        elif a.status == ActionStatus.COMPLETED and a.approval_id:
+            approval = state.approvals.get(a.approval_id)
+            if approval is not None and approval.status == "revoked":
+                proposals.append(Proposal(
+                    mode=Mode.ROLLBACK,
+                    reason=f"action {a.action_key} was done under approval {a.approval_id}, "
+                           "which was revoked", actions=[f"compensate_action:{a.action_id}"]))
+    return proposals, uncertain
+
+
+def decide(state: State, validation: ValidationReport, chain: VerifyReport, *,
+           in_flight: set[str] | None = None, tolerate_unknown: bool = False) -> Decision:
+    """Turn the inputs into proposals and pick the most severe one."""
+    proposals: list[Proposal] = []
+    uncertain: list[ActionRecord] = []
+    if not chain.ok:
+        v = chain.violations[0]
+        proposals.append(Proposal(mode=Mode.ABORT, reason=f"the event log is damaged at sequence "
+                                  f"{v.sequence} ({v.kind}); trusted through {chain.trusted_through}",
+                                  actions=[f"inspect_damage:{state.run_id}"]))
+    if state.status != RunStatus.ACTIVE:
+        proposals.append(Proposal(mode=Mode.NOT_RESUMABLE,
+                                  reason=f"the run is {state.status}; there is nothing to resume",
+                                  actions=["none"]))
+    action_props, uncertain = _action_proposals(state, in_flight or set())
+    proposals += action_props
+    for ap in sorted(state.approvals.values(), key=lambda x: x.id):
+        if ap.status == "requested":
+            proposals.append(Proposal(mode=Mode.WAIT, reason=f"approval {ap.id} is requested and "
+                                      "not yet granted", actions=[f"await_approval:{ap.id}"]))
+    review = validation.with_status(ComponentStatus.REQUIRES_REVIEW)
+    if review:
+        names = ", ".join(c.component for c in review)
+        proposals.append(Proposal(mode=Mode.REQUEST_HUMAN,
+                                  reason=f"self-reported state not confirmed by a human: {names}",
+                                  actions=[f"confirm_run:{state.run_id}"]))
+    for d in validation.dependencies:
+        if d.status == DependencyStatus.UNKNOWN and not tolerate_unknown:
+            proposals.append(Proposal(mode=Mode.REQUEST_HUMAN,
+                                      reason=f"dependency {d.name} could not be checked now",
+                                      actions=[f"provide_environment:{d.name}"]))
+        elif d.status == DependencyStatus.REMOVED:
+            proposals.append(Proposal(mode=Mode.REPLAN, reason=f"dependency {d.name} was removed; "
+                                      "work derived from it is invalid",
+                                      actions=[f"replan_without:{d.name}"]))
+    repair: list[str] = []
+    for c in validation.with_status(ComponentStatus.CONFLICTED, ComponentStatus.STALE):
+        kind, _, ident = c.component.partition(":")
+        verb = {"dependency": "refresh_dependency", "evidence": "recompute_evidence",
+                "finding": "recheck_finding", "decision": "revisit_decision",
+                "model_assumption": "reverify_assumption"}.get(kind, "repair")
+        repair.append(f"{verb}:{ident}")
+    if repair:
+        proposals.append(Proposal(mode=Mode.REPAIR_AND_RESUME,
+                                  reason="derived state is stale or conflicted: repair in order",
+                                  actions=repair))
+    if not proposals:
+        proposals.append(Proposal(mode=Mode.RESUME, reason="log verified, environment unchanged, "
+                                  "no unresolved actions, state confirmed", actions=["continue"]))
+    ordered = sorted(proposals, key=lambda p: -p.mode.severity)  # stable within a mode
+    top = ordered[0].mode
+    required: list[str] = []
+    for p in ordered:
+        for act in p.actions:
+            if act not in required:
+                required.append(act)
+    reasons = [p.reason for p in ordered if p.mode == top]
+    return Decision(mode=top, proposals=ordered, required_actions=required,
+                    next_allowed_action=required[0], reason="; ".join(reasons),
+                    uncertain_actions=uncertain)
+
+
+def build_contract(state: State, validation: ValidationReport, decision: Decision,
+                   chain: VerifyReport, *, checkpoint_version: int | None,
+                   observed_env: dict[str, str | None]) -> RecoveryContract:
+    """The sealed, deterministic contract for this decision (no clock inside the seal)."""
+    body = RecoveryContract(
+        run_id=state.run_id,
+        verdict=str(decision.mode),
+        safe=decision.safe,
+        safety_status=SAFETY_STATUS[decision.mode],
+        checkpoint_version=checkpoint_version,
+        head_sequence=chain.head_sequence,
+        head_hash=chain.head_hash,
+        verified_components=validation.verified,
+        invalidated_components=[InvalidatedComponent(component=c.component, status=str(c.status),
+                                                     reason=c.reason) for c in validation.invalidated],
+        required_actions=decision.required_actions,
+        next_allowed_action=decision.next_allowed_action,
+        evidence={
+            "chain_ok": chain.ok,
+            "trusted_through": chain.trusted_through,
+            "environment": dict(sorted(observed_env.items())),
+            "dependencies": {d.name: str(d.status) for d in validation.dependencies},
+            "unresolved_actions": sorted(a.action_id for a in decision.uncertain_actions),
+            "progress": state.progress.model_dump(mode="json", exclude={"provenance"}),
+        },
+        reason=decision.reason,
+    )
+    return seal_contract(body)

@@ -1,0 +1,388 @@
+"""The one facade the edges (CLI, MCP server, adapters) use.
+
+It composes the store, the ledger, checkpoints, environment observation and the
+recovery engine. The origin given at construction is stamped on everything this
+facade writes (``external_agent`` for the MCP server, ``deterministic`` for the CLI);
+``confirm`` always writes as ``human`` and belongs to trusted edges only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from continuum.canonical import canonical_json, digest, parse_json
+from continuum.chain import DamageKind, VerifyReport, Violation, check_anchor, with_violations
+from continuum.contract import RecoveryContract
+from continuum.environment import Probe, declarations, observe
+from continuum.errors import IntegrityError, NotFoundError, UsageError
+from continuum.events import Event, EventType
+from continuum.ledger import DEFAULT_LEASE_SECONDS, ActionLedger, InterceptResult, owner_alive
+from continuum.projection import ALL_COMPONENTS, DEFAULT_CONFIRM_SCOPE, ActionRecord, State, project
+from continuum.recovery import Decision, build_contract, decide
+from continuum.store import CheckpointRow, Run, RunInfo, Storage, open_store, resolve_url
+from continuum.types import ActionStatus, Origin, RunStatus
+from continuum.validation import ValidationReport, validate_state
+
+
+class CheckpointInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    sequence: int
+    event_sequence: int
+    state_hash: str
+
+
+class Recovery(BaseModel):
+    """Everything a resumed agent needs: the verdict, why, and the sealed contract."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str | None
+    mode: str
+    safe: bool
+    next_allowed_action: str | None
+    rationale: str
+    required_actions: list[str]
+    uncertain_actions: list[dict[str, Any]]
+    progress: dict[str, Any] | None
+    goal: str | None = None
+    contract: dict[str, Any] | None
+
+
+class ConfirmResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    through_sequence: int
+    scope: list[str]
+    confirmed: dict[str, Any]
+    event_sequence: int
+
+
+class Continuum:
+    def __init__(self, store: Storage, *, origin: Origin = Origin.DETERMINISTIC,
+                 probes: Mapping[str, Probe] | None = None,
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS, cwd: str | None = None) -> None:
+        self.store = store
+        self.origin = origin
+        self.probes: dict[str, Probe] = dict(probes or {})
+        self.ledger = ActionLedger(store, origin=origin, lease_seconds=lease_seconds, cwd=cwd)
+        self.checkpoint_warnings: list[str] = []
+
+    @classmethod
+    def open(cls, url: str | None = None, *, create: bool = True,
+             origin: Origin = Origin.DETERMINISTIC, **kwargs: Any) -> Continuum:
+        return cls(open_store(resolve_url(url), create=create), origin=origin, **kwargs)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- runs and events --------------------------------------------------------------------
+
+    def start_run(self, run_id: str, goal: str | None = None, *, total: int | None = None,
+                  metadata: dict[str, Any] | None = None, model: str | None = None) -> RunInfo:
+        self.store.create_run(Run(run_id=run_id, goal=goal, metadata=metadata or {}))
+        payload: dict[str, Any] = {"goal": goal} if goal is not None else {}
+        if total is not None:
+            payload["total"] = total
+        if model is not None:
+            payload["model"] = model
+        self.store.append_event(run_id, EventType.RUN_STARTED, payload, source=self.origin)
+        return self.store.get_run(run_id)
+
+    def runs(self) -> list[RunInfo]:
+        return self.store.list_runs()
+
+    def latest_active_run(self) -> str | None:
+        active = [r for r in self.store.list_runs() if r.status == RunStatus.ACTIVE]
+        return active[-1].run_id if active else None
+
+    def append(self, run_id: str, type: EventType | str, payload: dict[str, Any],
+               causer_event_id: str | None = None) -> Event:
+        return self.store.append_event(run_id, type, payload, source=self.origin,
+                                       causer_event_id=causer_event_id)
+
+    def events(self, run_id: str, after: int = 0) -> list[Event]:
+        return self.store.read_events(run_id, after)
+
+    def record_progress(self, run_id: str, *, completed: int | None = None,
+                        total: int | None = None, failed: int | None = None,
+                        goal: str | None = None) -> State:
+        """Record absolute progress; creates the run on first use (SPEC 9)."""
+        for name, value in (("completed", completed), ("total", total), ("failed", failed)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise UsageError(f"{name} must be a non-negative integer", code="usage.bad_progress",
+                                 hint=f"pass {name} as a whole number >= 0", field=name)
+        try:
+            self.store.get_run(run_id)
+        except NotFoundError:
+            self.start_run(run_id, goal, total=total)
+            goal = None
+        payload = {k: v for k, v in (("completed", completed), ("total", total),
+                                     ("failed", failed), ("goal", goal)) if v is not None}
+        if payload:
+            self.append(run_id, EventType.PROGRESS_RECORDED, payload)
+        return self.state(run_id)
+
+    def finish_run(self, run_id: str, *, aborted: bool = False, reason: str | None = None) -> Event:
+        type_ = EventType.RUN_ABORTED if aborted else EventType.RUN_COMPLETED
+        return self.append(run_id, type_, {"reason": reason} if reason else {})
+
+    # -- state and checkpoints ---------------------------------------------------------------
+
+    def _valid_checkpoint(self, run_id: str) -> tuple[CheckpointRow, State] | None:
+        """The latest checkpoint whose hash matches and whose sealing event agrees."""
+        self.checkpoint_warnings = []
+        for cp in self.store.list_checkpoints(run_id):
+            sealed = self.store.read_events(run_id, after=cp.event_sequence - 1)[:1]
+            ok = (digest(parse_json(cp.state_json)) == cp.state_hash and sealed
+                  and sealed[0].payload.get("state_hash") == cp.state_hash)
+            if ok:
+                return cp, State.model_validate_json(cp.state_json)
+            self.checkpoint_warnings.append(
+                f"checkpoint at sequence {cp.sequence} failed its hash and was not used")
+        return None
+
+    def state(self, run_id: str) -> State:
+        """Latest valid checkpoint + fold of later events (equals the full fold)."""
+        found = self._valid_checkpoint(run_id)
+        if found is None:
+            return project(run_id, self.store.iter_events(run_id))
+        cp, start = found
+        return project(run_id, self.store.iter_events(run_id, after=cp.sequence), start=start)
+
+    def declare_dependencies(self, run_id: str, *, env: Mapping[str, str] | None = None,
+                             files: list[str] | None = None, git: list[str] | None = None,
+                             callables: list[str] | None = None) -> Event | None:
+        decls = declarations(env=env, files=files, git=git, probes=self.probes, callables=callables)
+        if not decls:
+            return None
+        return self.append(run_id, EventType.DEPENDENCY_DECLARED, {"dependencies": decls})
+
+    def checkpoint(self, run_id: str, *, reason: str | None = None,
+                   env: Mapping[str, str] | None = None) -> CheckpointInfo:
+        decls = declarations(env=env, probes=self.probes) if env else []
+        with self.store.write(run_id) as tx:
+            if decls:
+                tx.append(EventType.DEPENDENCY_DECLARED, {"dependencies": decls}, source=self.origin)
+            state = self.state(run_id)
+            state_json = canonical_json(state.model_dump(mode="json"))
+            state_hash = digest(parse_json(state_json))
+            event = tx.append(EventType.CHECKPOINTED, {"through_sequence": state.sequence,
+                                                       "state_hash": state_hash, "reason": reason},
+                              source=self.origin)
+            tx.put_checkpoint(CheckpointRow(run_id=run_id, sequence=state.sequence,
+                                            event_sequence=event.sequence, state_json=state_json,
+                                            state_hash=state_hash, created_at=event.timestamp))
+        return CheckpointInfo(run_id=run_id, sequence=state.sequence,
+                              event_sequence=event.sequence, state_hash=state_hash)
+
+    # -- verification -----------------------------------------------------------------------
+
+    def verify(self, run_id: str, *, expect_head: str | None = None) -> VerifyReport:
+        """Chain, head, optional anchor, action index against the fold, checkpoints."""
+        report = self.store.verify_events(run_id)
+        extra: list[Violation] = []
+        if expect_head is not None:
+            seq, hash_ = parse_anchor(expect_head)
+            last = report.head_sequence
+            v = check_anchor(seq, hash_, self.store.event_hash_at(run_id, seq), last)
+            if v is not None:
+                extra.append(v)
+        if report.ok:
+            state = project(run_id, self.store.iter_events(run_id))
+            extra += _index_violations(state, [r.record for r in self.store.list_actions(run_id)])
+            for cp in self.store.list_checkpoints(run_id):
+                if digest(parse_json(cp.state_json)) != cp.state_hash:
+                    extra.append(Violation(sequence=cp.event_sequence, kind=DamageKind.CHECKPOINT_MISMATCH,
+                                           detail=f"checkpoint through {cp.sequence} fails its hash"))
+        return with_violations(report, extra)
+
+    def anchor(self, run_id: str) -> dict[str, Any]:
+        run = self.store.get_run(run_id)
+        report = self.store.verify_events(run_id)
+        if not report.ok:
+            v = report.violations[0]
+            raise IntegrityError(f"run {run_id!r} is damaged at sequence {v.sequence} ({v.kind}); "
+                                 "no anchor is issued for a damaged chain", code=f"integrity.{v.kind}",
+                                 hint=f"run `continuum verify {run_id}`", run_id=run_id)
+        return {"run_id": run_id, "sequence": run.head_sequence, "hash": run.head_hash,
+                "anchor": f"{run.head_sequence}:{run.head_hash}"}
+
+    # -- the ledger -------------------------------------------------------------------------
+
+    def intercept(self, run_id: str, action_type: str, arguments: Any = None, *,
+                  key: str | None = None, replay: str | None = None,
+                  approval_id: str | None = None) -> InterceptResult:
+        return self.ledger.intercept(run_id, action_type, arguments, key=key, replay=replay,
+                                     approval_id=approval_id)
+
+    def complete(self, run_id: str, action: str, *, external_id: str | None = None,
+                 result: Any = None) -> ActionRecord:
+        return self.ledger.complete(run_id, action, external_id=external_id, result=result)
+
+    def fail(self, run_id: str, action: str, *, error: str | None = None,
+             certain: bool = False) -> ActionRecord:
+        return self.ledger.fail(run_id, action, error=error, certain=certain)
+
+    def reconcile(self, run_id: str, action: str, *, occurred: bool,
+                  external_id: str | None = None, note: str | None = None,
+                  origin: Origin | None = None) -> ActionRecord:
+        return self.ledger.reconcile(run_id, action, occurred=occurred, external_id=external_id,
+                                     note=note, origin=origin)
+
+    def actions(self, run_id: str) -> list[ActionRecord]:
+        return self.ledger.actions(run_id)
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    def _inputs(self, run_id: str, env: Mapping[str, str] | None,
+                expected_model: str | None) -> tuple[State, ValidationReport, VerifyReport, int | None, dict[str, str | None]]:
+        run = self.store.get_run(run_id)
+        found = self._valid_checkpoint(run_id)
+        cp_version = found[0].sequence if found else None
+        try:
+            if found is None:
+                state = project(run_id, self.store.iter_events(run_id))
+            else:
+                state = project(run_id, self.store.iter_events(run_id, after=found[0].sequence),
+                                start=found[1])
+            chain = VerifyReport(run_id=run_id, ok=True, events_checked=run.head_sequence,
+                                 trusted_through=run.head_sequence, head_sequence=run.head_sequence,
+                                 head_hash=run.head_hash, violations=[])
+        except IntegrityError:
+            chain = self.store.verify_events(run_id)
+            state = project(run_id, [])
+            state = state.model_copy(update={"sequence": chain.trusted_through})
+        given = dict(env or {})
+        observed = {name: observe(dep, given, self.probes) for name, dep in state.dependencies.items()}
+        validation = validate_state(state, observed, extra=given, expected_model=expected_model)
+        observed_view = {n: (o.checksum or o.version if o and o.present else
+                             ("removed" if o else None)) for n, o in observed.items()}
+        return state, validation, chain, cp_version, observed_view
+
+    def _in_flight(self, run_id: str, state: State) -> set[str]:
+        now = self.ledger.clock()
+        started = [a for a in state.actions.values() if a.status == ActionStatus.STARTED]
+        out: set[str] = set()
+        for a in started:
+            row = self.store.get_action(run_id, a.action_id)
+            if owner_alive(a.owner, row.lease_expires if row else None, now):
+                out.add(a.action_id)
+        return out
+
+    def validate(self, run_id: str, *, env: Mapping[str, str] | None = None,
+                 expected_model: str | None = None) -> ValidationReport:
+        return self._inputs(run_id, env, expected_model)[1]
+
+    def evaluate(self, run_id: str, *, env: Mapping[str, str] | None = None,
+                 expected_model: str | None = None,
+                 tolerate_unknown: bool = False) -> tuple[State, Decision, RecoveryContract]:
+        state, validation, chain, cp_version, observed = self._inputs(run_id, env, expected_model)
+        decision = decide(state, validation, chain, in_flight=self._in_flight(run_id, state),
+                          tolerate_unknown=tolerate_unknown)
+        contract = build_contract(state, validation, decision, chain,
+                                  checkpoint_version=cp_version, observed_env=observed)
+        return state, decision, contract
+
+    def resume(self, run_id: str | None = None, *, env: Mapping[str, str] | None = None,
+               expected_model: str | None = None, tolerate_unknown: bool = False) -> Recovery:
+        """Read-only: the verdict and contract for resuming ``run_id`` (or the latest active run)."""
+        if run_id is None:
+            run_id = self.latest_active_run()
+            if run_id is None:
+                return Recovery(run_id=None, mode="no_active_run", safe=False,
+                                next_allowed_action=None, rationale="there is no active run in this store",
+                                required_actions=[], uncertain_actions=[], progress=None, contract=None)
+        state, decision, contract = self.evaluate(run_id, env=env, expected_model=expected_model,
+                                                  tolerate_unknown=tolerate_unknown)
+        uncertain = [{"action_id": a.action_id, "action_key": a.action_key,
+                      "action_type": a.action_type, "status": str(a.status), "attempt": a.attempt,
+                      "arguments": a.arguments,
+                      "next": f"reconcile_action:{a.action_id}"} for a in decision.uncertain_actions]
+        return Recovery(run_id=run_id, mode=str(decision.mode), safe=decision.safe,
+                        next_allowed_action=decision.next_allowed_action, rationale=decision.reason,
+                        required_actions=decision.required_actions, uncertain_actions=uncertain,
+                        progress=state.progress.model_dump(mode="json", exclude={"provenance"}),
+                        goal=state.goal.value if state.goal else None,
+                        contract=contract.model_dump(mode="json"))
+
+    def confirm(self, run_id: str, *, scope: str = "default") -> ConfirmResult:
+        """A human vouches for self-reported state up to the current head (SPEC 5)."""
+        scopes = {"default": list(DEFAULT_CONFIRM_SCOPE), "goal": ["goal"],
+                  "progress": ["progress"], "all": ["all"]}
+        if scope not in scopes:
+            raise UsageError(f"unknown scope {scope!r}", code="usage.bad_scope",
+                             hint="use --scope goal, progress or all")
+        with self.store.write(run_id) as tx:
+            state = self.state(run_id)
+            covered = ALL_COMPONENTS if scope == "all" else scopes[scope]
+            confirmed = {"goal": state.goal.value if state.goal else None,
+                         "progress": state.progress.model_dump(mode="json", exclude={"provenance"})}
+            if scope == "all":
+                confirmed.update(findings=sorted(state.findings), decisions=sorted(state.decisions),
+                                 evidence=sorted(state.evidence), plan=state.plan, model=state.model)
+            confirmed = {k: v for k, v in confirmed.items() if k in covered or scope == "all"}
+            event = tx.append(EventType.REVIEW_CONFIRMED, {"through_sequence": state.sequence,
+                                                           "scope": scopes[scope],
+                                                           "confirmed": confirmed},
+                              source=Origin.HUMAN)
+        return ConfirmResult(run_id=run_id, through_sequence=state.sequence, scope=scopes[scope],
+                             confirmed=confirmed, event_sequence=event.sequence)
+
+    def verify_contract(self, contract_json: str) -> dict[str, Any]:
+        """Check a contract file: intact seal, and still bound to this store's head."""
+        try:
+            contract = RecoveryContract.model_validate_json(contract_json)
+        except ValueError as e:
+            raise UsageError("the file is not a recovery contract", code="usage.bad_contract",
+                             hint="pass a file written by `continuum show-contract RUN --json`") from e
+        if not contract.is_intact():
+            raise IntegrityError("the contract's integrity_hash does not match its content",
+                                 code="integrity.contract_tampered",
+                                 hint="the file was edited; get a fresh one with show-contract",
+                                 run_id=contract.run_id)
+        run = self.store.get_run(contract.run_id)
+        stored = (self.store.event_hash_at(contract.run_id, contract.head_sequence)
+                  if contract.head_sequence else None)
+        if contract.head_sequence and stored != contract.head_hash:
+            raise IntegrityError(f"the contract's head {contract.head_sequence} is not in this "
+                                 "store's chain", code="integrity.contract_foreign",
+                                 hint="check --db; the log or the contract does not belong here")
+        if run.head_sequence != contract.head_sequence:
+            raise IntegrityError(f"the contract was computed at sequence {contract.head_sequence} "
+                                 f"but the run is now at {run.head_sequence}",
+                                 code="integrity.contract_stale",
+                                 hint=f"get a current one: continuum show-contract {contract.run_id}")
+        return {"ok": True, "run_id": contract.run_id, "verdict": contract.verdict,
+                "head_sequence": contract.head_sequence, "integrity_hash": contract.integrity_hash}
+
+
+def parse_anchor(text: str) -> tuple[int, str]:
+    seq, sep, hash_ = text.partition(":")
+    if not sep or not seq.isdigit() or int(seq) < 1 or len(hash_) != 64 or any(
+            c not in "0123456789abcdef" for c in hash_):
+        raise UsageError(f"anchor {text!r} is not SEQ:HASH", code="usage.bad_anchor",
+                         hint="use the value printed by `continuum anchor RUN`, e.g. 42:3fa9...")
+    return int(seq), hash_
+
+
+def _index_violations(state: State, records: list[dict[str, Any]]) -> list[Violation]:
+    out: list[Violation] = []
+    seen = set()
+    for rec in records:
+        seen.add(rec["action_id"])
+        folded = state.actions.get(rec["action_id"])
+        if folded is None or folded.model_dump(mode="json") != ActionRecord.model_validate(rec).model_dump(mode="json"):
+            out.append(Violation(sequence=folded.last_sequence if folded else state.sequence,
+                                 kind=DamageKind.INDEX_MISMATCH,
+                                 detail=f"action index row {rec['action_id']} disagrees with the log"))
+    for action_id, folded in state.actions.items():
+        if action_id not in seen:
+            out.append(Violation(sequence=folded.last_sequence, kind=DamageKind.INDEX_MISMATCH,
+                                 detail=f"action {action_id} is in the log but not in the index"))
+    return out

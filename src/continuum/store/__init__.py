@@ -1,0 +1,68 @@
+"""Store selection: ``open_store(url)`` for paths, ``sqlite:///`` and ``postgresql://`` URLs.
+
+A malformed URL, a directory, a non-database file or an unknown scheme is refused with a
+one-line error naming the problem, and nothing is created or touched.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from continuum.errors import StoreError, UsageError
+from continuum.store.base import ActionRow, CheckpointRow, Run, RunInfo, Storage, WriteTx
+from continuum.store.sqlite import SQLiteStorage
+
+DEFAULT_DB = "continuum.db"
+
+__all__ = ["ActionRow", "CheckpointRow", "Run", "RunInfo", "SQLiteStorage", "Storage", "WriteTx",
+           "open_store", "resolve_url", "DEFAULT_DB"]
+
+
+def resolve_url(flag: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """``--db`` flag, else ``CONTINUUM_DB``, else ``./continuum.db`` (SPEC 2)."""
+    env = os.environ if env is None else env
+    if flag:
+        return flag
+    if env.get("CONTINUUM_DB"):
+        return env["CONTINUUM_DB"]
+    return DEFAULT_DB
+
+
+def _bad(url: str, why: str) -> UsageError:
+    return UsageError(
+        f"store URL {url!r} is not usable: {why}",
+        code="store.bad_url",
+        hint="give a file path, sqlite:///abs/path.db or postgresql://user@host/db",
+    )
+
+
+def sqlite_path_from_url(url: str) -> Path:
+    if not url or not url.strip():
+        raise _bad(url, "it is empty")
+    if "\x00" in url:
+        raise _bad(url, "it contains a NUL byte")
+    if url == ":memory:" or url.startswith("file:"):
+        raise _bad(url, "in-memory and file: URIs are not durable stores")
+    if url.startswith("sqlite:"):
+        if not url.startswith("sqlite:///") or len(url) <= len("sqlite:///"):
+            raise _bad(url, "write sqlite:///ABSOLUTE/PATH.db (three slashes and a path)")
+        rest = url[len("sqlite://"):]
+        if "?" in rest or "#" in rest:
+            raise _bad(url, "query strings and fragments are not supported")
+        return Path(rest)
+    if "://" in url:
+        scheme = url.split("://", 1)[0]
+        raise _bad(url, f"unsupported scheme {scheme!r} (use sqlite:/// or postgresql://)")
+    return Path(url)
+
+
+def open_store(url: str, *, create: bool = True) -> Storage:
+    """Open the store at ``url``; with ``create=False`` a missing SQLite file is refused."""
+    if url.startswith(("postgresql://", "postgres://")):
+        raise StoreError(
+            "the PostgreSQL backend is not available in this build",
+            code="store.backend_unavailable",
+            hint="use a SQLite path or sqlite:/// URL for now",
+        )
+    return SQLiteStorage(sqlite_path_from_url(url), create=create)

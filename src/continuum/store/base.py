@@ -1,0 +1,127 @@
+"""The store protocol every backend implements, and the rows it speaks in.
+
+A store keeps runs (with their head), events, the action index and checkpoints. Every
+write that changes the log goes through ``write(run_id)``: one transaction in which the
+event, the run's head and any index row move together or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from continuum.chain import VerifyReport
+from continuum.events import Event, EventType
+from continuum.types import Origin, RunStatus
+
+
+class Run(BaseModel):
+    """A run to create. Only ``run_id`` is required."""
+
+    run_id: str
+    goal: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    goal: str | None
+    status: RunStatus
+    created_at: str
+    head_sequence: int
+    head_hash: str | None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ActionRow(BaseModel):
+    """One row of the action index: the fold's record of the action plus its lease."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    action_id: str
+    record: dict[str, Any]
+    lease_expires: float | None = None
+
+
+class CheckpointRow(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    sequence: int  # the state covers events 1..sequence
+    event_sequence: int  # the `checkpointed` event that sealed it
+    state_json: str
+    state_hash: str
+    created_at: str
+
+
+class WriteTx(Protocol):
+    """Inside one serialized write transaction on one run."""
+
+    @property
+    def run(self) -> RunInfo: ...
+
+    def append(
+        self,
+        type: EventType | str,
+        payload: dict[str, Any],
+        *,
+        source: Origin,
+        causer_event_id: str | None = None,
+    ) -> Event: ...
+
+    def find_action(self, *, action_id: str | None = None, dedup_key: str | None = None,
+                    fallback_key: str | None = None, action_key: str | None = None) -> ActionRow | None: ...
+
+    def put_action(self, row: ActionRow) -> None: ...
+
+    def put_checkpoint(self, row: CheckpointRow) -> None: ...
+
+
+class Storage(Protocol):
+    """What every backend provides. Driver errors never cross this boundary."""
+
+    url: str
+
+    def create_run(self, run: Run, *, exist_ok: bool = False) -> RunInfo: ...
+
+    def get_run(self, run_id: str) -> RunInfo: ...
+
+    def list_runs(self) -> list[RunInfo]: ...
+
+    def append_event(
+        self,
+        run_id: str,
+        type: EventType | str,
+        payload: dict[str, Any],
+        *,
+        source: Origin = Origin.DETERMINISTIC,
+        causer_event_id: str | None = None,
+    ) -> Event: ...
+
+    def read_events(self, run_id: str, after: int = 0) -> list[Event]: ...
+
+    def iter_events(self, run_id: str, after: int = 0) -> Iterator[Event]: ...
+
+    def verify_events(self, run_id: str) -> VerifyReport: ...
+
+    def event_hash_at(self, run_id: str, sequence: int) -> str | None: ...
+
+    def write(self, run_id: str) -> AbstractContextManager[WriteTx]: ...
+
+    def get_action(self, run_id: str, action_ref: str) -> ActionRow | None: ...
+
+    def list_actions(self, run_id: str) -> list[ActionRow]: ...
+
+    def renew_lease(self, run_id: str, action_id: str, lease_expires: float) -> None: ...
+
+    def list_checkpoints(self, run_id: str) -> list[CheckpointRow]: ...
+
+    def schema_version(self) -> int: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,65 @@
+"""Schema versions and forward migrations, shared by the backends.
+
+Each migration is a list of statements applied in one transaction together with the
+new version number. A database newer than the code is refused, never downgraded.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+# 'CNTM': marks a SQLite file as a continuum store so a foreign database is refused.
+SQLITE_APPLICATION_ID = 0x434E544D
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            goal TEXT,
+            status TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            head_sequence INTEGER NOT NULL DEFAULT 0,
+            head_hash TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}'
+        )""",
+        # (run_id, sequence) is the primary key: a stale-head writer can never fork a chain.
+        """CREATE TABLE events (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            sequence INTEGER NOT NULL,
+            event_id TEXT NOT NULL UNIQUE,
+            type TEXT NOT NULL,
+            timestamp TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            causer_event_id TEXT,
+            source TEXT NOT NULL,
+            prev_hash TEXT,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (run_id, sequence)
+        )""",
+        # The action index: derived from the log, kept in the same transaction as the
+        # event, so an intercept costs the same at 10 or 100,000 actions.
+        """CREATE TABLE actions (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            action_id TEXT NOT NULL,
+            action_key TEXT NOT NULL,
+            dedup_key TEXT NOT NULL,
+            fallback_key TEXT,
+            status TEXT NOT NULL,
+            record TEXT NOT NULL,
+            lease_expires REAL,
+            PRIMARY KEY (run_id, action_id),
+            UNIQUE (run_id, dedup_key)
+        )""",
+        "CREATE INDEX actions_by_key ON actions (run_id, action_key)",
+        "CREATE INDEX actions_by_fallback ON actions (run_id, fallback_key)",
+        """CREATE TABLE checkpoints (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            sequence INTEGER NOT NULL,
+            event_sequence INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            state_hash TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (run_id, sequence)
+        )""",
+    ],
+}
