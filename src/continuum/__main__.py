@@ -1,0 +1,5 @@
+"""``python -m continuum``: the CLI."""
+
+from continuum.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The ``continuum`` CLI: one module per command group, ``main.main`` is the entry point."""

@@ -1,0 +1,192 @@
+"""Commands about runs and their logs: init, start, runs, inspect, status, events, replay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from continuum.cli.common import common, runtime
+from continuum.cli.output import Settings, emit, style
+from continuum.errors import UsageError
+from continuum.events import EventType
+from continuum.projection import State, project
+from continuum.store import resolve_url
+
+
+def _state_summary(state: State) -> dict[str, Any]:
+    return {
+        "run_id": state.run_id,
+        "status": str(state.status),
+        "sequence": state.sequence,
+        "goal": state.goal.model_dump(mode="json") if state.goal else None,
+        "progress": state.progress.model_dump(mode="json"),
+        "plan": state.plan,
+        "decisions": len(state.decisions),
+        "findings": len(state.findings),
+        "evidence": len(state.evidence),
+        "pending_work": len(state.pending_work),
+        "approvals": {k: v.status for k, v in state.approvals.items()},
+        "dependencies": {k: v.model_dump(mode="json", exclude={"provenance"})
+                         for k, v in state.dependencies.items()},
+        "model": state.model,
+        "actions": {k: str(v.status) for k, v in state.actions.items()},
+        "unreviewed": state.unreviewed(),
+        "last_checkpoint": state.last_checkpoint,
+    }
+
+
+def _progress_line(state: State) -> str:
+    p = state.progress
+    total = "?" if p.total is None else str(p.total)
+    return f"progress: {p.completed}/{total} completed, {p.failed} failed, {p.pending} pending"
+
+
+@click.command("init")
+@common
+def init_cmd(s: Settings) -> None:
+    """Create an empty store (nothing happens to an existing one)."""
+    rt = runtime(s, create=True)
+    url = rt.store.url
+    rt.close()
+    emit(s, {"store": url, "schema_version": 1}, f"store ready: {url}")
+
+
+@click.command("start")
+@click.argument("run_id")
+@click.option("--goal", required=True, help="What the run is for.")
+@click.option("--total", type=click.IntRange(min=0), default=None, help="Number of work items.")
+@click.option("--model", default=None, help="The model driving the run.")
+@common
+def start_cmd(s: Settings, run_id: str, goal: str, total: int | None, model: str | None) -> None:
+    """Start a run RUN_ID with a goal (creates the store if needed)."""
+    rt = runtime(s, create=True)
+    info = rt.start_run(run_id, goal, total=total, model=model)
+    emit(s, {"run": info.model_dump(mode="json")},
+         f"started run {run_id} ({goal}) in {rt.store.url}")
+
+
+@click.command("runs")
+@common
+def runs_cmd(s: Settings) -> None:
+    """List the runs in the store."""
+    rt = runtime(s)
+    runs = rt.runs()
+    lines = [f"{r.run_id:<24} {r.status:<10} events={r.head_sequence:<8} {r.goal or ''}" for r in runs]
+    emit(s, {"runs": [r.model_dump(mode="json") for r in runs]}, lines or ["no runs"])
+
+
+@click.command("inspect")
+@click.argument("run_id")
+@common
+def inspect_cmd(s: Settings, run_id: str) -> None:
+    """Show the projected state of a run with provenance (read-only)."""
+    rt = runtime(s)
+    info = rt.store.get_run(run_id)
+    state = rt.state(run_id)
+    summary = _state_summary(state)
+    lines = [style(s, f"run {run_id}", bold=True) + f"  [{state.status}]  head={info.head_sequence}",
+             f"goal: {state.goal.value if state.goal else '-'}"
+             + (f"  (origin {state.goal.provenance.origin}, seq {state.goal.provenance.sequence})"
+                if state.goal else ""),
+             _progress_line(state)]
+    for name, dep in state.dependencies.items():
+        lines.append(f"dependency {name}: {dep.version or dep.checksum} ({dep.provider})")
+    for a in state.actions.values():
+        lines.append(f"action {a.action_key}: {a.status} (attempt {a.attempt})")
+    if state.unreviewed():
+        lines.append("needs human review: " + ", ".join(state.unreviewed()))
+    emit(s, {"run": info.model_dump(mode="json"), "state": summary,
+             "checkpoint_warnings": rt.checkpoint_warnings}, lines)
+
+
+@click.command("status")
+@click.argument("run_id")
+@common
+def status_cmd(s: Settings, run_id: str) -> None:
+    """One-screen status of a run: lifecycle, head, progress, unresolved actions."""
+    rt = runtime(s)
+    info = rt.store.get_run(run_id)
+    state = rt.state(run_id)
+    unresolved = [a.action_key for a in state.actions.values() if a.status.unresolved]
+    emit(s, {"run_id": run_id, "status": str(state.status), "head_sequence": info.head_sequence,
+             "progress": state.progress.model_dump(mode="json", exclude={"provenance"}),
+             "unresolved_actions": unresolved},
+         [f"{run_id}: {state.status}, {info.head_sequence} events", _progress_line(state),
+          f"unresolved actions: {len(unresolved)}" + (f" ({', '.join(unresolved)})" if unresolved else "")])
+
+
+@click.command("events")
+@click.argument("run_id")
+@click.option("--after", type=click.IntRange(min=0), default=0, help="Only events after this sequence.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many events.")
+@common
+def events_cmd(s: Settings, run_id: str, after: int, limit: int | None) -> None:
+    """Print a run's events in order (each verified as it is read)."""
+    rt = runtime(s)
+    events = rt.events(run_id, after)[: limit or None]
+    lines = [f"{e.sequence:>6} {e.timestamp} {e.type:<26} {e.source:<14} "
+             f"{str(e.payload)[:80]}" for e in events]
+    emit(s, {"run_id": run_id, "events": [e.model_dump(mode="json") for e in events]},
+         lines or ["no events"])
+
+
+@click.command("replay")
+@click.argument("run_id")
+@click.option("--upto", type=click.IntRange(min=1), default=None, help="Fold events 1..N only.")
+@common
+def replay_cmd(s: Settings, run_id: str, upto: int | None) -> None:
+    """Re-project the state from the log alone (optionally as it was at sequence N)."""
+    rt = runtime(s)
+    info = rt.store.get_run(run_id)
+    if upto is not None and upto > info.head_sequence:
+        raise UsageError(f"--upto {upto} is past the run's head ({info.head_sequence})",
+                         code="usage.bad_upto", hint=f"use a value up to {info.head_sequence}")
+    events = [e for e in rt.store.iter_events(run_id) if upto is None or e.sequence <= upto]
+    state = project(run_id, events)
+    emit(s, {"state": state.model_dump(mode="json")},
+         [f"run {run_id} replayed through sequence {state.sequence}", _progress_line(state)])
+
+
+@click.command("append")
+@click.argument("run_id")
+@click.argument("event_type")
+@click.option("--payload", default="{}", help="The event payload as a JSON object.")
+@common
+def append_cmd(s: Settings, run_id: str, event_type: str, payload: str) -> None:
+    """Append one event (trusted local origin). EVENT_TYPE: see `continuum event-types`."""
+    import json
+
+    try:
+        data = json.loads(payload)
+    except ValueError as e:
+        raise UsageError(f"--payload is not valid JSON: {e}", code="usage.bad_payload",
+                         hint="quote it, e.g. --payload '{\"doc\": 1}'") from e
+    if not isinstance(data, dict):
+        raise UsageError("--payload must be a JSON object", code="usage.bad_payload",
+                         hint="wrap values in an object")
+    if event_type not in EventType._value2member_map_:
+        raise UsageError(f"unknown event type {event_type!r}", code="usage.bad_event_type",
+                         hint="see `continuum event-types`")
+    event = runtime(s).append(run_id, event_type, data)
+    emit(s, {"event": event.model_dump(mode="json")}, f"appended {event_type} as #{event.sequence}")
+
+
+@click.command("event-types")
+@common
+def event_types_cmd(s: Settings) -> None:
+    """List the event types continuum understands."""
+    names = [str(t) for t in EventType]
+    emit(s, {"event_types": names}, names)
+
+
+@click.command("where")
+@common
+def where_cmd(s: Settings) -> None:
+    """Show which store the flags and environment select."""
+    url = resolve_url(s.db)
+    emit(s, {"store": url}, url)
+
+
+COMMANDS = [init_cmd, start_cmd, runs_cmd, inspect_cmd, status_cmd, events_cmd, replay_cmd,
+            append_cmd, event_types_cmd, where_cmd]
