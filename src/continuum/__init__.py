@@ -23,7 +23,7 @@ from continuum.runtime import Continuum, Recovery
 from continuum.store import Run, SQLiteStorage, Storage, open_store
 from continuum.types import ActionStatus, Mode, Origin, ReplayContract
 
-__version__ = "0.1.0"
+from continuum.version import __version__
 
 __all__ = [
     "ActionLedger",

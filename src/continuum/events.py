@@ -7,7 +7,6 @@ before it (SPEC 3).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -151,8 +150,3 @@ def seal(
         prev_hash=prev_hash,
     )
     return Event(**fields, hash=digest(fields))  # type: ignore[arg-type]
-
-
-def format_timestamp(moment: datetime) -> str:
-    """UTC, microseconds, trailing Z: one textual form for every backend."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

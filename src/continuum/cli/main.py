@@ -10,11 +10,11 @@ import sys
 
 import click
 
-from continuum import __version__
 from continuum.cli import integrity, ledger, recovery, runs
 from continuum.cli.output import Exit, Settings, emit_error
 from continuum.errors import ContinuumError, UsageError
 from continuum.log import configure, get_logger
+from continuum.version import __version__
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -123,36 +123,29 @@ class BoundedLineReader:
     async def next_line(self) -> bytes | OversizedLine | None:
         """The next line without its ``\\n``, an ``OversizedLine``, or ``None`` at the end."""
         while True:
-            newline = self._buf.find(b"\n", self._start)
-            if newline >= 0:
-                length = newline - self._start
-                line = (
-                    None
-                    if self._discarding or length > self._limit
-                    else bytes(self._buf[self._start : newline])
-                )
-                oversized = not self._discarding and length > self._limit
-                self._start = newline + 1
-                self._discarding = False
+            end = self._buf.find(b"\n", self._start)
+            if end >= 0:
+                skipped, too_long = self._discarding, end - self._start > self._limit
+                line = None if skipped or too_long else bytes(self._buf[self._start : end])
+                self._start, self._discarding = end + 1, False
                 self._compact()
-                if oversized:
-                    return OversizedLine(self._limit)
                 if line is not None:
                     return line
+                if not skipped:
+                    return OversizedLine(self._limit)
                 continue
             pending = len(self._buf) - self._start
-            if self._discarding:
-                self._drop_all()
-            elif pending > self._limit:
-                self._drop_all()
-                self._discarding = True
-                return OversizedLine(self._limit)
-            if self._eof:
-                if self._discarding or pending == 0:
-                    return None
-                line = bytes(self._buf[self._start :])
+            if self._discarding or pending > self._limit:
+                self._drop_all()  # no newline yet: nothing of this line is worth keeping
+                if not self._discarding:
+                    self._discarding = True
+                    return OversizedLine(self._limit)
+            elif self._eof:
+                line = bytes(self._buf[self._start :]) if pending else None
                 self._drop_all()
                 return line
+            if self._eof:
+                return None
             try:
                 self._buf += await self._source.receive(self._chunk)
             except anyio.EndOfStream:
@@ -170,26 +163,23 @@ class BoundedLineReader:
         self._start = 0
 
 
+_PREFIXES = {
+    types.PARSE_ERROR: "Parse error",
+    types.INVALID_REQUEST: "Invalid Request",
+    types.INVALID_PARAMS: "Invalid params",
+}
+
+
 def _error(
-    request_id: types.RequestId | None, code: int, message: str, data: Any = None
+    request_id: types.RequestId | None, code: int, message: str, **data: Any
 ) -> types.JSONRPCError:
-    error = (
-        types.ErrorData(code=code, message=message)
-        if data is None
-        else types.ErrorData(code=code, message=message, data=data)
-    )
+    # ``data`` only when given: the wire form is dumped with exclude_unset.
+    error = types.ErrorData(code=code, message=message, **({"data": data} if data else {}))
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
 
 
 def _rejected(request_id: types.RequestId | None, code: int, reason: str) -> Rejected:
-    prefix = (
-        "Parse error"
-        if code == types.PARSE_ERROR
-        else "Invalid params"
-        if code == types.INVALID_PARAMS
-        else "Invalid Request"
-    )
-    return Rejected(_error(request_id, code, f"{prefix}: {reason}"), reason)
+    return Rejected(_error(request_id, code, f"{_PREFIXES[code]}: {reason}"), reason)
 
 
 def oversized_answer(limit: int) -> types.JSONRPCError:
@@ -199,7 +189,8 @@ def oversized_answer(limit: int) -> types.JSONRPCError:
         types.INVALID_REQUEST,
         f"Invalid Request: message exceeds the {limit}-byte limit and was discarded; "
         f"the server operator can raise it with {MAX_MESSAGE_BYTES_FLAG}",
-        {"limit_bytes": limit, "flag": MAX_MESSAGE_BYTES_FLAG},
+        limit_bytes=limit,
+        flag=MAX_MESSAGE_BYTES_FLAG,
     )
 
 
@@ -232,81 +223,87 @@ def _is_request_id(value: object) -> bool:
 
 
 def validate_message(data: object) -> types.JSONRPCMessage | Rejected:
-    """Check JSON-RPC 2.0 structure before the SDK's model, which drops or misreads bad shapes."""
-    if isinstance(data, list):
-        return _rejected(
-            None, types.INVALID_REQUEST, "batch arrays are not supported; send one message per line"
-        )
-    if not isinstance(data, dict):
-        return _rejected(
-            None, types.INVALID_REQUEST, f"a message must be a JSON object, not {_json_type(data)}"
-        )
-    raw_id = data.get("id")
+    """Check JSON-RPC 2.0 structure first: the SDK's model drops or misreads bad shapes
+    (an ``"id": null`` request would pass as a notification and never be answered)."""
+    raw_id = data.get("id") if isinstance(data, dict) else None
     echo_id: types.RequestId | None = raw_id if _is_request_id(raw_id) else None
-    if data.get("jsonrpc") != "2.0":
-        return _rejected(echo_id, types.INVALID_REQUEST, 'member "jsonrpc" must be exactly "2.0"')
-    if (
-        "id" in data
-        and echo_id is None
-        and not ("method" not in data and "error" in data and raw_id is None)
-    ):
-        return _rejected(None, types.INVALID_REQUEST, 'member "id" must be a string or an integer')
-    if "method" in data:
-        if not isinstance(data["method"], str):
-            return _rejected(echo_id, types.INVALID_REQUEST, 'member "method" must be a string')
-        params = data.get("params")
-        if isinstance(params, list):
-            return _rejected(
-                echo_id, types.INVALID_PARAMS, 'MCP requires "params" to be an object, not an array'
-            )
-        if params is not None and not isinstance(params, dict):
-            return _rejected(
-                echo_id,
-                types.INVALID_REQUEST,
-                f'member "params" must be an object, not {_json_type(params)}',
-            )
-    else:
-        if ("result" in data) == ("error" in data):
-            return _rejected(
-                echo_id,
-                types.INVALID_REQUEST,
-                'a message needs "method", or exactly one of "result" and "error"',
-            )
-        if "id" not in data:
-            return _rejected(None, types.INVALID_REQUEST, 'a response needs member "id"')
-        if "result" in data and not isinstance(data["result"], dict):
-            return _rejected(echo_id, types.INVALID_REQUEST, 'member "result" must be an object')
+    problem = _structure_problem(data)
+    if problem is not None:
+        return _rejected(echo_id, *problem)
     try:
         return types.jsonrpc_message_adapter.validate_python(data, by_name=False)
     except ValidationError:
         return _rejected(echo_id, types.INVALID_REQUEST, "not a valid JSON-RPC 2.0 message")
 
 
+def _structure_problem(data: object) -> tuple[int, str] | None:
+    invalid = types.INVALID_REQUEST
+    if isinstance(data, list):
+        return invalid, "batch arrays are not supported; send one message per line"
+    if not isinstance(data, dict):
+        return invalid, f"a message must be a JSON object, not {_json_type(data)}"
+    if data.get("jsonrpc") != "2.0":
+        return invalid, 'member "jsonrpc" must be exactly "2.0"'
+    null_id_error = "method" not in data and "error" in data and data.get("id") is None
+    if "id" in data and not _is_request_id(data["id"]) and not null_id_error:
+        return invalid, 'member "id" must be a string or an integer'
+    if "method" in data:
+        params = data.get("params")
+        if not isinstance(data["method"], str):
+            return invalid, 'member "method" must be a string'
+        if isinstance(params, list):
+            return types.INVALID_PARAMS, 'MCP requires "params" to be an object, not an array'
+        if params is not None and not isinstance(params, dict):
+            return invalid, f'member "params" must be an object, not {_json_type(params)}'
+    elif ("result" in data) == ("error" in data):
+        return invalid, 'a message needs "method", or exactly one of "result" and "error"'
+    elif "id" not in data:
+        return invalid, 'a response needs member "id"'
+    elif "result" in data and not isinstance(data["result"], dict):
+        return invalid, 'member "result" must be an object'
+    return None
+
+
+_JSON_TYPES = {
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    str: "a string",
+    list: "an array",
+}
+
+
 def _json_type(value: object) -> str:
-    names = {
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        str: "a string",
-        list: "an array",
-    }
-    return "null" if value is None else names.get(type(value), type(value).__name__)
+    return "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def _encode(message: types.JSONRPCMessage) -> bytes:
-    """One wire line; lone surrogates are escaped (valid JSON) rather than crashing the writer."""
-    text = message.model_dump_json(by_alias=True, exclude_unset=True)
-    return text.encode("utf-8", errors="backslashreplace") + b"\n"
+    """One wire line, serialized exactly as the SDK's stdio transport does."""
+    return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
 class _FdSource:
-    """Reads a file descriptor in a worker thread; abandoned (not joined) on cancel."""
+    """Reads a file descriptor without parking a thread on it when it can.
+
+    Pipes and terminals are polled (``anyio.wait_readable``), so a server that
+    stops while stdin stays open exits at once; a regular file (``< input``)
+    cannot be polled and is read in a worker thread instead.
+    """
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._pollable = True
 
     async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
-        data = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes, abandon_on_cancel=True)
+        if self._pollable:
+            try:
+                await anyio.wait_readable(self._fd)
+            except OSError:  # epoll refuses regular files
+                self._pollable = False
+        if self._pollable:
+            data = os.read(self._fd, max_bytes)  # readable: returns without blocking
+        else:
+            data = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes)
         if not data:
             raise anyio.EndOfStream
         return data
@@ -329,11 +326,7 @@ class _FdSink:
 
 @contextmanager
 def _claim_fd(fd: int, divert: int) -> Iterator[int]:
-    """Serve ``fd`` from a private duplicate and point ``fd`` itself at ``divert``.
-
-    The duplicate of stdin is never closed: a worker thread may still be blocked
-    reading it after we return, and a recycled descriptor would be read instead.
-    """
+    """Serve ``fd`` from a private duplicate and point ``fd`` itself at ``divert``."""
     wire = os.dup(fd)
     os.dup2(divert, fd)
     try:
@@ -343,8 +336,7 @@ def _claim_fd(fd: int, divert: int) -> Iterator[int]:
             with suppress(Exception):
                 sys.stdout.flush()  # stray output buffered while serving belongs on stderr
         os.dup2(wire, fd)
-        if fd != 0:
-            os.close(wire)
+        os.close(wire)
 
 
 class _Wire:
@@ -358,18 +350,15 @@ class _Wire:
     async def write(self, message: types.JSONRPCMessage) -> None:
         try:
             data = _encode(message)
-        except Exception:  # a result pydantic cannot serialize must not kill the writer
+        except Exception:  # e.g. a lone surrogate in a result: answer, don't kill the writer
             _log.exception("mcp.transport.encode_failed")
             request_id = getattr(message, "id", None)
             if request_id is None:
                 return
-            data = _encode(
-                _error(
-                    request_id,
-                    types.INTERNAL_ERROR,
-                    "Internal error: the response could not be encoded",
-                )
+            answer = _error(
+                request_id, types.INTERNAL_ERROR, "Internal error: the result could not be encoded"
             )
+            data = _encode(answer)
         async with self._lock:
             if self._broken:
                 return
@@ -436,11 +425,7 @@ async def hardened_stdio_server(
     Yields ``(read_stream, write_stream)`` for ``Server.run``. Explicit streams
     skip the stdio descriptor claim (tests pass in-memory streams).
     """
-    if (
-        isinstance(max_message_bytes, bool)
-        or not isinstance(max_message_bytes, int)
-        or max_message_bytes < 1
-    ):
+    if type(max_message_bytes) is not int or max_message_bytes < 1:
         raise UsageError(
             f"{MAX_MESSAGE_BYTES_FLAG} must be a positive number of bytes",
             code="mcp.bad_message_limit",
@@ -461,6 +446,7 @@ async def hardened_stdio_server(
             0
         )
         outbound_send, outbound_recv = anyio.create_memory_object_stream[SessionMessage](0)
+        body_error: Exception | None = None
         async with anyio.create_task_group() as tg:
             reader_scope = anyio.CancelScope()
 
@@ -472,8 +458,12 @@ async def hardened_stdio_server(
             tg.start_soon(_pump_output, outbound_recv, wire)
             try:
                 yield inbound_recv, outbound_send
+            except Exception as exc:
+                body_error = exc  # re-raised below, outside the task group: not wrapped in a group
             finally:
                 # The server is done: stop reading (stdin may stay open), let the writer drain.
                 reader_scope.cancel()
                 outbound_send.close()
                 inbound_recv.close()
+        if body_error is not None:
+            raise body_error

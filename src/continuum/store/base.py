@@ -8,6 +8,7 @@ event, the run's head and any index row move together or not at all.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -16,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from continuum.chain import VerifyReport
 from continuum.events import Event, EventType
 from continuum.types import Origin, RunStatus
+
+
+def format_timestamp(moment: datetime) -> str:
+    """UTC, microseconds, trailing Z: one textual form for every backend."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Run(BaseModel):

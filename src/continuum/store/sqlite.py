@@ -35,9 +35,9 @@ from continuum.errors import (
     UnsafeLibraryError,
     UsageError,
 )
-from continuum.events import LIFECYCLE_STATUS, Event, EventType, format_timestamp, seal
+from continuum.events import LIFECYCLE_STATUS, Event, EventType, seal
 from continuum.faults import fault_point
-from continuum.store.base import ActionRow, CheckpointRow, Run, RunInfo
+from continuum.store.base import ActionRow, CheckpointRow, Run, RunInfo, format_timestamp
 from continuum.store.schema import MIGRATIONS, SCHEMA_VERSION, SQLITE_APPLICATION_ID
 from continuum.types import Origin, RunStatus
 
