@@ -62,7 +62,8 @@ def _action_proposals(state: State, in_flight: set[str]) -> tuple[list[Proposal]
             uncertain.append(a)
             proposals.append(Proposal(
                 mode=Mode.REQUEST_HUMAN,
-                reason=f"action {a.action_key} was interrupted and may have happened ({a.status})",
+                reason=f"action {a.action_key} was interrupted and may have happened: its "
+                       "status is unknown until reconciled",
                 actions=[f"reconcile_action:{a.action_id}"]))
         elif a.status == ActionStatus.COMPLETED and a.approval_id:
             approval = state.approvals.get(a.approval_id)

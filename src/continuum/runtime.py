@@ -301,7 +301,8 @@ class Continuum:
         state, decision, contract = self.evaluate(run_id, env=env, expected_model=expected_model,
                                                   tolerate_unknown=tolerate_unknown)
         uncertain = [{"action_id": a.action_id, "action_key": a.action_key,
-                      "action_type": a.action_type, "status": str(a.status), "attempt": a.attempt,
+                      "action_type": a.action_type, "status": "unknown",
+                      "recorded_status": str(a.status), "attempt": a.attempt,
                       "arguments": a.arguments,
                       "next": f"reconcile_action:{a.action_id}"} for a in decision.uncertain_actions]
         return Recovery(run_id=run_id, mode=str(decision.mode), safe=decision.safe,
