@@ -11,12 +11,12 @@ from pathlib import Path
 
 from continuum.errors import StoreError, UsageError
 from continuum.store.base import ActionRow, CheckpointRow, Run, RunInfo, Storage, WriteTx
-from continuum.store.sqlite import SQLiteStorage
+from continuum.store.sqlite import SQLiteStorage, check_sqlite_path
 
 DEFAULT_DB = "continuum.db"
 
 __all__ = ["ActionRow", "CheckpointRow", "Run", "RunInfo", "SQLiteStorage", "Storage", "WriteTx",
-           "open_store", "resolve_url", "DEFAULT_DB"]
+           "open_store", "probe_store", "resolve_url", "DEFAULT_DB"]
 
 
 def resolve_url(flag: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> str:
@@ -55,6 +55,22 @@ def sqlite_path_from_url(url: str) -> Path:
         scheme = url.split("://", 1)[0]
         raise _bad(url, f"unsupported scheme {scheme!r} (use sqlite:/// or postgresql://)")
     return Path(url)
+
+
+def probe_store(url: str) -> bool:
+    """Check that ``url`` names a usable store without creating or modifying anything.
+
+    Returns whether it exists. A missing SQLite file in an existing directory is fine
+    (it is created on first write); a foreign or damaged file is refused.
+    """
+    if url.startswith(("postgresql://", "postgres://")):
+        open_store(url).close()
+        return True
+    path = sqlite_path_from_url(url)
+    existed = check_sqlite_path(path, create=True)
+    if existed:
+        open_store(url, create=False).close()
+    return existed
 
 
 def open_store(url: str, *, create: bool = True) -> Storage:
