@@ -1,21 +1,86 @@
-"""A scripted agent for `make demo`: sends invoices through the action ledger.
+"""A scripted agent for `make demo`: sends invoices through continuum-mcp over stdio.
 
 Usage: demo_agent.py STORE OUTBOX [--pause-after INVOICE]
-With --pause-after, it prints "SENT <invoice>" after writing that invoice's file and
-then waits on stdin before recording completion, so the demo can kill it exactly
-between the side effect and its completion.
+
+It starts `continuum-mcp` as its MCP server (as Claude Code or Gemini CLI would), calls
+continuum_resume first, settles any action reported unknown by checking the outbox,
+then routes each send through intercept, perform, complete. With --pause-after it
+prints "SENT <invoice>" after writing that invoice's file and waits on stdin before
+completing, so the demo can kill it exactly between the side effect and its record.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
-from continuum import Continuum
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp_types import Implementation
 
 RUN = "invoice-batch"
 INVOICES = [f"INV-00{i}" for i in range(1, 6)]
+AGENT_NAME = "demo-agent"
+
+
+def server_params(store: str) -> StdioServerParameters:
+    exe = Path(sys.executable).parent / "continuum-mcp"
+    command, args = (str(exe), []) if exe.exists() else (sys.executable, ["-m", "continuum.mcp"])
+    return StdioServerParameters(command=command, args=[*args, "--db", store],
+                                 env={**os.environ, "CONTINUUM_MCP_MUTATING_CLIENTS": AGENT_NAME})
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    if result.is_error:
+        raise SystemExit(f"{tool} failed: {result.content[0].text}")  # type: ignore[union-attr]
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def run(store: str, outbox: Path, pause_after: str | None) -> int:
+    async with Client(server_params(store), client_info=Implementation(name=AGENT_NAME, version="1"),
+                      mode="legacy") as client:
+        state = await call(client, "continuum_resume", run_id=None)
+        say(f"resume -> {state['mode']} (next: {state['next_allowed_action']})")
+        if state["run_id"] is None:
+            await call(client, "continuum_record_progress", run_id=RUN, total=len(INVOICES),
+                       goal="send invoices INV-001..INV-005 exactly once")
+        for action in state.get("uncertain_actions", []):
+            invoice = action["arguments"]["invoice"]
+            occurred = (outbox / f"{invoice}.txt").exists()  # check the external system
+            await call(client, "continuum_reconcile_action", run_id=RUN,
+                       action_key=action["action_key"], occurred=occurred,
+                       external_id=f"outbox:{invoice}" if occurred else None,
+                       note="checked the outbox")
+            say(f"reconciled {invoice}: occurred={occurred}")
+        done = 0
+        for invoice in INVOICES:
+            r = await call(client, "continuum_intercept_action", run_id=RUN,
+                           action_type="send_invoice", key=f"invoice:{invoice}",
+                           arguments={"invoice": invoice, "to": "billing@example.test"})
+            if not r["proceed"]:
+                say(f"SKIP {invoice}: {r['status']}")
+                done += r["status"] == "completed"
+                continue
+            (outbox / f"{invoice}.txt").write_text(f"invoice {invoice} sent\n", encoding="utf-8")
+            if invoice == pause_after:
+                say(f"SENT {invoice}")
+                await asyncio.to_thread(sys.stdin.readline)  # killed here by the demo
+            await call(client, "continuum_complete_action", run_id=RUN, action_key=r["action_key"],
+                       external_id=f"outbox:{invoice}")
+            done += 1
+            await call(client, "continuum_record_progress", run_id=RUN, completed=done)
+            say(f"DONE {invoice}")
+    return 0
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
 
 
 def main() -> int:
@@ -24,24 +89,7 @@ def main() -> int:
     ap.add_argument("outbox")
     ap.add_argument("--pause-after", default=None)
     args = ap.parse_args()
-    cx = Continuum.open(args.store)
-    if RUN not in {r.run_id for r in cx.runs()}:
-        cx.start_run(RUN, "send invoices INV-001..INV-005 exactly once", total=len(INVOICES))
-    outbox = Path(args.outbox)
-    for invoice in INVOICES:
-        r = cx.intercept(RUN, "send_invoice", {"invoice": invoice, "to": "billing@example.test"},
-                         key=f"invoice:{invoice}")
-        if not r.proceed:
-            print(f"SKIP {invoice}: {r.status}", flush=True)
-            continue
-        (outbox / f"{invoice}.txt").write_text(f"invoice {invoice} sent\n", encoding="utf-8")
-        if invoice == args.pause_after:
-            print(f"SENT {invoice}", flush=True)
-            sys.stdin.readline()  # the demo kills us here: effect done, completion not recorded
-        cx.complete(RUN, r.action_key, external_id=f"outbox:{invoice}")
-        cx.append(RUN, "work_completed", {"item_id": invoice})
-        print(f"DONE {invoice}", flush=True)
-    return 0
+    return asyncio.run(run(args.store, Path(args.outbox), args.pause_after))
 
 
 if __name__ == "__main__":

@@ -120,13 +120,19 @@ def action_identity(run_id: str, action_type: str, arguments: Any, key: str | No
 # -- owners and leases --------------------------------------------------------------------
 
 
-def _process_start(pid: int) -> str | None:
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields 3.. of /proc/PID/stat (state first), or None where /proc cannot tell."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read().decode("ascii", "replace")
-        return data.rsplit(")", 1)[1].split()[19]  # field 22: start time in clock ticks
+        return data.rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def _process_start(pid: int) -> str | None:
+    fields = _proc_stat(pid)
+    return fields[19] if fields and len(fields) > 19 else None  # field 22: start time in ticks
 
 
 def current_owner() -> dict[str, Any]:
@@ -148,7 +154,12 @@ def owner_alive(owner: dict[str, Any], lease_expires: float | None, now: float) 
             return False
         except PermissionError:
             pass
-        start = _process_start(pid)
+        fields = _proc_stat(pid)
+        if fields is None:
+            return True  # kill() says it exists and /proc cannot say more
+        if fields[0] in ("Z", "X"):
+            return False  # a zombie nobody reaped (common in containers) is dead
+        start = fields[19] if len(fields) > 19 else None
         return start is None or owner.get("start") in (None, start)
     return lease_expires is not None and lease_expires > now
 
@@ -196,7 +207,11 @@ class ActionLedger:
         if key is not None and (not isinstance(key, str) or not key.strip()):
             raise UsageError("key must be a non-empty string", code="usage.bad_key",
                              hint="use a stable business key such as invoice:INV-001")
-        requested = ReplayContract(replay) if replay is not None else None
+        try:
+            requested = ReplayContract(replay) if replay is not None else None
+        except ValueError:
+            raise UsageError(f"replay {replay!r} is not a replay contract", code="usage.bad_replay",
+                             hint="use never, reconcile, idempotent or safe") from None
         canonical_json(arguments)  # refuse non-JSON arguments before locking
         ident = action_identity(run_id, action_type, arguments, key, self.cwd)
         origin = origin or self.origin
