@@ -11,6 +11,24 @@ import structlog
 _configured = False
 
 
+class _StderrLogger:
+    """Writes each line to the *current* ``sys.stderr`` (tests and the MCP transport swap
+    it), and never lets a closed or broken stderr turn a log call into a failure."""
+
+    def msg(self, message: str) -> None:
+        try:
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
+        except (ValueError, OSError):
+            pass
+
+    log = debug = info = warning = warn = error = critical = exception = fatal = msg
+
+
+def _stderr_factory(*_args: object) -> _StderrLogger:
+    return _StderrLogger()
+
+
 def configure(level: str | None = None) -> None:
     global _configured
     if _configured:
@@ -24,7 +42,7 @@ def configure(level: str | None = None) -> None:
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_factory,
         cache_logger_on_first_use=True,
     )
     _configured = True

@@ -31,6 +31,7 @@ import hmac
 import json
 import re
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -73,7 +74,6 @@ AUTH_TOKEN_META_KEY = "authToken"
 CONFIRM_TOKEN_META_KEY = "confirmToken"
 
 _SEPARATORS = re.compile(r"[,\s]+")
-_log = structlog.get_logger("continuum.mcp.auth")
 
 
 class Secret:
@@ -175,80 +175,96 @@ class Policy:
     def authorize(
         self, tool_name: str, caller: Caller, *, confirm: bool = False, run_id: str | None = None
     ) -> Decision:
-        """Decide a mutating call; ``confirm=True`` for ``continuum_confirm`` (needs the confirm token)."""
+        """Decide a mutating call; ``confirm=True`` for ``continuum_confirm`` (needs the confirm token).
 
-        def deny(code: str, reason: str, remedy: str) -> Decision:
-            return Decision(False, tool_name, caller.name, code, reason, remedy)
+        ``run_id`` fills the ``continuum confirm <run_id>`` remedy when given.
+        """
+        denial = (
+            self._allowlist_denial(caller.name)
+            or self._token_denial(caller)
+            or (self._confirm_denial(caller, run_id) if confirm else None)
+        )
+        if denial is None:
+            return Decision(True, tool_name, caller.name)
+        return Decision(False, tool_name, caller.name, *denial)
 
-        name = caller.name
-        grant = f"set {ALLOW_ENV} in the environment the MCP host starts the server with, or list the name in {POLICY_FILE}"
+    def _allowlist_denial(self, name: str | None) -> tuple[str, str, str] | None:
+        grant = (
+            f"set {ALLOW_ENV} in the environment the MCP host starts the server with, "
+            f"or list the name in {POLICY_FILE}"
+        )
         if self.read_only:
             reason = "this server is read-only: no client is allowed to call mutating tools"
-            return deny("auth.read_only", reason, f"an operator must {grant}")
+            return "auth.read_only", reason, f"an operator must {grant}"
         if name is None:
-            reason = "the client did not declare a name (clientInfo.name), so it cannot be on the allowlist"
-            return deny(
-                "auth.no_name",
-                reason,
-                f"configure the client to send clientInfo.name; an operator must {grant}",
+            reason = (
+                "the client declared no name (clientInfo.name), so it cannot be on the allowlist"
             )
+            return "auth.no_name", reason, f"send clientInfo.name; an operator must {grant}"
         if name not in self.allow:
             reason = f"client {_shown(name)} is not on the allowlist of mutating clients"
-            return deny(
+            return (
                 "auth.not_allowed",
                 reason,
                 f"an operator must add {_shown(name)} to {self.allow_source}",
             )
-        if self.client_tokens or self.shared_token is not None:
-            expected = self.client_tokens.get(name) if self.client_tokens else self.shared_token
-            source = CLIENT_TOKENS_ENV if self.client_tokens else TOKEN_ENV
-            send = f"send the secret from {source} as _meta.authToken (in the initialize request's _meta or in this call's _meta)"
-            if expected is None:
-                reason = f"{CLIENT_TOKENS_ENV} binds no secret to client {_shown(name)}"
-                return deny(
-                    "auth.no_token_for_client",
-                    reason,
-                    f"an operator must add an entry '{name}:<secret>' to {CLIENT_TOKENS_ENV}",
-                )
-            if caller.auth_token is None:
-                return deny(
-                    "auth.token_missing",
-                    "this server requires an authentication token and none was presented",
-                    send,
-                )
-            if not expected.matches(caller.auth_token):
-                return deny(
-                    "auth.token_mismatch",
-                    "the presented authentication token is not valid for this client",
-                    send,
-                )
-        if confirm:
-            human = f"ask a human to run `continuum confirm {run_id or '<run_id>'}`"
-            if self.confirm_token is None:
-                reason = f"confirmation over MCP is disabled ({CONFIRM_TOKEN_ENV} is not set); only a human confirms"
-                return deny("auth.confirm_disabled", reason, human)
-            if caller.confirm_token is None:
-                return deny(
-                    "auth.confirm_token_missing",
-                    "confirming needs _meta.confirmToken and none was presented",
-                    human,
-                )
-            if not self.confirm_token.matches(caller.confirm_token):
-                return deny(
-                    "auth.confirm_token_mismatch", "the presented confirm token is not valid", human
-                )
-        return Decision(True, tool_name, name)
+        return None
+
+    def _token_denial(self, caller: Caller) -> tuple[str, str, str] | None:
+        if not self.client_tokens and self.shared_token is None:
+            return None
+        name = caller.name or ""
+        expected = self.client_tokens.get(name) if self.client_tokens else self.shared_token
+        source = CLIENT_TOKENS_ENV if self.client_tokens else TOKEN_ENV
+        send = f"send the secret from {source} as _meta.authToken (in the initialize _meta or this call's _meta)"
+        if expected is None:
+            reason = f"{CLIENT_TOKENS_ENV} binds no secret to client {_shown(name)}"
+            return (
+                "auth.no_token_for_client",
+                reason,
+                f"an operator must add '{name}:<secret>' to {source}",
+            )
+        if caller.auth_token is None:
+            return (
+                "auth.token_missing",
+                "this server requires an authentication token; none was presented",
+                send,
+            )
+        if not expected.matches(caller.auth_token):
+            return (
+                "auth.token_mismatch",
+                "the presented authentication token is not valid for this client",
+                send,
+            )
+        return None
+
+    def _confirm_denial(self, caller: Caller, run_id: str | None) -> tuple[str, str, str] | None:
+        human = f"ask a human to run `continuum confirm {run_id or '<run_id>'}`"
+        if self.confirm_token is None:
+            reason = f"confirming over MCP is disabled ({CONFIRM_TOKEN_ENV} is not set)"
+            return "auth.confirm_disabled", reason, human
+        if caller.confirm_token is None:
+            return (
+                "auth.confirm_token_missing",
+                "confirming needs _meta.confirmToken; none was presented",
+                human,
+            )
+        if not self.confirm_token.matches(caller.confirm_token):
+            return "auth.confirm_token_mismatch", "the presented confirm token is not valid", human
+        return None
 
 
 def log_denial(decision: Decision) -> None:
-    """Record a denial on stderr (structlog); a decision holds no secret to leak."""
-    _log.warning(
-        "mcp.call_denied",
-        tool=decision.tool,
-        caller=decision.caller,
-        code=decision.code,
-        reason=decision.reason,
-    )
+    """Record a denial on stderr (structlog); a decision holds no secret to leak.
+
+    A failing log (stderr closed by the host) must not turn the denial into a crash.
+    """
+    d = decision
+    with suppress(Exception):
+        logger = structlog.get_logger("continuum.mcp.auth")
+        logger.warning(
+            "mcp.call_denied", tool=d.tool, caller=d.caller, code=d.code, reason=d.reason
+        )
 
 
 # --- loading -----------------------------------------------------------------
@@ -314,64 +330,53 @@ def _read_policy_file(path: Path) -> frozenset[str]:
     return frozenset(names)
 
 
+def _token_error(message: str, variable: str, hint: str = "") -> UsageError:
+    hint = hint or f"write {CLIENT_TOKENS_ENV} as name:secret pairs separated by commas or spaces"
+    return UsageError(message, code="mcp.bad_token_setting", hint=hint, variable=variable)
+
+
 def _secret(env: Mapping[str, str], variable: str) -> Secret | None:
     value = env.get(variable)
-    if value is None:
-        return None
-    if not value.strip():
-        raise _bad(
-            "mcp.bad_token_setting",
-            f"{variable} is set but empty",
-            f"give {variable} a secret value or unset it",
-            variable=variable,
+    if value is not None and not value.strip():
+        raise _token_error(
+            f"{variable} is set but empty", variable, f"give {variable} a secret or unset it"
         )
-    return Secret(value)
+    return None if value is None else Secret(value)
+
+
+def _pair_problem(name: str, colon: str, secret: str, seen: Mapping[str, Secret]) -> str | None:
+    # Positions and names only: the pair itself contains the secret.
+    if not colon:
+        return "has no ':' between name and secret"
+    if not name:
+        return "has an empty name"
+    if not secret:
+        return f"has an empty secret for {name!r}"
+    return f"names {name!r} a second time" if name in seen else None
 
 
 def _client_tokens(env: Mapping[str, str]) -> dict[str, Secret]:
     value = env.get(CLIENT_TOKENS_ENV)
     if value is None:
         return {}
-    hint = f"write {CLIENT_TOKENS_ENV} as name:secret pairs separated by commas or spaces"
     pairs = [piece for piece in _SEPARATORS.split(value) if piece]
     if not pairs:
-        raise _bad(
-            "mcp.bad_token_setting",
-            f"{CLIENT_TOKENS_ENV} is set but empty",
-            hint,
-            variable=CLIENT_TOKENS_ENV,
-        )
+        raise _token_error(f"{CLIENT_TOKENS_ENV} is set but empty", CLIENT_TOKENS_ENV)
     tokens: dict[str, Secret] = {}
     for index, pair in enumerate(pairs, start=1):
         name, colon, secret = pair.partition(":")
-        # Positions and names only: the pair itself contains the secret.
-        problem = (
-            "has no ':' between name and secret"
-            if not colon
-            else "has an empty name"
-            if not name
-            else f"has an empty secret for {name!r}"
-            if not secret
-            else f"names {name!r} a second time"
-            if name in tokens
-            else None
-        )
+        problem = _pair_problem(name, colon, secret, tokens)
         if problem:
+            raise _token_error(f"{CLIENT_TOKENS_ENV} entry {index} {problem}", CLIENT_TOKENS_ENV)
+        candidate = Secret(secret)
+        twin = next((other for other, known in tokens.items() if candidate.same_as(known)), None)
+        if twin is not None:
             raise _bad(
-                "mcp.bad_token_setting",
-                f"{CLIENT_TOKENS_ENV} entry {index} {problem}",
-                hint,
+                "mcp.secret_reused",
+                f"{CLIENT_TOKENS_ENV} gives {twin!r} and {name!r} the same secret",
+                "give every client its own secret (a shared secret binds no name)",
                 variable=CLIENT_TOKENS_ENV,
             )
-        candidate = Secret(secret)
-        for other_name, other in tokens.items():
-            if candidate.same_as(other):
-                raise _bad(
-                    "mcp.secret_reused",
-                    f"{CLIENT_TOKENS_ENV} gives {other_name!r} and {name!r} the same secret",
-                    "give every client its own secret, or use one shared CONTINUUM_MCP_TOKEN",
-                    variable=CLIENT_TOKENS_ENV,
-                )
         tokens[name] = candidate
     return tokens
 
@@ -381,28 +386,19 @@ def load_policy(env: Mapping[str, str], cwd: Path) -> Policy:
     ``mcp.secret_reused``) on any malformed setting, so the server refuses to start."""
     allow, source = _load_allow(env, cwd)
     if env.get(TOKEN_ENV) is not None and env.get(CLIENT_TOKENS_ENV) is not None:
-        raise _bad(
-            "mcp.bad_token_setting",
-            f"{TOKEN_ENV} and {CLIENT_TOKENS_ENV} are both set",
-            f"use {TOKEN_ENV} for one shared secret or {CLIENT_TOKENS_ENV} for per-client secrets, not both",
-        )
+        hint = f"use {TOKEN_ENV} for one shared secret or {CLIENT_TOKENS_ENV} per client, not both"
+        raise _token_error(f"{TOKEN_ENV} and {CLIENT_TOKENS_ENV} are both set", TOKEN_ENV, hint)
     shared = _secret(env, TOKEN_ENV)
     client_tokens = _client_tokens(env)
     confirm = _secret(env, CONFIRM_TOKEN_ENV)
-    if confirm is not None:
-        others = (
-            [(TOKEN_ENV, shared)]
-            if shared
-            else [(CLIENT_TOKENS_ENV, s) for s in client_tokens.values()]
+    others = [shared] if shared is not None else list(client_tokens.values())
+    if confirm is not None and any(confirm.same_as(other) for other in others):
+        raise _bad(
+            "mcp.secret_reused",
+            f"{CONFIRM_TOKEN_ENV} reuses the secret of {TOKEN_ENV if shared else CLIENT_TOKENS_ENV}",
+            f"give {CONFIRM_TOKEN_ENV} a secret of its own, so an agent's token cannot confirm",
+            variable=CONFIRM_TOKEN_ENV,
         )
-        for variable, other in others:
-            if other is not None and confirm.same_as(other):
-                raise _bad(
-                    "mcp.secret_reused",
-                    f"{CONFIRM_TOKEN_ENV} reuses a secret from {variable}",
-                    f"give {CONFIRM_TOKEN_ENV} a secret of its own, so an agent's token cannot confirm",
-                    variable=CONFIRM_TOKEN_ENV,
-                )
     return Policy(allow, source, shared, client_tokens, confirm)
 
 

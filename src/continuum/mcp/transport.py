@@ -1,24 +1,29 @@
 """Hardened stdio transport for ``continuum-mcp``.
 
 Why this exists: the SDK's own stdio reader (``mcp.server.stdio.stdio_server``)
-reads whole lines of any length (a 50 MB line costs about 200 MB of memory) and
+reads whole lines of any length (a 50 MB line costs about 180 MB of memory) and
 turns a malformed line into an ``Exception`` item that the dispatcher only logs,
 so the client waits forever. This transport sits in front of the SDK instead:
 
 - it reads raw bytes in chunks and never holds more than ``max_message_bytes``
   plus one chunk; the rest of an oversized line is discarded as it streams by;
 - every line it cannot hand to the SDK gets a JSON-RPC error answer (``-32700``
-  parse error, ``-32600`` invalid request, ``-32602`` for array ``params``, which
-  JSON-RPC allows but MCP does not) and serving goes on;
-- valid lines become ``SessionMessage(message)`` on the server's read stream,
-  exactly as the SDK's transport does, and the server's write stream is written
-  as one JSON line per message. Every stdout write holds one lock, so an error
-  answer and an SDK answer never interleave mid-line.
+  parse error, also for a lone UTF-16 surrogate; ``-32600`` invalid request;
+  ``-32602`` for array ``params``, which JSON-RPC allows but MCP does not), and
+  serving goes on;
+- valid lines become ``SessionMessage(message)`` on the server's read stream, as
+  in the SDK's transport (plain anyio memory streams: the SDK's context-carrying
+  wrappers live in a private module and carry nothing useful on stdio), and each
+  message of the write stream becomes one JSON line. Every stdout write holds one
+  lock, so an error answer and an SDK answer never interleave mid-line; an answer
+  that cannot be encoded becomes a ``-32603`` answer instead of killing the writer.
 
 While serving the real stdio, fd 0 points at ``/dev/null`` and fd 1 at stderr
 (the SDK does the same), so a stray ``print`` or an unconfigured logger cannot
-corrupt the protocol; the wire is served from private duplicates. Logs go to
-structlog; nothing but JSON-RPC is ever written to the wire.
+corrupt the protocol; the wire is served from private duplicates, restored on
+exit. Logs go to structlog; nothing but JSON-RPC is written to the wire. When the
+server returns, reading stops at once even if stdin stays open, and an exception
+from the body propagates as itself (not wrapped in an ``ExceptionGroup``).
 
 Running a server over it (SDK 2.3.0 has no public accessor from ``MCPServer``
 to its low-level ``Server``; ``MCPServer.run_stdio_async`` does exactly this)::
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager, suppress
@@ -57,10 +63,13 @@ __all__ = [
     "ByteSink",
     "ByteSource",
     "OversizedLine",
+    "ReadStream",
     "Rejected",
+    "WriteStream",
     "hardened_stdio_server",
     "oversized_answer",
     "parse_line",
+    "validate_message",
 ]
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_576
@@ -72,7 +81,15 @@ MAX_MESSAGE_BYTES_FLAG = "--max-message-bytes"
 CHUNK_BYTES = 65_536
 """Bytes read per call: peak buffer is the limit plus one chunk."""
 
-_log = structlog.get_logger("continuum.mcp.transport")
+
+def _warn(event: str, **fields: Any) -> None:
+    """Log to structlog, but never let a broken stderr take the wire down."""
+    with suppress(Exception):
+        structlog.get_logger("continuum.mcp.transport").warning(event, **fields)
+
+
+ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
+WriteStream = MemoryObjectSendStream[SessionMessage]
 
 
 class ByteSource(Protocol):
@@ -215,7 +232,21 @@ def parse_line(line: bytes) -> types.JSONRPCMessage | Rejected | None:
     except (ValueError, RecursionError) as exc:
         reason = "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         return _rejected(None, types.PARSE_ERROR, reason)
+    if _SURROGATE_ESCAPE.search(text) and not _is_unicode(data):
+        # json.loads lets "\ud800" through; such a string breaks every later UTF-8 encode.
+        return _rejected(None, types.PARSE_ERROR, "a string holds a lone UTF-16 surrogate")
     return validate_message(data)
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _is_unicode(data: object) -> bool:
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_request_id(value: object) -> bool:
@@ -264,13 +295,7 @@ def _structure_problem(data: object) -> tuple[int, str] | None:
     return None
 
 
-_JSON_TYPES = {
-    bool: "a boolean",
-    int: "a number",
-    float: "a number",
-    str: "a string",
-    list: "an array",
-}
+_JSON_TYPES = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}
 
 
 def _json_type(value: object) -> str:
@@ -350,9 +375,9 @@ class _Wire:
     async def write(self, message: types.JSONRPCMessage) -> None:
         try:
             data = _encode(message)
-        except Exception:  # e.g. a lone surrogate in a result: answer, don't kill the writer
-            _log.exception("mcp.transport.encode_failed")
+        except Exception as exc:  # e.g. a lone surrogate in a result: answer, don't kill the writer
             request_id = getattr(message, "id", None)
+            _warn("mcp.transport.encode_failed", id=request_id, error=type(exc).__name__)
             if request_id is None:
                 return
             answer = _error(
@@ -366,7 +391,7 @@ class _Wire:
                 await self._sink.send(data)
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._broken = True
-                _log.warning("mcp.transport.stdout_closed")
+                _warn("mcp.transport.stdout_closed")
 
 
 async def _pump_input(
@@ -377,11 +402,7 @@ async def _pump_input(
     async with inbound:
         while (line := await reader.next_line()) is not None:
             if isinstance(line, OversizedLine):
-                _log.warning(
-                    "mcp.transport.line_oversized",
-                    limit_bytes=line.limit,
-                    code=types.INVALID_REQUEST,
-                )
+                _warn("mcp.transport.line_oversized", limit_bytes=line.limit)
                 await wire.write(oversized_answer(line.limit))
                 continue
             outcome = parse_line(line)
@@ -389,11 +410,8 @@ async def _pump_input(
                 continue
             if isinstance(outcome, Rejected):
                 # The reason only: the line itself may carry secrets (_meta.authToken).
-                _log.warning(
-                    "mcp.transport.line_rejected",
-                    code=outcome.answer.error.code,
-                    reason=outcome.reason,
-                )
+                code = outcome.answer.error.code
+                _warn("mcp.transport.line_rejected", code=code, reason=outcome.reason)
                 await wire.write(outcome.answer)
                 continue
             try:
@@ -414,12 +432,7 @@ async def hardened_stdio_server(
     *,
     stdin: ByteSource | None = None,
     stdout: ByteSink | None = None,
-) -> AsyncIterator[
-    tuple[
-        MemoryObjectReceiveStream[SessionMessage | Exception],
-        MemoryObjectSendStream[SessionMessage],
-    ]
-]:
+) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """Serve MCP over stdin/stdout (or the given byte streams), like the SDK's ``stdio_server()``.
 
     Yields ``(read_stream, write_stream)`` for ``Server.run``. Explicit streams
@@ -442,10 +455,9 @@ async def hardened_stdio_server(
             stdout = _FdSink(claims.enter_context(_claim_fd(1, 2)))
         wire = _Wire(stdout)
         reader = BoundedLineReader(stdin, max_message_bytes)
-        inbound_send, inbound_recv = anyio.create_memory_object_stream[SessionMessage | Exception](
-            0
-        )
-        outbound_send, outbound_recv = anyio.create_memory_object_stream[SessionMessage](0)
+        # Unbuffered, like the SDK's: the reader waits while the server is busy (backpressure).
+        inbound_send, inbound_recv = anyio.create_memory_object_stream[SessionMessage | Exception]()
+        outbound_send, outbound_recv = anyio.create_memory_object_stream[SessionMessage]()
         body_error: Exception | None = None
         async with anyio.create_task_group() as tg:
             reader_scope = anyio.CancelScope()

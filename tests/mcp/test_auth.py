@@ -1,0 +1,476 @@
+"""Authorization policy: allowlist and token loading, decisions, denial text, caller identity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import (
+    CLIENT_INFO_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    CallToolRequestParams,
+    CallToolResult,
+    Implementation,
+    InitializeRequestParams,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    Tool,
+)
+
+from continuum.errors import UsageError
+from continuum.mcp import auth
+from continuum.mcp.auth import (
+    POLICY_FILE,
+    Caller,
+    Policy,
+    Secret,
+    caller_from_context,
+    caller_identity,
+    load_policy,
+    log_denial,
+)
+from mcp import Client
+
+TOOL = "continuum_record_progress"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def write_policy(cwd: Path, content: str | bytes) -> Path:
+    path = cwd / POLICY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return path
+
+
+def refused(env: dict[str, str], cwd: Path) -> UsageError:
+    with pytest.raises(UsageError) as caught:
+        load_policy(env, cwd)
+    return caught.value
+
+
+# --- the allowlist ---------------------------------------------------------------
+
+
+def test_allowlist_names_are_split_on_commas_and_whitespace(tmp_path: Path) -> None:
+    policy = load_policy(
+        {"CONTINUUM_MCP_MUTATING_CLIENTS": " claude-code, gemini-cli  kilo,,\n x "}, tmp_path
+    )
+    assert policy.allow == {"claude-code", "gemini-cli", "kilo", "x"}
+    assert policy.allow_source == "CONTINUUM_MCP_MUTATING_CLIENTS"
+    assert not policy.read_only
+
+
+def test_alias_variable_sets_the_allowlist_too(tmp_path: Path) -> None:
+    policy = load_policy({"CONTINUUM_MCP_ALLOW": "claude-code"}, tmp_path)
+    assert (policy.allow, policy.allow_source) == ({"claude-code"}, "CONTINUUM_MCP_ALLOW")
+
+
+def test_both_allow_variables_naming_the_same_clients_are_accepted(tmp_path: Path) -> None:
+    env = {"CONTINUUM_MCP_MUTATING_CLIENTS": "a,b", "CONTINUUM_MCP_ALLOW": "b a"}
+    assert load_policy(env, tmp_path).allow == {"a", "b"}
+
+
+def test_both_allow_variables_naming_different_clients_are_refused(tmp_path: Path) -> None:
+    env = {"CONTINUUM_MCP_MUTATING_CLIENTS": "a", "CONTINUUM_MCP_ALLOW": "b"}
+    assert refused(env, tmp_path).code == "mcp.bad_policy"
+
+
+@pytest.mark.parametrize(
+    "content", ['{"allow": ["claude-code", "kilo"]}', '["claude-code", "kilo"]']
+)
+def test_policy_file_grants_in_object_and_list_form(tmp_path: Path, content: str) -> None:
+    path = write_policy(tmp_path, content)
+    policy = load_policy({}, tmp_path)
+    assert (policy.allow, policy.allow_source) == ({"claude-code", "kilo"}, str(path))
+
+
+def test_environment_wins_over_the_policy_file_even_when_empty(tmp_path: Path) -> None:
+    write_policy(tmp_path, '{"allow": ["from-file"]}')
+    assert load_policy({"CONTINUUM_MCP_ALLOW": "from-env"}, tmp_path).allow == {"from-env"}
+    assert load_policy({"CONTINUUM_MCP_MUTATING_CLIENTS": ""}, tmp_path).read_only
+
+
+def test_no_allowlist_makes_the_server_read_only(tmp_path: Path) -> None:
+    policy = load_policy({}, tmp_path)
+    assert policy.read_only and policy.allow_source is None
+    decision = policy.authorize(TOOL, Caller("claude-code"))
+    assert not decision.allowed and decision.code == "auth.read_only"
+    assert "CONTINUUM_MCP_MUTATING_CLIENTS" in decision.remedy
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("{not json", id="bad-json"),
+        pytest.param(b"\xff\xfe[]", id="not-utf8"),
+        pytest.param("42", id="number"),
+        pytest.param('"claude-code"', id="string"),
+        pytest.param("{}", id="no-allow-key"),
+        pytest.param('{"allow": "claude-code"}', id="allow-not-list"),
+        pytest.param('{"allow": [], "deny": []}', id="unknown-key"),
+        pytest.param('{"allow": ["a", 1]}', id="non-string-name"),
+        pytest.param('["a", ""]', id="empty-name"),
+        pytest.param('{"allow": ["  "]}', id="blank-name"),
+    ],
+)
+def test_malformed_policy_file_is_refused(tmp_path: Path, content: str | bytes) -> None:
+    write_policy(tmp_path, content)
+    error = refused({}, tmp_path)
+    assert error.code == "mcp.bad_policy"
+    assert "\n" not in error.message and error.hint
+
+
+def test_policy_path_that_is_a_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / POLICY_FILE).mkdir(parents=True)
+    assert refused({}, tmp_path).code == "mcp.bad_policy"
+
+
+# --- token settings -----------------------------------------------------------------
+
+SECRET = "s3cr3t-value-XYZ"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        pytest.param({"CONTINUUM_MCP_TOKEN": ""}, id="empty-shared"),
+        pytest.param({"CONTINUUM_MCP_TOKEN": "   "}, id="blank-shared"),
+        pytest.param({"CONTINUUM_MCP_CONFIRM_TOKEN": ""}, id="empty-confirm"),
+        pytest.param({"CONTINUUM_MCP_CLIENT_TOKENS": " , "}, id="empty-pairs"),
+        pytest.param({"CONTINUUM_MCP_CLIENT_TOKENS": f"a:{SECRET} b{SECRET}"}, id="no-colon"),
+        pytest.param({"CONTINUUM_MCP_CLIENT_TOKENS": "a:"}, id="empty-secret"),
+        pytest.param({"CONTINUUM_MCP_CLIENT_TOKENS": f":{SECRET}"}, id="empty-name"),
+        pytest.param(
+            {"CONTINUUM_MCP_CLIENT_TOKENS": f"a:{SECRET},a:{SECRET}2"}, id="duplicate-name"
+        ),
+        pytest.param(
+            {"CONTINUUM_MCP_TOKEN": SECRET, "CONTINUUM_MCP_CLIENT_TOKENS": "a:other"},
+            id="both-kinds",
+        ),
+    ],
+)
+def test_malformed_token_setting_is_refused_without_revealing_a_secret(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    error = refused(env, tmp_path)
+    assert error.code == "mcp.bad_token_setting"
+    shown = json.dumps(error.to_dict()) + str(error)
+    assert SECRET not in shown and "\n" not in error.message
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        pytest.param(
+            {"CONTINUUM_MCP_TOKEN": SECRET, "CONTINUUM_MCP_CONFIRM_TOKEN": SECRET},
+            id="confirm=shared",
+        ),
+        pytest.param(
+            {
+                "CONTINUUM_MCP_CLIENT_TOKENS": f"a:x1 b:{SECRET}",
+                "CONTINUUM_MCP_CONFIRM_TOKEN": SECRET,
+            },
+            id="confirm=client",
+        ),
+        pytest.param(
+            {"CONTINUUM_MCP_CLIENT_TOKENS": f"a:{SECRET} b:{SECRET}"}, id="two-clients-one-secret"
+        ),
+    ],
+)
+def test_a_secret_used_twice_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    error = refused(env, tmp_path)
+    assert error.code == "mcp.secret_reused"
+    assert SECRET not in json.dumps(error.to_dict()) + str(error)
+
+
+def test_loaded_policy_shows_no_secret_in_repr_or_description(tmp_path: Path) -> None:
+    env = {
+        "CONTINUUM_MCP_MUTATING_CLIENTS": "a",
+        "CONTINUUM_MCP_CLIENT_TOKENS": f"a:{SECRET}",
+        "CONTINUUM_MCP_CONFIRM_TOKEN": SECRET + "-confirm",
+    }
+    policy = load_policy(env, tmp_path)
+    assert SECRET not in repr(policy) + json.dumps(policy.describe())
+    assert policy.describe()["auth"] == "client_tokens" and policy.describe()["confirm_over_mcp"]
+
+
+# --- decisions ------------------------------------------------------------------------
+
+
+def test_listed_caller_is_allowed_without_tokens_when_none_are_configured() -> None:
+    decision = Policy(allow=frozenset({"claude-code"}), allow_source="X").authorize(
+        TOOL, Caller("claude-code")
+    )
+    assert decision.allowed
+
+
+def test_unlisted_caller_is_denied_and_told_which_setting_grants_access() -> None:
+    policy = Policy(allow=frozenset({"claude-code"}), allow_source="CONTINUUM_MCP_MUTATING_CLIENTS")
+    decision = policy.authorize(TOOL, Caller("gemini-cli"))
+    assert (decision.allowed, decision.code) == (False, "auth.not_allowed")
+    assert "'gemini-cli'" in decision.remedy and "CONTINUUM_MCP_MUTATING_CLIENTS" in decision.remedy
+
+
+def test_caller_without_a_name_is_denied() -> None:
+    decision = Policy(allow=frozenset({"claude-code"}), allow_source="X").authorize(
+        TOOL, Caller(None)
+    )
+    assert decision.code == "auth.no_name"
+    assert "(no name declared)" in decision.text()
+
+
+def test_shared_token_is_required_and_checked() -> None:
+    policy = Policy(allow=frozenset({"a"}), allow_source="X", shared_token=Secret(SECRET))
+    assert policy.authorize(TOOL, Caller("a")).code == "auth.token_missing"
+    assert policy.authorize(TOOL, Caller("a", auth_token="wrong")).code == "auth.token_mismatch"
+    assert policy.authorize(TOOL, Caller("a", auth_token=SECRET)).allowed
+
+
+def test_token_comparison_is_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[bytes, bytes]] = []
+    real = auth.hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        seen.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", spy)
+    policy = Policy(allow=frozenset({"a"}), allow_source="X", shared_token=Secret(SECRET))
+    assert policy.authorize(TOOL, Caller("a", auth_token=SECRET)).allowed
+    assert seen == [(SECRET.encode(), SECRET.encode())]
+
+
+def test_non_ascii_secrets_compare_without_error() -> None:
+    policy = Policy(allow=frozenset({"a"}), allow_source="X", shared_token=Secret("pässwörd-✓"))
+    assert policy.authorize(TOOL, Caller("a", auth_token="pässwörd-✓")).allowed
+    assert not policy.authorize(TOOL, Caller("a", auth_token="passwort")).allowed
+
+
+def test_per_client_tokens_are_bound_to_their_names(tmp_path: Path) -> None:
+    env = {
+        "CONTINUUM_MCP_MUTATING_CLIENTS": "a b c",
+        "CONTINUUM_MCP_CLIENT_TOKENS": "a:sa, b:sb:with:colons",
+    }
+    policy = load_policy(env, tmp_path)
+    assert policy.authorize(TOOL, Caller("a", auth_token="sa")).allowed
+    assert policy.authorize(TOOL, Caller("b", auth_token="sb:with:colons")).allowed
+    assert (
+        policy.authorize(TOOL, Caller("a", auth_token="sb:with:colons")).code
+        == "auth.token_mismatch"
+    )
+    no_binding = policy.authorize(TOOL, Caller("c", auth_token="sa"))
+    assert no_binding.code == "auth.no_token_for_client" and "'c:<secret>'" in no_binding.remedy
+
+
+def test_confirm_is_refused_unless_the_confirm_token_is_configured_and_presented() -> None:
+    base = {"allow": frozenset({"a"}), "allow_source": "X"}
+    disabled = Policy(**base).authorize(
+        "continuum_confirm", Caller("a"), confirm=True, run_id="run_42"
+    )
+    assert disabled.code == "auth.confirm_disabled"
+    assert "continuum confirm run_42" in disabled.remedy
+    policy = Policy(**base, confirm_token=Secret(SECRET))
+    assert (
+        policy.authorize("continuum_confirm", Caller("a"), confirm=True).code
+        == "auth.confirm_token_missing"
+    )
+    wrong = policy.authorize("continuum_confirm", Caller("a", confirm_token="nope"), confirm=True)
+    assert (
+        wrong.code == "auth.confirm_token_mismatch" and "continuum confirm <run_id>" in wrong.remedy
+    )
+    assert policy.authorize(
+        "continuum_confirm", Caller("a", confirm_token=SECRET), confirm=True
+    ).allowed
+
+
+def test_confirm_token_does_not_bypass_the_allowlist_or_the_auth_token() -> None:
+    policy = Policy(
+        allow=frozenset({"a"}),
+        allow_source="X",
+        shared_token=Secret("auth"),
+        confirm_token=Secret(SECRET),
+    )
+    assert policy.authorize(
+        "continuum_confirm", Caller("b", confirm_token=SECRET), confirm=True
+    ).code == ("auth.not_allowed")
+    assert policy.authorize(
+        "continuum_confirm", Caller("a", confirm_token=SECRET), confirm=True
+    ).code == ("auth.token_missing")
+
+
+def _every_denial() -> list[tuple[Policy, Caller, bool]]:
+    allow = {"allow": frozenset({"agent"}), "allow_source": "CONTINUUM_MCP_MUTATING_CLIENTS"}
+    tokens = Policy(**allow, shared_token=Secret(SECRET), confirm_token=Secret(SECRET + "-c"))
+    return [
+        (Policy(), Caller("agent", auth_token=SECRET), False),
+        (Policy(**allow), Caller(None, auth_token=SECRET), False),
+        (Policy(**allow), Caller("intruder", auth_token=SECRET), False),
+        (tokens, Caller("agent"), False),
+        (tokens, Caller("agent", auth_token=SECRET[::-1]), False),
+        (Policy(**allow), Caller("agent", confirm_token=SECRET), True),
+        (tokens, Caller("agent", auth_token=SECRET, confirm_token=SECRET), True),
+    ]
+
+
+@pytest.mark.parametrize(("policy", "caller", "confirm"), _every_denial())
+def test_denial_text_names_tool_caller_reason_and_remedy_and_never_a_secret(
+    policy: Policy, caller: Caller, confirm: bool
+) -> None:
+    decision = policy.authorize(TOOL, caller, confirm=confirm, run_id="run_7")
+    assert not decision.allowed
+    text = decision.text()
+    assert TOOL in text
+    assert (repr(caller.name) if caller.name else "(no name declared)") in text
+    assert f"Reason: {decision.reason}" in text and f"Remedy: {decision.remedy}" in text
+    assert decision.reason and decision.remedy
+    assert SECRET not in text and SECRET[::-1] not in text
+    assert SECRET not in json.dumps(decision.as_dict()) + repr(decision) + repr(caller)
+
+
+def test_a_denial_is_still_returned_when_logging_fails(tmp_path: Path) -> None:
+    closed = (tmp_path / "log.txt").open("w")
+    closed.close()
+    saved = structlog.get_config()
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=closed))
+    try:
+        log_denial(Policy().authorize(TOOL, Caller("a")))  # must not raise
+    finally:
+        structlog.configure(**saved)
+
+
+def test_denial_log_carries_no_secret() -> None:
+    policy = Policy(allow=frozenset({"a"}), allow_source="X", shared_token=Secret(SECRET))
+    decision = policy.authorize(TOOL, Caller("a", auth_token="wrong-" + SECRET))
+    with structlog.testing.capture_logs() as logs:
+        log_denial(decision)
+    assert logs[0]["event"] == "mcp.call_denied" and logs[0]["code"] == "auth.token_mismatch"
+    assert logs[0]["tool"] == TOOL and logs[0]["caller"] == "a"
+    assert SECRET not in json.dumps(logs)
+
+
+# --- caller identity, on real SDK objects -----------------------------------------------
+
+
+def initialize_params(name: str, meta: dict[str, Any] | None = None) -> InitializeRequestParams:
+    raw: dict[str, Any] = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": name, "version": "1"},
+    }
+    if meta is not None:
+        raw["_meta"] = meta
+    return InitializeRequestParams.model_validate(raw, by_name=False)
+
+
+def test_handshake_caller_is_named_by_initialize_and_its_meta_carries_the_tokens() -> None:
+    params = initialize_params("claude-code", {"authToken": "t-init", "confirmToken": "c-init"})
+    caller = caller_identity(params, None)
+    assert (caller.name, caller.era, caller.auth_token, caller.confirm_token) == (
+        "claude-code",
+        "handshake",
+        "t-init",
+        "c-init",
+    )
+
+
+def test_call_meta_tokens_win_over_initialize_meta_tokens() -> None:
+    params = initialize_params("claude-code", {"authToken": "t-init", "confirmToken": "c-init"})
+    caller = caller_identity(params, {"authToken": "t-call"})
+    assert (caller.auth_token, caller.confirm_token) == ("t-call", "c-init")
+
+
+def test_envelope_caller_is_named_by_the_request_client_info() -> None:
+    meta = {
+        PROTOCOL_VERSION_META_KEY: "2026-07-28",
+        CLIENT_INFO_META_KEY: {"name": "gemini-cli", "version": "1"},
+        "authToken": "t",
+        "confirmToken": "c",
+    }
+    caller = caller_identity(None, meta)
+    assert (caller.name, caller.era, caller.auth_token, caller.confirm_token) == (
+        "gemini-cli",
+        "2026-07-28",
+        "t",
+        "c",
+    )
+
+
+def test_envelope_without_client_info_has_no_name_even_after_a_handshake() -> None:
+    caller = caller_identity(
+        initialize_params("claude-code"), {PROTOCOL_VERSION_META_KEY: "2026-07-28"}
+    )
+    assert (caller.name, caller.era) == (None, "2026-07-28")
+
+
+def test_empty_names_and_non_string_tokens_count_as_absent() -> None:
+    caller = caller_identity(initialize_params(""), {"authToken": 123, "confirmToken": ""})
+    assert (caller.name, caller.auth_token, caller.confirm_token) == (None, None, None)
+    assert caller_identity(None, None) == Caller(None)
+
+
+def _whoami(caller: Caller) -> dict[str, Any]:
+    return {
+        "name": caller.name,
+        "era": caller.era,
+        "auth": caller.auth_token,
+        "confirm": caller.confirm_token,
+    }
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("mode", "era"), [("legacy", "handshake"), ("auto", "2026-07-28")])
+async def test_a_tool_reads_its_caller_from_the_mcpserver_context_in_both_eras(
+    mode: str, era: str
+) -> None:
+    server = MCPServer("whoami")
+
+    @server.tool()
+    async def whoami(ctx: Context) -> dict[str, Any]:
+        return _whoami(caller_from_context(ctx))
+
+    info = Implementation(name="claude-code", version="1")
+    async with Client(server, client_info=info, mode=mode) as client:
+        result = await client.call_tool("whoami", {}, meta={"authToken": "t", "confirmToken": "c"})
+    assert result.structured_content == {
+        "name": "claude-code",
+        "era": era,
+        "auth": "t",
+        "confirm": "c",
+    }
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("mode", "era"), [("legacy", "handshake"), ("auto", "2026-07-28")])
+async def test_a_lowlevel_handler_reads_its_caller_from_the_request_context(
+    mode: str, era: str
+) -> None:
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(tools=[Tool(name="whoami", input_schema={"type": "object"})])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        found = _whoami(caller_from_context(ctx))
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(found))], structured_content=found
+        )
+
+    server = Server("whoami-lowlevel", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with Client(
+        server, client_info=Implementation(name="kilo", version="1"), mode=mode
+    ) as client:
+        result = await client.call_tool("whoami", {}, meta={"authToken": "t"})
+    assert result.structured_content == {"name": "kilo", "era": era, "auth": "t", "confirm": None}
