@@ -45,19 +45,46 @@ def _check_finite(value: Any, path: str) -> None:
         )
 
 
+def _keys_are_strings(value: Any) -> bool:
+    # json.dumps silently turns int/float/bool/None keys into strings, so two different
+    # values would share one canonical form; refuse them instead (cheap, iterative walk).
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if not isinstance(k, str):
+                    return False
+                if isinstance(v, (dict, list, tuple)):
+                    stack.append(v)
+        elif isinstance(item, (list, tuple)):
+            stack.extend([v for v in item if isinstance(v, (dict, list, tuple))])
+    return True
+
+
 def canonical_json(value: Any) -> str:
-    """Encode ``value`` canonically; refuses NaN, Infinity and non-JSON types."""
+    """Encode ``value`` canonically; refuses NaN, Infinity, non-string keys and non-JSON types."""
     try:
-        return json.dumps(
+        out = json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
     except (ValueError, TypeError):
         _check_finite(value, "")
         raise
+    if not _keys_are_strings(value):
+        _check_finite(value, "")
+    return out
 
 
 def canonical_bytes(value: Any) -> bytes:
-    return canonical_json(value).encode("utf-8")
+    try:
+        return canonical_json(value).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UsageError(
+            "a string holds a lone surrogate, which UTF-8 cannot encode",
+            code="usage.not_utf8",
+            hint="send valid Unicode text (no unpaired \\ud800-\\udfff escapes)",
+        ) from e
 
 
 def sha256_hex(data: bytes | str) -> str:

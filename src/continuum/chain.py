@@ -73,23 +73,26 @@ class ChainVerifier:
         self.count += 1
         if event.run_id != self.run_id:
             return self._violate(
-                event.sequence, DamageKind.WRONG_RUN, f"row claims run {event.run_id!r}"
+                event.sequence, DamageKind.WRONG_RUN, f"row claims run {event.run_id!r}", event
             )
         if event.sequence != self.expected_sequence:
             return self._violate(
-                min(event.sequence, self.expected_sequence),
+                self.expected_sequence,  # the first position whose row is not the right one
                 DamageKind.SEQUENCE_GAP,
                 f"expected sequence {self.expected_sequence}, found {event.sequence}",
+                event,
             )
         if event.computed_hash() != event.hash:
             return self._violate(
-                event.sequence, DamageKind.HASH_MISMATCH, "stored hash does not match the content"
+                event.sequence, DamageKind.HASH_MISMATCH, "stored hash does not match the content",
+                event,
             )
         if event.prev_hash != self.prev_hash:
             return self._violate(
                 event.sequence,
                 DamageKind.BROKEN_LINK,
                 "prev_hash does not match the previous event's hash",
+                event,
             )
         self.expected_sequence += 1
         self.prev_hash = event.hash
@@ -97,12 +100,17 @@ class ChainVerifier:
             self.trusted_through = event.sequence
         return None
 
-    def _violate(self, sequence: int, kind: DamageKind, detail: str) -> Violation:
+    def _violate(self, sequence: int, kind: DamageKind, detail: str,
+                 event: Event | None = None) -> Violation:
         v = Violation(sequence=sequence, kind=kind, detail=detail)
         self.violations.append(v)
-        # After a gap the rest cannot be trusted, but keep following the links so a
-        # single edited row is reported once, not as a cascade.
-        self.expected_sequence = sequence + 1 if kind != DamageKind.SEQUENCE_GAP else self.expected_sequence + 1
+        # After damage the rest cannot be trusted, but keep following the stored sequence
+        # and links so a single damaged row is reported once, not as a cascade.
+        if event is None:
+            self.expected_sequence = sequence + 1
+        else:
+            self.expected_sequence = max(self.expected_sequence, event.sequence + 1)
+            self.prev_hash = event.hash
         return v
 
     def finish(self, head_sequence: int, head_hash: str | None) -> VerifyReport:
@@ -119,13 +127,16 @@ class ChainVerifier:
             head_sequence == last_seq and head_sequence > 0 and head_hash != self.prev_hash
             and not self.violations
         ):
+            bad = min(head_sequence, last_seq) or 1
             self.violations.append(
                 Violation(
-                    sequence=min(head_sequence, last_seq) or 1,
+                    sequence=bad,
                     kind=DamageKind.HEAD_MISMATCH,
                     detail="the run's head record does not match the last event",
                 )
             )
+            # Nothing at or after the first bad sequence is trusted.
+            self.trusted_through = min(self.trusted_through, bad - 1)
         return VerifyReport(
             run_id=self.run_id,
             ok=not self.violations,

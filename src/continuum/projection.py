@@ -136,6 +136,7 @@ class State(BaseModel):
     self_certified: dict[str, int] = Field(default_factory=dict)
     last_checkpoint: int | None = None
     unknown_event_types: int = 0
+    malformed_events: int = 0
 
     @property
     def pending_work(self) -> list[Item]:
@@ -280,10 +281,16 @@ def _work_added(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 
 def _finish_work(acc: Acc, e: Event, p: dict[str, Any], status: str, counter: str) -> None:
     item_id = _str(p.get("item_id"))
-    if item_id is not None and item_id in acc["work"]:
-        if acc["work"][item_id]["status"] != "pending":
-            return  # a repeated completion of one item counts once
-        acc["work"][item_id]["status"] = status
+    if item_id is not None:
+        item = acc["work"].get(item_id)
+        if item is None:  # finished without being added: remember it so it counts once
+            item = acc["work"][item_id] = _item(e, p, "item_id", "pending", "cites")
+        previous = item["status"]
+        if previous == status or previous == "completed":
+            return  # a repeated finish of one item counts once; done stays done
+        if previous == "failed":  # a failed item that now completes moves counters
+            acc["progress"]["failed"] -= 1
+        item["status"] = status
     acc["progress"][counter] += 1
     _touch_progress(acc, e)
 
@@ -404,22 +411,29 @@ def _review(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 # -- action ledger transitions ---------------------------------------------------------
 
 
+_REPLAYS = ("never", "reconcile", "idempotent", "safe")
+_REQUIRED = ("action_id", "action_key", "action_type", "dedup_key", "operation_key")
+
+
 @_on(EventType.ACTION_INTERCEPTED)
 def _action_intercepted(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+    if any(_str(p.get(f)) is None for f in _REQUIRED):
+        acc["malformed_events"] += 1  # written around the ledger: never fatal to the fold
+        return
     acc["actions"][p["action_id"]] = {
         "action_id": p["action_id"],
         "action_key": p["action_key"],
         "action_type": p["action_type"],
-        "key": p.get("key"),
+        "key": _str(p.get("key")),
         "dedup_key": p["dedup_key"],
-        "fallback_key": p.get("fallback_key"),
+        "fallback_key": _str(p.get("fallback_key")),
         "arguments": p.get("arguments"),
-        "replay": p.get("replay", "never"),
+        "replay": p.get("replay") if p.get("replay") in _REPLAYS else "never",
         "status": str(ActionStatus.STARTED),
         "attempt": 1,
         "operation_key": p["operation_key"],
-        "owner": p.get("owner") or {},
-        "approval_id": p.get("approval_id"),
+        "owner": p.get("owner") if isinstance(p.get("owner"), dict) else {},
+        "approval_id": _str(p.get("approval_id")),
         "external_id": None,
         "result": None,
         "error": None,
@@ -434,33 +448,36 @@ def _action(acc: Acc, e: Event, p: dict[str, Any]) -> dict[str, Any] | None:
     rec: dict[str, Any] | None = acc["actions"].get(_str(p.get("action_id")) or "")
     if rec is not None:
         rec["last_sequence"] = e.sequence
+    elif "malformed_events" in acc:
+        acc["malformed_events"] += 1
     return rec
 
 
 @_on(EventType.ACTION_RETRIED)
 def _action_retried(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.STARTED), attempt=p.get("attempt", rec["attempt"] + 1))
-        rec["owner"] = p.get("owner") or {}
+        attempt = _int(p.get("attempt"))
+        rec.update(status=str(ActionStatus.STARTED), attempt=attempt or rec["attempt"] + 1)
+        rec["owner"] = p.get("owner") if isinstance(p.get("owner"), dict) else {}
 
 
 @_on(EventType.ACTION_COMPLETED)
 def _action_completed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.COMPLETED), external_id=p.get("external_id"))
+        rec.update(status=str(ActionStatus.COMPLETED), external_id=_str(p.get("external_id")))
         rec["result"] = p.get("result")
 
 
 @_on(EventType.ACTION_FAILED)
 def _action_failed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.FAILED), error=p.get("error"))
+        rec.update(status=str(ActionStatus.FAILED), error=_str(p.get("error")))
 
 
 @_on(EventType.ACTION_MARKED_UNKNOWN)
 def _action_unknown(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.UNKNOWN), error=p.get("reason"))
+        rec.update(status=str(ActionStatus.UNKNOWN), error=_str(p.get("reason")))
 
 
 @_on(EventType.ACTION_RECONCILED)
@@ -468,15 +485,15 @@ def _action_reconciled(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
         occurred = p.get("occurred") is True
         rec["status"] = str(ActionStatus.COMPLETED if occurred else ActionStatus.FAILED)
-        rec["note"] = p.get("note")
+        rec["note"] = _str(p.get("note"))
         if occurred:
-            rec["external_id"] = p.get("external_id")
+            rec["external_id"] = _str(p.get("external_id"))
 
 
 @_on(EventType.ACTION_COMPENSATED)
 def _action_compensated(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.COMPENSATED), note=p.get("note"))
+        rec.update(status=str(ActionStatus.COMPENSATED), note=_str(p.get("note")))
 
 
 # -- the fold ----------------------------------------------------------------------------
@@ -514,13 +531,13 @@ def apply_action_event(record: dict[str, Any] | None, event: Event) -> dict[str,
     of every action by construction (and ``verify`` checks that it still does).
     """
     handler = _HANDLERS.get(event.type)
-    if handler is None:
+    action_id = event.payload.get("action_id")
+    if handler is None or not event.type.startswith("action_") or not isinstance(action_id, str):
         return record
-    acc: Acc = {"actions": {}}
+    acc: Acc = {"actions": {}, "malformed_events": 0}
     if record is not None:
         acc["actions"][record["action_id"]] = copy.deepcopy(record)
     handler(acc, event, event.payload)
-    action_id = event.payload.get("action_id")
     out: dict[str, Any] | None = acc["actions"].get(action_id)
     return out
 

@@ -54,7 +54,9 @@ SAFETY_STATUS = {
 def _action_proposals(state: State, in_flight: set[str]) -> tuple[list[Proposal], list[ActionRecord]]:
     proposals: list[Proposal] = []
     uncertain: list[ActionRecord] = []
-    for a in state.actions.values():
+    # Log order, not dict order: a state restored from a checkpoint has its keys sorted,
+    # and the verdict must not depend on whether a checkpoint was used.
+    for a in sorted(state.actions.values(), key=lambda x: (x.intercepted_sequence, x.action_id)):
         if a.status == ActionStatus.STARTED and a.action_id in in_flight:
             proposals.append(Proposal(mode=Mode.WAIT, reason=f"action {a.action_key} is being "
                                       "performed by a live process", actions=[f"wait_for_action:{a.action_id}"]))
@@ -85,7 +87,7 @@ def decide(state: State, validation: ValidationReport, chain: VerifyReport, *,
         proposals.append(Proposal(mode=Mode.ABORT, reason=f"the event log is damaged at sequence "
                                   f"{v.sequence} ({v.kind}); trusted through {chain.trusted_through}",
                                   actions=[f"inspect_damage:{state.run_id}"]))
-    if state.status != RunStatus.ACTIVE:
+    if state.status != RunStatus.ACTIVE and chain.ok:  # damage outranks "finished"
         proposals.append(Proposal(mode=Mode.NOT_RESUMABLE,
                                   reason=f"the run is {state.status}; there is nothing to resume",
                                   actions=["none"]))

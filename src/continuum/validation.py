@@ -156,14 +156,15 @@ def review_checks(state: State) -> list[ComponentCheck]:
 
 def model_checks(state: State, expected_model: str | None) -> list[ComponentCheck]:
     """After a model switch, assumptions recorded under another model are in doubt."""
-    if not expected_model or state.model in (None, expected_model):
+    current = expected_model or state.model
+    if current is None:
         return []
     return [
         ComponentCheck(component=f"model_assumption:{a.id}", status=ComponentStatus.STALE,
-                       reason=f"recorded under model {a.model}, resuming with {expected_model}: "
+                       reason=f"recorded under model {a.model}, resuming with {current}: "
                               f"{a.text}", caused_by=[f"model:{a.model}"])
         for a in state.model_assumptions
-        if a.status == "active" and a.model not in (None, expected_model)
+        if a.status == "active" and a.model not in (None, current)
     ]
 
 
@@ -173,10 +174,18 @@ def validate_state(state: State, observed: Mapping[str, Observation | None], *,
     deps = diff_environment(state, observed, extra=extra)
     invalidated = propagate(state, deps) + model_checks(state, expected_model) + review_checks(state)
     bad = {c.component for c in invalidated}
+    unreviewed = set(state.unreviewed())
+    singular = {"findings": "finding", "decisions": "decision", "evidence": "evidence"}
     candidates = ["goal", "progress", *(f"dependency:{n}" for n in sorted(state.dependencies)),
                   *(f"evidence:{i}" for i in sorted(state.evidence)),
                   *(f"finding:{i}" for i in sorted(state.findings)),
                   *(f"decision:{i}" for i in sorted(state.decisions))]
-    verified = [c for c in candidates if c not in bad and (c not in ("goal",) or state.goal)]
+    def trusted(component: str) -> bool:
+        kind = component.split(":", 1)[0]
+        return component not in unreviewed and not any(
+            singular.get(u) == kind for u in unreviewed)
+
+    verified = [c for c in candidates if c not in bad and trusted(c)
+                and (c != "goal" or state.goal is not None)]
     return ValidationReport(run_id=state.run_id, sequence=state.sequence, dependencies=deps,
                             invalidated=invalidated, verified=verified)

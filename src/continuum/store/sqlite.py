@@ -81,6 +81,12 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
             code="store.bad_url",
             hint="give a file path, sqlite:///abs/path.db or postgresql://...",
         )
+    if os.path.islink(path):
+        raise StoreError(
+            f"store path {text!r} is a symbolic link",
+            code="store.symlink",
+            hint="point --db at the real file (symlinks are refused so a link cannot redirect writes)",
+        )
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -270,7 +276,7 @@ class SQLiteStorage:
                  clock: Callable[[], str] | None = None) -> None:
         check_sqlite_library()
         self.path = Path(path)
-        self.url = f"sqlite:///{self.path.absolute()}"
+        self.url = f"sqlite://{self.path.absolute()}"  # sqlite:///abs/path.db (SPEC 2)
         self._busy_timeout_ms = busy_timeout_ms
         self._clock = clock or _now
         self._lock = threading.RLock()
@@ -313,6 +319,8 @@ class SQLiteStorage:
                 code="store.foreign_database",
                 hint="point --db at a continuum store or a new file; this one was left untouched",
             )
+        if self._read_version(conn) > SCHEMA_VERSION:
+            self._migrate(conn)  # refuses, before anything about the file is changed
         if conn.execute("PRAGMA journal_mode").fetchall()[0][0].lower() != "wal":
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")  # WAL + FULL: each commit survives power loss
