@@ -188,6 +188,8 @@ class ActionLedger:
         self.cwd = cwd or os.getcwd()
         self.clock = clock
         self.owner = owner or current_owner()
+        # Actions this ledger started and has not settled: their leases are ours to renew.
+        self.held: set[tuple[str, str]] = set()
 
     def _apply(self, tx: WriteTx, row: ActionRow | None, type: EventType,
                payload: dict[str, Any], origin: Origin, lease: float | None) -> ActionRecord:
@@ -233,6 +235,8 @@ class ActionLedger:
                 result = self._result(rec, True, "started", None)
             else:
                 result = self._decide(tx, row, requested, origin, now, matched)
+        if result.proceed:
+            self.held.add((run_id, result.action_id))
         fault_point("after_intercept_commit")
         return result
 
@@ -305,6 +309,8 @@ class ActionLedger:
                     action_key=rec.action_key, status=str(rec.status))
             new = self._apply(tx, row, type, {"action_id": rec.action_id, **payload},
                               origin or self.origin, None)
+        if new.status != ActionStatus.STARTED:
+            self.held.discard((run_id, new.action_id))
         fault_point(f"after_{verb}_commit")
         return new
 
@@ -344,6 +350,17 @@ class ActionLedger:
             raise NotFoundError(f"action {action_ref!r} not found", code="not_found.action",
                                 hint="check the action_key")
         self.store.renew_lease(run_id, row.action_id, self.clock() + self.lease_seconds)
+
+    def renew_held_leases(self) -> int:
+        """Extend the lease of every action this ledger is performing; returns how many.
+
+        Another host cannot see whether this process is alive, only the lease: a long
+        side effect keeps its lease fresh so it is not judged interrupted.
+        """
+        until = self.clock() + self.lease_seconds
+        for run_id, action_id in sorted(self.held):
+            self.store.renew_lease(run_id, action_id, until)
+        return len(self.held)
 
     def actions(self, run_id: str) -> list[ActionRecord]:
         self.store.get_run(run_id)

@@ -26,6 +26,9 @@ from continuum.store import probe_store, resolve_url
 from continuum.version import __version__
 
 
+LEASE_RENEW_SECONDS = 10.0
+
+
 def build_server(tools: Tools) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(name="continuum", version=__version__,
                                        instructions=INSTRUCTIONS)
@@ -69,10 +72,23 @@ def main(argv: list[str] | None = None) -> int:
     tools = Tools(url, policy)
     server = build_server(tools)
 
+    async def renew_leases() -> None:
+        # Keep the leases of actions this server is performing fresh (other hosts judge
+        # liveness by the lease alone); a store error here must never stop the server.
+        while True:
+            await anyio.sleep(LEASE_RENEW_SECONDS)
+            try:
+                tools.renew_leases()
+            except ContinuumError as e:
+                log.warning("mcp.lease_renewal_failed", code=e.code)
+
     async def serve() -> None:
         async with hardened_stdio_server(max_message_bytes=args.max_message_bytes) as (read, write):
             lowlevel = server._lowlevel_server  # SDK 2.3 has no public accessor (see transport.py)
-            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(renew_leases)
+                await lowlevel.run(read, write, lowlevel.create_initialization_options())
+                tg.cancel_scope.cancel()
 
     try:
         anyio.run(serve)

@@ -112,6 +112,9 @@ class Tools:
             self._agent = Continuum(store, origin=Origin.EXTERNAL_AGENT)
         return self._agent
 
+    def renew_leases(self) -> int:
+        return self._agent.ledger.renew_held_leases() if self._agent is not None else 0
+
     def writer(self) -> Continuum:
         rt = self.runtime(create=True)
         assert rt is not None
