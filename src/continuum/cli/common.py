@@ -31,7 +31,7 @@ def common(f: F) -> F:
     def wrapper(*args: Any, db: str | None, as_json: bool, no_color: bool, **kwargs: Any) -> Any:
         settings = click.get_current_context().find_object(Settings)
         assert settings is not None
-        if db:
+        if db is not None:  # an explicit empty --db is refused later, never the default
             settings.db = db
         if as_json:
             settings.json = True

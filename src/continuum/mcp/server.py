@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -36,8 +36,16 @@ def build_server(tools: Tools) -> MCPServer[Any]:
     return server
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    """Start-up failures are one line on stderr and exit 1, usage errors included
+    (argparse's default is the usage text and exit 2; ``--db -x.db`` lands here)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
+    ap = _ArgumentParser(
         prog="continuum-mcp",
         description="continuum's MCP server over stdio. Mutating tools are denied unless the "
                     "client's name is on CONTINUUM_MCP_MUTATING_CLIENTS (or "

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema
 
 from continuum.errors import ContinuumError, NotFoundError
 from continuum.ledger import InterceptResult
@@ -35,7 +35,29 @@ Env = Annotated[dict[str, str] | None, Field(
 Model = Annotated[str | None, Field(description="The model that will continue the run.")]
 ActionKey = Annotated[str, Field(min_length=1, description="The action_key (or action_id) "
                                                            "returned by continuum_intercept_action.")]
-Count = Annotated[int | None, Field(ge=0)]
+# strict: JSON true, 2.0 or "2" is not a count (lax pydantic would record true as 1),
+# and a wrongly typed argument must be an error naming the field (SPEC 9). Published as
+# a plain integer (omit it for "unchanged"): clients that convert string input by the
+# schema's type, such as the MCP Inspector CLI, then send a number, not "3".
+Count = Annotated[int | None, Field(ge=0, strict=True),
+                  WithJsonSchema({"type": "integer", "minimum": 0})]
+
+MAX_JSON_DEPTH = 64
+"""Deepest JSON value kept from an agent (``arguments``, ``result``). Deeper values were
+stored and then broke every later listing of the run (pydantic stops serializing at about
+255 levels), so they are refused up front, naming the field."""
+
+
+def _shallow_json(value: Any) -> Any:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:  # iterative: a deep value must not exhaust the stack here either
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        if children and level > MAX_JSON_DEPTH:
+            raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep; send a flatter value")
+        stack.extend((child, level + 1) for child in children)
+    return value
+
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                             open_world_hint=False)
@@ -207,7 +229,8 @@ class Tools:
                              min_length=1, description="Kind of side effect, e.g. send_invoice.")],
                          ctx: Context,
                          arguments: Annotated[dict[str, Any] | None, Field(
-                             description="The side effect's arguments (JSON object).")] = None,
+                             description="The side effect's arguments (JSON object)."),
+                             AfterValidator(_shallow_json)] = None,
                          key: Annotated[str | None, Field(description="A stable business key, "
                                                           "e.g. invoice:INV-001 (recommended).")] = None,
                          replay: Literal["never", "safe", "idempotent", "reconcile"] | None = None,
@@ -224,7 +247,8 @@ class Tools:
     def complete_action(self, run_id: RunId, action_key: ActionKey, ctx: Context,
                         external_id: Annotated[str | None, Field(
                             description="The external system's id for the effect.")] = None,
-                        result: Annotated[Any, Field(description="Any JSON result to keep.")] = None,
+                        result: Annotated[Any, Field(description="Any JSON result to keep."),
+                                          AfterValidator(_shallow_json)] = None,
                         ) -> ActionResult:
         self.authorize(ctx, "continuum_complete_action", run_id)
         with self.domain_errors("continuum_complete_action"):
@@ -234,8 +258,8 @@ class Tools:
 
     def fail_action(self, run_id: RunId, action_key: ActionKey, ctx: Context,
                     error: Annotated[str | None, Field(description="What went wrong.")] = None,
-                    certain: Annotated[bool, Field(description="True only if the effect certainly "
-                                                   "did NOT happen.")] = False) -> ActionResult:
+                    certain: Annotated[bool, Field(strict=True, description="True only if the effect "
+                                                   "certainly did NOT happen.")] = False) -> ActionResult:
         self.authorize(ctx, "continuum_fail_action", run_id)
         with self.domain_errors("continuum_fail_action"):
             rec = self.writer().fail(run_id, action_key, error=error, certain=certain)
@@ -244,8 +268,8 @@ class Tools:
                                 "call continuum_reconcile_action.")
 
     def reconcile_action(self, run_id: RunId, action_key: ActionKey,
-                         occurred: Annotated[bool, Field(description="Whether the side effect "
-                                                         "happened, as checked in the external system.")],
+                         occurred: Annotated[bool, Field(strict=True, description="Whether the side "
+                                                         "effect happened, as checked in the external system.")],
                          ctx: Context,
                          external_id: Annotated[str | None, Field(description="Its external id.")] = None,
                          note: Annotated[str | None, Field(description="How it was checked.")] = None,
@@ -334,6 +358,6 @@ def register(server: MCPServer[Any], tools: Tools) -> None:
         ("continuum_reconcile_action", tools.reconcile_action, MUTATING),
         ("continuum_confirm", tools.confirm, MUTATING),
     ]
-    for name, fn, annotations in table:
-        server.add_tool(fn, name=name, description=DESCRIPTIONS[name], annotations=annotations,
+    for name, fn, hints in table:
+        server.add_tool(fn, name=name, description=DESCRIPTIONS[name], annotations=hints,
                         structured_output=True)

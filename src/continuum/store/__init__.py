@@ -22,7 +22,7 @@ __all__ = ["ActionRow", "CheckpointRow", "Run", "RunInfo", "SQLiteStorage", "Sto
 def resolve_url(flag: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> str:
     """``--db`` flag, else ``CONTINUUM_DB``, else ``./continuum.db`` (SPEC 2)."""
     env = os.environ if env is None else env
-    if flag:
+    if flag is not None:  # an explicit but empty --db ("$UNSET") is refused, never the default
         return flag
     if env.get("CONTINUUM_DB"):
         return env["CONTINUUM_DB"]
