@@ -67,7 +67,9 @@ async def run(store: str, outbox: Path, pause_after: str | None) -> int:
                 say(f"SKIP {invoice}: {r['status']}")
                 done += r["status"] == "completed"
                 continue
-            (outbox / f"{invoice}.txt").write_text(f"invoice {invoice} sent\n", encoding="utf-8")
+            # Append, like a mail server's log: a second send would show as a second line.
+            with open(outbox / f"{invoice}.txt", "a", encoding="utf-8") as f:
+                f.write(f"invoice {invoice} sent\n")
             if invoice == pause_after:
                 say(f"SENT {invoice}")
                 await asyncio.to_thread(sys.stdin.readline)  # killed here by the demo

@@ -384,7 +384,15 @@ def _model(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 def _assumption(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     item = _item(e, p, "assumption_id", "active", "cites")
     item["model"] = item["model"] or acc["model"]
-    acc["model_assumptions"].append(item)
+    if p.get("status") == "retracted":  # it does not hold for the model now running
+        item["status"] = "retracted"
+    # Recording an assumption id again (re-verified under another model, or retracted)
+    # supersedes the earlier record, so a model switch's repair can be completed.
+    same = [i for i, a in enumerate(acc["model_assumptions"]) if a["id"] == item["id"]]
+    if same:
+        acc["model_assumptions"][same[0]] = item
+    else:
+        acc["model_assumptions"].append(item)
 
 
 @_on(EventType.CHECKPOINTED)

@@ -139,7 +139,7 @@ class Continuum:
         self.checkpoint_warnings = []
         for cp in self.store.list_checkpoints(run_id):
             sealed = self.store.read_events(run_id, after=cp.event_sequence - 1)[:1]
-            ok = (digest(parse_json(cp.state_json)) == cp.state_hash and sealed
+            ok = (_state_digest(cp) == cp.state_hash and sealed
                   and sealed[0].payload.get("state_hash") == cp.state_hash)
             if ok:
                 return cp, State.model_validate_json(cp.state_json)
@@ -185,7 +185,7 @@ class Continuum:
 
     def verify(self, run_id: str, *, expect_head: str | None = None) -> VerifyReport:
         """Chain, head, optional anchor, action index against the fold, checkpoints."""
-        report = self.store.verify_events(run_id)
+        state, report = self._verified_fold(run_id)
         extra: list[Violation] = []
         if expect_head is not None:
             seq, hash_ = parse_anchor(expect_head)
@@ -193,14 +193,41 @@ class Continuum:
             v = check_anchor(seq, hash_, self.store.event_hash_at(run_id, seq), last)
             if v is not None:
                 extra.append(v)
-        if report.ok:
-            state = project(run_id, self.store.iter_events(run_id))
-            extra += _index_violations(state, [r.record for r in self.store.list_actions(run_id)])
+        if state is not None:
+            try:
+                extra += _index_violations(state, [r.record for r in self.store.list_actions(run_id)])
+            except IntegrityError as e:  # an index row too damaged to read
+                extra.append(Violation(sequence=state.sequence, kind=DamageKind.INDEX_MISMATCH,
+                                       detail=e.message))
             for cp in self.store.list_checkpoints(run_id):
-                if digest(parse_json(cp.state_json)) != cp.state_hash:
+                if _state_digest(cp) != cp.state_hash:
                     extra.append(Violation(sequence=cp.event_sequence, kind=DamageKind.CHECKPOINT_MISMATCH,
                                            detail=f"checkpoint through {cp.sequence} fails its hash"))
         return with_violations(report, extra)
+
+    def _verified_fold(self, run_id: str) -> tuple[State | None, VerifyReport]:
+        """The chain report and, for an intact chain, the full fold: one read of the log.
+
+        Every event is verified as it is read and folded (``iter_events``); with the run's
+        head matched and no stored row outside 1..head (``count_events``), that is exactly
+        what ``verify_events`` would report for an intact chain. Anything else (damage, a
+        store that cannot count its rows) gets the full report, which names the damage.
+        """
+        run = self.store.get_run(run_id)
+        count_events = getattr(self.store, "count_events", None)
+        if count_events is not None:
+            try:
+                state = project(run_id, self.store.iter_events(run_id))
+            except IntegrityError:
+                state = None
+            if (state is not None and state.sequence == run.head_sequence
+                    and state.head_hash == run.head_hash and count_events(run_id) == run.head_sequence):
+                return state, VerifyReport(run_id=run_id, ok=True, events_checked=run.head_sequence,
+                                           trusted_through=run.head_sequence,
+                                           head_sequence=run.head_sequence,
+                                           head_hash=run.head_hash, violations=[])
+        report = self.store.verify_events(run_id)
+        return (project(run_id, self.store.iter_events(run_id)) if report.ok else None), report
 
     def anchor(self, run_id: str) -> dict[str, Any]:
         run = self.store.get_run(run_id)
@@ -359,6 +386,19 @@ class Continuum:
                                  f"but the run is now at {run.head_sequence}",
                                  code="integrity.contract_stale",
                                  hint=f"get a current one: continuum show-contract {contract.run_id}")
+        # The seal only proves the file is unchanged since someone sealed it; anyone can
+        # seal. So recompute the decision from this store, with the environment the
+        # contract recorded, and require the same contract.
+        recorded_env = contract.evidence.get("environment") or {}
+        env = {k: v for k, v in recorded_env.items() if isinstance(v, str) and v != "removed"}
+        _, _, fresh = self.evaluate(contract.run_id, env=env)
+        if fresh.integrity_hash != contract.integrity_hash:
+            raise IntegrityError(
+                f"the store gives verdict {fresh.verdict!r} (contract {fresh.integrity_hash[:12]}) "
+                f"where the file says {contract.verdict!r} ({contract.integrity_hash[:12]})",
+                code="integrity.contract_mismatch",
+                hint=f"the file was not produced from this log; trust `continuum resume "
+                     f"{contract.run_id}` instead", run_id=contract.run_id)
         return {"ok": True, "run_id": contract.run_id, "verdict": contract.verdict,
                 "head_sequence": contract.head_sequence, "integrity_hash": contract.integrity_hash}
 
@@ -372,13 +412,25 @@ def parse_anchor(text: str) -> tuple[int, str]:
     return int(seq), hash_
 
 
+def _state_digest(cp: CheckpointRow) -> str | None:
+    """The digest of a checkpoint's state, or None if it is too damaged to parse."""
+    try:
+        return digest(parse_json(cp.state_json))
+    except ValueError:
+        return None
+
+
 def _index_violations(state: State, records: list[dict[str, Any]]) -> list[Violation]:
     out: list[Violation] = []
     seen = set()
     for rec in records:
         seen.add(rec["action_id"])
         folded = state.actions.get(rec["action_id"])
-        if folded is None or folded.model_dump(mode="json") != ActionRecord.model_validate(rec).model_dump(mode="json"):
+        try:
+            stored = ActionRecord.model_validate(rec).model_dump(mode="json")
+        except ValueError:  # pydantic's ValidationError: a damaged row cannot match
+            stored = None
+        if folded is None or folded.model_dump(mode="json") != stored:
             out.append(Violation(sequence=folded.last_sequence if folded else state.sequence,
                                  kind=DamageKind.INDEX_MISMATCH,
                                  detail=f"action index row {rec['action_id']} disagrees with the log"))

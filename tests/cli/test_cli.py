@@ -227,3 +227,19 @@ def test_every_command_has_help_db_and_json(cli: CLI, command: str) -> None:
 def test_version_flag(cli: CLI) -> None:
     r = cli("--version", with_db=False)
     assert r.code == 0 and "continuum" in r.out
+
+
+def test_a_resealed_forged_contract_is_refused(cli: CLI, tmp_path: Path) -> None:
+    from continuum.contract import RecoveryContract, seal_contract
+
+    cli("start", "r1", "--goal", "g")
+    cli("declare", "r1", "--env", "dataset=v1")
+    out = cli("show-contract", "r1", "--env", "dataset=v1").out
+    f = tmp_path / "c.json"
+    f.write_text(out)
+    assert cli("verify-contract", str(f)).code == 0  # env recorded in the contract is reused
+    forged = RecoveryContract.model_validate_json(out).model_copy(
+        update={"verdict": "abort", "safe": False})
+    f.write_text(seal_contract(forged).to_json())
+    r = cli("--json", "verify-contract", str(f))
+    assert r.code == 3 and r.json()["error"]["code"] == "integrity.contract_mismatch"

@@ -400,6 +400,22 @@ def test_model_change_and_assumptions_record_the_model_they_were_made_under() ->
     assert state.self_certified == {"model": 3}
 
 
+def test_recording_an_assumption_again_supersedes_it_so_a_model_switch_can_be_repaired() -> None:
+    log = Log()
+    log.add(EventType.RUN_STARTED, {"goal": "g", "model": "m-1"})
+    log.add(EventType.MODEL_ASSUMPTION_RECORDED, {"assumption_id": "a1", "text": "ctx 200k"})
+    log.add(EventType.MODEL_ASSUMPTION_RECORDED, {"assumption_id": "a2", "text": "json"})
+    log.add(EventType.MODEL_CHANGED, {"model": "m-2"})
+    log.add(EventType.MODEL_ASSUMPTION_RECORDED,
+            {"assumption_id": "a1", "text": "no", "status": "retracted"})
+    log.add(EventType.MODEL_ASSUMPTION_RECORDED, {"assumption_id": "a2", "text": "json"})
+    state = log.state()
+    assert [(a.id, a.model, a.status) for a in state.model_assumptions] == [
+        ("a1", "m-2", "retracted"),
+        ("a2", "m-2", "active"),
+    ]
+
+
 def test_checkpointed_records_the_sequence_of_the_last_checkpoint() -> None:
     log = Log()
     log.add(EventType.RUN_STARTED, {"goal": "g"})
