@@ -265,6 +265,12 @@ class Continuum:
     def actions(self, run_id: str) -> list[ActionRecord]:
         return self.ledger.actions(run_id)
 
+    def interrupted(self, run_id: str) -> set[str]:
+        """Ids of ``started`` actions whose owner is gone: in effect ``unknown`` until the
+        next intercept or a reconcile records it (reading never writes)."""
+        return {a.action_id for a in self.actions(run_id)
+                if a.status == ActionStatus.STARTED} - self._in_flight(run_id, self.state(run_id))
+
     # -- recovery ---------------------------------------------------------------------------
 
     def _inputs(self, run_id: str, env: Mapping[str, str] | None,

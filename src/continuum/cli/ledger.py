@@ -10,6 +10,7 @@ import click
 from continuum.cli.common import common, runtime
 from continuum.cli.output import Settings, emit
 from continuum.errors import UsageError
+from continuum.projection import ActionRecord
 from continuum.types import Origin
 
 
@@ -28,14 +29,22 @@ def _json_arg(name: str, text: str | None) -> Any:
 @common
 def actions_cmd(s: Settings, run_id: str) -> None:
     """List RUN's side effects and their states. Exit 20 if any is unresolved."""
-    actions = runtime(s).actions(run_id)
+    rt = runtime(s)
+    actions = rt.actions(run_id)
+    interrupted = rt.interrupted(run_id)
     unresolved = [a for a in actions if a.status.unresolved]
-    lines = [f"{a.action_id}  {a.action_key:<36} {a.status:<10} attempt={a.attempt}"
+
+    def shown(a: ActionRecord) -> str:
+        return "unknown (interrupted)" if a.action_id in interrupted else str(a.status)
+
+    lines = [f"{a.action_id}  {a.action_key:<36} {shown(a):<10} attempt={a.attempt}"
              + (f" external_id={a.external_id}" if a.external_id else "") for a in actions]
     if unresolved:
         lines.append(f"{len(unresolved)} unresolved: reconcile each with "
                      f"`continuum reconcile {run_id} ACTION --occurred|--not-occurred`")
-    emit(s, {"run_id": run_id, "actions": [a.model_dump(mode="json") for a in actions],
+    emit(s, {"run_id": run_id,
+             "actions": [{**a.model_dump(mode="json"), "interrupted": a.action_id in interrupted}
+                         for a in actions],
              "unresolved": len(unresolved)}, lines or ["no actions"], code=20 if unresolved else 0)
 
 
