@@ -30,8 +30,10 @@ def _stderr_factory(*_args: object) -> _StderrLogger:
 
 
 def configure(level: str | None = None) -> None:
+    """Set up stderr logging once; an explicit ``level`` (e.g. ``--log-level``) always applies,
+    even after a module already logged with the default."""
     global _configured
-    if _configured:
+    if _configured and level is None:
         return
     name = (level or os.environ.get("CONTINUUM_LOG_LEVEL") or "warning").upper()
     numeric = getattr(logging, name, logging.WARNING)
@@ -43,7 +45,7 @@ def configure(level: str | None = None) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=_stderr_factory,
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=False,
     )
     _configured = True
 

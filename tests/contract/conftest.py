@@ -5,14 +5,11 @@ fresh, empty database and removes it afterwards. ``store_factory`` opens handles
 URL through ``open_store``, exactly as the CLI and the MCP server do, and closes them all
 at teardown.
 
-Adding PostgreSQL is one function and one entry::
-
-    @contextmanager
-    def postgres_backend(tmp_path: Path) -> Iterator[str]:
-        # create a fresh database on the private test cluster, yield its URL, drop it
-        ...
-
-    BACKENDS = {"sqlite": sqlite_backend, "postgres": postgres_backend}
+PostgreSQL is the second entry: the server named by ``CONTINUUM_TEST_PG_DSN`` (the
+Makefile and ``.ci/run`` export it). A test run creates one database of its own there on
+first use and drops it at the end; each test gets it without a continuum schema, i.e. a
+fresh, empty store (``pg_support.py`` has the helpers, and the private clusters the crash
+tests kill).
 
 A backend that cannot be provided must call ``backend_unavailable``: it skips on a
 developer machine but FAILS when ``CI`` is set or the backend is named in
@@ -36,8 +33,44 @@ def sqlite_backend(tmp_path: Path) -> Iterator[str]:
     yield str(tmp_path / "contract.db")
 
 
+class _SessionDatabase:
+    """One database on the shared server per test run, created on first use, dropped at
+    the end; each test gets it with no continuum schema in it (a fresh, empty store)."""
+
+    url: str | None = None
+    name: str | None = None
+
+
+@contextmanager
+def postgres_backend(tmp_path: Path) -> Iterator[str]:
+    from tests.contract import pg_support
+
+    if _SessionDatabase.url is None:
+        try:
+            dsn = pg_support.admin_dsn()
+        except pg_support.PostgresUnavailable as e:
+            backend_unavailable("postgres", str(e))
+        _SessionDatabase.name = pg_support.create_database(dsn, "continuum_contract")
+        _SessionDatabase.url = pg_support.url_for(dsn, _SessionDatabase.name)
+    pg_support.reset_schema(_SessionDatabase.url)
+    try:
+        yield _SessionDatabase.url
+    finally:
+        pg_support.reset_schema(_SessionDatabase.url)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_the_session_database() -> Iterator[None]:
+    yield
+    if _SessionDatabase.name is not None:
+        from tests.contract import pg_support
+
+        pg_support.drop_database(os.environ[pg_support.DSN_ENV], _SessionDatabase.name)
+
+
 BACKENDS: dict[str, Callable[[Path], AbstractContextManager[str]]] = {
     "sqlite": sqlite_backend,
+    "postgres": postgres_backend,
 }
 
 
@@ -82,3 +115,10 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
 @pytest.fixture
 def store(store_factory: StoreFactory) -> Storage:
     return store_factory.open()
+
+
+@pytest.fixture
+def pg_url(tmp_path: Path) -> Iterator[str]:
+    """The URL of a fresh, empty PostgreSQL store (the contract suite's session database)."""
+    with postgres_backend(tmp_path) as url:
+        yield url

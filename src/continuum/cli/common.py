@@ -44,7 +44,11 @@ def common(f: F) -> F:
 
 def runtime(settings: Settings, *, create: bool = False,
             origin: Origin = Origin.DETERMINISTIC) -> Continuum:
-    return Continuum.open(resolve_url(settings.db), create=create, origin=origin)
+    rt = Continuum.open(resolve_url(settings.db), create=create, origin=origin)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(rt.close)  # release the store (and any pool) when the command ends
+    return rt
 
 
 def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:

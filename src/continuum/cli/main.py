@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from continuum.cli import integrity, ledger, mcp_install, recovery, runs
+from continuum.cli import integrity, ledger, mcp_install, recovery, runs, transfer
 from continuum.cli.output import Exit, Settings, emit_error
 from continuum.errors import ContinuumError, UsageError
 from continuum.log import configure, get_logger
@@ -34,12 +34,12 @@ def cli(ctx: click.Context, db: str | None, as_json: bool, no_color: bool) -> No
     20 wait or human needed (or unresolved actions), 30 rollback/abort/not resumable.
     """
     settings = ctx.ensure_object(Settings)
-    settings.db = db or settings.db
+    settings.db = db if db is not None else settings.db
     settings.json = as_json or settings.json
     settings.color = settings.color and not no_color
 
 
-for module in (runs, recovery, ledger, integrity, mcp_install):
+for module in (runs, recovery, ledger, integrity, mcp_install, transfer):
     for command in module.COMMANDS:
         cli.add_command(command)
 

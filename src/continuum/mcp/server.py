@@ -22,7 +22,7 @@ from continuum.log import configure, get_logger
 from continuum.mcp.auth import load_policy
 from continuum.mcp.tools import INSTRUCTIONS, Tools, register
 from continuum.mcp.transport import DEFAULT_MAX_MESSAGE_BYTES, hardened_stdio_server
-from continuum.store import probe_store, resolve_url
+from continuum.store import probe_store, redact_url, resolve_url
 from continuum.version import __version__
 
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"continuum-mcp: {e.message} [{e.code}]" + (f"; {e.hint}" if e.hint else ""),
               file=sys.stderr)
         return 1
-    log.info("mcp.starting", store=url, **policy.describe())
+    log.info("mcp.starting", store=redact_url(url), **policy.describe())
     tools = Tools(url, policy)
     server = build_server(tools)
 

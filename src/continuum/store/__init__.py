@@ -7,16 +7,27 @@ one-line error naming the problem, and nothing is created or touched.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
-from continuum.errors import StoreError, UsageError
-from continuum.store.base import ActionRow, CheckpointRow, Run, RunInfo, Storage, WriteTx
+from continuum.errors import NotFoundError, StoreError, UsageError
+from continuum.store.base import (
+    ActionRow,
+    CheckpointRow,
+    Run,
+    RunExport,
+    RunInfo,
+    Storage,
+    WriteTx,
+)
 from continuum.store.sqlite import SQLiteStorage, check_sqlite_path
 
 DEFAULT_DB = "continuum.db"
 
-__all__ = ["ActionRow", "CheckpointRow", "Run", "RunInfo", "SQLiteStorage", "Storage", "WriteTx",
-           "open_store", "probe_store", "resolve_url", "DEFAULT_DB"]
+__all__ = ["ActionRow", "CheckpointRow", "Run", "RunExport", "RunInfo", "SQLiteStorage", "Storage",
+           "WriteTx", "open_store", "probe_store", "resolve_url", "is_postgres_url", "redact_url",
+           "DEFAULT_DB"]
 
 
 def resolve_url(flag: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> str:
@@ -63,8 +74,11 @@ def probe_store(url: str) -> bool:
     Returns whether it exists. A missing SQLite file in an existing directory is fine
     (it is created on first write); a foreign or damaged file is refused.
     """
-    if url.startswith(("postgresql://", "postgres://")):
-        open_store(url).close()
+    if is_postgres_url(url):
+        try:
+            open_store(url, create=False).close()
+        except NotFoundError:
+            return False  # a reachable database without a store yet: created on first write
         return True
     path = sqlite_path_from_url(url)
     existed = check_sqlite_path(path, create=True)
@@ -75,10 +89,41 @@ def probe_store(url: str) -> bool:
 
 def open_store(url: str, *, create: bool = True) -> Storage:
     """Open the store at ``url``; with ``create=False`` a missing SQLite file is refused."""
-    if url.startswith(("postgresql://", "postgres://")):
-        raise StoreError(
-            "the PostgreSQL backend is not available in this build",
-            code="store.backend_unavailable",
-            hint="use a SQLite path or sqlite:/// URL for now",
-        )
+    if is_postgres_url(url):
+        return _postgres_storage()(url, create=create)
     return SQLiteStorage(sqlite_path_from_url(url), create=create)
+
+
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit for logs and messages: a PostgreSQL URL loses its password."""
+    if not is_postgres_url(url):
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("://", 1)[0] + "://..."
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = f"{userinfo.split(':', 1)[0]}@{host}"
+    query = "&".join(p for p in parts.query.split("&") if not p.lower().startswith("password="))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _postgres_storage() -> Callable[..., Storage]:
+    """The PostgreSQL backend, imported only when a PostgreSQL URL is opened (optional extra)."""
+    try:
+        from continuum.store.postgres import PostgresStorage
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("psycopg"):
+            raise
+        raise StoreError(
+            "PostgreSQL stores need the optional extra 'postgres' (psycopg 3), which is not "
+            "installed", code="store.backend_unavailable",
+            hint="pip install 'continuum[postgres]'",
+        ) from None
+    return PostgresStorage

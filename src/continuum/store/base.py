@@ -8,8 +8,8 @@ event, the run's head and any index row move together or not at all.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -64,6 +64,16 @@ class CheckpointRow(BaseModel):
     state_json: str
     state_hash: str
     created_at: str
+
+
+class RunExport(BaseModel):
+    """One whole run as moved between stores: its record, every event exactly as sealed,
+    its checkpoints and its action index (rebuilt from the events by the exporter)."""
+
+    run: RunInfo
+    events: list[Event]
+    checkpoints: list[CheckpointRow] = Field(default_factory=list)
+    actions: list[ActionRow] = Field(default_factory=list)
 
 
 class WriteTx(Protocol):
@@ -127,6 +137,13 @@ class Storage(Protocol):
     def renew_lease(self, run_id: str, action_id: str, lease_expires: float) -> None: ...
 
     def list_checkpoints(self, run_id: str) -> list[CheckpointRow]: ...
+
+    def import_runs(self, runs: list[RunExport]) -> list[RunInfo]:
+        """Write exported runs as they are (ids, sequences, hashes) in one transaction.
+
+        Refused, with nothing written, if any run already exists or any chain does not
+        verify once written (checked inside the transaction)."""
+        ...
 
     def schema_version(self) -> int: ...
 

@@ -37,7 +37,7 @@ from continuum.errors import (
 )
 from continuum.events import LIFECYCLE_STATUS, Event, EventType, seal
 from continuum.faults import fault_point
-from continuum.store.base import ActionRow, CheckpointRow, Run, RunInfo, format_timestamp
+from continuum.store.base import ActionRow, CheckpointRow, Run, RunExport, RunInfo, format_timestamp
 from continuum.store.schema import MIGRATIONS, SCHEMA_VERSION, SQLITE_APPLICATION_ID
 from continuum.types import Origin, RunStatus
 
@@ -177,23 +177,39 @@ def translate_errors(store: SQLiteStorage | None = None) -> Iterator[None]:
         if store is not None and not isinstance(e, apsw.SQLError):
             store._discard_connection()
         raise StoreError(f"store error: {e}", hint="see the message; nothing was changed") from e
+    except UnicodeDecodeError as e:  # a stored text that is not UTF-8: the file is damaged
+        raise IntegrityError(
+            "the database file is damaged: a stored text is not valid UTF-8",
+            code="integrity.database_corrupt",
+            hint="stop writing to it, keep a copy, and restore from a backup or export",
+        ) from e
 
 
 def _now() -> str:
     return format_timestamp(datetime.now(UTC))
 
 
+def _text(value: Any) -> Any:
+    """A TEXT column read as bytes (see ``_EVENT_SELECT``), decoded strictly here."""
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
 def _row_to_event(row: tuple[Any, ...]) -> Event:
     run_id, seq, event_id, type_, ts, payload, causer, source, prev, hash_ = row
     return Event(
-        event_id=event_id, run_id=run_id, sequence=seq, type=type_, timestamp=ts,
-        payload=parse_json(payload), causer_event_id=causer, source=Origin(source),
-        prev_hash=prev, hash=hash_,
+        event_id=_text(event_id), run_id=run_id, sequence=seq, type=_text(type_),
+        timestamp=_text(ts), payload=parse_json(_text(payload)), causer_event_id=_text(causer),
+        source=Origin(_text(source)), prev_hash=_text(prev), hash=_text(hash_),
     )
 
 
 _EVENT_COLUMNS = ("run_id, sequence, event_id, type, timestamp, payload, causer_event_id, "
                   "source, prev_hash, hash")
+# Text read as bytes, so a row whose text is not UTF-8 fails in _row_to_event, where it is
+# reported as malformed at its own sequence, instead of failing the whole query.
+_EVENT_SELECT = ("run_id, sequence, " + ", ".join(
+    f"CAST({c} AS BLOB)" for c in ("event_id", "type", "timestamp", "payload", "causer_event_id",
+                                   "source", "prev_hash", "hash")))
 _RUN_COLUMNS = "run_id, goal, status, created_at, head_sequence, head_hash, metadata"
 
 
@@ -273,8 +289,14 @@ class SQLiteStorage:
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
                  busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-                 clock: Callable[[], str] | None = None) -> None:
+                 clock: Callable[[], str] | None = None, _synchronous: str = "FULL") -> None:
         check_sqlite_library()
+        # Test-only: the power-loss suite's negative control opens with NORMAL to prove its
+        # simulator bites (tests/crash/test_power_loss.py). Everything else keeps FULL.
+        if _synchronous not in ("FULL", "NORMAL"):
+            raise UsageError(f"synchronous={_synchronous!r} is not supported",
+                             code="usage.bad_synchronous", hint="leave it at FULL")
+        self._synchronous = _synchronous
         self.path = Path(path)
         self.url = f"sqlite://{self.path.absolute()}"  # sqlite:///abs/path.db (SPEC 2)
         self._busy_timeout_ms = busy_timeout_ms
@@ -323,7 +345,8 @@ class SQLiteStorage:
             self._migrate(conn)  # refuses, before anything about the file is changed
         if conn.execute("PRAGMA journal_mode").fetchall()[0][0].lower() != "wal":
             conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")  # WAL + FULL: each commit survives power loss
+        # WAL + FULL: each commit survives power loss.
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
         self._migrate(conn)
 
@@ -468,14 +491,15 @@ class SQLiteStorage:
             verifier = ChainVerifier(run_id)
             verifier.expected_sequence, verifier.prev_hash = after + 1, prev
             rows = conn.execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? AND sequence > ?"
+                f"SELECT {_EVENT_SELECT} FROM events WHERE run_id = ? AND sequence > ?"
                 " AND sequence <= ? ORDER BY sequence", (run_id, after, run.head_sequence)).fetchall()
         for row in rows:
             try:
                 event = _row_to_event(row)
             except Exception as e:  # undecodable row: damage, never skipped
-                raise _integrity(run_id, row[1], "malformed", f"cannot decode event: {e}") from e
-            violation = verifier.feed(event)
+                raise _integrity(run_id, _row_sequence(row, verifier), "malformed",
+                                 f"cannot decode event: {e}") from e
+            violation = verifier.feed(event, _text(row[5]))  # the stored payload text
             if violation is not None:
                 raise _integrity(run_id, violation.sequence, str(violation.kind), violation.detail)
             yield event
@@ -497,33 +521,41 @@ class SQLiteStorage:
         with self._lock, translate_errors(self):
             return self._hash_at(self._conn(), run_id, sequence)
 
+    def count_events(self, run_id: str) -> int:
+        """Rows stored for ``run_id``, whatever their sequence (the runtime's one-pass verify
+        uses it to rule out rows outside 1..head)."""
+        with self._lock, translate_errors(self):
+            rows = self._conn().execute("SELECT count(*) FROM events WHERE run_id = ?",
+                                        (run_id,)).fetchall()
+        return int(rows[0][0])
+
     def verify_events(self, run_id: str) -> VerifyReport:
         """Recompute every hash, check sequence, links and head; never raises on damage."""
         run = self.get_run(run_id)
         verifier = ChainVerifier(run_id)
         with self._lock, translate_errors(self):
             cursor = self._conn().execute(
-                f"SELECT {_EVENT_COLUMNS} FROM events WHERE run_id = ? ORDER BY sequence", (run_id,))
+                f"SELECT {_EVENT_SELECT} FROM events WHERE run_id = ? ORDER BY sequence", (run_id,))
             for row in cursor:
                 try:
                     event = _row_to_event(row)
                 except Exception as e:
-                    verifier.add_malformed(row[1], f"cannot decode event: {e}")
-                    verifier.expected_sequence = row[1] + 1
+                    sequence = _row_sequence(row, verifier)
+                    verifier.add_malformed(sequence, f"cannot decode event: {e}")
+                    verifier.expected_sequence = sequence + 1
                     continue
-                verifier.feed(event)
+                verifier.feed(event, _text(row[5]))
         return verifier.finish(run.head_sequence, run.head_hash)
 
     # -- actions and checkpoints -----------------------------------------------------------
 
     def _one_action(self, conn: apsw.Connection, run_id: str, column: str, value: str) -> ActionRow | None:
         rows = conn.execute(
-            f"SELECT run_id, action_id, record, lease_expires FROM actions"
+            f"SELECT run_id, action_id, record, lease_expires, dedup_key FROM actions"
             f" WHERE run_id = ? AND {column} = ? ORDER BY rowid LIMIT 1", (run_id, value)).fetchall()
         if not rows:
             return None
-        r = rows[0]
-        return ActionRow(run_id=r[0], action_id=r[1], record=json.loads(r[2]), lease_expires=r[3])
+        return _action_row(rows[0])
 
     def get_action(self, run_id: str, action_ref: str) -> ActionRow | None:
         with self._lock, translate_errors(self):
@@ -534,10 +566,9 @@ class SQLiteStorage:
     def list_actions(self, run_id: str) -> list[ActionRow]:
         with self._lock, translate_errors(self):
             rows = self._conn().execute(
-                "SELECT run_id, action_id, record, lease_expires FROM actions WHERE run_id = ?"
-                " ORDER BY rowid", (run_id,)).fetchall()
-        return [ActionRow(run_id=r[0], action_id=r[1], record=json.loads(r[2]), lease_expires=r[3])
-                for r in rows]
+                "SELECT run_id, action_id, record, lease_expires, dedup_key FROM actions"
+                " WHERE run_id = ? ORDER BY rowid", (run_id,)).fetchall()
+        return [_action_row(r) for r in rows]
 
     def renew_lease(self, run_id: str, action_id: str, lease_expires: float) -> None:
         with self._lock, translate_errors(self):
@@ -552,6 +583,69 @@ class SQLiteStorage:
                 " FROM checkpoints WHERE run_id = ? ORDER BY sequence DESC", (run_id,)).fetchall()
         return [CheckpointRow(run_id=r[0], sequence=r[1], event_sequence=r[2], state_json=r[3],
                               state_hash=r[4], created_at=r[5]) for r in rows]
+
+    def import_runs(self, runs: list[RunExport]) -> list[RunInfo]:
+        """Write exported runs exactly as they are, all in one transaction (see Storage)."""
+        for bundle in runs:
+            _check_run_id(bundle.run.run_id)
+        with self._lock, translate_errors(self):
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for bundle in runs:
+                    r = bundle.run
+                    if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (r.run_id,)).fetchall():
+                        raise UsageError(
+                            f"run {r.run_id!r} already exists in {self.url}; nothing was imported",
+                            code="usage.run_exists",
+                            hint="import into another store, or choose which runs to export")
+                    conn.execute(f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
+                                 (r.run_id, r.goal, str(r.status), r.created_at, r.head_sequence,
+                                  r.head_hash, canonical_json(r.metadata)))
+                    for e in bundle.events:
+                        conn.execute(
+                            f"INSERT INTO events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                            (e.run_id, e.sequence, e.event_id, e.type, e.timestamp,
+                             canonical_json(e.payload), e.causer_event_id, str(e.source),
+                             e.prev_hash, e.hash))
+                    tx = _Tx(self, conn, _run_info(conn.execute(
+                        f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (r.run_id,)).fetchall()[0]))
+                    for action in bundle.actions:
+                        tx.put_action(action)
+                    for cp in bundle.checkpoints:
+                        tx.put_checkpoint(cp)
+                    report = self.verify_events(r.run_id)  # re-verified on arrival, in the transaction
+                    if not report.ok:
+                        v = report.violations[0]
+                        raise _integrity(r.run_id, v.sequence, str(v.kind),
+                                         f"refused on import, nothing written: {v.detail}")
+                conn.execute("COMMIT")
+            except BaseException:
+                if self._connection is conn and not conn.getautocommit():
+                    conn.execute("ROLLBACK")
+                raise
+        return [self.get_run(b.run.run_id) for b in runs]
+
+
+def _row_sequence(row: tuple[Any, ...], verifier: ChainVerifier) -> int:
+    """A malformed row's sequence, or the position it holds if that too is damaged."""
+    return row[1] if type(row[1]) is int else verifier.expected_sequence
+
+
+def _action_row(r: tuple[Any, ...]) -> ActionRow:
+    try:
+        record = json.loads(r[2])
+        if not isinstance(record, dict) or (record.get("action_id"), record.get("dedup_key")) != (
+                r[1], r[4]):
+            raise ValueError("the record does not describe this action")
+    except ValueError as e:  # the index is derived from the log: a damaged row is refused
+        raise IntegrityError(
+            f"the action index row {r[1]!r} of run {r[0]!r} is damaged: {e}",
+            code="integrity.index_mismatch",
+            hint=f"run `continuum verify {r[0]}`; the log was not changed",
+            run_id=r[0], action_id=r[1],
+        ) from e
+    return ActionRow(run_id=r[0], action_id=r[1], record=record, lease_expires=r[3])
 
 
 def _integrity(run_id: str, sequence: int, kind: str, detail: str) -> IntegrityError:
