@@ -530,21 +530,34 @@ class SQLiteStorage:
         return int(rows[0][0])
 
     def verify_events(self, run_id: str) -> VerifyReport:
-        """Recompute every hash, check sequence, links and head; never raises on damage."""
-        run = self.get_run(run_id)
+        """Recompute every hash, check sequence, links and head; never raises on damage.
+
+        The head and the events are read in one read transaction (one WAL snapshot), so a
+        concurrent append can never look like a head mismatch.
+        """
         verifier = ChainVerifier(run_id)
         with self._lock, translate_errors(self):
-            cursor = self._conn().execute(
-                f"SELECT {_EVENT_SELECT} FROM events WHERE run_id = ? ORDER BY sequence", (run_id,))
-            for row in cursor:
-                try:
-                    event = _row_to_event(row)
-                except Exception as e:
-                    sequence = _row_sequence(row, verifier)
-                    verifier.add_malformed(sequence, f"cannot decode event: {e}")
-                    verifier.expected_sequence = sequence + 1
-                    continue
-                verifier.feed(event, _text(row[5]))
+            conn = self._conn()
+            own_snapshot = conn.getautocommit()
+            if own_snapshot:
+                conn.execute("BEGIN")
+            try:
+                run = self.get_run(run_id)
+                cursor = conn.execute(
+                    f"SELECT {_EVENT_SELECT} FROM events WHERE run_id = ? ORDER BY sequence",
+                    (run_id,))
+                for row in cursor:
+                    try:
+                        event = _row_to_event(row)
+                    except Exception as e:
+                        sequence = _row_sequence(row, verifier)
+                        verifier.add_malformed(sequence, f"cannot decode event: {e}")
+                        verifier.expected_sequence = sequence + 1
+                        continue
+                    verifier.feed(event, _text(row[5]))
+            finally:
+                if own_snapshot and not conn.getautocommit():
+                    conn.execute("COMMIT")
         return verifier.finish(run.head_sequence, run.head_hash)
 
     # -- actions and checkpoints -----------------------------------------------------------
