@@ -22,7 +22,6 @@ from continuum.recovery import Decision, decide
 from continuum.runtime import Continuum, Recovery
 from continuum.store import Run, SQLiteStorage, Storage, open_store
 from continuum.types import ActionStatus, Mode, Origin, ReplayContract
-
 from continuum.version import __version__
 
 __all__ = [

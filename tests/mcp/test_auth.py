@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import structlog
+from mcp import Client
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
@@ -36,7 +37,6 @@ from continuum.mcp.auth import (
     load_policy,
     log_denial,
 )
-from mcp import Client
 
 TOOL = "continuum_record_progress"
 

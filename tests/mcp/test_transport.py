@@ -17,6 +17,7 @@ import pytest
 import structlog
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 from mcp_types import (
@@ -37,7 +38,6 @@ from continuum.mcp.transport import (
     hardened_stdio_server,
     parse_line,
 )
-from mcp import Client
 
 ECHO_SERVER = Path(__file__).parent / "fixtures" / "echo_server.py"
 BOUND = 60  # seconds: generous upper bound on any single exchange, never a sleep

@@ -25,7 +25,6 @@ from continuum.mcp.transport import DEFAULT_MAX_MESSAGE_BYTES, hardened_stdio_se
 from continuum.store import probe_store, redact_url, resolve_url
 from continuum.version import __version__
 
-
 LEASE_RENEW_SECONDS = 10.0
 
 
