@@ -62,18 +62,33 @@ def _keys_are_strings(value: Any) -> bool:
     return True
 
 
+# One encoder for every call: ``json.dumps`` with these options builds an identical one
+# per call, which costs more than encoding a small event (verify does it per event).
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical_json(value: Any) -> str:
     """Encode ``value`` canonically; refuses NaN, Infinity, non-string keys and non-JSON types."""
     try:
-        out = json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        out = _ENCODER.encode(value)
     except (ValueError, TypeError):
         _check_finite(value, "")
         raise
     if not _keys_are_strings(value):
         _check_finite(value, "")
     return out
+
+
+def canonical_json_parsed(value: Any) -> str:
+    """``canonical_json`` of a value ``parse_json`` produced.
+
+    JSON object keys are always strings, so the key check cannot fail for such a value
+    and is skipped; a number JSON cannot hold (``1e400`` parses to infinity) still raises
+    ``ValueError`` here, where ``canonical_json`` would raise its ``UsageError``.
+    """
+    return _ENCODER.encode(value)
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -98,10 +113,15 @@ def digest(value: Any) -> str:
     return sha256_hex(canonical_bytes(value))
 
 
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"non-finite number {token} is not allowed")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def parse_json(text: str) -> Any:
     """Parse JSON, refusing NaN and Infinity literals (they are not canonical)."""
-
-    def _reject(token: str) -> Any:
-        raise ValueError(f"non-finite number {token} is not allowed")
-
-    return json.loads(text, parse_constant=_reject)
+    if isinstance(text, str) and not text.startswith("\ufeff"):
+        return _DECODER.decode(text)  # what json.loads does for a str, minus a decoder per call
+    return json.loads(text, parse_constant=_reject_constant)

@@ -7,12 +7,14 @@ before it (SPEC 3).
 
 from __future__ import annotations
 
+import hashlib
 from enum import StrEnum
+from json.encoder import encode_basestring as _json_string
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from continuum.canonical import digest
+from continuum.canonical import canonical_json_parsed, digest
 from continuum.types import Origin
 
 
@@ -98,6 +100,39 @@ class Event(BaseModel):
 
     def computed_hash(self) -> str:
         return digest(self.hashed_fields())
+
+
+def stored_event_hash(event: Event, payload_text: str) -> str:
+    """``event.computed_hash()`` for an event a store decoded, its payload parsed from
+    ``payload_text``.
+
+    The hashed fields encode as one JSON object with fixed keys, so when ``payload_text``
+    is the canonical JSON of the payload (what every backend stores) the canonical form is
+    those keys with the stored text spliced in: no re-encoding of the whole event, and no
+    key check (a payload parsed from JSON has string keys only). Anything else (a stored
+    text that is not canonical, a number canonical JSON refuses, a field of an unusual
+    type) takes ``computed_hash`` itself, so the result, hash or error, is always exactly
+    that of ``computed_hash``.
+    """
+    try:
+        if type(event.sequence) is int and canonical_json_parsed(event.payload) == payload_text:
+            # The keys of hashed_fields() in sorted order, each value as json encodes it.
+            text = (
+                f'{{"causer_event_id":{_json_or_null(event.causer_event_id)}'
+                f',"event_id":{_json_string(event.event_id)},"payload":{payload_text}'
+                f',"prev_hash":{_json_or_null(event.prev_hash)}'
+                f',"run_id":{_json_string(event.run_id)},"sequence":{int.__repr__(event.sequence)}'
+                f',"source":{_json_string(str(event.source))}'
+                f',"timestamp":{_json_string(event.timestamp)},"type":{_json_string(event.type)}}}'
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    except Exception:  # whatever it was, the general path decides
+        pass
+    return event.computed_hash()
+
+
+def _json_or_null(value: str | None) -> str:
+    return "null" if value is None else _json_string(value)
 
 
 def hashed_fields(

@@ -513,7 +513,7 @@ def empty_state(run_id: str) -> State:
 
 def fold(state: State, events: Iterable[Event]) -> State:
     """Apply ``events`` (in sequence order, after ``state.sequence``) to ``state``."""
-    acc: Acc = copy.deepcopy(state.model_dump(mode="json"))
+    acc: Acc = state.model_dump(mode="json")  # fresh containers at every level: no copy needed
     for event in events:
         if event.sequence <= acc["sequence"]:
             continue  # already folded (a checkpoint covers it)

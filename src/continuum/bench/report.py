@@ -1,0 +1,156 @@
+"""What the recovery benchmark reports: per-pair metrics, the checks, and a text table."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+# Drift variants the SPEC promises the fallback key tolerates (SPEC 6): renamed fields
+# and relative/absolute forms of one path. A reformatted value is outside that promise.
+FALLBACK_TOLERATES = ("renamed_fields", "path_form", "renamed_and_path")
+
+
+class ScenarioResult(BaseModel):
+    """One (scenario, strategy) pair, counted from the outbox and the work log."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scenario: str
+    strategy: str
+    total: int
+    killed_at: str
+    work_executions: int
+    duplicate_work: int
+    side_effects: int
+    duplicate_side_effects: int
+    missing_side_effects: int
+    stale_dependencies: int
+    stale_detected: int
+    stale_components: int  # derived state reported stale or conflicted at the restart
+    context_bytes: int
+    full_log_bytes: int
+    verdict: str | None
+    final_verdict: str | None
+    uncertain_reported: int
+    reconciled: int
+    first_run_seconds: float
+    resume_seconds: float
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def duplicate_work_ratio(self) -> float:
+        return round(self.duplicate_work / self.total, 4) if self.total else 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def context_ratio(self) -> float | None:
+        return round(self.context_bytes / self.full_log_bytes, 4) if self.full_log_bytes else None
+
+
+class DriftResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    variant: str
+    change: str
+    identity: str
+    deliveries: int
+    duplicate_side_effects: int
+    matched_by: str | None
+
+
+class Check(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    ok: bool
+    detail: str
+
+
+class BenchmarkReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    total: int
+    machine: dict[str, object]
+    scenarios: list[ScenarioResult]
+    drift: list[DriftResult]
+    checks: list[Check]
+    seconds: float
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def passed(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def checks(scenarios: list[ScenarioResult], drift: list[DriftResult]) -> list[Check]:
+    out: list[Check] = []
+    for r in scenarios:
+        if r.strategy != "continuum":
+            continue
+        out.append(Check(name=f"{r.scenario}: no duplicate side effect",
+                         ok=r.duplicate_side_effects == 0,
+                         detail=f"{r.duplicate_side_effects} duplicate(s) of {r.side_effects}"))
+        out.append(Check(name=f"{r.scenario}: every item delivered", ok=r.missing_side_effects == 0,
+                         detail=f"{r.missing_side_effects} missing of {r.total}"))
+        out.append(Check(name=f"{r.scenario}: every stale dependency detected",
+                         ok=r.stale_detected == r.stale_dependencies,
+                         detail=f"{r.stale_detected} of {r.stale_dependencies} detected"))
+    for d in drift:
+        if d.identity == "stable_key" or (d.identity == "fallback" and d.variant in FALLBACK_TOLERATES):
+            out.append(Check(name=f"drift {d.variant}: {d.identity} prevents the duplicate",
+                             ok=d.duplicate_side_effects == 0,
+                             detail=f"{d.deliveries} deliveries, matched by {d.matched_by}"))
+    return out
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.1f}K" if n >= 1024 else f"{n}B"
+
+
+def render(report: BenchmarkReport) -> list[str]:
+    """The readable tables (the TTY form of ``continuum benchmark``)."""
+    lines = [f"Recovery scenarios: a batch of {report.total} invoices; the first process is "
+             "SIGKILLed, a fresh one resumes.", ""]
+    rows = []
+    for r in report.scenarios:
+        ratio = f"{r.context_ratio:.1%}" if r.context_ratio is not None else "-"
+        rows.append([r.scenario, r.strategy, f"{r.duplicate_work_ratio:.1%}", str(r.side_effects),
+                     str(r.duplicate_side_effects), str(r.missing_side_effects),
+                     f"{r.stale_detected}/{r.stale_dependencies}",
+                     f"{_kib(r.context_bytes)} / {_kib(r.full_log_bytes)}", ratio,
+                     f"{r.verdict} -> {r.final_verdict}" if r.verdict else "-"])
+    lines += _table(["scenario", "strategy", "dup work", "effects", "dup effects", "missing",
+                     "stale found", "context / full log", "ratio", "verdict at restart -> end"], rows)
+    lines += ["", "Argument drift: INV-7 sent once, then again in drifted form "
+              "(duplicate side effects):", ""]
+    variants = list(dict.fromkeys(d.variant for d in report.drift))
+    identities = list(dict.fromkeys(d.identity for d in report.drift))
+    cell = {(d.variant, d.identity): d for d in report.drift}
+    drows = []
+    for v in variants:
+        row = [v, ""]
+        for ident in identities:
+            d = cell.get((v, ident))
+            row.append("-" if d is None else f"{d.duplicate_side_effects}"
+                       + (f" ({d.matched_by})" if d.matched_by else ""))
+        drows.append(row)
+    lines += _table(["variant", "", *identities], drows)
+    lines += [""]
+    for c in report.checks:
+        if not c.ok:
+            lines.append(f"FAILED  {c.name}: {c.detail}")
+    passed = sum(c.ok for c in report.checks)
+    lines.append(f"{passed}/{len(report.checks)} checks hold"
+                 + (" (continuum: 0 duplicate side effects, every stale dependency detected)"
+                    if report.passed else "") + f"; {report.seconds:.1f} s")
+    return lines
