@@ -16,10 +16,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from continuum.canonical import canonical_json, digest
-from continuum.errors import InvalidTransitionError, NotFoundError, ReplayWideningError, UsageError
+from continuum.errors import (
+    IntegrityError,
+    InvalidTransitionError,
+    NotFoundError,
+    ReplayWideningError,
+    UsageError,
+)
 from continuum.events import EventType
 from continuum.faults import fault_point
 from continuum.projection import ActionRecord, apply_action_event
@@ -164,6 +170,40 @@ def owner_alive(owner: dict[str, Any], lease_expires: float | None, now: float) 
     return lease_expires is not None and lease_expires > now
 
 
+# -- the index, as read -----------------------------------------------------------------
+
+
+def _damaged_index(run_id: str, action_id: str, detail: str) -> IntegrityError:
+    return IntegrityError(
+        f"the action index of run {run_id!r} is damaged at {action_id}: {detail}",
+        code="integrity.index_mismatch",
+        hint=f"run `continuum verify {run_id}`; nothing was changed and nothing may proceed",
+        run_id=run_id, action_id=action_id,
+    )
+
+
+def _found_once(run_id: str, by_id: ActionRow | None, by_key: ActionRow | None) -> ActionRow | None:
+    """The same row through both of its unique indexes, or neither.
+
+    A damaged index entry would otherwise hide a completed action, and the next intercept
+    would tell its caller to perform it again.
+    """
+    if by_id is None and by_key is None:
+        return None
+    if by_id is None or by_key is None or by_id.action_id != by_key.action_id:
+        found = by_id or by_key
+        assert found is not None
+        raise _damaged_index(run_id, found.action_id, "found by one of its keys but not the other")
+    return by_key
+
+
+def _record(row: ActionRow) -> ActionRecord:
+    try:
+        return ActionRecord.model_validate(row.record)
+    except ValidationError as e:
+        raise _damaged_index(row.run_id, row.action_id, "the record is not valid") from e
+
+
 # -- the ledger ---------------------------------------------------------------------------
 
 _GUIDANCE = {
@@ -219,7 +259,8 @@ class ActionLedger:
         origin = origin or self.origin
         now = self.clock()
         with self.store.write(run_id) as tx:
-            row = tx.find_action(dedup_key=ident.dedup_key)
+            row = _found_once(run_id, tx.find_action(action_id=ident.action_id),
+                              tx.find_action(dedup_key=ident.dedup_key))
             matched = "key" if key is not None else "arguments"
             if row is None and ident.fallback_key is not None:
                 row, matched = tx.find_action(fallback_key=ident.fallback_key), "fallback"
@@ -253,7 +294,7 @@ class ActionLedger:
 
     def _decide(self, tx: WriteTx, row: ActionRow, requested: ReplayContract | None,
                 origin: Origin, now: float, matched: str) -> InterceptResult:
-        rec = ActionRecord.model_validate(row.record)
+        rec = _record(row)
         stored = ReplayContract(rec.replay)
         if requested is not None and requested.width > stored.width:
             raise ReplayWideningError(
@@ -299,7 +340,7 @@ class ActionLedger:
                     f"action {action_ref!r} not found in run {run_id!r}", code="not_found.action",
                     hint=f"list actions with `continuum actions {run_id}`",
                     run_id=run_id, action=action_ref)
-            rec = ActionRecord.model_validate(row.record)
+            rec = _record(row)
             if rec.status not in allowed:
                 raise InvalidTransitionError(
                     f"cannot {verb} action {rec.action_key}: it is {rec.status}",
@@ -364,4 +405,4 @@ class ActionLedger:
 
     def actions(self, run_id: str) -> list[ActionRecord]:
         self.store.get_run(run_id)
-        return [ActionRecord.model_validate(r.record) for r in self.store.list_actions(run_id)]
+        return [_record(r) for r in self.store.list_actions(run_id)]

@@ -422,7 +422,7 @@ def _state_digest(cp: CheckpointRow) -> str | None:
     """The digest of a checkpoint's state, or None if it is too damaged to parse."""
     try:
         return digest(parse_json(cp.state_json))
-    except ValueError:
+    except (ValueError, TypeError):
         return None
 
 

@@ -215,8 +215,15 @@ _RUN_COLUMNS = "run_id, goal, status, created_at, head_sequence, head_hash, meta
 
 def _run_info(row: tuple[Any, ...]) -> RunInfo:
     run_id, goal, status, created, head_seq, head_hash, metadata = row
-    return RunInfo(run_id=run_id, goal=goal, status=RunStatus(status), created_at=created,
-                   head_sequence=head_seq, head_hash=head_hash, metadata=json.loads(metadata))
+    try:
+        return RunInfo(run_id=run_id, goal=goal, status=RunStatus(status), created_at=created,
+                       head_sequence=head_seq, head_hash=head_hash, metadata=json.loads(metadata))
+    except (ValueError, TypeError) as e:  # (pydantic's ValidationError is a ValueError)
+        raise IntegrityError(
+            f"the record of run {run_id!r} is damaged: {e}", code="integrity.malformed",
+            hint="stop writing to this store, keep a copy, and restore from a backup or export",
+            run_id=run_id, record="run",
+        ) from e
 
 
 class _Tx:
@@ -439,8 +446,20 @@ class SQLiteStorage:
 
     def list_runs(self) -> list[RunInfo]:
         with self._lock, translate_errors(self):
-            rows = self._conn().execute(
+            conn = self._conn()
+            rows = conn.execute(
                 f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY created_at, run_id").fetchall()
+            for r in rows:
+                # Each listed id must be the one its run is found by; a damaged id (or index
+                # entry) would otherwise list a run that no command can open.
+                if conn.execute("SELECT count(*) FROM runs WHERE run_id = ?",
+                                (r[0],)).fetchall()[0][0] != 1:
+                    raise IntegrityError(
+                        f"the record of run {r[0]!r} is damaged: no run is found by that id",
+                        code="integrity.malformed",
+                        hint="stop writing to this store, keep a copy, and restore from a backup",
+                        run_id=r[0], record="run",
+                    )
         return [_run_info(r) for r in rows]
 
     # -- events ----------------------------------------------------------------------------
@@ -594,8 +613,16 @@ class SQLiteStorage:
             rows = self._conn().execute(
                 "SELECT run_id, sequence, event_sequence, state, state_hash, created_at"
                 " FROM checkpoints WHERE run_id = ? ORDER BY sequence DESC", (run_id,)).fetchall()
-        return [CheckpointRow(run_id=r[0], sequence=r[1], event_sequence=r[2], state_json=r[3],
-                              state_hash=r[4], created_at=r[5]) for r in rows]
+        try:
+            return [CheckpointRow(run_id=r[0], sequence=r[1], event_sequence=r[2], state_json=r[3],
+                                  state_hash=r[4], created_at=r[5]) for r in rows]
+        except ValueError as e:  # pydantic's ValidationError: a field of the wrong type
+            raise IntegrityError(
+                f"a checkpoint of run {run_id!r} is damaged: {e}",
+                code="integrity.checkpoint_mismatch",
+                hint=f"run `continuum verify {run_id}`; the log was not changed",
+                run_id=run_id, record="checkpoint",
+            ) from e
 
     def import_runs(self, runs: list[RunExport]) -> list[RunInfo]:
         """Write exported runs exactly as they are, all in one transaction (see Storage)."""
@@ -651,14 +678,14 @@ def _action_row(r: tuple[Any, ...]) -> ActionRow:
         if not isinstance(record, dict) or (record.get("action_id"), record.get("dedup_key")) != (
                 r[1], r[4]):
             raise ValueError("the record does not describe this action")
-    except ValueError as e:  # the index is derived from the log: a damaged row is refused
+        return ActionRow(run_id=r[0], action_id=r[1], record=record, lease_expires=r[3])
+    except (ValueError, TypeError) as e:  # the index is derived from the log: refuse a bad row
         raise IntegrityError(
             f"the action index row {r[1]!r} of run {r[0]!r} is damaged: {e}",
             code="integrity.index_mismatch",
             hint=f"run `continuum verify {r[0]}`; the log was not changed",
             run_id=r[0], action_id=r[1],
         ) from e
-    return ActionRow(run_id=r[0], action_id=r[1], record=record, lease_expires=r[3])
 
 
 def _integrity(run_id: str, sequence: int, kind: str, detail: str) -> IntegrityError:
