@@ -15,8 +15,31 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.chain import VerifyReport
+from continuum.errors import IntegrityError, UsageError
 from continuum.events import Event, EventType
 from continuum.types import Origin, RunStatus
+
+# -- shared by every backend ----------------------------------------------------------------
+
+
+def integrity_error(run_id: str, sequence: int, kind: str, detail: str) -> IntegrityError:
+    return IntegrityError(
+        f"run {run_id!r} is damaged at sequence {sequence} ({kind}): {detail}",
+        code=f"integrity.{kind}",
+        hint=f"run `continuum verify {run_id}`; nothing was repaired or changed",
+        run_id=run_id, sequence=sequence, kind=kind,
+    )
+
+
+def check_run_id(run_id: str) -> None:
+    if not isinstance(run_id, str) or not run_id or len(run_id) > 200 or any(
+        c.isspace() or ord(c) < 32 for c in run_id
+    ):
+        raise UsageError(
+            f"run id {run_id!r} is not valid",
+            code="usage.bad_run_id",
+            hint="use 1-200 printable characters without spaces, e.g. run_4821",
+        )
 
 
 def format_timestamp(moment: datetime) -> str:

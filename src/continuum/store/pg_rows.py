@@ -17,9 +17,9 @@ from typing import Any
 import psycopg
 
 from continuum.canonical import canonical_json, parse_json
-from continuum.errors import IntegrityError, NotFoundError, UsageError
+from continuum.errors import NotFoundError
 from continuum.events import LIFECYCLE_STATUS, Event, EventType, seal
-from continuum.store.base import ActionRow, CheckpointRow, RunInfo
+from continuum.store.base import ActionRow, CheckpointRow, RunInfo, integrity_error
 from continuum.store.pg_connection import PgConn
 from continuum.types import Origin, RunStatus
 
@@ -81,24 +81,6 @@ def one_action(conn: psycopg.Connection[Any], run_id: str, column: str,
 # -- errors ---------------------------------------------------------------------------------
 
 
-def integrity_error(run_id: str, sequence: int, kind: str, detail: str) -> IntegrityError:
-    return IntegrityError(
-        f"run {run_id!r} is damaged at sequence {sequence} ({kind}): {detail}",
-        code=f"integrity.{kind}",
-        hint=f"run `continuum verify {run_id}`; nothing was repaired or changed",
-        run_id=run_id, sequence=sequence, kind=kind,
-    )
-
-
-def check_run_id(run_id: str) -> None:
-    if not isinstance(run_id, str) or not run_id or len(run_id) > 200 or any(
-        c.isspace() or ord(c) < 32 for c in run_id
-    ):
-        raise UsageError(
-            f"run id {run_id!r} is not valid",
-            code="usage.bad_run_id",
-            hint="use 1-200 printable characters without spaces, e.g. run_4821",
-        )
 
 
 def run_not_found(run_id: str) -> NotFoundError:

@@ -44,7 +44,16 @@ from continuum.errors import (
 from continuum.events import Event, EventType
 from continuum.faults import fault_point
 from continuum.log import get_logger
-from continuum.store.base import ActionRow, CheckpointRow, Run, RunExport, RunInfo, format_timestamp
+from continuum.store.base import (
+    ActionRow,
+    CheckpointRow,
+    Run,
+    RunExport,
+    RunInfo,
+    check_run_id,
+    format_timestamp,
+    integrity_error,
+)
 from continuum.store.pg_connection import (
     DEFAULT_LOCK_TIMEOUT_MS,
     DEFAULT_POOL_SIZE,
@@ -65,11 +74,9 @@ from continuum.store.pg_rows import (
     RUN_COLUMNS,
     PgWriteTx,
     action_row,
-    check_run_id,
     checkpoint_row,
     insert_events,
     insert_run,
-    integrity_error,
     one_action,
     put_action,
     put_checkpoint,

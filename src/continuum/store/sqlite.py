@@ -8,6 +8,7 @@ Durability: WAL + ``synchronous=FULL`` (a commit survives power loss); every wri
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -37,7 +38,16 @@ from continuum.errors import (
 )
 from continuum.events import LIFECYCLE_STATUS, Event, EventType, seal
 from continuum.faults import fault_point
-from continuum.store.base import ActionRow, CheckpointRow, Run, RunExport, RunInfo, format_timestamp
+from continuum.store.base import (
+    ActionRow,
+    CheckpointRow,
+    Run,
+    RunExport,
+    RunInfo,
+    check_run_id,
+    format_timestamp,
+    integrity_error,
+)
 from continuum.store.schema import MIGRATIONS, SCHEMA_VERSION, SQLITE_APPLICATION_ID
 from continuum.types import Origin, RunStatus
 
@@ -333,10 +343,8 @@ class SQLiteStorage:
     def _discard_connection(self) -> None:
         conn, self._connection = self._connection, None
         if conn is not None:
-            try:
+            with contextlib.suppress(apsw.Error):  # a broken handle is dropped either way
                 conn.close(True)
-            except apsw.Error:
-                pass
 
     def _prepare(self, conn: apsw.Connection) -> None:
         app_id = conn.execute("PRAGMA application_id").fetchall()[0][0]
@@ -410,7 +418,7 @@ class SQLiteStorage:
     # -- runs ------------------------------------------------------------------------------
 
     def create_run(self, run: Run, *, exist_ok: bool = False) -> RunInfo:
-        _check_run_id(run.run_id)
+        check_run_id(run.run_id)
         with self._lock, translate_errors(self):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
@@ -516,14 +524,14 @@ class SQLiteStorage:
             try:
                 event = _row_to_event(row)
             except Exception as e:  # undecodable row: damage, never skipped
-                raise _integrity(run_id, _row_sequence(row, verifier), "malformed",
+                raise integrity_error(run_id, _row_sequence(row, verifier), "malformed",
                                  f"cannot decode event: {e}") from e
             violation = verifier.feed(event, _text(row[5]))  # the stored payload text
             if violation is not None:
-                raise _integrity(run_id, violation.sequence, str(violation.kind), violation.detail)
+                raise integrity_error(run_id, violation.sequence, str(violation.kind), violation.detail)
             yield event
         if verifier.expected_sequence - 1 < run.head_sequence:
-            raise _integrity(run_id, verifier.expected_sequence, "truncated",
+            raise integrity_error(run_id, verifier.expected_sequence, "truncated",
                              f"the run's head is {run.head_sequence} but the log ends at "
                              f"{verifier.expected_sequence - 1}")
 
@@ -627,7 +635,7 @@ class SQLiteStorage:
     def import_runs(self, runs: list[RunExport]) -> list[RunInfo]:
         """Write exported runs exactly as they are, all in one transaction (see Storage)."""
         for bundle in runs:
-            _check_run_id(bundle.run.run_id)
+            check_run_id(bundle.run.run_id)
         with self._lock, translate_errors(self):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
@@ -657,7 +665,7 @@ class SQLiteStorage:
                     report = self.verify_events(r.run_id)  # re-verified on arrival, in the transaction
                     if not report.ok:
                         v = report.violations[0]
-                        raise _integrity(r.run_id, v.sequence, str(v.kind),
+                        raise integrity_error(r.run_id, v.sequence, str(v.kind),
                                          f"refused on import, nothing written: {v.detail}")
                 conn.execute("COMMIT")
             except BaseException:
@@ -688,21 +696,3 @@ def _action_row(r: tuple[Any, ...]) -> ActionRow:
         ) from e
 
 
-def _integrity(run_id: str, sequence: int, kind: str, detail: str) -> IntegrityError:
-    return IntegrityError(
-        f"run {run_id!r} is damaged at sequence {sequence} ({kind}): {detail}",
-        code=f"integrity.{kind}",
-        hint=f"run `continuum verify {run_id}`; nothing was repaired or changed",
-        run_id=run_id, sequence=sequence, kind=kind,
-    )
-
-
-def _check_run_id(run_id: str) -> None:
-    if not isinstance(run_id, str) or not run_id or len(run_id) > 200 or any(
-        c.isspace() or ord(c) < 32 for c in run_id
-    ):
-        raise UsageError(
-            f"run id {run_id!r} is not valid",
-            code="usage.bad_run_id",
-            hint="use 1-200 printable characters without spaces, e.g. run_4821",
-        )
