@@ -16,7 +16,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,postgres]'
 	touch $(STAMP)
 
+# Lint and strict typing first (fast), then the whole suite.
 test: $(STAMP)
+	$(VENV)/bin/ruff check src tests scripts
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: $(STAMP)

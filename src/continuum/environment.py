@@ -58,8 +58,8 @@ def observe(dep: Dependency, given: Mapping[str, str], probes: Mapping[str, Prob
         head = git_head(dep.locator)
         return Observation(version=head) if head else None
     if dep.provider == "callable" and dep.name in probes:
-        value = probes[dep.name]()
-        return Observation(version=value) if value is not None else None
+        probed = probes[dep.name]()
+        return Observation(version=probed) if probed is not None else None
     return None
 
 

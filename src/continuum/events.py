@@ -184,4 +184,4 @@ def seal(
         source=str(source),
         prev_hash=prev_hash,
     )
-    return Event(**fields, hash=digest(fields))  # type: ignore[arg-type]
+    return Event(**fields, hash=digest(fields))

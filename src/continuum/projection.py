@@ -345,7 +345,8 @@ def _decision_invalidated(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 
 @_on(EventType.DEPENDENCY_DECLARED)
 def _dependency(acc: Acc, e: Event, p: dict[str, Any]) -> None:
-    entries = p.get("dependencies") if isinstance(p.get("dependencies"), list) else [p]
+    listed = p.get("dependencies")
+    entries: list[Any] = listed if isinstance(listed, list) else [p]
     for d in entries:
         if not isinstance(d, dict) or _str(d.get("name")) is None:
             continue

@@ -355,7 +355,7 @@ class Continuum:
         with self.store.write(run_id) as tx:
             state = self.state(run_id)
             covered = ALL_COMPONENTS if scope == "all" else scopes[scope]
-            confirmed = {"goal": state.goal.value if state.goal else None,
+            confirmed: dict[str, Any] = {"goal": state.goal.value if state.goal else None,
                          "progress": state.progress.model_dump(mode="json", exclude={"provenance"})}
             if scope == "all":
                 confirmed.update(findings=sorted(state.findings), decisions=sorted(state.decisions),

@@ -8,7 +8,7 @@ operator's confirm token, which is recorded as ``human`` (the token is the human
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -346,7 +346,7 @@ INSTRUCTIONS = (
 
 
 def register(server: MCPServer[Any], tools: Tools) -> None:
-    table = [
+    table: list[tuple[str, Callable[..., Any], ToolAnnotations]] = [
         ("continuum_validate", tools.validate, READ_ONLY),
         ("continuum_resume", tools.resume, READ_ONLY),
         ("continuum_list_actions", tools.list_actions, READ_ONLY),

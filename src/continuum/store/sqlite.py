@@ -347,8 +347,8 @@ class SQLiteStorage:
                 conn.close(True)
 
     def _prepare(self, conn: apsw.Connection) -> None:
-        app_id = conn.execute("PRAGMA application_id").fetchall()[0][0]
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0]
+        app_id = int(conn.execute("PRAGMA application_id").fetchall()[0][0] or 0)
+        tables = int(conn.execute("SELECT count(*) FROM sqlite_master").fetchall()[0][0] or 0)
         if app_id != SQLITE_APPLICATION_ID and tables > 0:
             self._discard_connection()
             raise StoreError(
@@ -358,7 +358,7 @@ class SQLiteStorage:
             )
         if self._read_version(conn) > SCHEMA_VERSION:
             self._migrate(conn)  # refuses, before anything about the file is changed
-        if conn.execute("PRAGMA journal_mode").fetchall()[0][0].lower() != "wal":
+        if str(conn.execute("PRAGMA journal_mode").fetchall()[0][0]).lower() != "wal":
             conn.execute("PRAGMA journal_mode=WAL")
         # WAL + FULL: each commit survives power loss.
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
@@ -399,7 +399,7 @@ class SQLiteStorage:
         if not has_meta:
             return 0
         rows = conn.execute("SELECT value FROM continuum_meta WHERE key='schema_version'").fetchall()
-        return int(rows[0][0]) if rows else 0
+        return int(str(rows[0][0])) if rows else 0
 
     def schema_version(self) -> int:
         with self._lock, translate_errors(self):
@@ -542,7 +542,7 @@ class SQLiteStorage:
     def _hash_at(conn: apsw.Connection, run_id: str, sequence: int) -> str | None:
         rows = conn.execute("SELECT hash FROM events WHERE run_id = ? AND sequence = ?",
                             (run_id, sequence)).fetchall()
-        return rows[0][0] if rows else None
+        return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def event_hash_at(self, run_id: str, sequence: int) -> str | None:
         with self._lock, translate_errors(self):
@@ -554,7 +554,7 @@ class SQLiteStorage:
         with self._lock, translate_errors(self):
             rows = self._conn().execute("SELECT count(*) FROM events WHERE run_id = ?",
                                         (run_id,)).fetchall()
-        return int(rows[0][0])
+        return int(str(rows[0][0]))
 
     def verify_events(self, run_id: str) -> VerifyReport:
         """Recompute every hash, check sequence, links and head; never raises on damage.
