@@ -332,3 +332,15 @@ async def test_a_caller_off_the_allowlist_may_read_but_not_write(db: Path, mode:
     assert "'stranger'" in text and ALLOW_ENV in text
     assert read["actions"] == []
     assert store_bytes(db) == before
+
+
+async def test_an_unknown_argument_name_is_refused_by_name_and_changes_nothing(
+        db: Path, mode: str) -> None:
+    async with session(db, mode) as s:
+        listed = await s.client.list_tools()
+        assert all(t.input_schema.get("additionalProperties") is False for t in listed.tools)
+        await s.ok("continuum_record_progress", {"run_id": "r1", "goal": "ship", "total": 5})
+        before = human(db).store.get_run("r1").head_sequence
+        text = await s.error("continuum_record_progress", {"run_id": "r1", "complete": 3})
+        assert "complete" in text and "Extra inputs are not permitted" in text
+        assert human(db).store.get_run("r1").head_sequence == before

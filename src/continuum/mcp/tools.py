@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from continuum.errors import ContinuumError, NotFoundError
 from continuum.ledger import InterceptResult
@@ -361,3 +361,22 @@ def register(server: MCPServer[Any], tools: Tools) -> None:
     for name, fn, hints in table:
         server.add_tool(fn, name=name, description=DESCRIPTIONS[name], annotations=hints,
                         structured_output=True)
+    forbid_unknown_arguments(server)
+
+
+def forbid_unknown_arguments(server: MCPServer[Any]) -> None:
+    """Refuse arguments a tool does not have, naming them.
+
+    The SDK's argument models ignore unknown names, so a misspelled ``complete`` (for
+    ``completed``) would be dropped silently and the call would "succeed" doing nothing.
+    Each tool gets a subclass of its argument model that forbids extras; the published
+    inputSchema says so too (``additionalProperties: false``).
+    """
+    for tool in server._tool_manager.list_tools():  # SDK 2.3: no public hook for this
+        base = tool.fn_metadata.arg_model
+        strict: Any = type(
+            f"{base.__name__}Strict", (base,),
+            {"model_config": ConfigDict(**{**base.model_config, "extra": "forbid"}),
+             "__module__": base.__module__})
+        tool.fn_metadata.arg_model = strict
+        tool.parameters = strict.model_json_schema(by_alias=True)
