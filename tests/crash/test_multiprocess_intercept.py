@@ -13,7 +13,6 @@ the real one means something.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections import Counter
@@ -25,6 +24,7 @@ import pytest
 from continuum.runtime import Continuum
 from continuum.store import Run, SQLiteStorage
 from continuum.types import ActionStatus
+from tests.crash.workers import release_together
 
 RUN = "run_shared"
 WORKERS = 4
@@ -87,26 +87,7 @@ def run_workers(mode: str, dbs: list[Path], count: int) -> list[dict[str, Any]]:
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
              for w, db in enumerate(dbs)]
-    try:
-        for p in procs:
-            assert p.stdout is not None
-            line = p.stdout.readline()
-            assert line.strip() == "ready", p.communicate(timeout=DEADLINE_S)
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        reports = []
-        for p in procs:
-            out, err = p.communicate(timeout=DEADLINE_S)
-            assert p.returncode == 0, err
-            reports.append(json.loads(out))
-        return reports
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+    return release_together(procs, DEADLINE_S)
 
 
 def double_proceeds(reports: list[dict[str, Any]]) -> dict[str, int]:

@@ -45,6 +45,7 @@ from continuum.store import Run, open_store
 from continuum.store.postgres import PostgresStorage
 from continuum.types import ActionStatus
 from tests.contract.pg_support import PostgresUnavailable, PrivateCluster
+from tests.crash.workers import release_together
 
 RUN = "run_shared"
 DEADLINE_S = 120
@@ -116,26 +117,7 @@ def run_hosts(mode: str, url: str, count: int, env: dict[str, str] | None = None
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env={**os.environ, **(env or {})})
              for w in range(WORKERS)]
-    try:
-        for p in procs:
-            assert p.stdout is not None
-            line = p.stdout.readline()
-            assert line.strip() == "ready", p.communicate(timeout=DEADLINE_S)
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        reports = []
-        for p in procs:
-            out, err = p.communicate(timeout=DEADLINE_S)
-            assert p.returncode == 0, err
-            reports.append(json.loads(out))
-        return reports
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+    return release_together(procs, DEADLINE_S)
 
 
 def test_f9_hosts_racing_on_one_database_make_one_chain_and_proceed_once_per_key(
