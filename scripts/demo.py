@@ -6,7 +6,9 @@
    completion.
 3. The operator looks: `continuum resume` reports the interrupted send as unknown.
 4. A fresh agent process resumes through continuum_resume, checks the outbox for the
-   unknown action and reconciles it, skips what was done, and finishes the batch.
+   unknown action and, finding the invoice there, reconciles it as occurred (an agent may
+   say an effect happened; its word that one did NOT happen would need a person), skips
+   what was done, and finishes the batch.
 5. A human confirms the self-reported progress (`continuum confirm`); the run is safe.
 6. Checks: 5 files, one line each, no duplicates, chain verified, 0 unresolved.
 Exit 0 only if every check held.
@@ -114,7 +116,8 @@ def main() -> int:
     say(f"   before: {r['mode']} ({r['rationale']})")
     check("self-reported progress is not trusted before a human confirms",
           r["mode"] == "request_human" and "confirm_run:" + RUN in r["required_actions"])
-    code, r = continuum(store, "confirm", RUN)
+    # The demo plays the human here; a person at a terminal would answer the prompt instead.
+    code, r = continuum(store, "confirm", RUN, "--yes")
     say(f"   confirmed through sequence {r['confirmation']['through_sequence']}: "
         f"{r['confirmation']['confirmed']['progress']}")
     check("after confirmation the run is verified safe (verdict resume, exit 0)",

@@ -52,12 +52,16 @@ async def run(store: str, outbox: Path, pause_after: str | None) -> int:
                        goal="send invoices INV-001..INV-005 exactly once")
         for action in state.get("uncertain_actions", []):
             invoice = action["arguments"]["invoice"]
-            occurred = (outbox / f"{invoice}.txt").exists()  # check the external system
+            if not (outbox / f"{invoice}.txt").exists():  # check the external system
+                # An agent may settle an action as *occurred*; its word that one did NOT
+                # happen would not let it be sent again: that takes a person.
+                say(f"ASK A PERSON: {invoice} is not in the outbox; a person must check and run "
+                    f"`continuum reconcile {RUN} {action['action_key']} --not-occurred`")
+                return 3
             await call(client, "continuum_reconcile_action", run_id=RUN,
-                       action_key=action["action_key"], occurred=occurred,
-                       external_id=f"outbox:{invoice}" if occurred else None,
-                       note="checked the outbox")
-            say(f"reconciled {invoice}: occurred={occurred}")
+                       action_key=action["action_key"], occurred=True,
+                       external_id=f"outbox:{invoice}", note="found in the outbox")
+            say(f"reconciled {invoice}: occurred=True (found in the outbox)")
         done = 0
         for invoice in INVOICES:
             r = await call(client, "continuum_intercept_action", run_id=RUN,

@@ -112,11 +112,17 @@ async def run(work: Path, system: Outbox | Sink, pause_after_send: str | None, r
         for action in state["uncertain_actions"]:
             invoice = action["arguments"]["invoice"]
             found = system.find(invoice)  # ask the external system, never guess
+            if found is None:
+                # An agent may settle an action as occurred; "it did not happen" would not
+                # let it run again until a person confirms it, so a person is asked.
+                raise SystemExit(
+                    f"{invoice} is {action['status']} and not in the external system: a person "
+                    f"must check and run `continuum reconcile {run_id} {action['action_key']} "
+                    "--not-occurred`, then this agent can resume")
             await call(client, "continuum_reconcile_action", run_id=run_id,
-                       action_key=action["action_key"], occurred=found is not None,
-                       external_id=found, note="checked the external system")
-            say(f"RECONCILED {invoice}: {action['status']} -> occurred={found is not None}"
-                + (f" ({found})" if found else ""))
+                       action_key=action["action_key"], occurred=True,
+                       external_id=found, note="found in the external system")
+            say(f"RECONCILED {invoice}: {action['status']} -> occurred=True ({found})")
         if state["uncertain_actions"]:
             state = await call(client, "continuum_resume", run_id=run_id)
             say(f"continuum_resume -> mode {state['mode']}, required {state['required_actions']}")

@@ -17,7 +17,8 @@ an exit code; the MCP server turns it into a readable error result.
     │   └── ForkRejectedError           integrity.fork_rejected
     ├── LedgerError                     ledger.*         1
     │   ├── InvalidTransitionError      ledger.invalid_transition
-    │   └── ReplayWideningError         ledger.replay_widening
+    │   ├── ReplayWideningError         ledger.replay_widening
+    │   └── ActionOwnedError            ledger.owner_alive
     └── AuthorizationError              auth.*           1
 
 This module imports nothing internal.
@@ -125,6 +126,12 @@ class InvalidTransitionError(LedgerError):
 
 class ReplayWideningError(LedgerError):
     code = "ledger.replay_widening"
+
+
+class ActionOwnedError(LedgerError):
+    """A started action whose owner is alive may be settled only by that owner."""
+
+    code = "ledger.owner_alive"
 
 
 class AuthorizationError(ContinuumError):

@@ -13,6 +13,7 @@ import os
 import posixpath
 import socket
 import time
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -20,8 +21,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from continuum.canonical import canonical_json, digest
 from continuum.errors import (
+    ActionOwnedError,
     IntegrityError,
     InvalidTransitionError,
+    LedgerError,
     NotFoundError,
     ReplayWideningError,
     UsageError,
@@ -30,7 +33,8 @@ from continuum.events import EventType
 from continuum.faults import fault_point
 from continuum.projection import ActionRecord, apply_action_event
 from continuum.store.base import ActionRow, Storage, WriteTx
-from continuum.types import ActionStatus, Origin, ReplayContract
+from continuum.types import ActionStatus, Origin, ReplayContract, RunStatus
+from continuum.untrusted import check_identifier
 
 DEFAULT_LEASE_SECONDS = 30.0
 
@@ -39,7 +43,9 @@ class InterceptResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     proceed: bool
-    status: str  # started | completed | in_progress | unknown | reconcile_required | compensated
+    # started | completed | in_progress | unknown | reconcile_required | compensated |
+    # needs_confirmation | possible_duplicate
+    status: str
     action_id: str
     action_key: str
     attempt: int
@@ -48,30 +54,60 @@ class InterceptResult(BaseModel):
     external_id: str | None = None
     previous_result: Any = None
     matched_by: str | None = None  # key | arguments | fallback (None for a new action)
+    # possible_duplicate: the earlier action whose values these arguments share.
+    similar_action: dict[str, Any] | None = None
     guidance: str
 
 
 # -- identity ------------------------------------------------------------------------------
 
+# Field names that say their value is a file system path, even a bare ``a.txt``.
+_PATH_WORDS = ("path", "file", "dir", "folder")
+_PATH_NAMES = frozenset({"dest", "destination", "src", "attachment", "cwd"})
 
-def _looks_like_path(value: str) -> bool:
+
+def _path_field(field: str | None) -> bool:
+    if field is None:
+        return False
+    name = field.lower()
+    return name in _PATH_NAMES or any(word in name for word in _PATH_WORDS)
+
+
+def _looks_like_path(value: str, field: str | None = None) -> bool:
     if not value or "://" in value or any(c.isspace() for c in value) or len(value) > 4096:
         return False
-    return value.startswith(("/", "./", "../", "~/")) or "/" in value
+    return (value.startswith(("/", "./", "../", "~/")) or "/" in value
+            or (_path_field(field) and value not in (".", "..")))
 
 
-def normalize_arguments(value: Any, cwd: str) -> Any:
-    """Canonical arguments: path-like strings made absolute and normalized lexically.
+def _text(value: str) -> str:
+    """One form per text: Unicode NFC, surrounding whitespace dropped, case kept."""
+    return unicodedata.normalize("NFC", value).strip()
 
-    Lexical only (no symlink resolution, no file system access): ``out/a.txt`` run from
-    ``/w`` and ``/w/out/./a.txt`` are the same identifier.
+
+def normalize_arguments(value: Any, cwd: str, field: str | None = None) -> Any:
+    """Canonical arguments for identity (the stored arguments stay as given).
+
+    Strings are NFC with surrounding whitespace dropped (``INV-001 `` is ``INV-001``);
+    whole floats are integers (``1.0`` is ``1``); path-like strings (with a slash, or
+    under a field named like a path: ``path``, ``file``, ``dest``...) are made absolute
+    against ``cwd`` and normalized lexically, so ``a.txt``, ``./a.txt`` and
+    ``/w/out/../a.txt`` from ``/w`` are one file. Lexical only: no symlink resolution,
+    no file system access. Case is kept: ``INV-1`` and ``inv-1`` are different.
     """
     if isinstance(value, dict):
-        return {k: normalize_arguments(v, cwd) for k, v in value.items()}
+        return {_text(k): normalize_arguments(v, cwd, k) for k, v in value.items()}
     if isinstance(value, list):
-        return [normalize_arguments(v, cwd) for v in value]
-    if isinstance(value, str) and _looks_like_path(value) and not value.startswith("~"):
-        return posixpath.normpath(posixpath.join(cwd, value))
+        return [normalize_arguments(v, cwd, field) for v in value]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        text = _text(value)
+        if _looks_like_path(text, field) and not text.startswith("~"):
+            return posixpath.normpath(posixpath.join(cwd, text))
+        return text
     return value
 
 
@@ -85,6 +121,29 @@ def _leaves(value: Any, out: list[str]) -> list[str]:
     else:
         out.append(canonical_json(value))
     return out
+
+
+def _type_part(action_type: str) -> str:
+    # ':' and '#' end the type inside an action_key, so they (and '%') are escaped in it:
+    # type "send" + key "x:y" and type "send:x" + key "y" must not share a key.
+    return action_type.replace("%", "%25").replace(":", "%3A").replace("#", "%23")
+
+
+def action_key_of(action_type: str, key: str | None, dedup_key: str) -> str:
+    """The readable, unambiguous reference to an action: ``TYPE:KEY`` or ``TYPE#HASH``."""
+    if key is not None:
+        return f"{_type_part(action_type)}:{key}"
+    return f"{_type_part(action_type)}#{dedup_key[:16]}"
+
+
+def normalize_key(action_type: str, key: str) -> str:
+    """A key in one form: NFC, trimmed, and without a repeated ``TYPE:`` prefix
+    (``upload`` with key ``upload:a.csv`` is the same action as with key ``a.csv``)."""
+    text = _text(key)
+    prefix = action_type + ":"
+    if text.startswith(prefix) and len(text) > len(prefix):
+        text = text[len(prefix):]
+    return text
 
 
 class ActionIdentity(BaseModel):
@@ -103,19 +162,22 @@ def action_identity(run_id: str, action_type: str, arguments: Any, key: str | No
     """Stable identity of an action: from the business key, else from its arguments.
 
     Without a key, a fallback key built from the multiset of leaf values (field names
-    dropped, paths normalized) matches the same call with renamed fields.
+    dropped, values normalized) finds the same call with renamed fields; such a match is
+    only a suspicion (``{from: bob, to: alice}`` has the leaves of ``{from: alice, to:
+    bob}``), so the ledger reports it as ``possible_duplicate`` and never as done.
     """
+    action_type = _text(action_type)
     normalized = normalize_arguments(arguments, cwd)
     if key is not None:
+        key = normalize_key(action_type, key)
         dedup = digest(["key", action_type, key])
-        action_key, fallback = f"{action_type}:{key}", None
+        fallback = None
     else:
         dedup = digest(["args", action_type, normalized])
-        action_key = f"{action_type}:args:{dedup[:12]}"
         fallback = digest(["fallback", action_type, sorted(_leaves(normalized, []))])
     return ActionIdentity(
         action_id="act_" + digest([run_id, dedup])[:24],
-        action_key=action_key,
+        action_key=action_key_of(action_type, key, dedup),
         dedup_key=dedup,
         fallback_key=fallback,
         operation_key="op_" + digest(["operation", run_id, dedup])[:32],
@@ -144,6 +206,19 @@ def _process_start(pid: int) -> str | None:
 def current_owner() -> dict[str, Any]:
     pid = os.getpid()
     return {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid)}
+
+
+def same_owner(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Is ``a`` the process (or host session) ``b`` names? Compared on every field both have."""
+    keys = ("host", "pid", "start", "session")
+    return bool(a) and all(a.get(k) == b.get(k) for k in keys
+                           if a.get(k) is not None and b.get(k) is not None) and (
+        a.get("host"), a.get("pid")) == (b.get("host"), b.get("pid"))
+
+
+def describe_owner(owner: dict[str, Any]) -> str:
+    where = f"process {owner.get('pid')} on host {owner.get('host')}"
+    return where + (f" (session {owner['session']})" if owner.get("session") else "")
 
 
 def owner_alive(owner: dict[str, Any], lease_expires: float | None, now: float) -> bool:
@@ -216,6 +291,14 @@ _GUIDANCE = {
     "reconcile_required": "This action was interrupted; its contract requires reconciliation: check "
                           "the external system, then call reconcile with occurred true/false.",
     "compensated": "This action was done and later undone (compensated); use a new key to redo it.",
+    "needs_confirmation": "This action was reported as not done by an agent, not by a person. "
+                          "Do not perform it: only a person (or continuum's own probe) may confirm "
+                          "that it did not happen; ask a person to check the external system and "
+                          "run `continuum reconcile` for it.",
+    "possible_duplicate": "Not performed: an earlier action of this type had the same values under "
+                          "other field names (see similar_action). If it is the same effect, it is "
+                          "already recorded there: do not perform it again. If it is a different "
+                          "effect, intercept again with an explicit key that tells them apart.",
 }
 
 
@@ -243,12 +326,20 @@ class ActionLedger:
     def intercept(self, run_id: str, action_type: str, arguments: Any = None, *,
                   key: str | None = None, replay: ReplayContract | str | None = None,
                   approval_id: str | None = None, origin: Origin | None = None) -> InterceptResult:
-        if not isinstance(action_type, str) or not action_type.strip():
-            raise UsageError("action_type must be a non-empty string", code="usage.bad_action_type",
-                             hint="name the kind of side effect, e.g. send_invoice")
-        if key is not None and (not isinstance(key, str) or not key.strip()):
-            raise UsageError("key must be a non-empty string", code="usage.bad_key",
-                             hint="use a stable business key such as invoice:INV-001")
+        """Ask before a side effect; ``proceed`` is true for exactly one caller per action.
+
+        Raises ``UsageError`` for bad input and ``LedgerError`` (``ledger.run_finished``)
+        for a run that has completed or was aborted; nothing is written in either case.
+        """
+        action_type = check_identifier(
+            _text(action_type) if isinstance(action_type, str) else action_type,
+            what="action_type", code="usage.bad_action_type", max_length=200,
+            hint="name the kind of side effect in printable text, e.g. send_invoice")
+        if key is not None:
+            key = check_identifier(
+                normalize_key(action_type, key) if isinstance(key, str) else key, what="key",
+                code="usage.bad_key", max_length=1000,
+                hint="use a stable business key in printable text, e.g. invoice:INV-001")
         try:
             requested = ReplayContract(replay) if replay is not None else None
         except ValueError:
@@ -259,11 +350,18 @@ class ActionLedger:
         origin = origin or self.origin
         now = self.clock()
         with self.store.write(run_id) as tx:
+            if tx.run.status != RunStatus.ACTIVE:
+                raise LedgerError(
+                    f"run {run_id!r} is {tx.run.status}: it takes no new side effects",
+                    code="ledger.run_finished",
+                    hint="start a new run for new work; settling earlier actions still works",
+                    run_id=run_id, status=str(tx.run.status))
             row = _found_once(run_id, tx.find_action(action_id=ident.action_id),
                               tx.find_action(dedup_key=ident.dedup_key))
-            matched = "key" if key is not None else "arguments"
             if row is None and ident.fallback_key is not None:
-                row, matched = tx.find_action(fallback_key=ident.fallback_key), "fallback"
+                similar = tx.find_action(fallback_key=ident.fallback_key)
+                if similar is not None:  # a suspicion, never an answer: nothing is written
+                    return self._possible_duplicate(_record(similar))
             if row is None:
                 contract = requested or ReplayContract.NEVER
                 rec = self._apply(tx, None, EventType.ACTION_INTERCEPTED, {
@@ -275,11 +373,21 @@ class ActionLedger:
                 }, origin, now + self.lease_seconds)
                 result = self._result(rec, True, "started", None)
             else:
-                result = self._decide(tx, row, requested, origin, now, matched)
+                result = self._decide(tx, row, requested, origin, now,
+                                      "key" if key is not None else "arguments")
         if result.proceed:
             self.held.add((run_id, result.action_id))
         fault_point("after_intercept_commit")
         return result
+
+    def _possible_duplicate(self, rec: ActionRecord) -> InterceptResult:
+        return InterceptResult(
+            proceed=False, status="possible_duplicate", action_id=rec.action_id,
+            action_key=rec.action_key, attempt=rec.attempt, replay=ReplayContract(rec.replay),
+            matched_by="fallback", guidance=_GUIDANCE["possible_duplicate"],
+            similar_action={"action_id": rec.action_id, "action_key": rec.action_key,
+                            "status": str(rec.status), "arguments": rec.arguments,
+                            "external_id": rec.external_id})
 
     def _result(self, rec: ActionRecord, proceed: bool, status: str, matched: str | None,
                 extra: str = "") -> InterceptResult:
@@ -305,15 +413,19 @@ class ActionLedger:
             )
         contract = requested if requested is not None else stored
         status = rec.status
+        rerunnable = contract in (ReplayContract.SAFE, ReplayContract.IDEMPOTENT)
         if status == ActionStatus.COMPLETED:
             return self._result(rec, False, "completed", matched)
         if status == ActionStatus.COMPENSATED:
             return self._result(rec, False, "compensated", matched)
         if status == ActionStatus.STARTED and owner_alive(rec.owner, row.lease_expires, now):
             return self._result(rec, False, "in_progress", matched)
+        if rec.failure_unconfirmed and not rerunnable:
+            return self._result(rec, False, "needs_confirmation", matched)
         lease = now + self.lease_seconds
-        if status == ActionStatus.FAILED or contract in (ReplayContract.SAFE, ReplayContract.IDEMPOTENT):
-            # Certainly not done, or the contract allows running it again: a new attempt.
+        if status == ActionStatus.FAILED or rerunnable:
+            # Certainly not done (a person or trusted code said so), or the contract allows
+            # running it again: a new attempt.
             rec = self._apply(tx, row, EventType.ACTION_RETRIED, {
                 "action_id": rec.action_id, "attempt": rec.attempt + 1, "owner": self.owner,
                 "reason": "failed" if status == ActionStatus.FAILED else f"replay={contract}",
@@ -332,7 +444,9 @@ class ActionLedger:
 
     def _transition(self, run_id: str, action_ref: str, allowed: set[ActionStatus],
                     type: EventType, payload: dict[str, Any], origin: Origin | None,
-                    verb: str) -> ActionRecord:
+                    verb: str, *, force: bool = False,
+                    also: Callable[[ActionRecord], bool] | None = None) -> ActionRecord:
+        origin = origin or self.origin
         with self.store.write(run_id) as tx:
             row = tx.find_action(action_id=action_ref) or tx.find_action(action_key=action_ref)
             if row is None:
@@ -341,15 +455,24 @@ class ActionLedger:
                     hint=f"list actions with `continuum actions {run_id}`",
                     run_id=run_id, action=action_ref)
             rec = _record(row)
-            if rec.status not in allowed:
+            if rec.status not in allowed and not (also is not None and also(rec)):
                 raise InvalidTransitionError(
                     f"cannot {verb} action {rec.action_key}: it is {rec.status}",
                     hint="list actions to see its state; "
                          + ("it is already settled" if not rec.status.unresolved else
                             "reconcile it instead"),
                     action_key=rec.action_key, status=str(rec.status))
-            new = self._apply(tx, row, type, {"action_id": rec.action_id, **payload},
-                              origin or self.origin, None)
+            if (rec.status == ActionStatus.STARTED and not same_owner(rec.owner, self.owner)
+                    and not force and owner_alive(rec.owner, row.lease_expires, self.clock())):
+                # Only the process performing it knows how it ends; another writer settling
+                # it would let a second caller proceed while the first one still runs.
+                raise ActionOwnedError(
+                    f"cannot {verb} action {rec.action_key}: {describe_owner(rec.owner)} is "
+                    "performing it right now (its owner is alive), and only the owner may settle it",
+                    hint="wait until it finishes and check again; a person who knows its outcome "
+                         "can settle it anyway with `continuum reconcile ... --force`",
+                    action_key=rec.action_key, owner=rec.owner)
+            new = self._apply(tx, row, type, {"action_id": rec.action_id, **payload}, origin, None)
         if new.status != ActionStatus.STARTED:
             self.held.discard((run_id, new.action_id))
         fault_point(f"after_{verb}_commit")
@@ -357,13 +480,19 @@ class ActionLedger:
 
     def complete(self, run_id: str, action_ref: str, *, external_id: str | None = None,
                  result: Any = None, origin: Origin | None = None) -> ActionRecord:
+        """Record that the effect happened. Only the owner may complete a started action
+        while the owner is alive (``ledger.owner_alive`` otherwise)."""
         canonical_json(result)
         return self._transition(run_id, action_ref, {ActionStatus.STARTED}, EventType.ACTION_COMPLETED,
                                 {"external_id": external_id, "result": result}, origin, "complete")
 
     def fail(self, run_id: str, action_ref: str, *, error: str | None = None,
              certain: bool = False, origin: Origin | None = None) -> ActionRecord:
-        """Record a failure; without ``certain`` the effect may have happened: ``unknown``."""
+        """Record a failure; without ``certain`` the effect may have happened: ``unknown``.
+
+        A certain failure from a self-certified origin (an agent) is recorded, but the
+        action may not run again until a person confirms it (``needs_confirmation``).
+        """
         if certain:
             return self._transition(run_id, action_ref, {ActionStatus.STARTED, ActionStatus.UNKNOWN},
                                     EventType.ACTION_FAILED, {"error": error, "certain": True},
@@ -374,11 +503,17 @@ class ActionLedger:
 
     def reconcile(self, run_id: str, action_ref: str, *, occurred: bool,
                   external_id: str | None = None, note: str | None = None,
-                  origin: Origin | None = None) -> ActionRecord:
+                  origin: Origin | None = None, force: bool = False,
+                  probe: dict[str, Any] | None = None) -> ActionRecord:
+        """Settle an interrupted action (or an agent's unconfirmed failure) after checking
+        the external system. ``force`` settles a started action whose owner is alive."""
+        payload: dict[str, Any] = {"occurred": bool(occurred), "external_id": external_id,
+                                   "note": note}
+        if probe is not None:
+            payload["probe"] = probe
         return self._transition(run_id, action_ref, {ActionStatus.UNKNOWN, ActionStatus.STARTED},
-                                EventType.ACTION_RECONCILED,
-                                {"occurred": bool(occurred), "external_id": external_id, "note": note},
-                                origin, "reconcile")
+                                EventType.ACTION_RECONCILED, payload, origin, "reconcile",
+                                force=force, also=lambda r: r.failure_unconfirmed)
 
     def compensate(self, run_id: str, action_ref: str, *, note: str | None = None,
                    origin: Origin | None = None) -> ActionRecord:

@@ -18,9 +18,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.events import Event, EventType
+from continuum.payloads import payload_problem
 from continuum.types import ActionStatus, Origin, RunStatus
 
 DEFAULT_CONFIRM_SCOPE = ("goal", "progress")
+TRUSTED_ORIGINS = (Origin.HUMAN, Origin.DETERMINISTIC)
 ALL_COMPONENTS = ("goal", "progress", "plan", "decisions", "findings", "evidence", "model")
 
 
@@ -97,6 +99,18 @@ class ActionRecord(BaseModel):
     intercepted_sequence: int
     last_sequence: int
     origin: Origin
+    settled_by: Origin | None = None  # who recorded the last settlement (completed/failed/...)
+
+    @property
+    def failure_unconfirmed(self) -> bool:
+        """Failed on the word of an agent (or of nobody known): "did not happen" is only
+        trusted from a person or from continuum's own code, so it may not run again yet."""
+        return self.status == ActionStatus.FAILED and self.settled_by not in TRUSTED_ORIGINS
+
+    @property
+    def needs_human(self) -> bool:
+        """Unresolved (started, unknown) or failed without a trusted confirmation."""
+        return self.status.unresolved or self.failure_unconfirmed
 
 
 class Confirmation(BaseModel):
@@ -137,6 +151,7 @@ class State(BaseModel):
     last_checkpoint: int | None = None
     unknown_event_types: int = 0
     malformed_events: int = 0
+    first_malformed: int | None = None  # sequence of the first event counted as malformed
 
     @property
     def pending_work(self) -> list[Item]:
@@ -427,7 +442,7 @@ _REQUIRED = ("action_id", "action_key", "action_type", "dedup_key", "operation_k
 @_on(EventType.ACTION_INTERCEPTED)
 def _action_intercepted(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if any(_str(p.get(f)) is None for f in _REQUIRED):
-        acc["malformed_events"] += 1  # written around the ledger: never fatal to the fold
+        _malformed(acc, e)  # written around the ledger: never fatal to the fold
         return
     acc["actions"][p["action_id"]] = {
         "action_id": p["action_id"],
@@ -450,15 +465,23 @@ def _action_intercepted(acc: Acc, e: Event, p: dict[str, Any]) -> None:
         "intercepted_sequence": e.sequence,
         "last_sequence": e.sequence,
         "origin": str(e.source),
+        "settled_by": None,
     }
+
+
+def _malformed(acc: Acc, e: Event) -> None:
+    if "malformed_events" in acc:
+        acc["malformed_events"] += 1
+        if acc.get("first_malformed") is None:
+            acc["first_malformed"] = e.sequence
 
 
 def _action(acc: Acc, e: Event, p: dict[str, Any]) -> dict[str, Any] | None:
     rec: dict[str, Any] | None = acc["actions"].get(_str(p.get("action_id")) or "")
     if rec is not None:
         rec["last_sequence"] = e.sequence
-    elif "malformed_events" in acc:
-        acc["malformed_events"] += 1
+    else:
+        _malformed(acc, e)  # a transition of an action the log never intercepted
     return rec
 
 
@@ -466,27 +489,30 @@ def _action(acc: Acc, e: Event, p: dict[str, Any]) -> dict[str, Any] | None:
 def _action_retried(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
         attempt = _int(p.get("attempt"))
-        rec.update(status=str(ActionStatus.STARTED), attempt=attempt or rec["attempt"] + 1)
+        rec.update(status=str(ActionStatus.STARTED), attempt=attempt or rec["attempt"] + 1,
+                   settled_by=None)
         rec["owner"] = p.get("owner") if isinstance(p.get("owner"), dict) else {}
 
 
 @_on(EventType.ACTION_COMPLETED)
 def _action_completed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.COMPLETED), external_id=_str(p.get("external_id")))
+        rec.update(status=str(ActionStatus.COMPLETED), external_id=_str(p.get("external_id")),
+                   settled_by=str(e.source))
         rec["result"] = p.get("result")
 
 
 @_on(EventType.ACTION_FAILED)
 def _action_failed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.FAILED), error=_str(p.get("error")))
+        rec.update(status=str(ActionStatus.FAILED), error=_str(p.get("error")),
+                   settled_by=str(e.source))
 
 
 @_on(EventType.ACTION_MARKED_UNKNOWN)
 def _action_unknown(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.UNKNOWN), error=_str(p.get("reason")))
+        rec.update(status=str(ActionStatus.UNKNOWN), error=_str(p.get("reason")), settled_by=None)
 
 
 @_on(EventType.ACTION_RECONCILED)
@@ -495,6 +521,7 @@ def _action_reconciled(acc: Acc, e: Event, p: dict[str, Any]) -> None:
         occurred = p.get("occurred") is True
         rec["status"] = str(ActionStatus.COMPLETED if occurred else ActionStatus.FAILED)
         rec["note"] = _str(p.get("note"))
+        rec["settled_by"] = str(e.source)
         if occurred:
             rec["external_id"] = _str(p.get("external_id"))
 
@@ -502,7 +529,8 @@ def _action_reconciled(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 @_on(EventType.ACTION_COMPENSATED)
 def _action_compensated(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.COMPENSATED), note=_str(p.get("note")))
+        rec.update(status=str(ActionStatus.COMPENSATED), note=_str(p.get("note")),
+                   settled_by=str(e.source))
 
 
 # -- the fold ----------------------------------------------------------------------------
@@ -521,6 +549,8 @@ def fold(state: State, events: Iterable[Event]) -> State:
         handler = _HANDLERS.get(event.type)
         if handler is None:
             acc["unknown_event_types"] += 1
+        elif payload_problem(event.type, event.payload) is not None:
+            _malformed(acc, event)  # a known type that says something else: never dropped silently
         else:
             handler(acc, event, event.payload)
         acc["sequence"] = event.sequence
@@ -543,6 +573,8 @@ def apply_action_event(record: dict[str, Any] | None, event: Event) -> dict[str,
     action_id = event.payload.get("action_id")
     if handler is None or not event.type.startswith("action_") or not isinstance(action_id, str):
         return record
+    if payload_problem(event.type, event.payload) is not None:
+        return record  # the fold skips it too
     acc: Acc = {"actions": {}, "malformed_events": 0}
     if record is not None:
         acc["actions"][record["action_id"]] = copy.deepcopy(record)

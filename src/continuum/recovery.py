@@ -67,6 +67,16 @@ def _action_proposals(state: State, in_flight: set[str]) -> tuple[list[Proposal]
                 reason=f"action {a.action_key} was interrupted and may have happened: its "
                        "status is unknown until reconciled",
                 actions=[f"reconcile_action:{a.action_id}"]))
+        elif a.failure_unconfirmed:
+            # Only a person (or continuum's own check) may turn "unknown" into "did not
+            # happen": an agent's word that it failed does not let it run again.
+            uncertain.append(a)
+            proposals.append(Proposal(
+                mode=Mode.REQUEST_HUMAN,
+                reason=f"action {a.action_key} was reported as not done by "
+                       f"{a.settled_by or 'an unknown writer'}; a person must confirm that "
+                       "before it may run again",
+                actions=[f"reconcile_action:{a.action_id}"]))
         elif a.status == ActionStatus.COMPLETED and a.approval_id:
             approval = state.approvals.get(a.approval_id)
             if approval is not None and approval.status == "revoked":
@@ -89,8 +99,13 @@ def decide(state: State, validation: ValidationReport, chain: VerifyReport, *,
                                   actions=[f"inspect_damage:{state.run_id}"]))
     if state.status != RunStatus.ACTIVE and chain.ok:  # damage outranks "finished"
         proposals.append(Proposal(mode=Mode.NOT_RESUMABLE,
-                                  reason=f"the run is {state.status}; there is nothing to resume",
-                                  actions=["none"]))
+                                  reason=f"the run is {state.status}; there is nothing to resume"))
+    if state.malformed_events:
+        proposals.append(Proposal(
+            mode=Mode.REQUEST_HUMAN,
+            reason=f"{state.malformed_events} event(s) of known types could not be understood "
+                   f"(first at sequence {state.first_malformed}); the state may be missing facts",
+            actions=[f"review_malformed_events:{state.run_id}"]))
     action_props, uncertain = _action_proposals(state, in_flight or set())
     proposals += action_props
     for ap in sorted(state.approvals.values(), key=lambda x: x.id):
@@ -135,13 +150,15 @@ def decide(state: State, validation: ValidationReport, chain: VerifyReport, *,
                 required.append(act)
     reasons = [p.reason for p in ordered if p.mode == top]
     return Decision(mode=top, proposals=ordered, required_actions=required,
-                    next_allowed_action=required[0], reason="; ".join(reasons),
+                    next_allowed_action=required[0] if required else "none",
+                    reason="; ".join(reasons),
                     uncertain_actions=uncertain)
 
 
 def build_contract(state: State, validation: ValidationReport, decision: Decision,
                    chain: VerifyReport, *, checkpoint_version: int | None,
-                   observed_env: dict[str, str | None]) -> RecoveryContract:
+                   observed_env: dict[str, str | None],
+                   env_sources: dict[str, str] | None = None) -> RecoveryContract:
     """The sealed, deterministic contract for this decision (no clock inside the seal)."""
     body = RecoveryContract(
         run_id=state.run_id,
@@ -160,6 +177,8 @@ def build_contract(state: State, validation: ValidationReport, decision: Decisio
             "chain_ok": chain.ok,
             "trusted_through": chain.trusted_through,
             "environment": dict(sorted(observed_env.items())),
+            # supplied (by the caller) | observed (by continuum) | unobserved
+            "environment_sources": dict(sorted((env_sources or {}).items())),
             "dependencies": {d.name: str(d.status) for d in validation.dependencies},
             "unresolved_actions": sorted(a.action_id for a in decision.uncertain_actions),
             "progress": state.progress.model_dump(mode="json", exclude={"provenance"}),

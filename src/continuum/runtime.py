@@ -9,6 +9,7 @@ facade writes (``external_agent`` for the MCP server, ``deterministic`` for the 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import takewhile
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -20,11 +21,18 @@ from continuum.environment import Probe, declarations, observe
 from continuum.errors import IntegrityError, NotFoundError, UsageError
 from continuum.events import Event, EventType
 from continuum.ledger import DEFAULT_LEASE_SECONDS, ActionLedger, InterceptResult, owner_alive
-from continuum.projection import ALL_COMPONENTS, DEFAULT_CONFIRM_SCOPE, ActionRecord, State, project
+from continuum.projection import (
+    ALL_COMPONENTS,
+    DEFAULT_CONFIRM_SCOPE,
+    ActionRecord,
+    Dependency,
+    State,
+    project,
+)
 from continuum.recovery import Decision, build_contract, decide
 from continuum.store import CheckpointRow, Run, RunInfo, Storage, open_store, resolve_url
 from continuum.types import ActionStatus, Origin, RunStatus
-from continuum.validation import ValidationReport, validate_state
+from continuum.validation import Observation, ValidationReport, validate_state
 
 
 class CheckpointInfo(BaseModel):
@@ -54,6 +62,12 @@ class Recovery(BaseModel):
 
 
 class ConfirmResult(BaseModel):
+    """A recorded human confirmation: it covers the state at ``through_sequence`` exactly.
+
+    ``head_sequence`` is the run's head when the confirmation was written (before it): when
+    it is past ``through_sequence``, the events in between are not covered.
+    """
+
     model_config = ConfigDict(frozen=True)
 
     run_id: str
@@ -61,6 +75,8 @@ class ConfirmResult(BaseModel):
     scope: list[str]
     confirmed: dict[str, Any]
     event_sequence: int
+    through_hash: str | None = None
+    head_sequence: int = 0
 
 
 class Continuum:
@@ -120,8 +136,18 @@ class Continuum:
         try:
             self.store.get_run(run_id)
         except NotFoundError:
+            if (total is not None and completed is not None
+                    and completed + (failed or 0) > total):
+                _progress_past_total(completed, failed or 0, total)
             self.start_run(run_id, goal, total=total)
             goal = None
+        else:
+            now = self.state(run_id).progress
+            new_total = total if total is not None else now.total
+            done = completed if completed is not None else now.completed
+            lost = failed if failed is not None else now.failed
+            if new_total is not None and done + lost > new_total:
+                _progress_past_total(done, lost, new_total)
         payload = {k: v for k, v in (("completed", completed), ("total", total),
                                      ("failed", failed), ("goal", goal)) if v is not None}
         if payload:
@@ -134,10 +160,14 @@ class Continuum:
 
     # -- state and checkpoints ---------------------------------------------------------------
 
-    def _valid_checkpoint(self, run_id: str) -> tuple[CheckpointRow, State] | None:
-        """The latest checkpoint whose hash matches and whose sealing event agrees."""
+    def _valid_checkpoint(self, run_id: str,
+                          upto: int | None = None) -> tuple[CheckpointRow, State] | None:
+        """The latest checkpoint (at or below ``upto``) whose hash matches and whose sealing
+        event agrees."""
         self.checkpoint_warnings = []
         for cp in self.store.list_checkpoints(run_id):
+            if upto is not None and cp.sequence > upto:
+                continue
             sealed = self.store.read_events(run_id, after=cp.event_sequence - 1)[:1]
             ok = (_state_digest(cp) == cp.state_hash and sealed
                   and sealed[0].payload.get("state_hash") == cp.state_hash)
@@ -154,6 +184,19 @@ class Continuum:
             return project(run_id, self.store.iter_events(run_id))
         cp, start = found
         return project(run_id, self.store.iter_events(run_id, after=cp.sequence), start=start)
+
+    def state_at(self, run_id: str, upto: int) -> State:
+        """The state as it was at sequence ``upto``: events 1..upto only (from the latest
+        valid checkpoint at or below it), each verified as it is read."""
+        found = self._valid_checkpoint(run_id, upto)
+        start, after = (found[1], found[0].sequence) if found else (None, 0)
+        events = takewhile(lambda e: e.sequence <= upto, self.store.iter_events(run_id, after=after))
+        state = project(run_id, events, start=start)
+        if state.sequence != upto:
+            raise UsageError(f"run {run_id!r} has no event {upto} (its log ends at {state.sequence})",
+                             code="usage.bad_sequence", hint=f"use a sequence from 1 to {state.sequence}",
+                             run_id=run_id)
+        return state
 
     def declare_dependencies(self, run_id: str, *, env: Mapping[str, str] | None = None,
                              files: list[str] | None = None, git: list[str] | None = None,
@@ -258,9 +301,15 @@ class Continuum:
 
     def reconcile(self, run_id: str, action: str, *, occurred: bool,
                   external_id: str | None = None, note: str | None = None,
-                  origin: Origin | None = None) -> ActionRecord:
+                  origin: Origin | None = None, force: bool = False) -> ActionRecord:
+        """Settle an interrupted action after checking the external system.
+
+        From an agent (a self-certified origin), ``occurred=False`` is recorded but does not
+        let the action run again until a person confirms it. ``force`` settles a started
+        action whose owner is still alive (raises ``ledger.owner_alive`` otherwise).
+        """
         return self.ledger.reconcile(run_id, action, occurred=occurred, external_id=external_id,
-                                     note=note, origin=origin)
+                                     note=note, origin=origin, force=force)
 
     def actions(self, run_id: str) -> list[ActionRecord]:
         return self.ledger.actions(run_id)
@@ -274,7 +323,8 @@ class Continuum:
     # -- recovery ---------------------------------------------------------------------------
 
     def _inputs(self, run_id: str, env: Mapping[str, str] | None,
-                expected_model: str | None) -> tuple[State, ValidationReport, VerifyReport, int | None, dict[str, str | None]]:
+                expected_model: str | None) -> tuple[State, ValidationReport, VerifyReport, int | None,
+                                                     tuple[dict[str, str | None], dict[str, str]]]:
         run = self.store.get_run(run_id)
         found = self._valid_checkpoint(run_id)
         cp_version = found[0].sequence if found else None
@@ -294,9 +344,12 @@ class Continuum:
         given = dict(env or {})
         observed = {name: observe(dep, given, self.probes) for name, dep in state.dependencies.items()}
         validation = validate_state(state, observed, extra=given, expected_model=expected_model)
-        observed_view = {n: (o.checksum or o.version if o and o.present else
-                             ("removed" if o else None)) for n, o in observed.items()}
-        return state, validation, chain, cp_version, observed_view
+        observed_view = {n: _observed_value(o) for n, o in observed.items()}
+        # Which values the caller supplied (an agent may supply any value it likes) and
+        # which continuum observed itself: verify-contract re-observes the former.
+        sources = {n: "supplied" if n in given else "observed" if o is not None else "unobserved"
+                   for n, o in observed.items()}
+        return state, validation, chain, cp_version, (observed_view, sources)
 
     def _in_flight(self, run_id: str, state: State) -> set[str]:
         now = self.ledger.clock()
@@ -315,11 +368,13 @@ class Continuum:
     def evaluate(self, run_id: str, *, env: Mapping[str, str] | None = None,
                  expected_model: str | None = None,
                  tolerate_unknown: bool = False) -> tuple[State, Decision, RecoveryContract]:
-        state, validation, chain, cp_version, observed = self._inputs(run_id, env, expected_model)
+        state, validation, chain, cp_version, (observed, sources) = self._inputs(
+            run_id, env, expected_model)
         decision = decide(state, validation, chain, in_flight=self._in_flight(run_id, state),
                           tolerate_unknown=tolerate_unknown)
         contract = build_contract(state, validation, decision, chain,
-                                  checkpoint_version=cp_version, observed_env=observed)
+                                  checkpoint_version=cp_version, observed_env=observed,
+                                  env_sources=sources)
         return state, decision, contract
 
     def resume(self, run_id: str | None = None, *, env: Mapping[str, str] | None = None,
@@ -345,15 +400,45 @@ class Continuum:
                         goal=state.goal.value if state.goal else None,
                         contract=contract.model_dump(mode="json"))
 
-    def confirm(self, run_id: str, *, scope: str = "default") -> ConfirmResult:
-        """A human vouches for self-reported state up to the current head (SPEC 5)."""
+    def confirm(self, run_id: str, *, scope: str = "default", through_sequence: int | None = None,
+                expect_hash: str | None = None) -> ConfirmResult:
+        """A human vouches for self-reported state (SPEC 5): the state at ``through_sequence``.
+
+        Without ``through_sequence``: the state at the head when the confirmation is written.
+        With it, exactly events 1..N are covered, even if the run has moved on since (what a
+        person was shown), and ``expect_hash`` (the hash of event N they were shown) must be
+        the stored one, else nothing is written (``integrity.confirm_mismatch``).
+        """
         scopes = {"default": list(DEFAULT_CONFIRM_SCOPE), "goal": ["goal"],
                   "progress": ["progress"], "all": ["all"]}
         if scope not in scopes:
             raise UsageError(f"unknown scope {scope!r}", code="usage.bad_scope",
                              hint="use --scope goal, progress or all")
+        if through_sequence is not None and (not isinstance(through_sequence, int)
+                                             or isinstance(through_sequence, bool)
+                                             or through_sequence < 1):
+            raise UsageError("through_sequence must be a positive integer",
+                             code="usage.bad_sequence", hint="pass the sequence that was reviewed")
+        if expect_hash is not None and through_sequence is None:
+            raise UsageError("expect_hash needs through_sequence", code="usage.bad_sequence",
+                             hint="pass the sequence the hash belongs to")
         with self.store.write(run_id) as tx:
-            state = self.state(run_id)
+            head = tx.run.head_sequence
+            upto = head if through_sequence is None else through_sequence
+            if upto > head:
+                raise UsageError(f"run {run_id!r} has no event {upto} (its head is {head})",
+                                 code="usage.bad_sequence",
+                                 hint=f"use a sequence from 1 to {head}", run_id=run_id)
+            if expect_hash is not None:
+                stored = self.store.event_hash_at(run_id, upto)
+                if stored != expect_hash:
+                    raise IntegrityError(
+                        f"event {upto} of run {run_id!r} is not the one that was reviewed "
+                        f"(hash {(stored or 'none')[:12]}, reviewed {expect_hash[:12]}); "
+                        "nothing was confirmed", code="integrity.confirm_mismatch",
+                        hint=f"run `continuum verify {run_id}`, then review again with "
+                             f"`continuum confirm {run_id}`", run_id=run_id, sequence=upto)
+            state = self.state_at(run_id, upto)
             covered = ALL_COMPONENTS if scope == "all" else scopes[scope]
             confirmed: dict[str, Any] = {"goal": state.goal.value if state.goal else None,
                          "progress": state.progress.model_dump(mode="json", exclude={"provenance"})}
@@ -361,12 +446,14 @@ class Continuum:
                 confirmed.update(findings=sorted(state.findings), decisions=sorted(state.decisions),
                                  evidence=sorted(state.evidence), plan=state.plan, model=state.model)
             confirmed = {k: v for k, v in confirmed.items() if k in covered or scope == "all"}
-            event = tx.append(EventType.REVIEW_CONFIRMED, {"through_sequence": state.sequence,
-                                                           "scope": scopes[scope],
-                                                           "confirmed": confirmed},
-                              source=Origin.HUMAN)
-        return ConfirmResult(run_id=run_id, through_sequence=state.sequence, scope=scopes[scope],
-                             confirmed=confirmed, event_sequence=event.sequence)
+            payload: dict[str, Any] = {"through_sequence": upto, "scope": scopes[scope],
+                                       "confirmed": confirmed}
+            if state.head_hash is not None:
+                payload["through_hash"] = state.head_hash
+            event = tx.append(EventType.REVIEW_CONFIRMED, payload, source=Origin.HUMAN)
+        return ConfirmResult(run_id=run_id, through_sequence=upto, scope=scopes[scope],
+                             confirmed=confirmed, event_sequence=event.sequence,
+                             through_hash=state.head_hash, head_sequence=head)
 
     def verify_contract(self, contract_json: str) -> dict[str, Any]:
         """Check a contract file: intact seal, and still bound to this store's head."""
@@ -393,10 +480,11 @@ class Continuum:
                                  code="integrity.contract_stale",
                                  hint=f"get a current one: continuum show-contract {contract.run_id}")
         # The seal only proves the file is unchanged since someone sealed it; anyone can
-        # seal. So recompute the decision from this store, with the environment the
-        # contract recorded, and require the same contract.
-        recorded_env = contract.evidence.get("environment") or {}
-        env = {k: v for k, v in recorded_env.items() if isinstance(v, str) and v != "removed"}
+        # seal. So recompute the decision from this store and require the same contract.
+        # Values the caller supplied are re-observed wherever a provider can observe them
+        # (a file's hash, a git head, a registered callable); only values nothing here can
+        # observe are taken from the contract, and the answer names them.
+        env, reobserved, unverified = self._contract_env(contract)
         _, _, fresh = self.evaluate(contract.run_id, env=env)
         if fresh.integrity_hash != contract.integrity_hash:
             raise IntegrityError(
@@ -406,7 +494,51 @@ class Continuum:
                 hint=f"the file was not produced from this log; trust `continuum resume "
                      f"{contract.run_id}` instead", run_id=contract.run_id)
         return {"ok": True, "run_id": contract.run_id, "verdict": contract.verdict,
-                "head_sequence": contract.head_sequence, "integrity_hash": contract.integrity_hash}
+                "head_sequence": contract.head_sequence, "integrity_hash": contract.integrity_hash,
+                "reobserved": reobserved, "unverified_inputs": unverified}
+
+    def _contract_env(self, contract: RecoveryContract) -> tuple[dict[str, str], list[str], list[str]]:
+        """The environment to recompute a contract with: (env, re-observed, taken on trust)."""
+        recorded = contract.evidence.get("environment") or {}
+        # A contract without sources (older format) is treated as all supplied.
+        sources = contract.evidence.get("environment_sources") or dict.fromkeys(recorded, "supplied")
+        dependencies = self.state(contract.run_id).dependencies
+        env: dict[str, str] = {}
+        reobserved: list[str] = []
+        unverified: list[str] = []
+        for name, value in sorted(recorded.items()):
+            if sources.get(name) != "supplied" or not isinstance(value, str):
+                continue  # observed by continuum at the time: it observes again now
+            dep = dependencies.get(name)
+            if dep is not None and _observable(dep, self.probes):
+                fresh = _observed_value(observe(dep, {}, self.probes))
+                if fresh is not None and fresh != "removed":
+                    env[name] = fresh  # what is there now, not what the caller said
+                reobserved.append(name)
+            else:
+                env[name] = value
+                unverified.append(name)
+        return env, reobserved, unverified
+
+
+def _observed_value(o: Observation | None) -> str | None:
+    if o is None:
+        return None
+    return (o.checksum or o.version) if o.present else "removed"
+
+
+def _observable(dep: Dependency, probes: Mapping[str, Probe]) -> bool:
+    """Can a provider observe ``dep`` here, without a value from the caller?"""
+    if dep.provider in ("file", "git"):
+        return bool(dep.locator)
+    return dep.provider == "callable" and dep.name in probes
+
+
+def _progress_past_total(completed: int, failed: int, total: int) -> None:
+    raise UsageError(f"progress of {completed} completed and {failed} failed exceeds the total "
+                     f"of {total}; nothing was recorded", code="usage.bad_progress",
+                     hint="record absolute numbers that fit the total, or raise the total first "
+                          "(total=N in the same call)", field="completed")
 
 
 def parse_anchor(text: str) -> tuple[int, str]:

@@ -136,7 +136,12 @@ def test_interrupted_action_blocks_resume_until_reconciled(cli_proc: CLI) -> Non
     assert cli_proc("actions", "r1").code == 20
     r = cli_proc("--json", "intercept", "r1", "send_invoice", "--key", "invoice:INV-1")
     assert r.code == 20 and r.json()["status"] == "unknown"
-    assert cli_proc("reconcile", "r1", action_id, "--occurred", "--external-id", "m-1").code == 0
+    # Without a terminal a reconciliation is refused: it records origin human.
+    refused = cli_proc("--json", "reconcile", "r1", action_id, "--occurred")
+    assert (refused.code, refused.json()["error"]["code"]) == (1, "usage.not_a_terminal")
+    assert cli_proc("actions", "r1").code == 20
+    assert cli_proc("reconcile", "r1", action_id, "--occurred", "--external-id", "m-1",
+                    "--yes").code == 0
     assert cli_proc("actions", "r1").code == 0
     assert cli_proc("resume", "r1").code == 0
 
@@ -180,7 +185,7 @@ def test_confirm_records_human_review_and_turns_self_reported_state_safe(cli: CL
     agent.record_progress("r1", completed=2, total=5, goal="agent goal")
     agent.close()
     assert cli("resume", "r1").code == 20
-    r = cli("--json", "confirm", "r1")
+    r = cli("--json", "confirm", "r1", "--yes")
     assert r.code == 0
     assert r.json()["confirmation"]["through_sequence"] >= 2
     assert r.json()["confirmation"]["confirmed"]["goal"] == "agent goal"

@@ -1,4 +1,5 @@
-"""`continuum mcp install`: writes or prints a host's configuration, merging safely."""
+"""`continuum mcp install`: writes or prints a host's configuration, merging safely.
+`continuum mcp doctor`: what a server started here would load and tell each client."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from continuum.mcp.auth import load_policy
 from tests.cli.conftest import Result
 
 CLI = Callable[..., Result]
@@ -16,7 +18,7 @@ CLI = Callable[..., Result]
 @pytest.mark.parametrize(("client", "path", "name"), [
     ("claude-code", ".mcp.json", "claude-code"),
     ("gemini", ".gemini/settings.json", "gemini-cli-mcp-client"),
-    ("kilo", ".kilocode/mcp.json", "kilo-code"),
+    ("kilo", ".kilocode/mcp.json", "Kilo Code"),
 ])
 def test_install_writes_the_server_with_store_and_allowlist(
         cli: CLI, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -58,3 +60,129 @@ def test_install_refuses_an_invalid_existing_file_and_leaves_it(
     r = cli("--json", "mcp", "install", "--client", "claude-code")
     assert r.code == 1 and r.json()["error"]["code"] == "usage.bad_config_file"
     assert (tmp_path / ".mcp.json").read_text() == "{not json"
+
+
+def test_install_for_kilo_allows_the_name_kilo_code_sends_and_keeps_the_older_names(
+        cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kilo Code's McpHub builds its client as `new Client({name: "Kilo Code", ...})`;
+    # "kilo-code" and "kilo" were written by earlier versions and stay allowed.
+    monkeypatch.chdir(tmp_path)
+    assert cli("mcp", "install", "--client", "kilo").code == 0
+    env = json.loads((tmp_path / ".kilocode/mcp.json").read_text())["mcpServers"]["continuum"]["env"]
+    assert env == {"CONTINUUM_MCP_MUTATING_CLIENTS": "Kilo Code,kilo-code,kilo"}
+    assert load_policy(env, tmp_path).allow == {"Kilo Code", "kilo-code", "kilo"}
+
+
+def test_install_accepts_a_client_name_with_spaces_and_joins_names_with_commas(
+        cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = cli("mcp", "install", "--client", "kilo", "--client-name", "Kilo Code",
+            "--client-name", "my agent")
+    assert r.code == 0, r.err
+    env = json.loads((tmp_path / ".kilocode/mcp.json").read_text())["mcpServers"]["continuum"]["env"]
+    assert env == {"CONTINUUM_MCP_MUTATING_CLIENTS": "Kilo Code,my agent"}
+    # What the server will read from it: the same two names, spaces kept.
+    assert load_policy(env, tmp_path).allow == {"Kilo Code", "my agent"}
+
+
+@pytest.mark.parametrize("name", ["a,b", "Kilo\u202eCode", "zero\u200bwidth", "", " padded",
+                                  "x" * 201])
+def test_install_refuses_a_client_name_with_a_comma_or_unsafe_characters(
+        cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = cli("--json", "mcp", "install", "--client", "kilo", "--client-name", name)
+    assert r.code == 1 and r.json()["error"]["code"] == "usage.bad_client_name"
+    assert r.json()["error"]["hint"]
+    assert not (tmp_path / ".kilocode").exists()
+
+
+# --- doctor ---------------------------------------------------------------------------
+
+MCP_VARIABLES = ("CONTINUUM_MCP_MUTATING_CLIENTS", "CONTINUUM_MCP_ALLOW", "CONTINUUM_MCP_TOKEN",
+                 "CONTINUUM_MCP_CLIENT_TOKENS", "CONTINUUM_MCP_CONFIRM_TOKEN")
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A clean directory and environment: the doctor's server inherits both."""
+    for variable in MCP_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_doctor_shows_the_allowlist_and_tells_each_host_whether_it_may_write(
+        cli: CLI, here: Path, db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTINUUM_MCP_MUTATING_CLIENTS", "Kilo Code, my agent")
+    r = cli("--json", "mcp", "doctor")
+    assert r.code == 0, r.out + r.err
+    report = r.json()
+    assert report["starts"] is True and report["store"]["url"] == db
+    policy = report["policy"]
+    assert (policy["allow"], policy["allow_source"]) == (["Kilo Code", "my agent"],
+                                                       "CONTINUUM_MCP_MUTATING_CLIENTS")
+    assert (policy["read_only"], policy["auth"], policy["confirm_over_mcp"]) == (False, "none", False)
+    clients = {c["name"]: c for c in report["clients"]}
+    assert sorted(clients) == ["Kilo Code", "claude-code", "gemini-cli-mcp-client"]
+    assert clients["Kilo Code"]["mutating"]["allowed"] is True
+    assert clients["claude-code"]["mutating"]["code"] == "auth.not_allowed"
+    assert "add 'claude-code' to CONTINUUM_MCP_MUTATING_CLIENTS" in clients["claude-code"][
+        "mutating"]["text"]
+    confirm = clients["Kilo Code"]["confirm"]
+    assert confirm["code"] == "auth.confirm_disabled"
+    assert "a person must run `continuum confirm <run_id>` at a terminal" in confirm["text"]
+
+
+def test_doctor_text_says_allowed_or_gives_the_denial(
+        cli: CLI, here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTINUUM_MCP_MUTATING_CLIENTS", "Kilo Code")
+    r = cli("mcp", "doctor", "--client-name", "Kilo Code", "--client-name", "Kilo")
+    assert r.code == 0, r.err
+    out = r.out
+    assert 'allowlist:  "Kilo Code" (from CONTINUUM_MCP_MUTATING_CLIENTS)' in out
+    assert 'client "Kilo Code"' in out and 'client "Kilo"' in out
+    kilo_code, kilo = out.split('client "Kilo Code"')[1].split('client "Kilo"')
+    assert "a mutating tool: allowed" in kilo_code
+    assert "a mutating tool: denied [auth.not_allowed]" in kilo
+    assert "Remedy: an operator must add 'Kilo' to CONTINUUM_MCP_MUTATING_CLIENTS" in kilo
+    assert "continuum_confirm: denied [auth.confirm_disabled]" in kilo_code
+
+
+def test_doctor_without_an_allowlist_reports_a_read_only_server(cli: CLI, here: Path) -> None:
+    report = cli("--json", "mcp", "doctor").json()
+    assert report["policy"]["read_only"] is True and report["policy"]["allow_source"] is None
+    assert {c["mutating"]["code"] for c in report["clients"]} == {"auth.read_only"}
+
+
+def test_doctor_names_token_clients_but_never_a_secret(
+        cli: CLI, here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTINUUM_MCP_MUTATING_CLIENTS", "Kilo Code")
+    monkeypatch.setenv("CONTINUUM_MCP_CLIENT_TOKENS", "Kilo Code:doc-secret-91")
+    monkeypatch.setenv("CONTINUUM_MCP_CONFIRM_TOKEN", "doc-human-secret-22")
+    r = cli("--json", "mcp", "doctor")
+    report = r.json()
+    assert report["policy"]["auth"] == "client_tokens"
+    assert report["policy"]["token_clients"] == ["Kilo Code"]
+    assert report["policy"]["confirm_over_mcp"] is True
+    kilo = next(c for c in report["clients"] if c["name"] == "Kilo Code")
+    assert kilo["mutating"]["code"] == "auth.token_missing"  # a host cannot send the token
+    text = cli("mcp", "doctor")
+    assert "doc-secret" not in r.out + r.err + text.out + text.err
+    assert "doc-human-secret" not in r.out + r.err + text.out + text.err
+
+
+@pytest.mark.parametrize("where", ["env", "file"])
+def test_doctor_exits_1_with_the_error_when_the_policy_would_refuse_start_up(
+        cli: CLI, here: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    if where == "env":
+        monkeypatch.setenv("CONTINUUM_MCP_MUTATING_CLIENTS", "claude-code, Kilo\u202eCode")
+    else:
+        (here / ".continuum").mkdir()
+        (here / ".continuum" / "mcp-policy.json").write_text('{"allow": ["a",]}')
+    r = cli("--json", "mcp", "doctor")
+    assert r.code == 1 and r.json()["ok"] is False
+    assert r.json()["error"]["code"] == "mcp.bad_policy"
+    text = cli("mcp", "doctor")
+    assert text.code == 1 and text.out == ""
+    assert "[mcp.bad_policy]" in text.err.splitlines()[0]
+    assert "\u202e" not in text.err

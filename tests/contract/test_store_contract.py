@@ -362,7 +362,7 @@ def test_a_second_action_with_the_same_dedup_key_is_refused_atomically(
     before = snapshot(store, run)
 
     with pytest.raises(IntegrityError), store.write(run) as tx:
-        tx.append(EventType.ACTION_INTERCEPTED, {"n": 2}, source=Origin.DETERMINISTIC)
+        tx.append(EventType.WORK_COMPLETED, {"n": 2}, source=Origin.DETERMINISTIC)
         tx.put_action(action_row(run, 2, dedup="same"))
 
     assert snapshot(store, run) == before

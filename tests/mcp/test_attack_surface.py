@@ -648,7 +648,8 @@ async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_
         site: ServerSite, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     action_key = seed_store(site.db)
     assert action_key is not None
-    site.env = {ALLOW_ENV: "agent other", CLIENT_TOKENS_ENV: f"agent:{SECRET} other:{OTHER_SECRET}",
+    # Commas separate names and pairs (a space no longer does: names may hold spaces).
+    site.env = {ALLOW_ENV: "agent,other", CLIENT_TOKENS_ENV: f"agent:{SECRET},other:{OTHER_SECRET}",
                 CONFIRM_TOKEN_ENV: CONFIRM_SECRET}
     calls = {"continuum_record_progress": {"run_id": "r1", "completed": 3},
              "continuum_checkpoint": {"run_id": "r1"},

@@ -30,12 +30,15 @@ from continuum.mcp import auth
 from continuum.mcp.auth import (
     POLICY_FILE,
     Caller,
+    ClientLog,
     Policy,
     Secret,
     caller_from_context,
     caller_identity,
+    connecting_client,
     load_policy,
     log_denial,
+    logged_name,
 )
 
 TOOL = "continuum_record_progress"
@@ -62,11 +65,16 @@ def refused(env: dict[str, str], cwd: Path) -> UsageError:
 # --- the allowlist ---------------------------------------------------------------
 
 
-def test_allowlist_names_are_split_on_commas_and_whitespace(tmp_path: Path) -> None:
+def test_allowlist_names_are_split_on_commas_and_newlines_and_keep_their_inner_spaces(
+    tmp_path: Path,
+) -> None:
+    # Spaces used to separate names too, so Kilo Code (whose client calls itself
+    # "Kilo Code") could never be allowed: "Kilo Code" became "Kilo" and "Code".
     policy = load_policy(
-        {"CONTINUUM_MCP_MUTATING_CLIENTS": " claude-code, gemini-cli  kilo,,\n x "}, tmp_path
+        {"CONTINUUM_MCP_MUTATING_CLIENTS": " claude-code, Kilo Code ,,\n x \r\ngemini-cli,"},
+        tmp_path,
     )
-    assert policy.allow == {"claude-code", "gemini-cli", "kilo", "x"}
+    assert policy.allow == {"claude-code", "Kilo Code", "x", "gemini-cli"}
     assert policy.allow_source == "CONTINUUM_MCP_MUTATING_CLIENTS"
     assert not policy.read_only
 
@@ -77,7 +85,7 @@ def test_alias_variable_sets_the_allowlist_too(tmp_path: Path) -> None:
 
 
 def test_both_allow_variables_naming_the_same_clients_are_accepted(tmp_path: Path) -> None:
-    env = {"CONTINUUM_MCP_MUTATING_CLIENTS": "a,b", "CONTINUUM_MCP_ALLOW": "b a"}
+    env = {"CONTINUUM_MCP_MUTATING_CLIENTS": "a,b", "CONTINUUM_MCP_ALLOW": "b, a\n"}
     assert load_policy(env, tmp_path).allow == {"a", "b"}
 
 
@@ -131,6 +139,46 @@ def test_malformed_policy_file_is_refused(tmp_path: Path, content: str | bytes) 
     assert "\n" not in error.message and error.hint
 
 
+def test_a_name_with_spaces_in_the_policy_file_is_one_name(tmp_path: Path) -> None:
+    write_policy(tmp_path, '{"allow": ["Kilo Code", "Ünïcode client ✓"]}')
+    policy = load_policy({}, tmp_path)
+    assert policy.allow == {"Kilo Code", "Ünïcode client ✓"}
+    assert policy.authorize(TOOL, Caller("Kilo Code")).allowed
+    assert not policy.authorize(TOOL, Caller("Kilo")).allowed
+
+
+UNSAFE_NAMES = [
+    pytest.param("Kilo\u202eCode", id="bidi-override"),
+    pytest.param("claude\u200b-code", id="zero-width-space"),
+    pytest.param("claude-code\x1b[2J", id="escape"),
+    pytest.param("tab\tname", id="tab"),
+    pytest.param("a" * 201, id="too-long"),
+]
+
+
+@pytest.mark.parametrize("variable", ["CONTINUUM_MCP_MUTATING_CLIENTS", "CONTINUUM_MCP_ALLOW"])
+@pytest.mark.parametrize("name", UNSAFE_NAMES)
+def test_an_unsafe_name_in_the_allow_variable_is_refused_in_one_line(
+    tmp_path: Path, variable: str, name: str
+) -> None:
+    error = refused({variable: f"claude-code, {name}"}, tmp_path)
+    assert error.code == "mcp.bad_policy"
+    assert variable in error.message and error.hint
+    assert "\n" not in error.message and "\x1b" not in error.message
+    assert "\u202e" not in error.message and "\u200b" not in error.message
+
+
+@pytest.mark.parametrize("name", [*UNSAFE_NAMES, pytest.param(" padded ", id="padded")])
+def test_an_unsafe_name_in_the_policy_file_is_refused_in_one_line(
+    tmp_path: Path, name: str
+) -> None:
+    path = write_policy(tmp_path, json.dumps({"allow": ["claude-code", name]}))
+    error = refused({}, tmp_path)
+    assert error.code == "mcp.bad_policy"
+    assert str(path) in error.message and "entry 1" in error.message
+    assert "\n" not in error.message and "\x1b" not in error.message
+
+
 def test_policy_path_that_is_a_directory_is_refused(tmp_path: Path) -> None:
     (tmp_path / POLICY_FILE).mkdir(parents=True)
     assert refused({}, tmp_path).code == "mcp.bad_policy"
@@ -148,7 +196,7 @@ SECRET = "s3cr3t-value-XYZ"
         pytest.param({"CONTINUUM_MCP_TOKEN": "   "}, id="blank-shared"),
         pytest.param({"CONTINUUM_MCP_CONFIRM_TOKEN": ""}, id="empty-confirm"),
         pytest.param({"CONTINUUM_MCP_CLIENT_TOKENS": " , "}, id="empty-pairs"),
-        pytest.param({"CONTINUUM_MCP_CLIENT_TOKENS": f"a:{SECRET} b{SECRET}"}, id="no-colon"),
+        pytest.param({"CONTINUUM_MCP_CLIENT_TOKENS": f"a:{SECRET},b{SECRET}"}, id="no-colon"),
         pytest.param({"CONTINUUM_MCP_CLIENT_TOKENS": "a:"}, id="empty-secret"),
         pytest.param({"CONTINUUM_MCP_CLIENT_TOKENS": f":{SECRET}"}, id="empty-name"),
         pytest.param(
@@ -178,13 +226,13 @@ def test_malformed_token_setting_is_refused_without_revealing_a_secret(
         ),
         pytest.param(
             {
-                "CONTINUUM_MCP_CLIENT_TOKENS": f"a:x1 b:{SECRET}",
+                "CONTINUUM_MCP_CLIENT_TOKENS": f"a:x1, b:{SECRET}",
                 "CONTINUUM_MCP_CONFIRM_TOKEN": SECRET,
             },
             id="confirm=client",
         ),
         pytest.param(
-            {"CONTINUUM_MCP_CLIENT_TOKENS": f"a:{SECRET} b:{SECRET}"}, id="two-clients-one-secret"
+            {"CONTINUUM_MCP_CLIENT_TOKENS": f"a:{SECRET}\nb:{SECRET}"}, id="two-clients-one-secret"
         ),
     ],
 )
@@ -259,7 +307,7 @@ def test_non_ascii_secrets_compare_without_error() -> None:
 
 def test_per_client_tokens_are_bound_to_their_names(tmp_path: Path) -> None:
     env = {
-        "CONTINUUM_MCP_MUTATING_CLIENTS": "a b c",
+        "CONTINUUM_MCP_MUTATING_CLIENTS": "a, b, c",
         "CONTINUUM_MCP_CLIENT_TOKENS": "a:sa, b:sb:with:colons",
     }
     policy = load_policy(env, tmp_path)
@@ -271,6 +319,28 @@ def test_per_client_tokens_are_bound_to_their_names(tmp_path: Path) -> None:
     )
     no_binding = policy.authorize(TOOL, Caller("c", auth_token="sa"))
     assert no_binding.code == "auth.no_token_for_client" and "'c:<secret>'" in no_binding.remedy
+
+
+def test_a_client_token_name_may_hold_spaces_and_is_split_at_the_first_colon(
+    tmp_path: Path,
+) -> None:
+    env = {
+        "CONTINUUM_MCP_MUTATING_CLIENTS": "Kilo Code, b",
+        "CONTINUUM_MCP_CLIENT_TOKENS": f" Kilo Code : {SECRET} ,\nb:x:y",
+    }
+    policy = load_policy(env, tmp_path)
+    assert sorted(policy.client_tokens) == ["Kilo Code", "b"]
+    assert policy.authorize(TOOL, Caller("Kilo Code", auth_token=SECRET)).allowed
+    assert policy.authorize(TOOL, Caller("b", auth_token="x:y")).allowed
+
+
+def test_an_unsafe_client_token_name_is_refused_without_revealing_the_secret(
+    tmp_path: Path,
+) -> None:
+    env = {"CONTINUUM_MCP_CLIENT_TOKENS": f"Kilo\u202eCode:{SECRET}"}
+    error = refused(env, tmp_path)
+    assert error.code == "mcp.bad_token_setting" and "entry 1" in error.message
+    assert SECRET not in json.dumps(error.to_dict()) + str(error)
 
 
 def test_confirm_is_refused_unless_the_confirm_token_is_configured_and_presented() -> None:
@@ -292,6 +362,17 @@ def test_confirm_is_refused_unless_the_confirm_token_is_configured_and_presented
     assert policy.authorize(
         "continuum_confirm", Caller("a", confirm_token=SECRET), confirm=True
     ).allowed
+
+
+def test_the_confirm_remedy_says_a_person_runs_it_at_a_terminal_and_an_agent_must_not() -> None:
+    # The text is the contract here: an agent with a shell reads it and must not
+    # conclude that it may run `continuum confirm` itself.
+    decision = Policy(allow=frozenset({"a"}), allow_source="X").authorize(
+        "continuum_confirm", Caller("a"), confirm=True, run_id="run_42"
+    )
+    assert "a person must run `continuum confirm run_42` at a terminal" in decision.remedy
+    assert "an agent must not run it itself" in decision.remedy
+    assert "ask a human" not in decision.text()
 
 
 def test_confirm_token_does_not_bypass_the_allowlist_or_the_auth_token() -> None:
@@ -357,6 +438,95 @@ def test_denial_log_carries_no_secret() -> None:
     assert logs[0]["event"] == "mcp.call_denied" and logs[0]["code"] == "auth.token_mismatch"
     assert logs[0]["tool"] == TOOL and logs[0]["caller"] == "a"
     assert SECRET not in json.dumps(logs)
+
+
+HUGE_NAME = "x" * 100_000 + "-tail"
+
+
+def test_a_huge_client_name_is_truncated_in_the_denial_log_and_the_denial_text() -> None:
+    decision = Policy(allow=frozenset({"a"}), allow_source="X").authorize(TOOL, Caller(HUGE_NAME))
+    with structlog.testing.capture_logs() as logs:
+        log_denial(decision)
+    assert len(json.dumps(logs)) < 2_000  # was one 100 KB line per denied call
+    assert logs[0]["caller"] == "x" * 200 + f"... ({len(HUGE_NAME)} characters)"
+    assert len(decision.text()) < 1_000 and "-tail" not in decision.text()
+
+
+def test_logged_name_keeps_short_names_and_cuts_long_ones_saying_how_long() -> None:
+    assert logged_name(None) is None
+    assert logged_name("Kilo Code") == "Kilo Code"
+    assert logged_name("y" * 200) == "y" * 200
+    assert logged_name("y" * 201) == "y" * 200 + "... (201 characters)"
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "meta", "expected"),
+    [
+        ("initialize", {"clientInfo": {"name": "Kilo Code"}}, None, ("handshake", "Kilo Code")),
+        ("initialize", {"clientInfo": {"name": 7}}, None, ("handshake", None)),
+        ("tools/call", {"name": "t"}, None, (None, None)),
+        (
+            "tools/call",
+            {},
+            {PROTOCOL_VERSION_META_KEY: "2026-07-28", CLIENT_INFO_META_KEY: {"name": "gemini"}},
+            ("2026-07-28", "gemini"),
+        ),
+        ("tools/list", {}, {PROTOCOL_VERSION_META_KEY: "2026-07-28"}, ("2026-07-28", None)),
+    ],
+)
+def test_connecting_client_reads_the_name_each_era_declares(
+    method: str, params: dict[str, Any], meta: dict[str, Any] | None, expected: tuple[Any, Any]
+) -> None:
+    assert connecting_client(method, params, meta) == expected
+
+
+def test_client_log_warns_once_about_an_unlisted_client_and_says_how_to_allow_it() -> None:
+    policy = Policy(allow=frozenset({"Kilo Code"}), allow_source="CONTINUUM_MCP_MUTATING_CLIENTS")
+    clients = ClientLog(policy)
+    with structlog.testing.capture_logs() as logs:
+        clients.saw("Kilo", "2026-07-28")
+        clients.saw("Kilo", "2026-07-28")  # the same name again: not logged again
+        clients.saw("Kilo Code", "2026-07-28")
+        clients.saw(HUGE_NAME, "handshake")
+    assert [(e["log_level"], e["event"], e["mutating"]) for e in logs] == [
+        ("warning", "mcp.client_connected", "denied"),
+        ("info", "mcp.client_connected", "allowed"),
+        ("warning", "mcp.client_connected", "denied"),
+    ]
+    assert logs[0]["client"] == "Kilo" and "not on the allowlist" in logs[0]["message"]
+    assert "mutating tools will be denied" in logs[0]["message"]
+    assert "CONTINUUM_MCP_MUTATING_CLIENTS" in logs[0]["message"]
+    assert "on the allowlist" in logs[1]["message"]
+    assert len(json.dumps(logs[2])) < 2_000 and logs[2]["client"].endswith("characters)")
+
+
+def test_client_log_on_a_read_only_server_says_which_variable_grants_access() -> None:
+    with structlog.testing.capture_logs() as logs:
+        ClientLog(Policy()).saw("claude-code", "handshake")
+    assert logs[0]["log_level"] == "warning" and logs[0]["code"] == "auth.read_only"
+    assert "CONTINUUM_MCP_MUTATING_CLIENTS" in logs[0]["message"]
+
+
+def test_client_log_remembers_a_bounded_number_of_names() -> None:
+    clients = ClientLog(Policy(), max_names=3)
+    with structlog.testing.capture_logs() as logs:
+        for n in range(1_000):
+            clients.saw(f"name-{n}", "2026-07-28")
+    assert [e["event"] for e in logs] == ["mcp.client_connected"] * 3 + [
+        "mcp.client_names_not_logged"
+    ]
+    assert len(clients._seen) == 3
+
+
+def test_verdicts_tell_what_a_host_sending_no_token_would_be_told() -> None:
+    policy = Policy(allow=frozenset({"Kilo Code"}), allow_source="X", shared_token=Secret(SECRET))
+    verdicts = policy.verdicts("Kilo Code")
+    assert verdicts["mutating"].code == "auth.token_missing"
+    assert verdicts["confirm"].code == "auth.token_missing"
+    open_policy = Policy(allow=frozenset({"Kilo Code"}), allow_source="X")
+    assert open_policy.verdicts("Kilo Code")["mutating"].allowed
+    assert open_policy.verdicts("Kilo Code")["confirm"].code == "auth.confirm_disabled"
+    assert open_policy.verdicts("Kilo")["mutating"].code == "auth.not_allowed"
 
 
 # --- caller identity, on real SDK objects -----------------------------------------------

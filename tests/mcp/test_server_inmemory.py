@@ -113,7 +113,7 @@ async def test_every_tool_answers_structured_content_that_matches_its_output_sch
         b = await s.ok("continuum_intercept_action", {"run_id": "r1", "action_type": "send", "key": "k2"})
         await s.ok("continuum_fail_action", {"run_id": "r1", "action_key": b["action_key"], "error": "boom"})
         await s.ok("continuum_reconcile_action", {"run_id": "r1", "action_key": b["action_key"],
-                                                  "occurred": False, "note": "checked"})
+                                                  "occurred": True, "note": "checked"})
         await s.ok("continuum_list_actions", {"run_id": "r1"})
         await s.ok("continuum_validate", {"run_id": "r1", "env": {"dataset": "v1"}})
         await s.ok("continuum_confirm", {"run_id": "r1"}, meta={"confirmToken": CONFIRM_SECRET})
@@ -214,16 +214,37 @@ async def test_fail_defaults_to_unknown_and_every_answer_naming_it_carries_the_a
     assert (after["proceed"], after["status"], after["external_id"]) == (False, "completed", "tx-9")
 
 
-async def test_fail_with_certain_true_lets_a_later_intercept_proceed(db: Path, mode: str) -> None:
+async def test_an_agents_certain_failure_needs_a_person_before_the_action_may_run_again(
+        db: Path, mode: str) -> None:
+    # Only a person (or continuum's own probe) may turn "unknown" into "did not happen":
+    # the agent's fail(certain=true) is recorded but does not let it run the effect again.
     args = {"run_id": "r1", "action_type": "send", "key": "mail:1"}
     async with session(db, mode) as s:
         await s.ok("continuum_record_progress", {"run_id": "r1", "goal": "g"})
         first = await s.ok("continuum_intercept_action", args)
+        await s.ok("continuum_fail_action", {"run_id": "r1", "action_key": first["action_key"]})
         failed = await s.ok("continuum_fail_action",
                             {"run_id": "r1", "action_key": first["action_key"], "certain": True})
         again = await s.ok("continuum_intercept_action", args)
-    assert failed["status"] == "failed"
-    assert again["proceed"] is True and again["action_key"] == first["action_key"]
+        listed = await s.ok("continuum_list_actions", {"run_id": "r1"})
+        resumed = await s.ok("continuum_resume", {"run_id": "r1"})
+        self_settled = await s.ok("continuum_reconcile_action",
+                                  {"run_id": "r1", "action_key": first["action_key"],
+                                   "occurred": False})
+        still = await s.ok("continuum_intercept_action", args)
+        human = Continuum(open_store(str(db)), origin=Origin.HUMAN)
+        human.reconcile("r1", first["action_key"], occurred=False, note="not in the mail log")
+        human.close()
+        retry = await s.ok("continuum_intercept_action", args)
+    assert failed["status"] == "failed" and "person" in failed["guidance"]
+    assert (again["proceed"], again["status"], again["action_key"]) == (
+        False, "needs_confirmation", first["action_key"])
+    assert listed["unresolved"] == [first["action_key"]]
+    assert resumed["mode"] == "request_human"
+    assert resumed["next_allowed_action"] == f"reconcile_action:{first['action_id']}"
+    assert self_settled["status"] == "failed"
+    assert (still["proceed"], still["status"]) == (False, "needs_confirmation")
+    assert (retry["proceed"], retry["attempt"]) == (True, 2)
 
 
 async def test_reconcile_replay_contract_answers_reconcile_required_with_the_action_key(

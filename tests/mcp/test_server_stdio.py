@@ -189,7 +189,8 @@ async def test_a_token_in_the_initialize_meta_opens_mutating_tools_and_a_wrong_o
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_token_in_the_call_meta_opens_mutating_tools(site: ServerSite, mode: str) -> None:
-    site.env = {ALLOW_ENV: "agent", CLIENT_TOKENS_ENV: f"agent:{SECRET} other:other-secret"}
+    # Pairs are separated by commas: a space no longer separates anything (names may hold spaces).
+    site.env = {ALLOW_ENV: "agent", CLIENT_TOKENS_ENV: f"agent:{SECRET}, other:other-secret"}
     args = {"run_id": "r1", "goal": "g"}
     with anyio.fail_after(BOUND):
         async with site.client(mode=mode) as client:
@@ -220,7 +221,8 @@ async def test_confirm_is_refused_without_the_confirm_token_and_recorded_as_huma
                 "continuum_confirm", {"run_id": "r1"}, meta={"confirmToken": CONFIRM_SECRET}))
             resumed = structured(await client.call_tool("continuum_resume", {"run_id": "r1"}))
     assert refused.is_error is True
-    assert "ask a human to run `continuum confirm r1`" in result_text(refused)
+    assert "a person must run `continuum confirm r1` at a terminal" in result_text(refused)
+    assert "an agent must not run it itself" in result_text(refused)
     assert confirmed["verdict"] == "resume" and resumed["mode"] == "resume"
     last = read_events(site.db, "r1")[-1]
     assert (str(last.type), str(last.source)) == ("review_confirmed", Origin.HUMAN)

@@ -104,10 +104,12 @@ class FaultyLedgerMachine(LedgerMachine):
             self.model[key] = Expected("started", contract, 1, DEAD, row.record["operation_key"])
             self.proceeds[key] += 1
         elif rec.status in ("completed", "compensated") or (
-                rec.status == "started" and self._alive(rec.owner)):
-            pass  # answered completed / compensated / in_progress: nothing written
+                rec.status == "started" and self._alive(rec.owner)) or (
+                rec.unconfirmed and contract not in ("safe", "idempotent")):
+            pass  # answered completed / compensated / in_progress / needs_confirmation: no write
         elif rec.status == "failed" or contract in ("safe", "idempotent"):
-            self.model[key] = replace(rec, status="started", attempt=rec.attempt + 1, owner=DEAD)
+            self.model[key] = replace(rec, status="started", attempt=rec.attempt + 1, owner=DEAD,
+                                      unconfirmed=False)
             self.proceeds[key] += 1
         else:
             self.model[key] = replace(rec, status="unknown")
@@ -129,12 +131,16 @@ class FaultyLedgerMachine(LedgerMachine):
         new_status = {"complete": "completed", "fail": "failed" if flag else "unknown",
                       "reconcile": "completed" if flag else "failed"}[verb]
         code = self._die_inside(point, calls[verb])
-        if rec is None or rec.status not in allowed:
+        settles_unconfirmed = verb == "reconcile" and rec is not None and rec.unconfirmed
+        if rec is None or (rec.status not in allowed and not settles_unconfirmed) or (
+                rec.status == "started" and self._alive(rec.owner)):
+            # Refused: not there, not in a state it may leave that way, or a live owner's
+            # (the forked agent never owns a live action: only the owner may settle it).
             assert code == REFUSED_EXIT
             return
         assert code == FAULT_EXIT_CODE
-        if not before:
-            self.model[key] = replace(rec, status=new_status)
+        if not before:  # the forked agent is trusted code: its word settles it
+            self.model[key] = replace(rec, status=new_status, unconfirmed=False)
             if new_status == "failed":
                 self.certain_failures[key] += 1
 

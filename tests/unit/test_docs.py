@@ -123,6 +123,7 @@ def normalized(lines: list[str]) -> list[str]:
     for line in lines:
         if "Killed" in line:  # bash reports a SIGKILLed job in its own words
             line = "Killed"
+        line = re.sub(r"\(event hash [0-9a-f]{12}\)", "(event hash <hash>)", line)
         out.append(re.sub(r"\b[0-9a-f]{16}\.\.\.", "<hash>...", line.rstrip()))
     while out and not out[-1]:
         out.pop()

@@ -18,8 +18,10 @@ RANKS = {
     "continuum.log": 0,
     "continuum.version": 0,
     "continuum.canonical": 1,
+    "continuum.untrusted": 1,
     "continuum.events": 2,
     "continuum.contract": 2,
+    "continuum.payloads": 2.5,
     "continuum.chain": 3,
     "continuum.projection": 3,
     "continuum.validation": 4,
@@ -37,7 +39,7 @@ RANKS = {
     "continuum.__main__": 10,
 }
 EDGES = ("continuum.cli", "continuum.mcp", "continuum.adapters")
-PURE = ("continuum.canonical", "continuum.events", "continuum.chain", "continuum.projection",
+PURE = ("continuum.canonical", "continuum.untrusted", "continuum.payloads", "continuum.events", "continuum.chain", "continuum.projection",
         "continuum.validation", "continuum.contract", "continuum.recovery")
 IO_MODULES = {"os", "sys", "time", "datetime", "socket", "subprocess", "sqlite3", "apsw",
               "psycopg", "logging", "structlog", "random", "pathlib", "io", "shutil", "tempfile",

@@ -212,13 +212,20 @@ def test_a_failed_work_item_is_counted_once_and_is_no_longer_pending() -> None:
     assert state.pending_work == []
 
 
-def test_plan_set_keeps_only_text_steps_with_provenance() -> None:
+def test_plan_set_records_the_steps_with_provenance() -> None:
     log = Log()
-    log.add(EventType.PLAN_SET, {"steps": ["fetch", 3, "parse", None]}, source=Origin.LLM)
+    log.add(EventType.PLAN_SET, {"steps": ["fetch", "parse"]}, source=Origin.LLM)
     state = log.state()
     assert state.plan == ["fetch", "parse"]
     assert state.plan_provenance is not None and state.plan_provenance.origin == Origin.LLM
     assert state.self_certified == {"plan": 1}
+
+
+def test_a_plan_with_a_step_that_is_not_text_is_malformed_not_half_applied() -> None:
+    log = Log()
+    log.add(EventType.PLAN_SET, {"steps": ["fetch", 3, "parse", None]}, source=Origin.LLM)
+    state = log.state()
+    assert state.plan == [] and state.malformed_events == 1 and state.first_malformed == 1
 
 
 # -- decisions, findings, evidence -------------------------------------------------------
@@ -313,7 +320,17 @@ def test_a_single_dependency_declaration_defaults_to_the_static_provider() -> No
     )
 
 
-def test_a_batch_declaration_records_every_valid_entry_and_skips_the_rest() -> None:
+def test_a_batch_declaration_with_a_bad_entry_is_malformed_as_a_whole() -> None:
+    log = Log()
+    log.add(EventType.DEPENDENCY_DECLARED,
+            {"dependencies": [{"name": "a", "version": "1"}, {"version": "no-name"}]})
+    log.add(EventType.DEPENDENCY_DECLARED, {"resource": "dataset", "version": "v3"})
+    state = log.state()
+    assert state.dependencies == {}
+    assert (state.malformed_events, state.first_malformed) == (2, 1)
+
+
+def test_a_batch_declaration_records_every_entry() -> None:
     log = Log()
     log.add(
         EventType.DEPENDENCY_DECLARED,
@@ -321,9 +338,6 @@ def test_a_batch_declaration_records_every_valid_entry_and_skips_the_rest() -> N
             "dependencies": [
                 {"name": "a", "version": "1"},
                 {"name": "file:/x", "provider": "file", "checksum": "sha256:ab", "locator": "/x"},
-                {"version": "no-name"},
-                "not-a-dict",
-                {"name": 7},
             ]
         },
     )
@@ -500,12 +514,12 @@ def test_a_confirmation_is_capped_at_its_own_sequence() -> None:
     assert state.unreviewed() == {"goal": 3}
 
 
-def test_a_confirmation_without_through_sequence_does_not_count() -> None:
+def test_a_confirmation_without_through_sequence_is_malformed_and_does_not_count() -> None:
     log = Log()
     log.add(EventType.RUN_STARTED, {"goal": "g"}, source=Origin.EXTERNAL_AGENT)
     log.add(EventType.REVIEW_CONFIRMED, {}, source=Origin.HUMAN)
     state = log.state()
-    assert not state.confirmations[0].counted
+    assert state.confirmations == [] and state.malformed_events == 1
     assert state.unreviewed() == {"goal": 1}
 
 
@@ -689,7 +703,7 @@ def test_unknown_event_types_never_break_the_fold() -> None:
     assert state.head_hash == log.events[-1].hash
 
 
-def test_payload_fields_of_the_wrong_type_are_ignored_not_fatal() -> None:
+def test_payload_fields_of_the_wrong_type_are_counted_as_malformed_not_fatal() -> None:
     log = Log()
     log.add(EventType.RUN_STARTED, {"goal": 42, "total": "ten", "model": ["m"]})
     log.add(EventType.EVIDENCE_ADDED, {"evidence_id": 5, "text": None, "dependencies": "ds"})
@@ -699,9 +713,8 @@ def test_payload_fields_of_the_wrong_type_are_ignored_not_fatal() -> None:
     )
     state = log.state()
     assert state.goal is None and state.progress.total is None and state.model is None
-    assert state.evidence["evt_2"].cites == []
-    assert state.plan == []
-    assert not state.confirmations[0].counted
+    assert state.evidence == {} and state.plan == [] and state.confirmations == []
+    assert (state.malformed_events, state.first_malformed) == (4, 1)
 
 
 def test_the_fold_is_deterministic() -> None:

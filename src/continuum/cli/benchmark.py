@@ -9,10 +9,11 @@ import click
 
 from continuum.cli.common import common
 from continuum.cli.output import Settings, emit
+from continuum.untrusted import terminal_safe
 
 
 def _progress(message: str) -> None:
-    sys.stderr.write(f"benchmark: {message}\n")
+    sys.stderr.write(f"benchmark: {terminal_safe(message)}\n")
     sys.stderr.flush()
 
 

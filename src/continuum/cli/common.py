@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
 
 import click
 
@@ -60,3 +63,26 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
                              hint="write --env dataset=v2 (repeat --env for more)")
         env[name] = value
     return env
+
+
+def require_person(yes: bool, what: str, command: str) -> None:
+    """Refuse unless a person is at a terminal (or their own script passed ``--yes``).
+
+    What ``confirm`` and ``reconcile`` record has origin human; an agent with a shell that
+    follows advice literally must not become a person by running them from a pipe.
+    """
+    if not yes and not (sys.stdin is not None and sys.stdin.isatty()):
+        raise UsageError(f"{what} records origin human and must be given by a person at a "
+                         "terminal; stdin is not a terminal and --yes was not given",
+                         code="usage.not_a_terminal",
+                         hint=f"a person must run `{command}` in a terminal; a person's own "
+                              "script may pass --yes")
+
+
+def private_file(path: Path) -> TextIO:
+    """Open ``path`` for writing, readable and writable by its owner only (0600).
+
+    Exports and contract files carry what agents wrote (goals, arguments, results)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its old mode under O_CREAT
+    return os.fdopen(fd, "w", encoding="utf-8", newline="\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from continuum.cli.common import common, runtime
-from continuum.cli.output import Settings, emit, style
+from continuum.cli.output import Line, Settings, Styled, emit
 from continuum.errors import UsageError
 
 
@@ -26,16 +26,16 @@ def verify_cmd(s: Settings, run_id: str | None, all_runs: bool, expect_head: str
     rt = runtime(s)
     ids = [r.run_id for r in rt.runs()] if all_runs else [run_id or ""]
     reports = [rt.verify(i, expect_head=expect_head) for i in ids]
-    lines = []
+    lines: list[Line] = []
     for r in reports:
         if r.ok:
-            lines.append(style(s, "ok", fg="green") + f"  {r.run_id}: {r.events_checked} events, "
-                         f"head {r.head_sequence}")
+            lines.append([Styled("ok", fg="green"), f"  {r.run_id}: {r.events_checked} events, "
+                          f"head {r.head_sequence}"])
         else:
             v = r.violations[0]
-            lines.append(style(s, "DAMAGED", fg="red", bold=True) + f"  {r.run_id}: first bad "
-                         f"sequence {v.sequence} ({v.kind}: {v.detail}); trusted through "
-                         f"{r.trusted_through}")
+            lines.append([Styled("DAMAGED", fg="red", bold=True), f"  {r.run_id}: first bad "
+                          f"sequence {v.sequence} ({v.kind}: {v.detail}); trusted through "
+                          f"{r.trusted_through}"])
     ok = all(r.ok for r in reports)
     emit(s, {"verified": ok, "reports": [r.model_dump(mode="json") for r in reports]},
          lines or ["no runs"], code=0 if ok else 3)
@@ -47,7 +47,7 @@ def verify_cmd(s: Settings, run_id: str | None, all_runs: bool, expect_head: str
 def anchor_cmd(s: Settings, run_id: str) -> None:
     """Print an anchor SEQ:HASH of RUN's head; keep it elsewhere for verify --expect-head."""
     a = runtime(s).anchor(run_id)
-    emit(s, a, a["anchor"])
+    emit(s, a, [a["anchor"]])
 
 
 COMMANDS = [verify_cmd, anchor_cmd]

@@ -7,11 +7,21 @@ from typing import Any
 
 import click
 
-from continuum.cli.common import common, runtime
-from continuum.cli.output import Settings, emit
-from continuum.errors import UsageError
+from continuum.cli.common import common, require_person, runtime
+from continuum.cli.output import (
+    AGENT_TEXT_NOTICE,
+    Line,
+    Settings,
+    ask,
+    emit,
+    origin_label,
+    shown,
+    write_lines,
+)
+from continuum.errors import NotFoundError, UsageError
 from continuum.projection import ActionRecord
-from continuum.types import Origin
+from continuum.types import ActionStatus, Origin
+from continuum.untrusted import json_safe, quoted
 
 
 def _json_arg(name: str, text: str | None) -> Any:
@@ -32,13 +42,21 @@ def actions_cmd(s: Settings, run_id: str) -> None:
     rt = runtime(s)
     actions = rt.actions(run_id)
     interrupted = rt.interrupted(run_id)
-    unresolved = [a for a in actions if a.status.unresolved]
+    unresolved = [a for a in actions if a.needs_human]
 
     def shown(a: ActionRecord) -> str:
         return "unknown (interrupted)" if a.action_id in interrupted else str(a.status)
 
-    lines = [f"{a.action_id}  {a.action_key:<36} {shown(a):<10} attempt={a.attempt}"
-             + (f" external_id={a.external_id}" if a.external_id else "") for a in actions]
+    lines: list[Line] = []
+    for a in actions:  # keys, ids, errors and notes are written by whoever ran the action
+        lines.append(f"{a.action_id}  {quoted(a.action_key, limit=120):<38} {shown(a):<10} "
+                     f"attempt={a.attempt}"
+                     + (f" external_id={quoted(a.external_id, limit=80)}" if a.external_id else "")
+                     + origin_label(str(a.origin), a.intercepted_sequence))
+        if a.error:
+            lines.append(f"    error: {quoted(a.error, limit=200)}")
+        if a.note:
+            lines.append(f"    note: {quoted(a.note, limit=200)}")
     if unresolved:
         lines.append(f"{len(unresolved)} unresolved: reconcile each with "
                      f"`continuum reconcile {run_id} ACTION --occurred|--not-occurred`")
@@ -55,16 +73,59 @@ def actions_cmd(s: Settings, run_id: str) -> None:
               help="Whether the side effect happened, as checked in the external system.")
 @click.option("--external-id", default=None, help="The external system's id for it, if it happened.")
 @click.option("--note", default=None, help="How it was checked.")
+@click.option("--force", is_flag=True,
+              help="Settle it even though the process performing it is still alive.")
+@click.option("--yes", "-y", is_flag=True,
+              help="Do not ask: for a person's own script. Without it, reconcile asks on a "
+                   "terminal and refuses when stdin is not one.")
 @common
 def reconcile_cmd(s: Settings, run_id: str, action: str, occurred: bool | None,
-                  external_id: str | None, note: str | None) -> None:
-    """Settle an interrupted ACTION (id or key) after checking the external system."""
+                  external_id: str | None, note: str | None, force: bool, yes: bool) -> None:
+    """As a person, settle ACTION (id or key) after checking the external system.
+
+    Recorded with origin human: --not-occurred lets the action run again, so only a person
+    may say it. Shows the action and asks first; without --yes it refuses when stdin is
+    not a terminal (an agent with a shell is not a person). An agent's own "did not
+    happen" (needs_confirmation) is settled the same way.
+    """
     if occurred is None:
         raise UsageError("say whether it happened: --occurred or --not-occurred",
                          code="usage.missing_option", hint="check the external system first")
-    rec = runtime(s, origin=Origin.HUMAN).reconcile(run_id, action, occurred=occurred,
-                                                    external_id=external_id, note=note)
-    emit(s, {"action": rec.model_dump(mode="json")}, f"action {rec.action_key} is now {rec.status}")
+    flag = "--occurred" if occurred else "--not-occurred"
+    require_person(yes, "a reconciliation", f"continuum reconcile {run_id} {action} {flag}")
+    rt = runtime(s, origin=Origin.HUMAN)
+    if not yes:
+        rt.store.get_run(run_id)  # not found: say so before asking anything
+        row = rt.store.get_action(run_id, action)
+        if row is None:
+            raise NotFoundError(f"action {action!r} not found in run {run_id!r}",
+                                code="not_found.action",
+                                hint=f"list actions with `continuum actions {run_id}`")
+        write_lines(s, [AGENT_TEXT_NOTICE, *_action_review(ActionRecord.model_validate(row.record))],
+                    err=True)
+        happened = "DID happen" if occurred else "did NOT happen"
+        if not ask(s, f"Record, as a person, that this action {happened}?"):
+            raise UsageError("reconciliation declined; nothing was recorded", code="usage.declined",
+                             hint="run again when you have checked the external system")
+    rec = rt.reconcile(run_id, action, occurred=occurred, external_id=external_id, note=note,
+                       force=force)
+    emit(s, {"action": rec.model_dump(mode="json")},
+         [f"action {quoted(rec.action_key)} is now {rec.status} (recorded as human)"])
+
+
+def _action_review(a: ActionRecord) -> list[Line]:
+    lines: list[Line] = [
+        f"action {quoted(a.action_key)} of type {quoted(a.action_type)}: {a.status}, "
+        f"attempt {a.attempt}" + origin_label(str(a.origin), a.intercepted_sequence),
+        f"  arguments: {quoted(json_safe(json.dumps(a.arguments, ensure_ascii=False)), limit=400)}"]
+    if a.error:
+        lines.append(f"  error: {shown(a.error)}")
+    if a.status == ActionStatus.STARTED and a.owner:
+        lines.append(f"  intercepted by process {a.owner.get('pid')} on host "
+                     f"{quoted(str(a.owner.get('host')))}")
+    if a.failure_unconfirmed:
+        lines.append(f"  reported as not done by {a.settled_by}: that needs a person's check")
+    return lines
 
 
 @click.command("intercept")
@@ -81,7 +142,8 @@ def intercept_cmd(s: Settings, run_id: str, action_type: str, arguments: str | N
     r = runtime(s).intercept(run_id, action_type, _json_arg("--args", arguments), key=key,
                              replay=replay)
     emit(s, r.model_dump(mode="json"),
-         [f"{'PROCEED' if r.proceed else 'DO NOT PROCEED'}: {r.action_key} ({r.status})", r.guidance],
+         [f"{'PROCEED' if r.proceed else 'DO NOT PROCEED'}: {quoted(r.action_key)} ({r.status})",
+          r.guidance],
          code=0 if r.proceed else 20)
 
 
@@ -96,7 +158,7 @@ def complete_cmd(s: Settings, run_id: str, action: str, external_id: str | None,
     """Record that ACTION's side effect happened."""
     rec = runtime(s).complete(run_id, action, external_id=external_id,
                               result=_json_arg("--result", result))
-    emit(s, {"action": rec.model_dump(mode="json")}, f"action {rec.action_key} completed")
+    emit(s, {"action": rec.model_dump(mode="json")}, [f"action {quoted(rec.action_key)} completed"])
 
 
 @click.command("fail")
@@ -108,7 +170,8 @@ def complete_cmd(s: Settings, run_id: str, action: str, external_id: str | None,
 def fail_cmd(s: Settings, run_id: str, action: str, error: str | None, certain: bool) -> None:
     """Record that ACTION failed; without --certain it is recorded as unknown."""
     rec = runtime(s).fail(run_id, action, error=error, certain=certain)
-    emit(s, {"action": rec.model_dump(mode="json")}, f"action {rec.action_key} is now {rec.status}")
+    emit(s, {"action": rec.model_dump(mode="json")},
+         [f"action {quoted(rec.action_key)} is now {rec.status}"])
 
 
 COMMANDS = [actions_cmd, reconcile_cmd, intercept_cmd, complete_cmd, fail_cmd]

@@ -1,14 +1,22 @@
-"""`continuum mcp install --client claude-code|gemini|kilo [--print]`.
+"""`continuum mcp install --client claude-code|gemini|kilo [--print]` and `continuum mcp doctor`.
 
-Writes (or prints) a host's MCP configuration for this server: the store path and the
-allowlist set to that host's client name. An existing file is merged: other servers and
-settings are kept; a file that is not valid JSON is refused, never overwritten.
+`install` writes (or prints) a host's MCP configuration for this server: the store path
+and the allowlist set to that host's client names, joined with commas (a name may hold
+spaces: Kilo Code's client calls itself "Kilo Code"). An existing file is merged: other
+servers and settings are kept; a file that is not valid JSON is refused, never overwritten.
+
+`doctor` shows what a server started here, with this environment, would load and what
+each client would be told. The CLI may not import the MCP edge (layers), so it asks the
+server itself: it runs the same `continuum-mcp` command `install` writes, with
+`--doctor`, which loads exactly what serving would and prints it as JSON.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,17 +25,40 @@ import click
 
 from continuum.cli.common import common
 from continuum.cli.output import Settings, emit
-from continuum.errors import UsageError
+from continuum.errors import ContinuumError, UsageError
 from continuum.store import resolve_url
+from continuum.untrusted import check_identifier, quoted
 
 # What each host calls itself in `initialize` (clientInfo.name) and where it reads its
-# project configuration from.
+# project configuration from. Kilo Code's VS Code extension builds its MCP client as
+# `new Client({name: "Kilo Code", ...})` (Kilo-Org/kilocode, src/services/mcp/McpHub.ts);
+# "kilo-code" and "kilo" were written by earlier versions of this command and are kept
+# so configurations made with them keep working. See references/mcp.md.
 CLIENTS: dict[str, dict[str, Any]] = {
     "claude-code": {"names": ["claude-code"], "path": ".mcp.json"},
-    "gemini": {"names": ["gemini-cli-mcp-client"], "path": ".gemini/settings.json"},
-    "kilo": {"names": ["kilo-code", "kilo"], "path": ".kilocode/mcp.json"},
+    # Gemini CLI named its MCP client "gemini-cli-mcp-client", newer releases "gemini-cli".
+    "gemini": {"names": ["gemini-cli-mcp-client", "gemini-cli"], "path": ".gemini/settings.json"},
+    "kilo": {"names": ["Kilo Code", "kilo-code", "kilo"], "path": ".kilocode/mcp.json"},
 }
 SERVER_NAME = "continuum"
+ALLOW_ENV = "CONTINUUM_MCP_MUTATING_CLIENTS"
+DOCTOR_SECONDS = 60  # a ceiling on the doctor subprocess, which only loads and prints
+
+
+def allowlist_name(name: str) -> str:
+    """``name`` if it can go in the allowlist variable; else a ``UsageError`` saying why.
+
+    Spaces are fine ("Kilo Code"); a comma would split the name in two, and control,
+    bidi or invisible characters are refused by the server at start-up.
+    """
+    hint = ("give the exact clientInfo.name the host sends; spaces are fine, commas and "
+            "control, bidi or invisible characters are not")
+    check_identifier(name, what="client name", code="usage.bad_client_name", hint=hint)
+    if "," in name:
+        raise UsageError(f"client name {quoted(name, limit=80)} contains a comma, which "
+                         f"separates names in {ALLOW_ENV}", code="usage.bad_client_name",
+                         hint=hint)
+    return name
 
 
 def server_command() -> list[str]:
@@ -48,7 +79,7 @@ def store_arg(url: str) -> str:
 def server_entry(client: str, db: str, names: list[str]) -> dict[str, Any]:
     command = server_command()
     args = [*command[1:], "--db", store_arg(db)]
-    env = {"CONTINUUM_MCP_MUTATING_CLIENTS": ",".join(names)}
+    env = {ALLOW_ENV: ",".join(names)}
     if client == "claude-code":
         return {"type": "stdio", "command": command[0], "args": args, "env": env}
     if client == "gemini":
@@ -85,7 +116,8 @@ def mcp_group() -> None:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="The configuration file to merge into (default: the host's project file).")
 @click.option("--client-name", "client_names", multiple=True,
-              help="Allow this clientInfo name instead of the host's default (repeatable).")
+              help="Allow this clientInfo name instead of the host's defaults (repeatable; "
+                   "spaces are fine, e.g. \"Kilo Code\"; no commas).")
 @common
 def install_cmd(s: Settings, client: str, print_only: bool, config_path: str | None,
                 client_names: tuple[str, ...]) -> None:
@@ -97,11 +129,7 @@ def install_cmd(s: Settings, client: str, print_only: bool, config_path: str | N
     is the security boundary, so keep it under your control.
     """
     spec = CLIENTS[client]
-    names = list(client_names) or list(spec["names"])
-    for n in names:
-        if not n or any(c.isspace() or c == "," for c in n):
-            raise UsageError(f"client name {n!r} cannot go in an allowlist",
-                             code="usage.bad_client_name", hint="names have no spaces or commas")
+    names = [allowlist_name(n) for n in client_names] or list(spec["names"])
     entry = server_entry(client, resolve_url(s.db), names)
     path = Path(config_path or spec["path"])
     config = merged_config(path, entry)
@@ -117,6 +145,89 @@ def install_cmd(s: Settings, client: str, print_only: bool, config_path: str | N
     emit(s, {"client": client, "path": str(path.absolute()), "config": config, "written": True},
          [f"wrote {path} (server '{SERVER_NAME}', allowlist: {', '.join(names)})",
           "restart the host, then ask it to call continuum_resume"])
+
+
+def run_doctor(db: str | None, names: list[str]) -> dict[str, Any]:
+    """Run ``continuum-mcp --doctor`` here, with this environment; return its report.
+
+    A report saying the server would not start becomes that server's error.
+    """
+    base = [*server_command(), "--doctor", *(["--db", db] if db is not None else [])]
+    command = base + [arg for name in names for arg in ("--client-name", name)]
+    try:
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              env=dict(os.environ), timeout=DOCTOR_SECONDS, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UsageError(f"could not run {command[0]} --doctor ({type(e).__name__}: {e})",
+                         code="usage.mcp_doctor_failed",
+                         hint="check that continuum-mcp is installed beside continuum") from e
+    try:
+        report: dict[str, Any] = json.loads(done.stdout)
+    except ValueError as e:
+        first = (done.stderr.strip().splitlines() or ["no output"])[0]
+        raise UsageError(f"{command[0]} --doctor gave no report (exit {done.returncode}): "
+                         f"{first}", code="usage.mcp_doctor_failed",
+                         hint="this continuum-mcp may be an older version without --doctor") from e
+    error = report.get("error")
+    if isinstance(error, dict):
+        raise ContinuumError(str(error.get("message")), code=str(error.get("code")),
+                             hint=str(error.get("hint") or ""))
+    return {"command": base, **report}
+
+
+def _decision_lines(label: str, verdict: dict[str, Any]) -> list[str]:
+    if verdict["allowed"]:
+        return [f"  {label}: allowed"]
+    return [f"  {label}: denied [{verdict['code']}]",
+            *(f"    {line}" for line in str(verdict["text"]).splitlines())]
+
+
+def doctor_lines(report: dict[str, Any]) -> list[str]:
+    policy, store = report["policy"], report["store"]
+    allow = ", ".join(quoted(n) for n in policy["allow"])
+    auth = {"none": "none (no token is required)",
+            "shared_token": "one shared token (CONTINUUM_MCP_TOKEN) required as _meta.authToken",
+            "client_tokens": "per-client tokens (CONTINUUM_MCP_CLIENT_TOKENS) for "
+                             + ", ".join(quoted(n) for n in policy["token_clients"])}
+    lines = [
+        f"continuum-mcp {report['server']['version']} started in {report['server']['cwd']} "
+        "with this environment would load:",
+        f"  store:      {store['url']}"
+        + ("" if store["exists"] else " (does not exist yet: the first write creates it)"),
+        f"  allowlist:  {allow} (from {policy['allow_source']})" if policy["allow"]
+        else "  allowlist:  none"
+        + (f" ({policy['allow_source']} is empty)" if policy["allow_source"] else ""),
+        "  mode:       read-only: every mutating call is denied" if policy["read_only"]
+        else "  mode:       mutating tools for the clients on the allowlist",
+        f"  auth:       {auth.get(policy['auth'], policy['auth'])}",
+        "  confirm over MCP: enabled (CONTINUUM_MCP_CONFIRM_TOKEN is set; only a person may "
+        "present it)" if policy["confirm_over_mcp"]
+        else "  confirm over MCP: disabled (CONTINUUM_MCP_CONFIRM_TOKEN is not set)",
+    ]
+    for client in report["clients"]:
+        lines += [f"client {quoted(client['name'])} (sending no token, as hosts do):",
+                  *_decision_lines("a mutating tool", client["mutating"]),
+                  *_decision_lines("continuum_confirm", client["confirm"])]
+    return lines
+
+
+@mcp_group.command("doctor")
+@click.option("--client-name", "client_names", multiple=True,
+              help="Say what this clientInfo name would be told (repeatable; default: the "
+                   "names of Claude Code, Gemini CLI and Kilo Code).")
+@common
+def doctor_cmd(s: Settings, client_names: tuple[str, ...]) -> None:
+    """Show what continuum-mcp started here, with this environment, would load.
+
+    The store, the allowlist and where it came from, the authentication mode (never a
+    secret), whether confirming over MCP is enabled, read-only or not; then, for each
+    client name, whether a mutating call and a continuum_confirm call would be allowed,
+    or the denial it would get. Exit 0 when the server would start, 1 (with its error)
+    when it would refuse.
+    """
+    names = list(client_names) or [spec["names"][0] for spec in CLIENTS.values()]
+    report = run_doctor(s.db, names)
+    emit(s, report, doctor_lines(report))
 
 
 COMMANDS = [mcp_group]

@@ -2,30 +2,48 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from continuum.cli.common import common, parse_env, runtime
-from continuum.cli.output import Settings, emit, style, verdict_color, verdict_exit_code
+from continuum.cli.common import common, parse_env, private_file, require_person, runtime
+from continuum.cli.output import (
+    AGENT_TEXT_NOTICE,
+    Line,
+    Settings,
+    ask,
+    emit,
+    provenance_label,
+    shown,
+    verdict_exit_code,
+    verdict_styled,
+    write_lines,
+)
 from continuum.errors import UsageError
-from continuum.runtime import Recovery
+from continuum.projection import Item, Provenance, State
+from continuum.runtime import ConfirmResult, Recovery
 from continuum.types import Origin
+from continuum.untrusted import json_safe, quoted
 
 ENV_HELP = "Current environment as name=value (repeatable): the value a declared dependency has now."
 
 
-def _recovery_lines(s: Settings, r: Recovery) -> list[str]:
-    lines = [style(s, f"verdict: {r.mode}", fg=verdict_color(r.mode), bold=True)
-             + ("  (safe to resume)" if r.safe else ""),
-             f"run: {r.run_id}", f"next allowed action: {r.next_allowed_action}",
-             f"why: {r.rationale}"]
+def _component(name: str) -> str:
+    """A validation component (``goal``, ``evidence:ID``) with an agent-chosen id quoted."""
+    kind, sep, ident = name.partition(":")
+    return f"{kind} {quoted(ident)}" if sep else name
+
+
+def _recovery_lines(r: Recovery) -> list[Line]:
+    lines: list[Line] = [[verdict_styled("verdict", r.mode), "  (safe to resume)" if r.safe else ""],
+                         f"run: {r.run_id}", f"next allowed action: {r.next_allowed_action}",
+                         f"why: {r.rationale}"]
     if len(r.required_actions) > 1:
         lines.append("required, in order:")
         lines += [f"  {i}. {a}" for i, a in enumerate(r.required_actions, 1)]
     for a in r.uncertain_actions:
-        lines.append(f"uncertain action {a['action_key']} ({a['status']}): check the external "
+        lines.append(f"uncertain action {shown(a['action_key'])} ({a['status']}): check the external "
                      f"system, then `continuum reconcile {r.run_id} {a['action_id']} "
                      "--occurred|--not-occurred`")
     if r.progress:
@@ -56,7 +74,7 @@ def resume_cmd(s: Settings, run_id: str | None, env: tuple[str, ...], expected_m
                           tolerate_unknown=tolerate_unknown)
     if r.run_id is None:
         emit(s, r.model_dump(mode="json"), "no active run in this store", code=2)
-    emit(s, r.model_dump(mode="json"), _recovery_lines(s, r), code=verdict_exit_code(r.mode))
+    emit(s, r.model_dump(mode="json"), _recovery_lines(r), code=verdict_exit_code(r.mode))
 
 
 @click.command("validate")
@@ -69,43 +87,93 @@ def validate_cmd(s: Settings, run_id: str, env: tuple[str, ...], expected_model:
     rt = runtime(s)
     state, decision, contract = rt.evaluate(run_id, env=parse_env(env), expected_model=expected_model)
     report = rt.validate(run_id, env=parse_env(env), expected_model=expected_model)
-    lines = [style(s, f"verdict: {decision.mode}", fg=verdict_color(decision.mode), bold=True)]
-    lines += [f"dependency {d.name}: {d.status}" for d in report.dependencies]
-    lines += [f"{c.component}: {c.status} ({c.reason})" for c in report.invalidated]
-    lines.append(f"verified: {', '.join(report.verified) or '-'}")
+    lines: list[Line] = [verdict_styled("verdict", str(decision.mode))]
+    lines += [f"dependency {shown(d.name)}: {d.status}" for d in report.dependencies]
+    lines += [f"{_component(c.component)}: {c.status} ({c.reason})" for c in report.invalidated]
+    lines.append(f"verified: {', '.join(_component(v) for v in report.verified) or '-'}")
     emit(s, {"run_id": run_id, "verdict": str(decision.mode), "validation": report.model_dump(mode="json"),
              "next_allowed_action": decision.next_allowed_action}, lines,
          code=verdict_exit_code(str(decision.mode)))
+
+
+def _labelled(value: Any, prov: Provenance | None) -> str:
+    return shown(value, limit=None) + provenance_label(prov)  # never shortened: it is vouched for
+
+
+def _items(name: str, items: dict[str, Item]) -> list[Line]:
+    return [f"  {name} {_labelled(i.id, i.provenance)}: {quoted(i.text)}"
+            for i in items.values()]
+
+
+def _review_lines(state: State, scope: str) -> list[Line]:
+    """What a person is asked to vouch for: every value quoted and labelled with its origin."""
+    p = state.progress
+    lines: list[Line] = [
+        f"  goal: {_labelled(state.goal.value, state.goal.provenance) if state.goal else '-'}",
+        f"  progress: {p.completed}/{'?' if p.total is None else p.total} completed, {p.failed} "
+        f"failed, {p.pending} pending" + provenance_label(p.provenance)]
+    if scope == "goal":
+        lines.pop()
+    elif scope == "progress":
+        lines.pop(0)
+    elif scope == "all":
+        plan = ", ".join(quoted(step) for step in state.plan) or "-"
+        lines.append(f"  plan: {plan}" + provenance_label(state.plan_provenance))
+        lines.append(f"  model: {_labelled(state.model, state.model_provenance)}")
+        lines += _items("finding", state.findings)
+        lines += _items("decision", state.decisions)
+        lines += _items("evidence", state.evidence)
+    return lines
+
+
+def _confirm_lines(result: ConfirmResult, run_id: str, shown_state: State,
+                   scope: str) -> list[Line]:
+    """What was recorded. ``shown_state`` is the state at ``through_sequence`` (the runtime
+    checked its hash), so its values are the ones confirmed, labelled with their origin."""
+    n, m = result.through_sequence, result.head_sequence
+    lines: list[Line] = [f"confirmed {', '.join(result.scope)} of run {run_id} through sequence "
+                         f"{n} (event hash {(result.through_hash or '-')[:12]}) as human:"]
+    lines += _review_lines(shown_state, scope)
+    if m > n:
+        lines.append(f"the run moved on to sequence {m} while you were reading; this confirmation "
+                     f"covers 1..{n} only; run `continuum confirm {run_id}` again to review the rest")
+    return lines
 
 
 @click.command("confirm")
 @click.argument("run_id")
 @click.option("--scope", type=click.Choice(["goal", "progress", "all"]), default=None,
               help="What to confirm (default: goal and progress).")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask on a terminal.")
+@click.option("--yes", "-y", is_flag=True,
+              help="Do not ask: for a person's own script. Without it, confirm asks on a "
+                   "terminal and refuses when stdin is not one.")
 @common
 def confirm_cmd(s: Settings, run_id: str, scope: str | None, yes: bool) -> None:
-    """As a human, vouch for the self-reported state of RUN up to its current head.
+    """As a human, vouch for the self-reported state of RUN as shown (origin human).
 
-    Shows what is being confirmed first. The confirmation covers state recorded up to
-    now; anything self-reported later needs a new confirmation.
+    Shows the state at the run's current sequence N (and its event hash), asks, and
+    confirms exactly events 1..N, even if the agent records more while you read; anything
+    self-reported later needs a new confirmation. A person must answer at a terminal:
+    without --yes, confirm refuses when stdin is not a terminal (an agent with a shell is
+    not a person). Text in double quotes was written by an agent and is shown escaped.
     """
+    require_person(yes, "a confirmation", f"continuum confirm {run_id}")
     rt = runtime(s, origin=Origin.HUMAN)
-    state = rt.state(run_id)
-    if not s.json and sys.stdin.isatty() and not yes:
-        click.echo(f"run {run_id} through sequence {state.sequence}:", err=True)
-        click.echo(f"  goal: {state.goal.value if state.goal else '-'}", err=True)
-        p = state.progress
-        click.echo(f"  progress: {p.completed}/{p.total} completed, {p.failed} failed", err=True)
-        if not click.confirm("Confirm this as true?", err=True):
+    state = rt.state(run_id)  # computed once: what is shown is what is confirmed
+    chosen = scope or "default"
+    if not yes:
+        write_lines(s, [AGENT_TEXT_NOTICE,
+                        f"run {run_id} through sequence {state.sequence} "
+                        f"(event hash {(state.head_hash or '-')[:12]}):",
+                        *_review_lines(state, chosen)], err=True)
+        if not ask(s, "Confirm this as true?"):
             raise UsageError("confirmation declined; nothing was recorded", code="usage.declined",
                              hint="run again when you have checked the state")
-    result = rt.confirm(run_id, scope=scope or "default")
+    result = rt.confirm(run_id, scope=chosen, through_sequence=state.sequence,
+                        expect_hash=state.head_hash)
     verdict = rt.resume(run_id)
-    lines = [f"confirmed {', '.join(result.scope)} of run {run_id} through sequence "
-             f"{result.through_sequence} (as human):"]
-    lines += [f"  {k}: {v}" for k, v in result.confirmed.items()]
-    lines.append(style(s, f"verdict now: {verdict.mode}", fg=verdict_color(verdict.mode), bold=True))
+    lines = ([] if not yes else [AGENT_TEXT_NOTICE]) + _confirm_lines(result, run_id, state, chosen)
+    lines.append(verdict_styled("verdict now", verdict.mode))
     if not verdict.safe:
         lines.append(f"next allowed action: {verdict.next_allowed_action}")
     emit(s, {"confirmation": result.model_dump(mode="json"), "verdict": verdict.mode,
@@ -123,7 +191,7 @@ def checkpoint_cmd(s: Settings, run_id: str, reason: str | None, env: tuple[str,
     """Store a semantic checkpoint of RUN's state (sealed with a hash, in the log)."""
     info = runtime(s).checkpoint(run_id, reason=reason, env=parse_env(env) or None)
     emit(s, {"checkpoint": info.model_dump(mode="json")},
-         f"checkpoint of {run_id} through sequence {info.sequence} (event #{info.event_sequence})")
+         [f"checkpoint of {run_id} through sequence {info.sequence} (event #{info.event_sequence})"])
 
 
 @click.command("declare")
@@ -142,7 +210,7 @@ def declare_cmd(s: Settings, run_id: str, env: tuple[str, ...], files: tuple[str
                          hint="pass --env NAME=VERSION, --file PATH or --git DIR")
     deps = event.payload["dependencies"]
     emit(s, {"event": event.model_dump(mode="json")},
-         [f"declared {d['name']} ({d['provider']})" for d in deps])
+         [f"declared {shown(d['name'])} ({d['provider']})" for d in deps])
 
 
 @click.command("show-contract")
@@ -158,11 +226,12 @@ def show_contract_cmd(s: Settings, run_id: str, env: tuple[str, ...], expected_m
     _, decision, contract = runtime(s).evaluate(run_id, env=parse_env(env),
                                                 expected_model=expected_model)
     if output:
-        Path(output).write_text(contract.to_json() + "\n", encoding="utf-8")
+        with private_file(Path(output)) as f:
+            f.write(contract.to_json() + "\n")
     code = verdict_exit_code(contract.verdict)
     if s.json:
         emit(s, {"contract": contract.model_dump(mode="json")}, "", code=code)
-    emit(s, {}, contract.to_json(), code=code)
+    emit(s, {}, json_safe(contract.to_json()).split("\n"), code=code)
 
 
 @click.command("verify-contract")
@@ -176,8 +245,15 @@ def verify_contract_cmd(s: Settings, file: str) -> None:
         raise UsageError(f"cannot read {file!r}: {e.strerror}", code="usage.bad_file",
                          hint="pass the path of a contract written by show-contract") from e
     result = runtime(s).verify_contract(text)
-    emit(s, result, f"contract intact and current: run {result['run_id']}, verdict "
-                    f"{result['verdict']}, head {result['head_sequence']}")
+    lines: list[Line] = [f"contract intact and current: run {quoted(result['run_id'])}, verdict "
+                         f"{result['verdict']}, head {result['head_sequence']}"]
+    if result["reobserved"]:
+        lines.append("re-observed now (the contract's caller had supplied them): "
+                     + ", ".join(quoted(n) for n in result["reobserved"]))
+    if result["unverified_inputs"]:
+        lines.append("taken on trust from the contract (nothing here can observe them): "
+                     + ", ".join(quoted(n) for n in result["unverified_inputs"]))
+    emit(s, result, lines)
 
 
 COMMANDS = [resume_cmd, validate_cmd, confirm_cmd, checkpoint_cmd, declare_cmd, show_contract_cmd,

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
 
 from continuum.cli.common import common, runtime
-from continuum.cli.output import Settings, emit, style
+from continuum.cli.output import (
+    Line,
+    Settings,
+    Styled,
+    emit,
+    origin_label,
+    provenance_label,
+    shown,
+)
 from continuum.errors import UsageError
 from continuum.events import EventType
 from continuum.projection import State, project
 from continuum.store import resolve_url
+from continuum.untrusted import quoted
 
 
 def _state_summary(state: State) -> dict[str, Any]:
@@ -63,7 +73,7 @@ def start_cmd(s: Settings, run_id: str, goal: str, total: int | None, model: str
     rt = runtime(s, create=True)
     info = rt.start_run(run_id, goal, total=total, model=model)
     emit(s, {"run": info.model_dump(mode="json")},
-         f"started run {run_id} ({goal}) in {rt.store.url}")
+         [f"started run {run_id} (goal {quoted(goal)}) in {rt.store.url}"])
 
 
 @click.command("runs")
@@ -72,7 +82,9 @@ def runs_cmd(s: Settings) -> None:
     """List the runs in the store."""
     rt = runtime(s)
     runs = rt.runs()
-    lines = [f"{r.run_id:<24} {r.status:<10} events={r.head_sequence:<8} {r.goal or ''}" for r in runs]
+    # Run ids and goals come from whoever started the run (often an agent): quoted.
+    lines = [f"{quoted(r.run_id):<26} {r.status:<10} events={r.head_sequence:<8} {shown(r.goal)}"
+             for r in runs]
     emit(s, {"runs": [r.model_dump(mode="json") for r in runs]}, lines or ["no runs"])
 
 
@@ -85,15 +97,17 @@ def inspect_cmd(s: Settings, run_id: str) -> None:
     info = rt.store.get_run(run_id)
     state = rt.state(run_id)
     summary = _state_summary(state)
-    lines = [style(s, f"run {run_id}", bold=True) + f"  [{state.status}]  head={info.head_sequence}",
-             f"goal: {state.goal.value if state.goal else '-'}"
-             + (f"  (origin {state.goal.provenance.origin}, seq {state.goal.provenance.sequence})"
-                if state.goal else ""),
-             _progress_line(state)]
+    lines: list[Line] = [
+        [Styled(f"run {run_id}", bold=True), f"  [{state.status}]  head={info.head_sequence}"],
+        "goal: " + (shown(state.goal.value) + provenance_label(state.goal.provenance)
+                    if state.goal else "-"),
+        _progress_line(state) + provenance_label(state.progress.provenance)]
     for name, dep in state.dependencies.items():
-        lines.append(f"dependency {name}: {dep.version or dep.checksum} ({dep.provider})")
+        lines.append(f"dependency {quoted(name)}: {quoted(dep.version or dep.checksum)} "
+                     f"({quoted(dep.provider)}){provenance_label(dep.provenance)}")
     for a in state.actions.values():
-        lines.append(f"action {a.action_key}: {a.status} (attempt {a.attempt})")
+        lines.append(f"action {quoted(a.action_key)}: {a.status} (attempt {a.attempt})"
+                     f"{origin_label(str(a.origin), a.intercepted_sequence)}")
     if state.unreviewed():
         lines.append("needs human review: " + ", ".join(state.unreviewed()))
     emit(s, {"run": info.model_dump(mode="json"), "state": summary,
@@ -108,12 +122,17 @@ def status_cmd(s: Settings, run_id: str) -> None:
     rt = runtime(s)
     info = rt.store.get_run(run_id)
     state = rt.state(run_id)
-    unresolved = [a.action_key for a in state.actions.values() if a.status.unresolved]
+    unresolved = [a.action_key for a in state.actions.values() if a.needs_human]
     emit(s, {"run_id": run_id, "status": str(state.status), "head_sequence": info.head_sequence,
              "progress": state.progress.model_dump(mode="json", exclude={"provenance"}),
              "unresolved_actions": unresolved},
          [f"{run_id}: {state.status}, {info.head_sequence} events", _progress_line(state),
-          f"unresolved actions: {len(unresolved)}" + (f" ({', '.join(unresolved)})" if unresolved else "")])
+          f"unresolved actions: {len(unresolved)}"
+          + (f" ({', '.join(quoted(k) for k in unresolved)})" if unresolved else "")])
+
+
+def _event_type(name: str) -> str:
+    return name if name in EventType._value2member_map_ else quoted(name)
 
 
 @click.command("events")
@@ -125,8 +144,10 @@ def events_cmd(s: Settings, run_id: str, after: int, limit: int | None) -> None:
     """Print a run's events in order (each verified as it is read)."""
     rt = runtime(s)
     events = rt.events(run_id, after)[: limit or None]
-    lines = [f"{e.sequence:>6} {e.timestamp} {e.type:<26} {e.source:<14} "
-             f"{str(e.payload)[:80]}" for e in events]
+    # The payload is whatever its writer sent (source column): a quoted JSON preview.
+    lines = [f"{e.sequence:>6} {e.timestamp} {_event_type(e.type):<26} {e.source:<14} "
+             f"{quoted(json.dumps(e.payload, sort_keys=True, ensure_ascii=False), limit=80)}"
+             for e in events]
     emit(s, {"run_id": run_id, "events": [e.model_dump(mode="json") for e in events]},
          lines or ["no events"])
 
@@ -155,8 +176,6 @@ def replay_cmd(s: Settings, run_id: str, upto: int | None) -> None:
 @common
 def append_cmd(s: Settings, run_id: str, event_type: str, payload: str) -> None:
     """Append one event (trusted local origin). EVENT_TYPE: see `continuum event-types`."""
-    import json
-
     try:
         data = json.loads(payload)
     except ValueError as e:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import click
 
-from continuum.cli.common import common, runtime
+from continuum.cli.common import common, private_file, runtime
 from continuum.cli.output import Settings, emit
 from continuum.errors import UsageError
 from continuum.transfer import export_runs, import_checked, read_export
+from continuum.untrusted import quoted
 
 
 @click.command("export")
@@ -38,7 +39,7 @@ def export_cmd(s: Settings, run_ids: tuple[str, ...], all_runs: bool, output: st
     rt = runtime(s)
     partial = target.with_name(f".{target.name}.partial")
     try:
-        with open(partial, "w", encoding="utf-8", newline="\n") as f:
+        with private_file(partial) as f:
             summary = export_runs(rt.store, f, list(run_ids) if run_ids else None)
             f.flush()
             os.fsync(f.fileno())
@@ -52,7 +53,7 @@ def export_cmd(s: Settings, run_ids: tuple[str, ...], all_runs: bool, output: st
     emit(s, {"file": str(target), **summary.model_dump(mode="json")},
          [f"exported {len(summary.runs)} run(s), {summary.events} events, "
           f"{summary.checkpoints} checkpoint(s) to {target}"]
-         + [f"  {run}  head {head}" for run, head in summary.heads.items()])
+         + [f"  {quoted(run)}  head {head}" for run, head in summary.heads.items()])
 
 
 @click.command("import")
@@ -79,7 +80,7 @@ def import_cmd(s: Settings, file: str) -> None:
     emit(s, {"file": file, **summary.model_dump(mode="json")},
          [f"imported {len(summary.runs)} run(s), {summary.events} events, "
           f"{summary.checkpoints} checkpoint(s) from {file}; every chain verified"]
-         + [f"  {run}  head {head}" for run, head in summary.heads.items()])
+         + [f"  {quoted(run)}  head {head}" for run, head in summary.heads.items()])
 
 
 COMMANDS = [export_cmd, import_cmd]

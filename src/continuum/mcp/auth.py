@@ -8,12 +8,19 @@ result carrying ``Decision.text()``.
 Rules an operator can rely on (SPEC 5 and 9):
 
 - Allowlist: ``CONTINUUM_MCP_MUTATING_CLIENTS`` (alias ``CONTINUUM_MCP_ALLOW``),
-  names separated by commas and/or whitespace; a variable that is present wins
-  over the file, even when empty (empty = nobody, the server is read-only). Both
-  variables present with different names is ambiguous and refused. Else the file,
-  ``{"allow": [names]}`` or ``[names]``. No allowlist: read-only.
+  names separated by commas or newlines, whitespace around each name trimmed and
+  spaces inside a name kept: real hosts have such names (Kilo Code's client calls
+  itself ``Kilo Code``), so a space cannot separate names. Empty pieces (``a,,b``,
+  a trailing comma) are skipped. A variable that is present wins over the file, even
+  when empty (empty = nobody, the server is read-only). Both variables present with
+  different names is ambiguous and refused. Else the file, ``{"allow": [names]}`` or
+  ``[names]``. No allowlist: read-only.
+- Names: any printable text up to ``MAX_NAME_CHARS`` characters. A name holding
+  control, bidi or invisible characters (which make two different names look alike
+  in a log or a denial), or an empty one, is refused when the policy is loaded.
 - Tokens: ``CONTINUUM_MCP_TOKEN`` (one shared secret) or ``CONTINUUM_MCP_CLIENT_TOKENS``
-  (``name:secret`` pairs; the secret is bound to the name). Setting both is refused:
+  (``name:secret`` pairs separated by commas or newlines, split at the first ``:``, so
+  a name may hold spaces but no ``:``; the secret is bound to the name). Setting both is refused:
   which one applies would be a guess. ``CONTINUUM_MCP_CONFIRM_TOKEN`` gates
   ``continuum_confirm`` and must differ from every other secret; two names may not
   share a secret either (the binding would mean nothing).
@@ -22,7 +29,10 @@ Rules an operator can rely on (SPEC 5 and 9):
 
 Caller identity is self-declared (``clientInfo.name``); on stdio the real boundary is
 the operator who wrote the host's MCP configuration, including this allowlist.
-Secrets never appear in messages, reprs, decisions or logs.
+Secrets never appear in messages, reprs, decisions or logs. A client's name is
+its own text, of any length: logs show at most ``LOGGED_NAME_CHARS`` of it (plus its
+length), denials at most 80. ``ClientLog`` logs each connecting client once, saying
+whether it may call mutating tools.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ import structlog
 from mcp_types import CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY, InitializeRequestParams
 
 from continuum.errors import UsageError
+from continuum.untrusted import check_identifier
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -52,16 +63,21 @@ __all__ = [
     "CLIENT_TOKENS_ENV",
     "CONFIRM_TOKEN_ENV",
     "CONFIRM_TOKEN_META_KEY",
+    "LOGGED_NAME_CHARS",
+    "MAX_NAME_CHARS",
     "POLICY_FILE",
     "TOKEN_ENV",
     "Caller",
+    "ClientLog",
     "Decision",
     "Policy",
     "Secret",
     "caller_from_context",
     "caller_identity",
+    "connecting_client",
     "load_policy",
     "log_denial",
+    "logged_name",
 ]
 
 ALLOW_ENV = "CONTINUUM_MCP_MUTATING_CLIENTS"
@@ -73,7 +89,14 @@ POLICY_FILE = Path(".continuum") / "mcp-policy.json"
 AUTH_TOKEN_META_KEY = "authToken"
 CONFIRM_TOKEN_META_KEY = "confirmToken"
 
-_SEPARATORS = re.compile(r"[,\s]+")
+MAX_NAME_CHARS = 200
+"""Longest client name an operator can put on the allowlist or bind a secret to."""
+
+LOGGED_NAME_CHARS = 200
+"""Most characters of a client's self-declared name that one log line carries."""
+
+# Commas and line breaks separate names; a space does not ("Kilo Code" is one name).
+_SEPARATORS = re.compile(r"[,\r\n]")
 
 
 class Secret:
@@ -96,12 +119,15 @@ class Secret:
         return "Secret(***)"
 
 
+Era = Literal["handshake", "2026-07-28"]
+
+
 @dataclass(frozen=True)
 class Caller:
     """The self-declared identity of one call, and the tokens it presented."""
 
     name: str | None
-    era: Literal["handshake", "2026-07-28"] = "handshake"
+    era: Era = "handshake"
     auth_token: str | None = field(default=None, repr=False)
     confirm_token: str | None = field(default=None, repr=False)
 
@@ -155,21 +181,29 @@ class Policy:
     def read_only(self) -> bool:
         return not self.allow
 
+    @property
+    def auth_mode(self) -> Literal["client_tokens", "shared_token", "none"]:
+        if self.client_tokens:
+            return "client_tokens"
+        return "shared_token" if self.shared_token else "none"
+
     def describe(self) -> dict[str, Any]:
-        """A startup log summary, free of secrets."""
-        auth = (
-            "client_tokens"
-            if self.client_tokens
-            else "shared_token"
-            if self.shared_token
-            else "none"
-        )
+        """A startup log summary, free of secrets (names are bounded by ``MAX_NAME_CHARS``)."""
         return {
             "allow": sorted(self.allow),
             "allow_source": self.allow_source,
             "read_only": self.read_only,
-            "auth": auth,
+            "auth": self.auth_mode,
             "confirm_over_mcp": self.confirm_token is not None,
+        }
+
+    def verdicts(self, name: str | None) -> dict[str, Decision]:
+        """What a call from a client named ``name`` that presents no token (as interactive
+        hosts cannot) would be told: a mutating tool, and ``continuum_confirm``."""
+        caller = Caller(name)
+        return {
+            "mutating": self.authorize("continuum_record_progress", caller),
+            "confirm": self.authorize("continuum_confirm", caller, confirm=True),
         }
 
     def authorize(
@@ -190,8 +224,8 @@ class Policy:
 
     def _allowlist_denial(self, name: str | None) -> tuple[str, str, str] | None:
         grant = (
-            f"set {ALLOW_ENV} in the environment the MCP host starts the server with, "
-            f"or list the name in {POLICY_FILE}"
+            f"set {ALLOW_ENV} (names separated by commas) in the environment the MCP host "
+            f"starts the server with, or list the name in {POLICY_FILE}"
         )
         if self.read_only:
             reason = "this server is read-only: no client is allowed to call mutating tools"
@@ -239,7 +273,13 @@ class Policy:
         return None
 
     def _confirm_denial(self, caller: Caller, run_id: str | None) -> tuple[str, str, str] | None:
-        human = f"ask a human to run `continuum confirm {run_id or '<run_id>'}`"
+        # An agent with a shell could run the command itself and vouch for its own claims;
+        # the CLI refuses to confirm without a terminal unless --yes, and says so too.
+        human = (
+            f"a person must run `continuum confirm {run_id or '<run_id>'}` at a terminal after "
+            "checking the goal and progress; an agent must not run it itself (its confirmation "
+            "would vouch for its own claims)"
+        )
         if self.confirm_token is None:
             reason = f"confirming over MCP is disabled ({CONFIRM_TOKEN_ENV} is not set)"
             return "auth.confirm_disabled", reason, human
@@ -263,15 +303,107 @@ def log_denial(decision: Decision) -> None:
     with suppress(Exception):
         logger = structlog.get_logger("continuum.mcp.auth")
         logger.warning(
-            "mcp.call_denied", tool=d.tool, caller=d.caller, code=d.code, reason=d.reason
+            "mcp.call_denied", tool=d.tool, caller=logged_name(d.caller), code=d.code,
+            reason=d.reason,
         )
+
+
+def logged_name(name: str | None) -> str | None:
+    """A client's name fit for one log line: at most ``LOGGED_NAME_CHARS`` characters of it,
+    then its full length (a 100 KB name must not make a 100 KB log line)."""
+    if name is None or len(name) <= LOGGED_NAME_CHARS:
+        return name
+    return f"{name[:LOGGED_NAME_CHARS]}... ({len(name)} characters)"
+
+
+def connecting_client(
+    method: str, params: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
+) -> tuple[Era | None, str | None]:
+    """``(era, name)`` of the client one inbound message identifies, from the raw params.
+
+    The handshake era names the client once, in ``initialize``; the 2026-07-28 era in
+    every request's ``_meta``. Any other message identifies nobody: ``(None, None)``.
+    """
+    if meta is not None and PROTOCOL_VERSION_META_KEY in meta:
+        info = meta.get(CLIENT_INFO_META_KEY)
+        return "2026-07-28", _str_or_none(info.get("name")) if isinstance(info, Mapping) else None
+    if method == "initialize":
+        info = params.get("clientInfo") if isinstance(params, Mapping) else None
+        return "handshake", _str_or_none(info.get("name")) if isinstance(info, Mapping) else None
+    return None, None
+
+
+class ClientLog:
+    """Log each client the server sees once: its name, and whether it may write.
+
+    So an operator whose host is denied finds the exact name to allow in the log the
+    moment the host connects, not only after a denied call. A name is remembered for
+    the connection (the handshake era names the client once; the 2026-07-28 era on
+    every request, so only the first sighting of each name is logged). At most
+    ``max_names`` names are remembered: past that, one line says so and new names are
+    no longer logged, which bounds both memory and log volume.
+    """
+
+    def __init__(self, policy: Policy, max_names: int = 64) -> None:
+        self._policy = policy
+        self._max_names = max_names
+        self._seen: set[str | None] = set()
+        self._full = False
+
+    def saw(self, name: str | None, era: Era) -> None:
+        if name in self._seen or self._full:
+            return
+        logger = structlog.get_logger("continuum.mcp.auth")
+        if len(self._seen) >= self._max_names:
+            self._full = True
+            with suppress(Exception):
+                logger.warning("mcp.client_names_not_logged", remembered=self._max_names,
+                               note="too many distinct client names; new ones are not logged")
+            return
+        self._seen.add(name)
+        denial = self._policy._allowlist_denial(name)
+        who = f"client {_shown(name)}" if name is not None else "a client without a name"
+        with suppress(Exception):
+            if denial is None:
+                logger.info("mcp.client_connected", client=logged_name(name), era=era,
+                            mutating="allowed", source=self._policy.allow_source,
+                            message=f"{who} connected; it is on the allowlist "
+                                    f"({self._policy.allow_source}); mutating tools are allowed"
+                                    + ("" if self._policy.auth_mode == "none"
+                                       else " with its authentication token"))
+            else:
+                _code, reason, remedy = denial
+                logger.warning("mcp.client_connected", client=logged_name(name), era=era,
+                               mutating="denied", code=_code,
+                               message=f"{who} connected; {reason}; mutating tools will be "
+                                       f"denied; to allow it, {remedy}")
 
 
 # --- loading -----------------------------------------------------------------
 
 
-def _names(value: str) -> frozenset[str]:
-    return frozenset(piece for piece in _SEPARATORS.split(value) if piece)
+_NAME_HINT = (
+    f"client names are printable text (spaces allowed, at most {MAX_NAME_CHARS} characters) "
+    "without control, bidi or invisible characters; in a variable, separate them with commas"
+)
+
+
+def _clean_name(name: object, where: str, code: str = "mcp.bad_policy") -> str:
+    """``name`` if an operator may list it; else a one-line ``UsageError`` naming ``where``.
+
+    Such characters would let two different names look the same in a log or a denial.
+    """
+    return check_identifier(name, what=f"{where}: client name", code=code, hint=_NAME_HINT,
+                            max_length=MAX_NAME_CHARS)
+
+
+def _split(value: str) -> list[str]:
+    """Pieces separated by commas or line breaks, trimmed; empty pieces are skipped."""
+    return [piece.strip() for piece in _SEPARATORS.split(value) if piece.strip()]
+
+
+def _names(value: str, variable: str) -> frozenset[str]:
+    return frozenset(_clean_name(piece, variable) for piece in _split(value))
 
 
 def _bad(code: str, message: str, hint: str, **fields: Any) -> UsageError:
@@ -280,7 +412,9 @@ def _bad(code: str, message: str, hint: str, **fields: Any) -> UsageError:
 
 def _load_allow(env: Mapping[str, str], cwd: Path) -> tuple[frozenset[str], str | None]:
     primary, alias = env.get(ALLOW_ENV), env.get(ALLOW_ALIAS_ENV)
-    if primary is not None and alias is not None and _names(primary) != _names(alias):
+    if primary is not None and alias is not None and (
+        _names(primary, ALLOW_ENV) != _names(alias, ALLOW_ALIAS_ENV)
+    ):
         raise _bad(
             "mcp.bad_policy",
             f"{ALLOW_ENV} and its alias {ALLOW_ALIAS_ENV} are both set, to different names",
@@ -288,9 +422,9 @@ def _load_allow(env: Mapping[str, str], cwd: Path) -> tuple[frozenset[str], str 
             variable=ALLOW_ALIAS_ENV,
         )
     if primary is not None:
-        return _names(primary), ALLOW_ENV
+        return _names(primary, ALLOW_ENV), ALLOW_ENV
     if alias is not None:
-        return _names(alias), ALLOW_ALIAS_ENV
+        return _names(alias, ALLOW_ALIAS_ENV), ALLOW_ALIAS_ENV
     path = cwd / POLICY_FILE
     if not path.exists():
         return frozenset(), None
@@ -326,12 +460,12 @@ def _read_policy_file(path: Path) -> frozenset[str]:
             raise bad(f"entry {index} is not a string")
         if not entry.strip():
             raise bad(f"entry {index} is an empty name")
-        names.add(entry)
+        names.add(_clean_name(entry, f"policy file {path} entry {index}"))
     return frozenset(names)
 
 
 def _token_error(message: str, variable: str, hint: str = "") -> UsageError:
-    hint = hint or f"write {CLIENT_TOKENS_ENV} as name:secret pairs separated by commas or spaces"
+    hint = hint or f"write {CLIENT_TOKENS_ENV} as name:secret pairs separated by commas"
     return UsageError(message, code="mcp.bad_token_setting", hint=hint, variable=variable)
 
 
@@ -359,15 +493,18 @@ def _client_tokens(env: Mapping[str, str]) -> dict[str, Secret]:
     value = env.get(CLIENT_TOKENS_ENV)
     if value is None:
         return {}
-    pairs = [piece for piece in _SEPARATORS.split(value) if piece]
+    pairs = _split(value)
     if not pairs:
         raise _token_error(f"{CLIENT_TOKENS_ENV} is set but empty", CLIENT_TOKENS_ENV)
     tokens: dict[str, Secret] = {}
     for index, pair in enumerate(pairs, start=1):
-        name, colon, secret = pair.partition(":")
+        # The first ':' ends the name (a name may hold spaces, a secret may hold ':').
+        raw_name, colon, raw_secret = pair.partition(":")
+        name, secret = raw_name.strip(), raw_secret.strip()
         problem = _pair_problem(name, colon, secret, tokens)
         if problem:
             raise _token_error(f"{CLIENT_TOKENS_ENV} entry {index} {problem}", CLIENT_TOKENS_ENV)
+        _clean_name(name, f"{CLIENT_TOKENS_ENV} entry {index}", code="mcp.bad_token_setting")
         candidate = Secret(secret)
         twin = next((other for other, known in tokens.items() if candidate.same_as(known)), None)
         if twin is not None:
@@ -424,7 +561,7 @@ def caller_identity(
     if PROTOCOL_VERSION_META_KEY in meta:
         info = meta.get(CLIENT_INFO_META_KEY)
         name = _str_or_none(info.get("name")) if isinstance(info, Mapping) else None
-        era: Literal["handshake", "2026-07-28"] = "2026-07-28"
+        era: Era = "2026-07-28"
     else:
         name = _str_or_none(client_params.client_info.name) if client_params is not None else None
         era = "handshake"

@@ -77,7 +77,8 @@ class ValidateResult(BaseModel):
 class ActionsResult(BaseModel):
     run_id: str
     actions: list[dict[str, Any]]
-    unresolved: list[str] = Field(description="action_keys still started or unknown")
+    unresolved: list[str] = Field(description="action_keys still started or unknown, or failed "
+                                              "on an agent's word: a person must settle them")
 
 
 class ProgressResult(BaseModel):
@@ -111,6 +112,13 @@ class ConfirmResult(BaseModel):
     scope: list[str]
     confirmed: dict[str, Any]
     verdict: str
+
+
+_NOT_DONE_ON_YOUR_WORD = (
+    "Recorded as not done, on your word. Only a person may confirm that an effect did not "
+    "happen: until one runs `continuum reconcile` for it, a later intercept answers "
+    "needs_confirmation and you must not perform it (unless its replay contract is safe or "
+    "idempotent).")
 
 
 class Tools:
@@ -196,7 +204,7 @@ class Tools:
         with self.domain_errors("continuum_list_actions"):
             actions = self.reader(run_id).actions(run_id)
             return ActionsResult(run_id=run_id, actions=[a.model_dump(mode="json") for a in actions],
-                                 unresolved=[a.action_key for a in actions if a.status.unresolved])
+                                 unresolved=[a.action_key for a in actions if a.needs_human])
 
     # -- mutating tools -------------------------------------------------------------------
 
@@ -263,7 +271,7 @@ class Tools:
         self.authorize(ctx, "continuum_fail_action", run_id)
         with self.domain_errors("continuum_fail_action"):
             rec = self.writer().fail(run_id, action_key, error=error, certain=certain)
-            return self._action(run_id, rec, "Certainly not done: a later intercept may proceed."
+            return self._action(run_id, rec, _NOT_DONE_ON_YOUR_WORD
                                 if certain else "Outcome unknown: check the external system, then "
                                 "call continuum_reconcile_action.")
 
@@ -278,7 +286,8 @@ class Tools:
         with self.domain_errors("continuum_reconcile_action"):
             rec = self.writer().reconcile(run_id, action_key, occurred=occurred,
                                           external_id=external_id, note=note)
-            return self._action(run_id, rec, "Settled. Call continuum_resume for the verdict.")
+            return self._action(run_id, rec, _NOT_DONE_ON_YOUR_WORD if rec.failure_unconfirmed
+                                else "Settled. Call continuum_resume for the verdict.")
 
     def confirm(self, run_id: RunId, ctx: Context) -> ConfirmResult:
         caller = self.authorize(ctx, "continuum_confirm", run_id, confirm=True)
@@ -326,14 +335,16 @@ DESCRIPTIONS = {
         "system's id and any result."),
     "continuum_fail_action": (
         "Record that an intercepted action failed. Leave certain=false unless you KNOW the "
-        "effect did not happen: then it is recorded unknown and must be reconciled."),
+        "effect did not happen: then it is recorded unknown and must be reconciled. Even with "
+        "certain=true, only a person may confirm that it did not happen before it runs again."),
     "continuum_reconcile_action": (
         "Settle an action reported unknown or reconcile_required after checking the external "
-        "system: occurred=true (it happened; give external_id) or occurred=false."),
+        "system: occurred=true (it happened; give external_id) or occurred=false. occurred=false "
+        "from an agent does not let the action run again until a person confirms it."),
     "continuum_confirm": (
         "Human confirmation of the run's self-reported goal and progress. Refused unless the "
-        "operator's confirm token is presented as _meta.confirmToken; otherwise ask a human to "
-        "run `continuum confirm <run_id>`."),
+        "operator's confirm token is presented as _meta.confirmToken; otherwise a person must "
+        "run `continuum confirm <run_id>` at a terminal (an agent must never run it itself)."),
 }
 
 INSTRUCTIONS = (

@@ -16,7 +16,17 @@ so the client waits forever. This transport sits in front of the SDK instead:
   wrappers live in a private module and carry nothing useful on stdio), and each
   message of the write stream becomes one JSON line. Every stdout write holds one
   lock, so an error answer and an SDK answer never interleave mid-line; an answer
-  that cannot be encoded becomes a ``-32603`` answer instead of killing the writer.
+  that cannot be encoded becomes a ``-32603`` answer instead of killing the writer;
+- it bounds the work in flight: at most ``max_in_flight`` requests (messages with an
+  id and a method) are handed to the SDK and not yet answered. The SDK runs every
+  request at once and each finished answer waits, whole, for the one writer; a
+  client that sends and does not read made them pile up (150 large answers held
+  420 MB). A request over the limit is answered at once with ``SERVER_BUSY`` (its id,
+  the limit, "read the answers first") and never reaches the SDK. A request counts
+  until its answer has been written, or the SDK settles it unanswered (cancelled);
+  notifications and the client's own answers are not counted. Error answers the
+  transport writes itself are small, and the reader waits for each before reading
+  on, so they stay bounded too.
 
 While serving the real stdio, fd 0 points at ``/dev/null`` and fd 1 at stderr
 (the SDK does the same), so a stray ``print`` or an unconfigured logger cannot
@@ -28,7 +38,9 @@ from the body propagates as itself (not wrapped in an ``ExceptionGroup``).
 Running a server over it (SDK 2.3.0 has no public accessor from ``MCPServer``
 to its low-level ``Server``; ``MCPServer.run_stdio_async`` does exactly this)::
 
-    async with hardened_stdio_server(max_message_bytes=limit) as (read_stream, write_stream):
+    async with hardened_stdio_server(max_message_bytes=limit, max_in_flight=16) as (
+        read_stream, write_stream
+    ):
         lowlevel = mcp_server._lowlevel_server  # or a mcp.server.Server you built
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
@@ -45,27 +57,33 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from pydantic import ValidationError
 
 from continuum.errors import UsageError
 
 __all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "MAX_IN_FLIGHT_FLAG",
     "MAX_MESSAGE_BYTES_FLAG",
+    "SERVER_BUSY",
     "BoundedLineReader",
     "ByteSink",
     "ByteSource",
+    "InFlight",
     "OversizedLine",
     "ReadStream",
     "Rejected",
     "WriteStream",
+    "busy_answer",
     "hardened_stdio_server",
     "oversized_answer",
     "parse_line",
@@ -80,6 +98,16 @@ MAX_MESSAGE_BYTES_FLAG = "--max-message-bytes"
 
 CHUNK_BYTES = 65_536
 """Bytes read per call: peak buffer is the limit plus one chunk."""
+
+DEFAULT_MAX_IN_FLIGHT = 16
+"""Requests handed to the server and not yet answered, per connection, by default."""
+
+MAX_IN_FLIGHT_FLAG = "--max-in-flight"
+"""The command-line flag that changes the in-flight limit; named in the busy answer."""
+
+SERVER_BUSY = -32050
+"""JSON-RPC code (server-defined range -32000..-32099, unused by the SDK) for a request
+refused because the connection already has the limit of unanswered requests."""
 
 
 def _warn(event: str, **fields: Any) -> None:
@@ -209,6 +237,53 @@ def oversized_answer(limit: int) -> types.JSONRPCError:
         limit_bytes=limit,
         flag=MAX_MESSAGE_BYTES_FLAG,
     )
+
+
+def busy_answer(request_id: types.RequestId, limit: int) -> types.JSONRPCError:
+    """The answer to a request over the in-flight limit: it was not started; retry it later."""
+    return _error(
+        request_id,
+        SERVER_BUSY,
+        f"Server busy: {limit} requests on this connection are still unanswered; read "
+        f"their answers before sending more, then send this request again (the server "
+        f"operator can change the limit with {MAX_IN_FLIGHT_FLAG})",
+        unanswered=limit,
+        limit=limit,
+        flag=MAX_IN_FLIGHT_FLAG,
+    )
+
+
+class InFlight:
+    """Requests handed to the server and not yet answered; at most ``limit`` at a time.
+
+    Kept by request id as a count, since a client may reuse an id while the first is
+    still open (JSON-RPC forbids it; the SDK then answers both). Single event loop: no lock.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+        self.refused = 0  # requests refused since the connection was last below the limit
+        self._open: dict[types.RequestId, int] = {}
+
+    def admit(self, request_id: types.RequestId) -> bool:
+        if self.count >= self.limit:
+            self.refused += 1
+            return False
+        self.count += 1
+        self._open[request_id] = self._open.get(request_id, 0) + 1
+        return True
+
+    def release(self, request_id: types.RequestId) -> None:
+        """One request with this id is settled; an id that is not open is ignored."""
+        open_with_id = self._open.get(request_id, 0)
+        if open_with_id == 0:
+            return
+        self.count -= 1
+        if open_with_id == 1:
+            del self._open[request_id]
+        else:
+            self._open[request_id] = open_with_id - 1
 
 
 def _no_constants(name: str) -> Any:
@@ -394,10 +469,37 @@ class _Wire:
                 _warn("mcp.transport.stdout_closed")
 
 
+async def _settle_unanswered(in_flight: InFlight, request_id: types.RequestId) -> None:
+    # The SDK's hook for a request it settled without an answer (the client cancelled it).
+    in_flight.release(request_id)
+
+
+def _admitted(request: types.JSONRPCRequest, in_flight: InFlight) -> bool:
+    """Count the request in if there is room; log each busy spell once, where it starts
+    and where it ends (not once per refused request)."""
+    refused_before = in_flight.refused
+    if not in_flight.admit(request.id):
+        if refused_before == 0:
+            _warn("mcp.transport.busy", limit=in_flight.limit, flag=MAX_IN_FLIGHT_FLAG)
+        return False
+    if refused_before:
+        _warn("mcp.transport.busy_ended", refused=refused_before, limit=in_flight.limit)
+        in_flight.refused = 0
+    return True
+
+
+def _session_message(outcome: types.JSONRPCMessage, in_flight: InFlight) -> SessionMessage:
+    if not isinstance(outcome, types.JSONRPCRequest):
+        return SessionMessage(outcome)  # notifications and the client's answers are not counted
+    hook = partial(_settle_unanswered, in_flight, outcome.id)
+    return SessionMessage(outcome, metadata=ServerMessageMetadata(on_request_unanswered=hook))
+
+
 async def _pump_input(
     reader: BoundedLineReader,
     wire: _Wire,
     inbound: MemoryObjectSendStream[SessionMessage | Exception],
+    in_flight: InFlight,
 ) -> None:
     async with inbound:
         while (line := await reader.next_line()) is not None:
@@ -414,35 +516,55 @@ async def _pump_input(
                 _warn("mcp.transport.line_rejected", code=code, reason=outcome.reason)
                 await wire.write(outcome.answer)
                 continue
+            if isinstance(outcome, types.JSONRPCRequest) and not _admitted(outcome, in_flight):
+                # Never reaches the SDK. The reader waits for this small answer to be
+                # written: a client that does not read stalls its own requests, nothing more.
+                await wire.write(busy_answer(outcome.id, in_flight.limit))
+                continue
             try:
-                await inbound.send(SessionMessage(outcome))
+                await inbound.send(_session_message(outcome, in_flight))
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 return  # the server stopped reading
 
 
-async def _pump_output(outbound: MemoryObjectReceiveStream[SessionMessage], wire: _Wire) -> None:
+async def _pump_output(
+    outbound: MemoryObjectReceiveStream[SessionMessage], wire: _Wire, in_flight: InFlight
+) -> None:
     async with outbound:
         async for session_message in outbound:
-            await wire.write(session_message.message)
+            message = session_message.message
+            await wire.write(message)
+            # Released once written, not when produced: an answer the client has not
+            # read yet still holds its memory.
+            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+                in_flight.release(message.id)
 
 
 @asynccontextmanager
 async def hardened_stdio_server(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     *,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     stdin: ByteSource | None = None,
     stdout: ByteSink | None = None,
 ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """Serve MCP over stdin/stdout (or the given byte streams), like the SDK's ``stdio_server()``.
 
     Yields ``(read_stream, write_stream)`` for ``Server.run``. Explicit streams
-    skip the stdio descriptor claim (tests pass in-memory streams).
+    skip the stdio descriptor claim (tests pass in-memory streams). At most
+    ``max_in_flight`` requests are handed to the server unanswered at a time.
     """
     if type(max_message_bytes) is not int or max_message_bytes < 1:
         raise UsageError(
             f"{MAX_MESSAGE_BYTES_FLAG} must be a positive number of bytes",
             code="mcp.bad_message_limit",
             hint=f"for example {MAX_MESSAGE_BYTES_FLAG} {DEFAULT_MAX_MESSAGE_BYTES}",
+        )
+    if type(max_in_flight) is not int or max_in_flight < 1:
+        raise UsageError(
+            f"{MAX_IN_FLIGHT_FLAG} must be a whole number of requests, at least 1",
+            code="mcp.bad_in_flight_limit",
+            hint=f"for example {MAX_IN_FLIGHT_FLAG} {DEFAULT_MAX_IN_FLIGHT}",
         )
     with ExitStack() as claims:
         if stdin is None:
@@ -455,6 +577,7 @@ async def hardened_stdio_server(
             stdout = _FdSink(claims.enter_context(_claim_fd(1, 2)))
         wire = _Wire(stdout)
         reader = BoundedLineReader(stdin, max_message_bytes)
+        in_flight = InFlight(max_in_flight)
         # Unbuffered, like the SDK's: the reader waits while the server is busy (backpressure).
         inbound_send, inbound_recv = anyio.create_memory_object_stream[SessionMessage | Exception]()
         outbound_send, outbound_recv = anyio.create_memory_object_stream[SessionMessage]()
@@ -464,10 +587,10 @@ async def hardened_stdio_server(
 
             async def run_reader() -> None:
                 with reader_scope:
-                    await _pump_input(reader, wire, inbound_send)
+                    await _pump_input(reader, wire, inbound_send, in_flight)
 
             tg.start_soon(run_reader)
-            tg.start_soon(_pump_output, outbound_recv, wire)
+            tg.start_soon(_pump_output, outbound_recv, wire, in_flight)
             try:
                 yield inbound_recv, outbound_send
             except Exception as exc:

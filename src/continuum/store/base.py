@@ -15,9 +15,10 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.chain import VerifyReport
-from continuum.errors import IntegrityError, UsageError
+from continuum.errors import IntegrityError
 from continuum.events import Event, EventType
 from continuum.types import Origin, RunStatus
+from continuum.untrusted import check_identifier
 
 # -- shared by every backend ----------------------------------------------------------------
 
@@ -32,14 +33,8 @@ def integrity_error(run_id: str, sequence: int, kind: str, detail: str) -> Integ
 
 
 def check_run_id(run_id: str) -> None:
-    if not isinstance(run_id, str) or not run_id or len(run_id) > 200 or any(
-        c.isspace() or ord(c) < 32 for c in run_id
-    ):
-        raise UsageError(
-            f"run id {run_id!r} is not valid",
-            code="usage.bad_run_id",
-            hint="use 1-200 printable characters without spaces, e.g. run_4821",
-        )
+    check_identifier(run_id, what="run id", code="usage.bad_run_id", allow_spaces=False,
+                     hint="use 1-200 printable characters without spaces, e.g. run_4821")
 
 
 def format_timestamp(moment: datetime) -> str:

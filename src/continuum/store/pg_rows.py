@@ -19,6 +19,7 @@ import psycopg
 from continuum.canonical import canonical_json, parse_json
 from continuum.errors import NotFoundError
 from continuum.events import LIFECYCLE_STATUS, Event, EventType, seal
+from continuum.payloads import check_payload
 from continuum.store.base import ActionRow, CheckpointRow, RunInfo, integrity_error
 from continuum.store.pg_connection import PgConn
 from continuum.types import Origin, RunStatus
@@ -158,6 +159,7 @@ class PgWriteTx:
 
     def append(self, type: EventType | str, payload: dict[str, Any], *,
                source: Origin, causer_event_id: str | None = None) -> Event:
+        check_payload(str(type), payload)  # a malformed known payload is refused, not stored
         run = self._run
         event = seal(
             event_id=f"evt_{uuid.uuid4().hex}", run_id=run.run_id,

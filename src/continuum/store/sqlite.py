@@ -38,6 +38,7 @@ from continuum.errors import (
 )
 from continuum.events import LIFECYCLE_STATUS, Event, EventType, seal
 from continuum.faults import fault_point
+from continuum.payloads import check_payload
 from continuum.store.base import (
     ActionRow,
     CheckpointRow,
@@ -147,6 +148,23 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
     return True
 
 
+def _create_private(path: Path) -> None:
+    """Create the (empty) database file readable and writable by its owner only.
+
+    A store holds goals, arguments and results an agent wrote; SQLite would create the file
+    with the umask's mode (often world-readable), and gives its ``-wal``/``-shm`` files the
+    database file's mode, so creating it 0600 first covers all three.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return  # another process created it a moment ago: it is theirs to have made
+    except OSError as e:
+        raise StoreError(f"cannot create store {str(path)!r}: {e.strerror}",
+                         code="store.unusable", hint="check the directory's permissions") from e
+    os.close(fd)
+
+
 @contextmanager
 def translate_errors(store: SQLiteStorage | None = None) -> Iterator[None]:
     """Map apsw errors to continuum errors, once, at the store boundary."""
@@ -248,6 +266,7 @@ class _Tx:
 
     def append(self, type: EventType | str, payload: dict[str, Any], *,
                source: Origin, causer_event_id: str | None = None) -> Event:
+        check_payload(str(type), payload)  # a malformed known payload is refused, not stored
         run = self._run
         event = seal(
             event_id=f"evt_{uuid.uuid4().hex}", run_id=run.run_id,
@@ -321,6 +340,8 @@ class SQLiteStorage:
         self._lock = threading.RLock()
         self._connection: apsw.Connection | None = None
         existed = check_sqlite_path(self.path, create=create)
+        if not existed:
+            _create_private(self.path)
         self._open(create_schema=create or existed)
 
     # -- connection management ----------------------------------------------------------

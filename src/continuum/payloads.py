@@ -1,0 +1,188 @@
+"""What the payload of each known event type must hold (pure).
+
+Checked twice: at append, so a malformed payload of a known type is refused with an
+error naming the field and nothing is written; and in the fold, so an event that got
+into a log some other way (an older version, an import, a direct SQL write) is counted
+as malformed instead of being silently dropped, and the verdict is never "safe" on it.
+
+A payload may carry fields not listed here (they are kept and ignored). Unknown event
+types are not checked: they never break a fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from continuum.errors import UsageError
+from continuum.events import EventType
+
+Check = Callable[[Any], str | None]  # None if fine, else what is wrong
+
+REPLAYS = ("never", "reconcile", "idempotent", "safe")
+PROVIDERS = ("static", "file", "git", "callable")
+CONFIRM_SCOPES = ("goal", "progress", "plan", "decisions", "findings", "evidence", "model", "all")
+
+
+def _string(v: Any) -> str | None:
+    return None if isinstance(v, str) else "must be a string"
+
+
+def _name(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else "must be a non-empty string"
+
+
+def _count(v: Any) -> str | None:
+    ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return None if ok else "must be a whole number >= 0"
+
+
+def _flag(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "must be true or false"
+
+
+def _object(v: Any) -> str | None:
+    return None if isinstance(v, dict) else "must be a JSON object"
+
+
+def _anything(v: Any) -> str | None:
+    return None
+
+
+def _strings(v: Any) -> str | None:
+    ok = isinstance(v, list) and all(isinstance(x, str) for x in v)
+    return None if ok else "must be a list of strings"
+
+
+def _one_of(*allowed: str) -> Check:
+    def check(v: Any) -> str | None:
+        return None if v in allowed else f"must be one of {', '.join(allowed)}"
+    return check
+
+
+def _nullable(check: Check) -> Check:
+    def nullable(v: Any) -> str | None:
+        return None if v is None else check(v)
+    return nullable
+
+
+_s, _ns, _n, _nn = _nullable(_string), _string, _nullable(_count), _count
+
+# Per type: {field: (required, check)}.
+Schema = dict[str, tuple[bool, Check]]
+_ITEM = {"text": (False, _s), "model": (False, _s)}
+_ACTION = {"action_id": (True, _name)}
+
+SCHEMAS: dict[str, Schema] = {
+    EventType.RUN_STARTED: {"goal": (False, _s), "total": (False, _n), "model": (False, _s)},
+    EventType.GOAL_SET: {"goal": (True, _ns)},
+    EventType.RUN_COMPLETED: {"reason": (False, _s)},
+    EventType.RUN_ABORTED: {"reason": (False, _s)},
+    EventType.PROGRESS_RECORDED: {"completed": (False, _n), "total": (False, _n),
+                                  "failed": (False, _n), "goal": (False, _s)},
+    EventType.PLAN_SET: {"steps": (True, _strings)},
+    EventType.WORK_ADDED: {"item_id": (False, _s), "cites": (False, _strings), **_ITEM},
+    EventType.WORK_COMPLETED: {"item_id": (False, _s)},
+    EventType.WORK_FAILED: {"item_id": (False, _s)},
+    EventType.DECISION_CREATED: {"decision_id": (False, _s), "findings": (False, _strings),
+                                 "evidence": (False, _strings), **_ITEM},
+    EventType.DECISION_INVALIDATED: {"decision_id": (True, _name), "reason": (False, _s)},
+    EventType.EVIDENCE_ADDED: {"evidence_id": (False, _s), "dependencies": (False, _strings),
+                               **_ITEM},
+    EventType.FINDING_ADDED: {"finding_id": (False, _s), "evidence": (False, _strings), **_ITEM},
+    EventType.FINDING_INVALIDATED: {"finding_id": (True, _name), "reason": (False, _s)},
+    EventType.ENVIRONMENT_CHANGED: {"name": (True, _name),
+                                    "status": (False, _nullable(_one_of("changed", "removed")))},
+    EventType.APPROVAL_REQUESTED: {"approval_id": (True, _name), **_ITEM},
+    EventType.APPROVAL_GRANTED: {"approval_id": (True, _name), **_ITEM},
+    EventType.APPROVAL_REVOKED: {"approval_id": (True, _name), **_ITEM},
+    EventType.MODEL_CHANGED: {"model": (True, _name)},
+    EventType.MODEL_ASSUMPTION_RECORDED: {
+        "assumption_id": (False, _s), "cites": (False, _strings),
+        "status": (False, _nullable(_one_of("active", "retracted"))), **_ITEM},
+    EventType.CHECKPOINTED: {"through_sequence": (True, _nn), "state_hash": (True, _name),
+                             "reason": (False, _s)},
+    EventType.REVIEW_CONFIRMED: {"through_sequence": (True, _nn), "through_hash": (False, _s),
+                                 "scope": (False, _strings), "confirmed": (False, _object)},
+    EventType.ACTION_INTERCEPTED: {
+        "action_id": (True, _name), "action_key": (True, _name), "action_type": (True, _name),
+        "dedup_key": (True, _name), "operation_key": (True, _name), "key": (False, _s),
+        "fallback_key": (False, _s), "replay": (False, _one_of(*REPLAYS)),
+        "owner": (False, _nullable(_object)), "approval_id": (False, _s),
+        "arguments": (False, _anything)},
+    EventType.ACTION_RETRIED: {**_ACTION, "attempt": (False, _n),
+                               "owner": (False, _nullable(_object)), "reason": (False, _s)},
+    EventType.ACTION_COMPLETED: {**_ACTION, "external_id": (False, _s),
+                                 "result": (False, _anything)},
+    EventType.ACTION_FAILED: {**_ACTION, "error": (False, _s), "certain": (False, _flag)},
+    EventType.ACTION_MARKED_UNKNOWN: {**_ACTION, "reason": (False, _s)},
+    EventType.ACTION_RECONCILED: {**_ACTION, "occurred": (True, _flag), "external_id": (False, _s),
+                                  "note": (False, _s), "probe": (False, _nullable(_object))},
+    EventType.ACTION_COMPENSATED: {**_ACTION, "note": (False, _s)},
+}
+
+
+def _dependency_problem(dep: Any, where: str) -> str | None:
+    if not isinstance(dep, dict):
+        return f"{where} must be a JSON object with at least a name"
+    if "name" not in dep:
+        return f"{where}.name is required (the dependency's name, e.g. \"dataset\")"
+    problem = _name(dep["name"])
+    if problem:
+        return f"{where}.name {problem}"
+    for field, check in (("provider", _nullable(_one_of(*PROVIDERS))), ("version", _s),
+                         ("checksum", _s), ("locator", _s)):
+        if field in dep and (problem := check(dep[field])):
+            return f"{where}.{field} {problem}"
+    return None
+
+
+def _dependencies_problem(payload: dict[str, Any]) -> str | None:
+    if "dependencies" not in payload:  # a single declaration: {"name": ..., "version": ...}
+        return _dependency_problem(payload, "payload")
+    listed = payload["dependencies"]
+    if not isinstance(listed, list) or not listed:
+        return "dependencies must be a non-empty list of {name, version|checksum} objects"
+    for i, dep in enumerate(listed):
+        if (problem := _dependency_problem(dep, f"dependencies[{i}]")) is not None:
+            return problem
+    return None
+
+
+def _progress_problem(payload: dict[str, Any]) -> str | None:
+    total, completed = payload.get("total"), payload.get("completed")
+    failed = payload.get("failed") or 0
+    if isinstance(total, int) and isinstance(completed, int) and completed + failed > total:
+        return f"completed ({completed}) plus failed ({failed}) exceeds total ({total})"
+    return None
+
+
+def payload_problem(type: str, payload: Any) -> str | None:
+    """What is wrong with ``payload`` for an event of ``type`` (None: fine or not a known type)."""
+    if not isinstance(payload, dict):
+        return "the payload must be a JSON object"
+    if type == EventType.DEPENDENCY_DECLARED:
+        return _dependencies_problem(payload)
+    schema = SCHEMAS.get(type)
+    if schema is None:
+        return None
+    for field, (required, check) in schema.items():
+        if field not in payload:
+            if required:
+                return f"field {field!r} is required"
+            continue
+        problem = check(payload[field])
+        if problem is not None:
+            return f"field {field!r} {problem}"
+    if type == EventType.PROGRESS_RECORDED:
+        return _progress_problem(payload)
+    return None
+
+
+def check_payload(type: str, payload: Any) -> None:
+    """Raise ``UsageError`` (``usage.bad_payload``) naming what is wrong; nothing is written."""
+    problem = payload_problem(str(type), payload)
+    if problem is not None:
+        raise UsageError(f"a {type} event cannot be recorded: {problem}", code="usage.bad_payload",
+                         hint=f"fix the payload (see references/concepts.md for the fields of "
+                              f"{type}); nothing was written", event_type=str(type))
