@@ -14,6 +14,8 @@ and pass/fail against the SPEC 13 target:
 - verify / full fold of 100,000      < 1 s each
 - continuum-mcp spawn-to-initialize  <= 1.15 x a bare "hello" server on the same SDK
 - MCP server peak memory (VmHWM)     bounded: no growth with the line size beyond the limit
+- host hook, call matching no rule   median <= 2 x a bare interpreter start (`python -c pass`)
+- host hook, registered effect       pre-tool + post-tool median < 250 ms
 
 Stores are built fast through the library (many appends in one store.write
 transaction; the ledger's own intercept/complete inside one transaction): that is
@@ -604,9 +606,71 @@ def run(work: Path, quick: bool) -> dict[str, Any]:
         "growth_beyond_limit_mib": round(growth_kib / 1024, 1),
         "target": f"bounded: {oversize[-1][0]} MiB lines add < 2 MiB over 1 MiB messages",
         "pass": growth_kib < 2 * 1024}
+    figures.update(hook_figures(work, 15 if quick else 30))
     figures["cpu_calibration_end"] = {**summary([calibrate() for _ in range(3)], "s"),
                                       "target": "(machine speed at the end)", "pass": None}
     return {"figures": figures, "growth": [growth[n] for n in sizes]}
+
+
+HOOK_REGISTRY = (HERE.parent / "src" / "continuum" / "hooks" / "effects.example.toml").read_text(
+    encoding="utf-8") + """
+[[effect]]
+tool = "Bash"
+match = { command = '^\\./send ' }
+action_type = "send_invoice"
+key = "{command}"
+"""
+
+
+def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
+    """The gate on every tool call (SPEC 13): what a host waits for, per hook process."""
+    progress("host hooks: a call matching no rule, and a registered effect (pre + post)")
+    project = work / "hook-project"
+    (project / ".continuum").mkdir(parents=True)
+    (project / ".continuum" / "effects.toml").write_text(HOOK_REGISTRY, encoding="utf-8")
+    exe = shutil.which("continuum", path=str(Path(sys.executable).parent))
+    hook = [exe] if exe else [sys.executable, "-m", "continuum"]
+    db = work / "hooks.db"
+
+    def command(kind: str) -> list[str]:
+        return [*hook, "hook", kind, "--host", "claude-code", "--db", str(db), "--run", "bench",
+                "--project", str(project)]
+
+    def call(argv: list[str], payload: dict[str, Any]) -> float:
+        data = json.dumps({"session_id": "bench", "cwd": str(project), **payload}).encode()
+        t0 = time.perf_counter()
+        p = subprocess.run(argv, input=data, capture_output=True, check=False)
+        elapsed = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise RuntimeError(f"hook failed ({p.returncode}): {p.stderr.decode()[:300]}")
+        return elapsed * 1000
+
+    bare, bare_path, no_match, effect = [], [], [], []
+    python3 = shutil.which("python3")
+    echo = {"tool_name": "Bash", "tool_input": {"command": "echo hello"}}
+    for i in range(rounds):  # interleaved: a busy moment slows every side alike
+        bare.append(call([sys.executable, "-c", "pass"], {}))
+        if python3:
+            bare_path.append(call([python3, "-c", "pass"], {}))
+        no_match.append(call(command("pre-tool"), echo))
+        send = {"tool_name": "Bash", "tool_input": {"command": f"./send INV-{i}"},
+                "tool_use_id": f"t{i}"}
+        post = {**send, "tool_response": {"stdout": "", "stderr": "", "interrupted": False}}
+        effect.append(call(command("pre-tool"), send) + call(command("post-tool"), post))
+    ratio = _median(no_match) / _median(bare)
+    out = {
+        "hook_bare_interpreter": {**summary(bare, "ms"), "target": f"(baseline: {sys.executable} "
+                                  "-c pass)", "pass": None},
+        "hook_no_match": judged(summary(no_match, "ms"), ratio=ratio, ratio_to="bare interpreter",
+                                target="<= 2 x a bare interpreter start", ok=ratio <= 2.0),
+        "hook_effect_pre_post": judged(summary(effect, "ms"),
+                                       target="pre-tool + post-tool median < 250 ms",
+                                       ok=_median(effect) < 250),
+    }
+    if bare_path:
+        out["hook_python3_on_path"] = {**summary(bare_path, "ms"), "pass": None,
+                                       "target": f"(`python3 -c pass` as found on PATH: {python3})"}
+    return out
 
 
 # -- output ------------------------------------------------------------------------------
@@ -617,7 +681,8 @@ ORDER = ["cpu_calibration", "fsync_limit", "sqlite_commit_loop", "durable_append
          "resume_mcp_100000", "resume_mcp_ledger_1000", "resume_mcp_ledger_10000",
          "resume_mcp_ledger_100000", "verify_100000", "fold_100000", "fold_in_memory_100000",
          "verify_ledger_100000", "fold_ledger_100000", "fold_in_memory_ledger_100000",
-         "startup_hello", "startup_continuum_mcp", "mcp_peak_memory", "cpu_calibration_end"]
+         "startup_hello", "startup_continuum_mcp", "mcp_peak_memory", "hook_bare_interpreter",
+         "hook_python3_on_path", "hook_no_match", "hook_effect_pre_post", "cpu_calibration_end"]
 
 
 def render(doc: dict[str, Any], previous: dict[str, Any] | None) -> list[str]:
@@ -687,6 +752,8 @@ def main(argv: list[str] | None = None) -> int:
                          "directory); the figures are for that file system")
     ap.add_argument("--keep", action="store_true", help="keep the stores afterwards")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON document here")
+    ap.add_argument("--hooks-only", action="store_true",
+                    help="measure only the host hooks' latency (a minute, not the whole set)")
     ap.add_argument("--previous", type=Path, default=None,
                     help="a JSON document of an earlier run, shown next to each figure")
     args = ap.parse_args(argv)
@@ -695,7 +762,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         info = machine(work)
-        doc = {"version": 1, "quick": args.quick, "machine": info, **run(work, args.quick)}
+        measured = ({"figures": hook_figures(work, 30), "growth": []} if args.hooks_only
+                    else run(work, args.quick))
+        doc = {"version": 1, "quick": args.quick, "machine": info, **measured}
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,5 +1,5 @@
-"""``python -m continuum``: the CLI."""
+"""``python -m continuum``: the CLI (``continuum hook ...`` through its lean entry point)."""
 
-from continuum.cli.main import main
+from continuum.cli.launch import main
 
 main()

@@ -26,7 +26,9 @@ This module imports nothing internal.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing is not imported at run time: hooks start from here
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class ContinuumError(Exception):

@@ -198,14 +198,15 @@ def _proc_stat(pid: int) -> list[str] | None:
         return None
 
 
-def _process_start(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot), against pid reuse."""
     fields = _proc_stat(pid)
     return fields[19] if fields and len(fields) > 19 else None  # field 22: start time in ticks
 
 
 def current_owner() -> dict[str, Any]:
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid)}
+    return {"host": socket.gethostname(), "pid": pid, "start": process_start(pid)}
 
 
 def same_owner(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -346,7 +347,7 @@ class ActionLedger:
             raise UsageError(f"replay {replay!r} is not a replay contract", code="usage.bad_replay",
                              hint="use never, reconcile, idempotent or safe") from None
         canonical_json(arguments)  # refuse non-JSON arguments before locking
-        ident = action_identity(run_id, action_type, arguments, key, self.cwd)
+        ident = self.identity(run_id, action_type, key, arguments)
         origin = origin or self.origin
         now = self.clock()
         with self.store.write(run_id) as tx:
@@ -379,6 +380,14 @@ class ActionLedger:
             self.held.add((run_id, result.action_id))
         fault_point("after_intercept_commit")
         return result
+
+    def identity(self, run_id: str, action_type: str, key: str | None = None,
+                 arguments: Any = None) -> ActionIdentity:
+        """The identity ``intercept`` gives this call (key normalized, paths against cwd)."""
+        action_type = _text(action_type)
+        if key is not None:
+            key = normalize_key(action_type, key)
+        return action_identity(run_id, action_type, arguments, key, self.cwd)
 
     def _possible_duplicate(self, rec: ActionRecord) -> InterceptResult:
         return InterceptResult(

@@ -88,6 +88,7 @@ SCHEMAS: dict[str, Schema] = {
                                  "evidence": (False, _strings), **_ITEM},
     EventType.DECISION_INVALIDATED: {"decision_id": (True, _name), "reason": (False, _s)},
     EventType.EVIDENCE_ADDED: {"evidence_id": (False, _s), "dependencies": (False, _strings),
+                               "path": (False, _s), "sha256": (False, _s), "size": (False, _n),
                                **_ITEM},
     EventType.FINDING_ADDED: {"finding_id": (False, _s), "evidence": (False, _strings), **_ITEM},
     EventType.FINDING_INVALIDATED: {"finding_id": (True, _name), "reason": (False, _s)},

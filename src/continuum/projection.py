@@ -61,6 +61,11 @@ class Item(BaseModel):
     status: str = "active"
     cites: list[str] = Field(default_factory=list)  # evidence ids / finding ids / dependency names
     model: str | None = None
+    # Evidence about a file: where it is and what it held when recorded (compared with the
+    # disk on resume: verified, changed or missing).
+    path: str | None = None
+    sha256: str | None = None
+    size: int | None = None
     provenance: Provenance
 
 
@@ -100,6 +105,7 @@ class ActionRecord(BaseModel):
     last_sequence: int
     origin: Origin
     settled_by: Origin | None = None  # who recorded the last settlement (completed/failed/...)
+    settled_at: str | None = None  # when (the settling event's timestamp)
 
     @property
     def failure_unconfirmed(self) -> bool:
@@ -323,6 +329,7 @@ def _work_failed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 @_on(EventType.EVIDENCE_ADDED)
 def _evidence(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     item = _item(e, p, "evidence_id", "active", "dependencies")
+    item.update(path=_str(p.get("path")), sha256=_str(p.get("sha256")), size=_int(p.get("size")))
     acc["evidence"][item["id"]] = item
     _mark(acc, e, "evidence")
 
@@ -466,6 +473,7 @@ def _action_intercepted(acc: Acc, e: Event, p: dict[str, Any]) -> None:
         "last_sequence": e.sequence,
         "origin": str(e.source),
         "settled_by": None,
+        "settled_at": None,
     }
 
 
@@ -490,7 +498,7 @@ def _action_retried(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
         attempt = _int(p.get("attempt"))
         rec.update(status=str(ActionStatus.STARTED), attempt=attempt or rec["attempt"] + 1,
-                   settled_by=None)
+                   settled_by=None, settled_at=None)
         rec["owner"] = p.get("owner") if isinstance(p.get("owner"), dict) else {}
 
 
@@ -498,7 +506,7 @@ def _action_retried(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 def _action_completed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
         rec.update(status=str(ActionStatus.COMPLETED), external_id=_str(p.get("external_id")),
-                   settled_by=str(e.source))
+                   settled_by=str(e.source), settled_at=e.timestamp)
         rec["result"] = p.get("result")
 
 
@@ -506,13 +514,14 @@ def _action_completed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 def _action_failed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
         rec.update(status=str(ActionStatus.FAILED), error=_str(p.get("error")),
-                   settled_by=str(e.source))
+                   settled_by=str(e.source), settled_at=e.timestamp)
 
 
 @_on(EventType.ACTION_MARKED_UNKNOWN)
 def _action_unknown(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.UNKNOWN), error=_str(p.get("reason")), settled_by=None)
+        rec.update(status=str(ActionStatus.UNKNOWN), error=_str(p.get("reason")), settled_by=None,
+                   settled_at=None)
 
 
 @_on(EventType.ACTION_RECONCILED)
@@ -521,7 +530,7 @@ def _action_reconciled(acc: Acc, e: Event, p: dict[str, Any]) -> None:
         occurred = p.get("occurred") is True
         rec["status"] = str(ActionStatus.COMPLETED if occurred else ActionStatus.FAILED)
         rec["note"] = _str(p.get("note"))
-        rec["settled_by"] = str(e.source)
+        rec["settled_by"], rec["settled_at"] = str(e.source), e.timestamp
         if occurred:
             rec["external_id"] = _str(p.get("external_id"))
 
@@ -530,7 +539,7 @@ def _action_reconciled(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 def _action_compensated(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
         rec.update(status=str(ActionStatus.COMPENSATED), note=_str(p.get("note")),
-                   settled_by=str(e.source))
+                   settled_by=str(e.source), settled_at=e.timestamp)
 
 
 # -- the fold ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from continuum.canonical import canonical_json, digest, parse_json
 from continuum.chain import DamageKind, VerifyReport, Violation, check_anchor, with_violations
 from continuum.contract import RecoveryContract
-from continuum.environment import Probe, declarations, observe
+from continuum.environment import Probe, declarations, file_checksum, observe
 from continuum.errors import IntegrityError, NotFoundError, UsageError
 from continuum.events import Event, EventType
 from continuum.ledger import DEFAULT_LEASE_SECONDS, ActionLedger, InterceptResult, owner_alive
@@ -44,6 +44,20 @@ class CheckpointInfo(BaseModel):
     state_hash: str
 
 
+class FileEvidence(BaseModel):
+    """Files recorded as evidence (path, sha256) compared with the disk now."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verified: int = 0
+    changed: list[str] = []
+    missing: list[str] = []
+
+    @property
+    def any(self) -> bool:
+        return bool(self.verified or self.changed or self.missing)
+
+
 class Recovery(BaseModel):
     """Everything a resumed agent needs: the verdict, why, and the sealed contract."""
 
@@ -59,6 +73,8 @@ class Recovery(BaseModel):
     progress: dict[str, Any] | None
     goal: str | None = None
     contract: dict[str, Any] | None
+    files: FileEvidence | None = None
+
 
 
 class ConfirmResult(BaseModel):
@@ -82,11 +98,15 @@ class ConfirmResult(BaseModel):
 class Continuum:
     def __init__(self, store: Storage, *, origin: Origin = Origin.DETERMINISTIC,
                  probes: Mapping[str, Probe] | None = None,
-                 lease_seconds: float = DEFAULT_LEASE_SECONDS, cwd: str | None = None) -> None:
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS, cwd: str | None = None,
+                 owner: dict[str, Any] | None = None) -> None:
+        """``owner`` names who performs the actions this facade intercepts (default: this
+        process); a host hook passes the host process and its session."""
         self.store = store
         self.origin = origin
         self.probes: dict[str, Probe] = dict(probes or {})
-        self.ledger = ActionLedger(store, origin=origin, lease_seconds=lease_seconds, cwd=cwd)
+        self.ledger = ActionLedger(store, origin=origin, lease_seconds=lease_seconds, cwd=cwd,
+                                   owner=owner)
         self.checkpoint_warnings: list[str] = []
 
     @classmethod
@@ -389,7 +409,8 @@ class Continuum:
         state, decision, contract = self.evaluate(run_id, env=env, expected_model=expected_model,
                                                   tolerate_unknown=tolerate_unknown)
         uncertain = [{"action_id": a.action_id, "action_key": a.action_key,
-                      "action_type": a.action_type, "status": "unknown",
+                      "action_type": a.action_type,
+                      "status": "needs_confirmation" if a.failure_unconfirmed else "unknown",
                       "recorded_status": str(a.status), "attempt": a.attempt,
                       "arguments": a.arguments,
                       "next": f"reconcile_action:{a.action_id}"} for a in decision.uncertain_actions]
@@ -398,7 +419,26 @@ class Continuum:
                         required_actions=decision.required_actions, uncertain_actions=uncertain,
                         progress=state.progress.model_dump(mode="json", exclude={"provenance"}),
                         goal=state.goal.value if state.goal else None,
-                        contract=contract.model_dump(mode="json"))
+                        contract=contract.model_dump(mode="json"),
+                        files=self.file_evidence(state))
+
+    def file_evidence(self, state: State, *, limit: int = 20) -> FileEvidence | None:
+        """Compare the files recorded as evidence with the disk: verified, changed, missing
+        (reads files; at most ``limit`` paths listed per kind). None when there are none."""
+        verified, changed, missing = 0, [], []
+        for item in sorted(state.evidence.values(), key=lambda i: i.path or ""):
+            if item.path is None or item.sha256 is None or item.status != "active":
+                continue
+            now = file_checksum(item.path)
+            if now is None:
+                missing.append(item.path)
+            elif now != item.sha256:
+                changed.append(item.path)
+            else:
+                verified += 1
+        if not (verified or changed or missing):
+            return None
+        return FileEvidence(verified=verified, changed=changed[:limit], missing=missing[:limit])
 
     def confirm(self, run_id: str, *, scope: str = "default", through_sequence: int | None = None,
                 expect_hash: str | None = None) -> ConfirmResult:

@@ -32,6 +32,7 @@ RANKS = {
     "continuum.environment": 7,
     "continuum.runtime": 8,
     "continuum.bench": 8.5,
+    "continuum.hooks": 8.7,  # host hooks: used by the CLI and by their own lean entry point
     "continuum.cli": 9,
     "continuum.mcp": 9,
     "continuum.adapters": 9,

@@ -78,19 +78,36 @@ def actions_cmd(s: Settings, run_id: str) -> None:
 @click.option("--yes", "-y", is_flag=True,
               help="Do not ask: for a person's own script. Without it, reconcile asks on a "
                    "terminal and refuses when stdin is not one.")
+@click.option("--probe", is_flag=True,
+              help="Let continuum check instead: run the probe of the effect rule that gated "
+                   "ACTION (exit 0 happened, 1 did not, else still unknown).")
+@click.option("--dir", "project", type=click.Path(file_okay=False), default=".",
+              help="With --probe: the project whose .continuum/effects.toml has the rule.")
 @common
 def reconcile_cmd(s: Settings, run_id: str, action: str, occurred: bool | None,
-                  external_id: str | None, note: str | None, force: bool, yes: bool) -> None:
+                  external_id: str | None, note: str | None, force: bool, yes: bool,
+                  probe: bool, project: str) -> None:
     """As a person, settle ACTION (id or key) after checking the external system.
 
     Recorded with origin human: --not-occurred lets the action run again, so only a person
     may say it. Shows the action and asks first; without --yes it refuses when stdin is
     not a terminal (an agent with a shell is not a person). An agent's own "did not
     happen" (needs_confirmation) is settled the same way.
+
+    With --probe, continuum runs the probe of the hook rule that gated the action and
+    records its verdict itself (origin deterministic); exit 20 if the probe could not tell.
     """
+    if probe:
+        if occurred is not None:
+            raise UsageError("--probe decides whether it happened: drop --occurred/--not-occurred",
+                             code="usage.invalid", hint="use --probe, or say it yourself")
+        _reconcile_by_probe(s, run_id, action, project)
+        return
     if occurred is None:
         raise UsageError("say whether it happened: --occurred or --not-occurred",
-                         code="usage.missing_option", hint="check the external system first")
+                         code="usage.missing_option",
+                         hint="check the external system first (or let an effect rule's probe "
+                              "check: --probe)")
     flag = "--occurred" if occurred else "--not-occurred"
     require_person(yes, "a reconciliation", f"continuum reconcile {run_id} {action} {flag}")
     rt = runtime(s, origin=Origin.HUMAN)
@@ -111,6 +128,40 @@ def reconcile_cmd(s: Settings, run_id: str, action: str, occurred: bool | None,
                        force=force)
     emit(s, {"action": rec.model_dump(mode="json")},
          [f"action {quoted(rec.action_key)} is now {rec.status} (recorded as human)"])
+
+
+def _reconcile_by_probe(s: Settings, run_id: str, action: str, project: str) -> None:
+    from continuum.hooks.gate import probe_action
+    from continuum.hooks.registry import load_registry
+
+    rt = runtime(s)
+    rt.store.get_run(run_id)
+    row = rt.store.get_action(run_id, action)
+    if row is None:
+        raise NotFoundError(f"action {action!r} not found in run {run_id!r}",
+                            code="not_found.action",
+                            hint=f"list actions with `continuum actions {run_id}`")
+    record = ActionRecord.model_validate(row.record)
+    result = probe_action(rt, run_id, record, load_registry(project))
+    if result.verdict == "no_probe":
+        raise UsageError(f"no effect rule with a probe for action type "
+                         f"{quoted(record.action_type)} in {quoted(project)}/.continuum/effects.toml",
+                         code="usage.no_probe",
+                         hint="add a probe to the rule, pass --dir PROJECT, or settle it yourself "
+                              "with --occurred / --not-occurred")
+    after = rt.actions(run_id)
+    now = next((a for a in after if a.action_id == record.action_id), record)
+    lines: list[Line] = [f"probe: {quoted(result.command)}",
+                         f"exit {result.exit_code}: {result.verdict.replace('_', ' ')}",
+                         f"action {quoted(now.action_key)} is now {now.status}"
+                         + (" (recorded by continuum's probe)" if result.verdict != "unknown"
+                            else " (the probe could not tell; check it yourself)")]
+    if result.output:
+        lines.append(f"output: {quoted(result.output, limit=400)}")
+    emit(s, {"probe": {"command": result.command, "exit_code": result.exit_code,
+                       "verdict": result.verdict, "output": result.output},
+             "action": now.model_dump(mode="json")}, lines,
+         code=20 if result.verdict == "unknown" else 0)
 
 
 def _action_review(a: ActionRecord) -> list[Line]:

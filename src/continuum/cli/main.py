@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from continuum.cli import benchmark, integrity, ledger, mcp_install, recovery, runs, transfer
+from continuum.cli import benchmark, hooks, integrity, ledger, mcp_install, recovery, runs, transfer
 from continuum.cli.output import Exit, Settings, emit_error
 from continuum.errors import ContinuumError, UsageError
 from continuum.log import configure, get_logger
@@ -39,7 +39,7 @@ def cli(ctx: click.Context, db: str | None, as_json: bool, no_color: bool) -> No
     settings.color = settings.color and not no_color
 
 
-for module in (runs, recovery, ledger, integrity, mcp_install, transfer, benchmark):
+for module in (runs, recovery, ledger, integrity, mcp_install, hooks, transfer, benchmark):
     for command in module.COMMANDS:
         cli.add_command(command)
 

@@ -50,6 +50,12 @@ def _recovery_lines(r: Recovery) -> list[Line]:
         p = r.progress
         lines.append(f"progress: {p['completed']}/{p['total'] if p['total'] is not None else '?'}"
                      f" completed, {p['failed']} failed")
+    if r.files is not None:
+        f = r.files
+        lines.append(f"files recorded as evidence: {f.verified} as recorded, {len(f.changed)} "
+                     f"changed since, {len(f.missing)} missing")
+        lines += [f"  changed: {shown(path)}" for path in f.changed]
+        lines += [f"  missing: {shown(path)}" for path in f.missing]
     if r.contract:
         lines.append(f"contract: {r.contract['integrity_hash'][:16]}... at head "
                      f"{r.contract['head_sequence']}")

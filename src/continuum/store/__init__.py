@@ -87,11 +87,18 @@ def probe_store(url: str) -> bool:
     return existed
 
 
-def open_store(url: str, *, create: bool = True) -> Storage:
-    """Open the store at ``url``; with ``create=False`` a missing SQLite file is refused."""
+def open_store(url: str, *, create: bool = True, wait_ms: int | None = None) -> Storage:
+    """Open the store at ``url``; with ``create=False`` a missing SQLite file is refused.
+
+    ``wait_ms`` bounds how long a write waits for another writer's lock (SQLite's busy
+    timeout, PostgreSQL's lock timeout) before ``store.busy``; default: the backend's.
+    """
     if is_postgres_url(url):
-        return _postgres_storage()(url, create=create)
-    return SQLiteStorage(sqlite_path_from_url(url), create=create)
+        options = {} if wait_ms is None else {"lock_timeout_ms": wait_ms}
+        return _postgres_storage()(url, create=create, **options)
+    if wait_ms is None:
+        return SQLiteStorage(sqlite_path_from_url(url), create=create)
+    return SQLiteStorage(sqlite_path_from_url(url), create=create, busy_timeout_ms=wait_ms)
 
 
 def is_postgres_url(url: str) -> bool:

@@ -1,0 +1,459 @@
+"""The hooks' work that needs the store: gate, record, brief, probe.
+
+Loaded only for a call that matches an effect rule, a file write, or a session event
+(``entry.py`` decides that with the standard library alone).
+
+Ownership: a gated call is intercepted on behalf of the *host* process (the hook's
+parent, or the parent of the shell the host ran it through) and the host's session id.
+While that process lives, its effect is ``in_progress`` to everyone else and its
+post-tool hook (another process, same host and session) may complete it; once the host
+is gone (killed, crashed, closed) the effect is ``unknown`` at once for the next
+session, and never silently run again.
+
+Everything written here has origin ``external_agent``: a hook reports what the host
+says, and anyone with a shell can run a hook by hand. The one exception is a probe's
+verdict, which is a check continuum runs itself (origin ``deterministic``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import socket
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from continuum.environment import file_checksum
+from continuum.errors import ActionOwnedError, ContinuumError, NotFoundError, UsageError
+from continuum.events import EventType
+from continuum.hooks.entry import HookArgs, deny
+from continuum.hooks.hosts import HookEvent, Outcome, file_paths, session_context
+from continuum.hooks.registry import BUILTINS, Registry, Rule, render_key, render_probe
+from continuum.ledger import InterceptResult, process_start
+from continuum.projection import ActionRecord
+from continuum.runtime import Continuum
+from continuum.store import open_store
+from continuum.types import ActionStatus, Origin
+from continuum.untrusted import quoted
+
+WAIT_MS = 10_000  # a hook waits at most this long for another writer, then refuses
+WAIT_ENV = "CONTINUUM_HOOK_WAIT_MS"  # overrides WAIT_MS (milliseconds)
+PROBE_SECONDS = 20
+MAX_PROBES = 5  # per session start: a briefing must not hang on a slow outside world
+MAX_INPUT_CHARS = 32_768  # larger tool input is kept as a digest
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "login"})
+
+
+# -- who performs a gated call ---------------------------------------------------------------
+
+
+def _parent_of(pid: int) -> tuple[int, str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+        name = data[data.index("(") + 1:data.rindex(")")]
+        return int(data.rsplit(")", 1)[1].split()[1]), name
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def host_pid() -> int:
+    """The host process: our parent, or the nearest ancestor that is not a shell the host
+    ran us through (``sh -c``, ``bash -lc``)."""
+    pid = os.getppid()
+    for _ in range(4):
+        found = _parent_of(pid)
+        if found is None:
+            return pid
+        name = found[1]
+        if name not in _SHELLS or found[0] <= 1:
+            return pid
+        pid = found[0]
+    return pid
+
+
+def host_owner(session_id: str | None) -> dict[str, Any]:
+    pid = host_pid()
+    owner: dict[str, Any] = {"host": socket.gethostname(), "pid": pid,
+                             "start": process_start(pid)}
+    if session_id:
+        owner["session"] = session_id
+    return owner
+
+
+# -- opening the store -------------------------------------------------------------------
+
+
+def _open(args: HookArgs, event: HookEvent, *, create: bool) -> Continuum:
+    store = open_store(args.db, create=create, wait_ms=_wait_ms())
+    return Continuum(store, origin=Origin.EXTERNAL_AGENT, cwd=event.cwd or os.getcwd(),
+                     owner=host_owner(event.session_id))
+
+
+def _wait_ms() -> int:
+    text = os.environ.get(WAIT_ENV)
+    if text is None:
+        return WAIT_MS
+    if not text.isdigit():
+        raise UsageError(f"{WAIT_ENV}={text!r} is not a number of milliseconds",
+                         code="usage.bad_env", hint=f"unset it, or e.g. {WAIT_ENV}=5000")
+    return int(text)
+
+
+def _ensure_run(rt: Continuum, run_id: str) -> None:
+    """The project's run, created on first use."""
+    try:
+        rt.store.get_run(run_id)
+    except NotFoundError:
+        try:
+            rt.start_run(run_id, None, metadata={"created_by": "continuum hooks"})
+        except UsageError as e:
+            if e.code != "usage.run_exists":  # a concurrent hook made it a moment ago
+                raise
+
+
+# -- values a rule's templates see ----------------------------------------------------------
+
+
+def git_head(cwd: str | None) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", cwd or ".", "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def template_values(event: HookEvent, rule: Rule) -> dict[str, Any]:
+    values: dict[str, Any] = dict(event.tool_input)
+    values.update(cwd=event.cwd, tool_name=event.tool_name, session_id=event.session_id)
+    if "git_head" in rule.names():
+        values["git_head"] = git_head(event.cwd)
+    return values
+
+
+def _arguments(event: HookEvent, rule: Rule, values: Mapping[str, Any]) -> dict[str, Any]:
+    """What the ledger keeps of the call: enough to explain it and to render its probe."""
+    text = json.dumps(dict(event.tool_input), sort_keys=True, ensure_ascii=False)
+    tool_input: Any = dict(event.tool_input) if len(text) <= MAX_INPUT_CHARS else {
+        "sha256": hashlib.sha256(text.encode()).hexdigest(), "chars": len(text)}
+    return {"host": event.host, "tool": event.tool_name, "input": tool_input,
+            "cwd": event.cwd, "session_id": event.session_id, "tool_use_id": event.tool_use_id,
+            "rule": {"index": rule.index, "action_type": rule.action_type},
+            "values": {k: values.get(k) for k in BUILTINS if k in values and k not in
+                       event.tool_input}}
+
+
+# -- pre-tool ------------------------------------------------------------------------------
+
+
+def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
+    values = template_values(event, rule)
+    key = render_key(rule.key, values)
+    rt = _open(args, event, create=True)
+    try:
+        _ensure_run(rt, args.run)
+        r = rt.intercept(args.run, rule.action_type, _arguments(event, rule, values), key=key,
+                         replay=rule.replay)
+        if r.proceed:
+            return 0  # allowed: print nothing, so the user's own permission rules still apply
+        record = _record(rt, args.run, r.action_id)
+    finally:
+        rt.close()
+    return deny(refusal(args, project, rule, r, record, session=event.session_id))
+
+
+def _record(rt: Continuum, run_id: str, action_id: str) -> ActionRecord | None:
+    row = rt.store.get_action(run_id, action_id)
+    return ActionRecord.model_validate(row.record) if row is not None else None
+
+
+def reconcile_commands(args: HookArgs, project: str, action_id: str, has_probe: bool) -> str:
+    base = f"continuum --db {shlex.quote(args.db)} reconcile {shlex.quote(args.run)} {action_id}"
+    text = f"`{base} --occurred` (it happened) or `{base} --not-occurred` (it did not)"
+    if has_probe:
+        text += (f", or let continuum check with the rule's probe: `continuum --db "
+                 f"{shlex.quote(args.db)} reconcile --probe {shlex.quote(args.run)} {action_id} "
+                 f"--dir {shlex.quote(project)}`")
+    return text
+
+
+def refusal(args: HookArgs, project: str, rule: Rule, r: InterceptResult,
+            record: ActionRecord | None, session: str | None = None) -> str:
+    what = f"continuum: this {rule.action_type} ({quoted(r.action_key, limit=120)})"
+    settle = reconcile_commands(args, project, r.action_id, rule.probe is not None)
+    if r.status == "completed":
+        when = f" at {record.settled_at}" if record and record.settled_at else ""
+        ext = f", external id {quoted(r.external_id)}" if r.external_id else ""
+        result = ""
+        previous = r.previous_result
+        if isinstance(previous, dict) and "exit_code" in previous and "output_sha256" in previous:
+            result = f", exit code {previous['exit_code']}"  # a hook's own summary
+        elif previous is not None:
+            result = f", result {quoted(json.dumps(previous, sort_keys=True), limit=200)}"
+        return (f"{what} already happened{when}{ext}{result}. Do not run it again. If it "
+                "really must happen again, it is a new effect: ask the user.")
+    if r.status == "in_progress":
+        owner = record.owner if record else {}
+        who = ("this session: an earlier call of it has not finished" if session and
+               owner.get("session") == session else
+               f"another live session (process {owner.get('pid')})")
+        return (f"{what} is being performed right now by {who}. Do not run it again; check "
+                "again later.")
+    if r.status in ("unknown", "reconcile_required"):
+        return (f"{what} was started earlier and its outcome is unknown: the session that ran "
+                "it ended before its result was recorded. Do not run it again. Check whether it "
+                f"happened; then a person settles it: {settle}.")
+    if r.status == "needs_confirmation":
+        return (f"{what} was reported as not done by an agent, which does not let it run again. "
+                f"A person must check and confirm: {settle}.")
+    if r.status == "compensated":
+        return f"{what} was done and later undone (compensated). Do not run it again as is."
+    return f"{what} was refused ({r.status}): {r.guidance}"
+
+
+# -- post-tool ------------------------------------------------------------------------------
+
+
+def post_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule | None) -> int:
+    assert event.outcome is not None and event.tool_name is not None
+    rt = _open(args, event, create=True)
+    warnings: list[str] = []
+    try:
+        _ensure_run(rt, args.run)
+        if rule is not None:
+            warnings += _settle(rt, args, event, rule, event.outcome)
+        for path in file_paths(event.tool_name, event.tool_input):
+            _file_evidence(rt, args.run, event, path)
+    finally:
+        rt.close()
+    if warnings:
+        import sys
+
+        sys.stderr.write("continuum: " + " ".join(warnings) + "\n")
+        return 1  # non-blocking everywhere: the tool already ran
+    return 0
+
+
+def _find_action(rt: Continuum, run_id: str, event: HookEvent, rule: Rule,
+                 key: str) -> ActionRecord | None:
+    identity = rt.ledger.identity(run_id, rule.action_type, key)
+    row = rt.store.get_action(run_id, identity.action_id)
+    if row is not None:
+        return ActionRecord.model_validate(row.record)
+    if event.tool_use_id:  # the key changed between pre and post (e.g. {git_head}): by call id
+        for row in rt.store.list_actions(run_id):
+            args = row.record.get("arguments")
+            if (row.record.get("status") == "started" and isinstance(args, dict)
+                    and args.get("tool_use_id") == event.tool_use_id):
+                return ActionRecord.model_validate(row.record)
+    return None
+
+
+def _settle(rt: Continuum, args: HookArgs, event: HookEvent, rule: Rule,
+            outcome: Outcome) -> list[str]:
+    values = template_values(event, rule)
+    key = render_key(rule.key, values)
+    rec = _find_action(rt, args.run, event, rule, key)
+    if rec is None:
+        # The gate never recorded it (its hook died before committing, and the host let the
+        # tool run): record it now, after the fact, so a repeat is refused.
+        r = rt.intercept(args.run, rule.action_type, _arguments(event, rule, values), key=key,
+                         replay=rule.replay)
+        if not r.proceed:
+            return [f"{rule.action_type} ran, and the ledger says {r.status}."]
+        rec = _record(rt, args.run, r.action_id)
+        assert rec is not None
+    if rec.status != ActionStatus.STARTED:
+        if rec.status == ActionStatus.COMPLETED and _same_call(rec, event):
+            return []  # this call's result is already recorded
+        _effect_evidence(rt, args.run, event, rec, outcome, note=f"ran while the ledger said "
+                                                                   f"{rec.status}")
+        return [f"{rule.action_type} {quoted(rec.action_key, limit=80)} ran although the ledger "
+                f"said {rec.status}; recorded as evidence."]
+    try:
+        if outcome.failed:
+            rt.fail(args.run, rec.action_id, error=_failure_text(outcome),
+                    certain=outcome.never_started)
+        else:
+            rt.complete(args.run, rec.action_id, result=outcome.summary())
+    except ActionOwnedError:
+        return [f"{rule.action_type} {quoted(rec.action_key, limit=80)} is owned by another live "
+                "session; its outcome was not recorded here."]
+    _effect_evidence(rt, args.run, event, rec, outcome)
+    return []
+
+
+def _same_call(rec: ActionRecord, event: HookEvent) -> bool:
+    args = rec.arguments if isinstance(rec.arguments, dict) else {}
+    return bool(event.tool_use_id) and args.get("tool_use_id") == event.tool_use_id
+
+
+def _failure_text(outcome: Outcome) -> str:
+    if outcome.never_started:
+        return "the tool never started: " + (outcome.error or "")
+    if outcome.interrupted:
+        return "interrupted; outcome uncertain"
+    code = f"exit code {outcome.exit_code}" if outcome.exit_code is not None else "failed"
+    return f"{code}; outcome uncertain" + (f" ({outcome.error})" if outcome.error else "")
+
+
+def _effect_evidence(rt: Continuum, run_id: str, event: HookEvent, rec: ActionRecord,
+                     outcome: Outcome, note: str | None = None) -> None:
+    command = event.tool_input.get("command")
+    payload: dict[str, Any] = {
+        "evidence_id": f"effect:{event.tool_use_id or rec.action_id}:{rec.attempt}",
+        "text": f"{event.tool_name} for {rec.action_type} {rec.action_key}"
+                + (f": exit code {outcome.exit_code}" if outcome.exit_code is not None else "")
+                + (f" ({note})" if note else ""),
+        "action_id": rec.action_id, "tool": event.tool_name, "outcome": outcome.summary()}
+    if isinstance(command, str):
+        payload["command"] = command[:2000]
+    rt.append(run_id, EventType.EVIDENCE_ADDED, payload)
+
+
+def _file_evidence(rt: Continuum, run_id: str, event: HookEvent, path_text: str) -> None:
+    path = Path(path_text)
+    if not path.is_absolute():
+        path = Path(event.cwd or os.getcwd()) / path
+    path = Path(os.path.normpath(path))
+    sha = file_checksum(path)
+    if sha is None:
+        return  # nothing on disk to vouch for (a failed write, a deleted file)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return
+    rt.append(run_id, EventType.EVIDENCE_ADDED, {
+        "evidence_id": f"file:{path}", "text": f"written by {event.tool_name}",
+        "path": str(path), "sha256": sha, "size": size, "tool": event.tool_name})
+
+
+# -- probes -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    action_id: str
+    action_key: str
+    command: str | None
+    exit_code: int | None  # None: not run (no probe) or timed out
+    verdict: str  # occurred | not_occurred | unknown | no_probe
+    output: str = ""
+
+
+def rule_for(record: ActionRecord, registry: Registry | None) -> Rule | None:
+    """The registry rule that gated this action (same action type, preferring its index)."""
+    if registry is None:
+        return None
+    candidates = [r for r in registry.rules if r.action_type == record.action_type]
+    args = record.arguments if isinstance(record.arguments, dict) else {}
+    index = (args.get("rule") or {}).get("index") if isinstance(args.get("rule"), dict) else None
+    for r in candidates:
+        if r.index == index:
+            return r
+    return candidates[0] if candidates else None
+
+
+def probe_action(rt: Continuum, run_id: str, record: ActionRecord,
+                 registry: Registry | None) -> ProbeResult:
+    """Run the action's probe and record its verdict (exit 0: occurred, 1: not, else unknown).
+
+    The verdict is a check continuum ran itself, so it is recorded with origin
+    ``deterministic``; the probe's output is recorded as evidence either way.
+    """
+    rule = rule_for(record, registry)
+    if rule is None or rule.probe is None:
+        return ProbeResult(record.action_id, record.action_key, None, None, "no_probe")
+    args = record.arguments if isinstance(record.arguments, dict) else {}
+    values: dict[str, Any] = dict(args.get("input") or {}) if isinstance(args.get("input"),
+                                                                         dict) else {}
+    values.update(cwd=args.get("cwd"), tool_name=args.get("tool"),
+                  session_id=args.get("session_id"))
+    values.update({k: v for k, v in (args.get("values") or {}).items() if k in BUILTINS})
+    try:
+        command = render_probe(rule.probe, values)
+    except UsageError as e:
+        return ProbeResult(record.action_id, record.action_key, None, None, "unknown",
+                           f"the probe could not be filled in: {e.message}")
+    try:
+        done = subprocess.run(["sh", "-c", command], cwd=args.get("cwd") or None,
+                              capture_output=True, text=True, timeout=PROBE_SECONDS, check=False)
+        code: int | None = done.returncode
+        output = (done.stdout + done.stderr)[-2000:]
+    except subprocess.TimeoutExpired:
+        code, output = None, f"timed out after {PROBE_SECONDS} s"
+    except OSError as e:
+        code, output = None, f"could not run: {e}"
+    verdict = {0: "occurred", 1: "not_occurred"}.get(code if code is not None else -1, "unknown")
+    rt.append(run_id, EventType.EVIDENCE_ADDED, {
+        "evidence_id": f"probe:{record.action_id}:{record.last_sequence}",
+        "text": f"probe for {record.action_key}: exit {code} ({verdict})",
+        "action_id": record.action_id, "command": command, "exit_code": code,
+        "output": output})
+    if verdict in ("occurred", "not_occurred") and record.needs_human:
+        rt.reconcile(run_id, record.action_id, occurred=verdict == "occurred",
+                     note=f"probe exited {code}", origin=Origin.DETERMINISTIC, force=False)
+    return ProbeResult(record.action_id, record.action_key, command, code, verdict, output)
+
+
+# -- session start and pre-compact ------------------------------------------------------------
+
+
+def session_start(args: HookArgs, event: HookEvent, project: str,
+                  registry: Registry | None) -> int:
+    from continuum.hooks.briefing import briefing
+
+    try:
+        rt = _open(args, event, create=False)
+    except NotFoundError:
+        return 0
+    try:
+        try:
+            rt.store.get_run(args.run)
+        except NotFoundError:
+            return 0  # the project's run does not exist yet: nothing to say
+        probes: list[ProbeResult] = []
+        interrupted = rt.interrupted(args.run)
+        for a in rt.actions(args.run):
+            needs = a.needs_human or a.action_id in interrupted
+            if needs and len(probes) < MAX_PROBES and rule_for(a, registry) is not None:
+                try:
+                    probes.append(probe_action(rt, args.run, a, registry))
+                except ContinuumError as e:  # a probe must never stop the briefing
+                    probes.append(ProbeResult(a.action_id, a.action_key, None, None, "unknown",
+                                              e.message))
+        text = briefing(rt, args, project, registry, probes)
+    finally:
+        rt.close()
+    if text:
+        import sys
+
+        sys.stdout.write(session_context(text) + "\n")
+    return 0
+
+
+def pre_compact(args: HookArgs, event: HookEvent) -> int:
+    try:
+        rt = _open(args, event, create=False)
+    except NotFoundError:
+        return 0
+    try:
+        try:
+            rt.store.get_run(args.run)
+        except NotFoundError:
+            return 0
+        rt.checkpoint(args.run, reason=f"before the host compacted its context "
+                                       f"({event.source or 'auto'})")
+    finally:
+        rt.close()
+    return 0
+
+
+__all__ = ["ProbeResult", "host_owner", "post_tool", "pre_compact", "pre_tool", "probe_action",
+           "session_start"]

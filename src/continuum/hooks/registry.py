@@ -1,0 +1,299 @@
+"""The effect registry: which tool calls of a coding host are side effects to gate.
+
+Read from ``.continuum/effects.toml`` in the project. Each ``[[effect]]`` table is a rule::
+
+    [[effect]]
+    tool = "Bash"                          # regex, full match on the host's tool name
+    match = { command = "git push|curl -X POST" }   # optional: tool_input field -> regex (search)
+    action_type = "deploy"
+    key = "{command}"                      # template over tool_input fields (and {cwd})
+    replay = "never"                       # never | safe | idempotent | reconcile
+    probe = "git ls-remote origin | grep -q {git_head}"   # optional
+
+The first rule that matches a call decides. Templates name top-level ``tool_input``
+fields in braces, plus ``{cwd}``, ``{tool_name}``, ``{session_id}`` and ``{git_head}``
+(the HEAD commit of ``cwd`` when the call was gated); ``{{`` and ``}}`` are literal
+braces. In a ``probe``, every substituted value is shell-quoted: tool input is written
+by the model and must never become shell syntax.
+
+This module is on the hot path of every tool call, so it imports only the standard
+library and the error tree: a call that matches no rule never loads the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from continuum.errors import UsageError
+
+TYPE_CHECKING = False  # no typing, dataclasses, pathlib or hashlib on the hot path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
+
+REGISTRY_PATH = os.path.join(".continuum", "effects.toml")
+REPLAYS = ("never", "safe", "idempotent", "reconcile")
+BUILTINS = ("cwd", "tool_name", "session_id", "git_head")
+_FIELDS = {"tool", "match", "action_type", "key", "replay", "probe", "description"}
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+KEY_LIMIT = 200  # longer rendered keys keep a prefix and a digest of the whole
+_UNSAFE_IN_KEY = re.compile(r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+                            r"\u2060-\u206f\ufeff\ufff9-\ufffb]")
+
+
+class Rule:
+    """One ``[[effect]]`` of the registry, compiled (a plain class: ``dataclasses`` costs an
+    import of ``inspect`` on every tool call)."""
+
+    __slots__ = ("action_type", "description", "index", "key", "line", "match", "probe",
+                 "replay", "tool")
+
+    def __init__(self, *, index: int, line: int, tool: re.Pattern[str], action_type: str,
+                 key: str, replay: str = "never", match: Mapping[str, re.Pattern[str]] | None = None,
+                 probe: str | None = None, description: str | None = None) -> None:
+        self.index = index  # 1-based position among the rules
+        self.line = line  # line of its [[effect]] header (0 if unknown)
+        self.tool = tool
+        self.action_type = action_type
+        self.key = key
+        self.replay = replay
+        self.match: Mapping[str, re.Pattern[str]] = match or {}
+        self.probe = probe
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"Rule({self.where}, {self.action_type!r})"
+
+    @property
+    def where(self) -> str:
+        return f"effect #{self.index}" + (f" (line {self.line})" if self.line else "")
+
+    def matches(self, tool_name: str, tool_input: Mapping[str, Any]) -> bool:
+        if not self.tool.fullmatch(tool_name):
+            return False
+        for name, pattern in self.match.items():
+            value = tool_input.get(name)
+            if value is None or not pattern.search(_as_text(value)):
+                return False
+        return True
+
+    def names(self) -> set[str]:
+        """The placeholders its key and probe use."""
+        return set(placeholders(self.key)) | set(placeholders(self.probe or ""))
+
+
+class Registry:
+    __slots__ = ("path", "rules")
+
+    def __init__(self, path: str | None, rules: tuple[Rule, ...] = ()) -> None:
+        self.path = path  # None: there is no registry file
+        self.rules = rules
+
+    def find(self, tool_name: str, tool_input: Mapping[str, Any]) -> Rule | None:
+        """The first rule matching this call, or None (the call is not gated)."""
+        for rule in self.rules:
+            if rule.matches(tool_name, tool_input):
+                return rule
+        return None
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _bad(path: str, where: str, problem: str) -> UsageError:
+    return UsageError(f"effect registry {path}: {where}: {problem}", code="hooks.bad_registry",
+                      hint=f"fix {path} (`continuum hooks effects --check` explains every rule); "
+                           "until then every tool call that could be an effect is refused",
+                      path=path)
+
+
+def placeholders(template: str) -> list[str]:
+    """The names a template uses, in order (``{{``/``}}`` are literal braces)."""
+    out = []
+    for m in _PLACEHOLDER.finditer(template):
+        token = m.group(0)
+        if token in ("{{", "}}"):
+            continue
+        name = m.group(1)
+        if name is None or not _NAME.fullmatch(name):
+            raise ValueError(f"{token!r} is not a placeholder: write {{field}} with a plain "
+                             "field name, or {{ and }} for literal braces")
+        out.append(name)
+    return out
+
+
+def _header_lines(text: str) -> list[int]:
+    return [i for i, line in enumerate(text.splitlines(), 1)
+            if re.match(r"\s*\[\[\s*effect\s*\]\]", line)]
+
+
+def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
+    if not isinstance(value, str) or not value:
+        raise _bad(path, where, f"{what} must be a non-empty regular expression string")
+    try:
+        return re.compile(value)
+    except re.error as e:
+        raise _bad(path, where, f"{what} {value!r} is not a valid regular expression ({e})") from e
+
+
+def _template(path: str, where: str, what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _bad(path, where, f"{what} must be a non-empty template string")
+    try:
+        placeholders(value)
+    except ValueError as e:
+        raise _bad(path, where, f"{what}: {e}") from e
+    return value
+
+
+def _rule(path: str, index: int, line: int, table: Any) -> Rule:
+    where = f"effect #{index}" + (f" (line {line})" if line else "")
+    if not isinstance(table, dict):
+        raise _bad(path, where, "must be a table")
+    unknown = sorted(set(table) - _FIELDS)
+    if unknown:
+        raise _bad(path, where, f"unknown field(s) {', '.join(map(repr, unknown))}; a rule has "
+                                f"{', '.join(sorted(_FIELDS))}")
+    for required in ("tool", "action_type", "key"):
+        if required not in table:
+            raise _bad(path, where, f"{required!r} is required")
+    action_type = table["action_type"]
+    if not isinstance(action_type, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]{1,100}", action_type):
+        raise _bad(path, where, "action_type must be 1-100 letters, digits, '_', '.' or '-'")
+    replay = table.get("replay", "never")
+    if replay not in REPLAYS:
+        raise _bad(path, where, f"replay {replay!r} must be one of {', '.join(REPLAYS)}")
+    match = table.get("match", {})
+    if not isinstance(match, dict):
+        raise _bad(path, where, "match must be a table of tool_input field = regex")
+    description = table.get("description")
+    if description is not None and not isinstance(description, str):
+        raise _bad(path, where, "description must be a string")
+    probe = table.get("probe")
+    return Rule(
+        index=index, line=line, tool=_regex(path, where, "tool", table["tool"]),
+        action_type=action_type, key=_template(path, where, "key", table["key"]),
+        replay=replay,
+        match={str(k): _regex(path, where, f"match.{k}", v) for k, v in match.items()},
+        probe=None if probe is None else _template(path, where, "probe", probe),
+        description=description,
+    )
+
+
+def parse_registry(text: str, path: str | Path) -> Registry:
+    """Compile the registry text; ``UsageError`` (``hooks.bad_registry``) names the line."""
+    import tomllib
+
+    path = str(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _bad(path, "not valid TOML", str(e)) from e
+    unknown = sorted(set(data) - {"effect"})
+    if unknown:
+        raise _bad(path, "top level", f"unknown key(s) {', '.join(map(repr, unknown))}; write "
+                                      "each rule as an [[effect]] table")
+    tables = data.get("effect", [])
+    if not isinstance(tables, list):
+        raise _bad(path, "top level", "effect must be an array of tables: [[effect]]")
+    lines = _header_lines(text)
+    rules = tuple(_rule(path, i, lines[i - 1] if i <= len(lines) else 0, t)
+                  for i, t in enumerate(tables, 1))
+    return Registry(path=path, rules=rules)
+
+
+def load_registry(project: str | Path) -> Registry:
+    """The project's registry; an absent file is an empty registry (nothing is gated)."""
+    path = os.path.join(project, REGISTRY_PATH)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return Registry(path=None)
+    except OSError as e:
+        raise _bad(path, "cannot be read", e.strerror or type(e).__name__) from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _bad(path, "not UTF-8", f"byte {e.start}") from e
+    return parse_registry(text, path)
+
+
+def render(template: str, values: Mapping[str, Any], *, quote: bool = False) -> str:
+    """Fill ``template`` from ``values``; a missing field is a ``UsageError``."""
+    def fill(m: re.Match[str]) -> str:
+        token = m.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        name = m.group(1)
+        if name not in values or values[name] is None:
+            raise UsageError(f"the call has no {name!r} for the template {template!r}",
+                             code="hooks.missing_field",
+                             hint="fix the rule's template in the effect registry, or its match "
+                                  "so it only matches calls that have the field")
+        text = _as_text(values[name])
+        if quote:
+            import shlex
+
+            return shlex.quote(text)
+        return text
+
+    try:
+        return _PLACEHOLDER.sub(fill, template)
+    except UsageError:
+        raise
+
+
+def render_key(template: str, values: Mapping[str, Any]) -> str:
+    """The ledger key for a call: whitespace runs collapsed (a multi-line command is one
+    line), control and invisible characters escaped, and a long key shortened to a prefix
+    plus a digest of the whole, so the same call always gives the same key."""
+    text = " ".join(render(template, values).split())
+    text = _UNSAFE_IN_KEY.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+    if len(text) > KEY_LIMIT:
+        import hashlib
+
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        text = f"{text[:KEY_LIMIT - 24]}... #{digest}"
+    return text or "-"
+
+
+def render_probe(template: str, values: Mapping[str, Any]) -> str:
+    """A probe command with every substituted value shell-quoted."""
+    return render(template, values, quote=True)
+
+
+def explain(registry: Registry) -> list[str]:
+    """One paragraph per rule, for `continuum hooks effects --check`."""
+    if not registry.rules:
+        where = registry.path or REGISTRY_PATH
+        return [f"no effect rules ({where} is absent or empty): no tool call is gated"]
+    out = [f"{len(registry.rules)} rule(s) in {registry.path}; the first rule that matches a "
+           "call decides:"]
+    for r in registry.rules:
+        cond = [f"the tool name fully matches /{r.tool.pattern}/"]
+        cond += [f"tool_input.{k} contains a match of /{p.pattern}/" for k, p in r.match.items()]
+        out.append(f"{r.where}: {r.description or r.action_type}")
+        out.append(f"  gated when {' and '.join(cond)}")
+        out.append(f"  recorded as action type {r.action_type!r} with key {r.key!r}; "
+                   f"replay {r.replay}" + _replay_meaning(r.replay))
+        if r.probe:
+            out.append(f"  probe (settles an unknown outcome: exit 0 happened, 1 did not, "
+                       f"other: still unknown): {r.probe}")
+    return out
+
+
+def _replay_meaning(replay: str) -> str:
+    return {"never": " (an interrupted call is never re-run: it becomes unknown)",
+            "safe": " (an interrupted call may simply run again)",
+            "idempotent": " (an interrupted call may run again; the receiver deduplicates)",
+            "reconcile": " (an interrupted call must be reconciled first)"}[replay]

@@ -1,0 +1,81 @@
+"""Scripted host sessions running real shell effects through the installed hooks (issue 11).
+
+Each host (Claude Code, Gemini CLI, Codex) is played by ``host_sim.py`` applying that
+host's own rules to the hooks' answers. The effect appends to ``outbox.txt``; the
+invariant is 0 duplicate lines, whatever crashes.
+"""
+
+from __future__ import annotations
+
+from tests.hooks.conftest import Project
+
+
+def test_an_effect_runs_once_and_its_repeat_is_refused(project: Project) -> None:
+    s = project.session("s1", [project.send("INV-1"), project.send("INV-1"), project.send("INV-2")])
+    assert s.code == 0, s.stderr
+    assert s.pre(0)["blocked"] is False and s.pre(2)["blocked"] is False
+    assert s.pre(1)["blocked"] is True and "already happened" in s.pre(1)["reason"]
+    assert project.outbox() == ["INV-1", "INV-2"]
+    statuses = {a.action_key: str(a.status) for a in project.actions()}
+    assert statuses == {"send_invoice:./send INV-1": "completed",
+                        "send_invoice:./send INV-2": "completed"}
+
+
+def test_a_host_crash_between_effect_and_record_is_unknown_briefed_and_refused_until_settled(
+        bare_project: Project) -> None:
+    project = bare_project
+    first = project.session("s1", [project.send("INV-1")])
+    crashed = project.session("s2", [project.send("INV-2")], die_after_effect=0)
+    assert first.code == 0 and crashed.code != 0  # SIGKILLed after the effect
+    assert project.outbox() == ["INV-1", "INV-2"]
+
+    # The next session is told, at start, and the repeat is refused.
+    nxt = project.session("s3", [project.send("INV-2")])
+    assert nxt.context is not None
+    assert "send_invoice:./send INV-2" in nxt.context and "NOT known" in nxt.context
+    assert "reconcile proj" in nxt.context and "--occurred" in nxt.context
+    assert nxt.pre(0)["blocked"] is True
+    assert "outcome is unknown" in nxt.pre(0)["reason"]
+    assert "reconcile" in nxt.pre(0)["reason"]
+
+    # A person settles it by hand; the repeat is now refused as done.
+    action = next(a for a in project.actions() if a.action_key.endswith("INV-2"))
+    r = project.continuum("reconcile", project.run, action.action_id, "--occurred", "--yes")
+    assert r.returncode == 0, r.stderr
+    last = project.session("s4", [project.send("INV-2"), project.send("INV-3")])
+    assert last.pre(0)["blocked"] is True and "already happened" in last.pre(0)["reason"]
+    assert project.outbox() == ["INV-1", "INV-2", "INV-3"]  # 0 duplicates
+
+
+def test_the_rules_probe_settles_an_unknown_effect_at_session_start(project: Project) -> None:
+    project.session("s1", [project.send("INV-7")], die_after_effect=0)
+    nxt = project.session("s2", [project.send("INV-7")])
+    assert nxt.context is not None and "Probe for" in nxt.context and "occurred" in nxt.context
+    assert nxt.pre(0)["blocked"] is True and "already happened" in nxt.pre(0)["reason"]
+    assert project.outbox() == ["INV-7"]
+    [action] = project.actions()
+    assert (str(action.status), str(action.settled_by)) == ("completed", "deterministic")
+
+
+def test_a_probe_that_finds_nothing_lets_the_effect_run_once_more(project: Project) -> None:
+    # The host died right after a send the mail server refused (nothing was sent): the
+    # probe, run by hand here, finds no FAIL-8 in the outbox, so it did not happen.
+    project.session("s1", [project.send("FAIL-8")], die_after_effect=0, session_start=False)
+    r = project.continuum("reconcile", "--probe", project.run, "send_invoice:./send FAIL-8",
+                          "--dir", str(project.dir))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "not occurred" in r.stdout
+    [action] = project.actions()
+    assert (str(action.status), str(action.settled_by)) == ("failed", "deterministic")
+    again = project.session("s2", [project.send("FAIL-8")], session_start=False)
+    assert again.pre(0)["blocked"] is False  # settled by continuum's own check: may run again
+    # The retry failed again (exit 1): its outcome is uncertain once more, attempt 2.
+    [action] = project.actions()
+    assert (str(action.status), action.attempt) == ("unknown", 2)
+
+
+def test_a_call_that_matches_no_rule_runs_and_is_not_recorded(project: Project) -> None:
+    s = project.session("s1", [{"tool": project.tool, "input": {"command": "echo hello"}},
+                               {"tool": project.tool, "input": {"command": "echo hello"}}])
+    assert [s.pre(i)["blocked"] for i in (0, 1)] == [False, False]
+    assert not project.db.exists()  # not even the store was created
