@@ -49,7 +49,8 @@ else
     [ "$found" = 1 ] || say "   the outbox is empty"
 fi
 show "continuum runs" cx runs
-show "continuum status $RUN" cx status "$RUN" || { [ $? = 2 ] && say "   (the agent has not started the run yet)"; exit 0; }
+show "continuum status $RUN" cx status "$RUN"
+if [ $? = 2 ]; then say "   (the agent has not started the run yet)"; exit 0; fi  # 20: go on
 show "continuum actions $RUN" cx actions "$RUN"
 show "continuum resume $RUN" cx resume "$RUN"
 exit 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -139,7 +140,23 @@ def main() -> int:
           code == 0 and v["verified"])
     passed = sum(ok for _, ok in checks)
     say(f"\n{passed}/{len(checks)} checks held")
+    where_left(work, store)
     return 0 if passed == len(checks) else 1
+
+
+def where_left(work: Path, store: Path) -> None:
+    """Say where the demo's files are and how to look at them (they are kept)."""
+    beside = Path(sys.executable).with_name("continuum")
+    cli = shlex.quote(str(beside)) if beside.exists() else f"{shlex.quote(sys.executable)} -m continuum"
+    db = shlex.quote(str(store))
+    say(f"\nthe demo's files are kept in {work}: the store (continuum.db) and the outbox.\n"
+        "look at them with:\n"
+        f"  {cli} --db {db} runs\n"
+        f"  {cli} --db {db} events {RUN}\n"
+        f"  {cli} --db {db} history {RUN}\n"
+        f"  {cli} --db {db} watch {RUN} --once\n"
+        f"  ls {shlex.quote(str(work / 'outbox'))}\n"
+        f"remove them with: rm -rf {shlex.quote(str(work))}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from continuum.contract import RecoveryContract
     from continuum.errors import (
         ContinuumError,
+        EffectUncertain,
         IntegrityError,
         LedgerError,
         NotFoundError,
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 _HOMES = {
     "VerifyReport": "continuum.chain", "Violation": "continuum.chain",
     "RecoveryContract": "continuum.contract",
-    "ContinuumError": "continuum.errors", "IntegrityError": "continuum.errors",
+    "ContinuumError": "continuum.errors", "EffectUncertain": "continuum.errors",
+    "IntegrityError": "continuum.errors",
     "LedgerError": "continuum.errors", "NotFoundError": "continuum.errors",
     "StoreError": "continuum.errors", "UsageError": "continuum.errors",
     "Event": "continuum.events", "EventType": "continuum.events",
@@ -62,6 +64,7 @@ __all__ = [
     "Continuum",
     "ContinuumError",
     "Decision",
+    "EffectUncertain",
     "Event",
     "EventType",
     "IntegrityError",

@@ -120,6 +120,16 @@ def _reject_constant(token: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
+def fast_parse(text: str) -> Any:
+    """``parse_json`` for text a store wrote (canonical JSON: no surrounding whitespace),
+    without the per-call whitespace handling; anything else takes ``parse_json``."""
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return parse_json(text)  # raises the same error parse_json would
+    return value if end == len(text) else parse_json(text)
+
+
 def parse_json(text: str) -> Any:
     """Parse JSON, refusing NaN and Infinity literals (they are not canonical)."""
     if isinstance(text, str) and not text.startswith("\ufeff"):

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from continuum.events import Event, stored_event_hash
+from continuum.events import EventLike, event_hash, stored_event_hash
 
 
 class DamageKind(StrEnum):
@@ -69,7 +69,7 @@ class ChainVerifier:
     def add_malformed(self, sequence: int, detail: str) -> None:
         self._violate(sequence, DamageKind.MALFORMED, detail)
 
-    def feed(self, event: Event, payload_text: str | None = None) -> Violation | None:
+    def feed(self, event: EventLike, payload_text: str | None = None) -> Violation | None:
         """Check the next event. A store passes the payload text it decoded the event's
         payload from: the hash is then recomputed without re-encoding the payload (same
         result, see ``stored_event_hash``)."""
@@ -85,7 +85,7 @@ class ChainVerifier:
                 f"expected sequence {self.expected_sequence}, found {event.sequence}",
                 event,
             )
-        computed = (event.computed_hash() if payload_text is None
+        computed = (event_hash(event) if payload_text is None
                     else stored_event_hash(event, payload_text))
         if computed != event.hash:
             return self._violate(
@@ -106,7 +106,7 @@ class ChainVerifier:
         return None
 
     def _violate(self, sequence: int, kind: DamageKind, detail: str,
-                 event: Event | None = None) -> Violation:
+                 event: EventLike | None = None) -> Violation:
         v = Violation(sequence=sequence, kind=kind, detail=detail)
         self.violations.append(v)
         # After damage the rest cannot be trusted, but keep following the stored sequence
@@ -154,7 +154,7 @@ class ChainVerifier:
 
 
 def verify_chain(
-    run_id: str, events: Iterable[Event], head_sequence: int, head_hash: str | None
+    run_id: str, events: Iterable[EventLike], head_sequence: int, head_hash: str | None
 ) -> VerifyReport:
     verifier = ChainVerifier(run_id)
     for event in events:

@@ -18,8 +18,8 @@ an exit code; the MCP server turns it into a readable error result.
     ├── LedgerError                     ledger.*         1
     │   ├── InvalidTransitionError      ledger.invalid_transition
     │   ├── ReplayWideningError         ledger.replay_widening
-    │   └── ActionOwnedError            ledger.owner_alive
-    └── AuthorizationError              auth.*           1
+    │   ├── ActionOwnedError            ledger.owner_alive
+    │   └── EffectUncertain             ledger.effect_uncertain
 
 This module imports nothing internal.
 """
@@ -136,6 +136,34 @@ class ActionOwnedError(LedgerError):
     code = "ledger.owner_alive"
 
 
-class AuthorizationError(ContinuumError):
-    code = "auth.denied"
-    exit_code = 1
+class EffectUncertain(LedgerError):
+    """A guarded effect met an interrupted action: it may or may not have happened.
+
+    Raised by the effect seam (``Continuum.effect``) instead of running the effect again
+    when the ledger answers ``unknown``, ``reconcile_required`` or ``needs_confirmation``.
+    Carries ``run_id``, ``action_key``, ``action_id``, ``status`` and ``command``: the
+    ``continuum reconcile`` command a person completes with ``--occurred`` or
+    ``--not-occurred`` after checking the external system.
+    """
+
+    code = "ledger.effect_uncertain"
+
+    def __init__(self, *, run_id: str, action_key: str, action_id: str, status: str) -> None:
+        command = f"continuum reconcile {_shell_word(run_id)} {_shell_word(action_key)}"
+        super().__init__(
+            f"effect {action_key} of run {run_id} is {status}: it was interrupted and may or "
+            "may not have happened, so it was not run again",
+            hint=f"check the external system, then run `{command} --occurred` if it happened "
+                 f"or `{command} --not-occurred` if it did not",
+            run_id=run_id, action_key=action_key, action_id=action_id, status=status,
+            command=command)
+        self.run_id, self.action_key, self.action_id = run_id, action_key, action_id
+        self.status, self.command = status, command
+
+
+def _shell_word(text: str) -> str:
+    """``text`` as one POSIX shell word (shlex.quote without importing re at start-up)."""
+    safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-#"
+    if text and not text.startswith("#") and all(c in safe for c in text):
+        return text
+    return "'" + text.replace("'", "'\\''") + "'"

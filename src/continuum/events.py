@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 from enum import StrEnum
 from json.encoder import encode_basestring as _json_string
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from continuum.canonical import canonical_json_parsed, digest
+from continuum.canonical import digest
 from continuum.types import Origin
 
 
@@ -99,36 +99,110 @@ class Event(BaseModel):
         )
 
     def computed_hash(self) -> str:
-        return digest(self.hashed_fields())
+        return event_hash(self)
 
 
-def stored_event_hash(event: Event, payload_text: str) -> str:
-    """``event.computed_hash()`` for an event a store decoded, its payload parsed from
-    ``payload_text``.
+class RawEvent(NamedTuple):
+    """An event as read from a store for verifying and folding: plain data, no model
+    validation (the pydantic ``Event`` is for the API edge). Same fields, same meaning."""
 
-    The hashed fields encode as one JSON object with fixed keys, so when ``payload_text``
-    is the canonical JSON of the payload (what every backend stores) the canonical form is
-    those keys with the stored text spliced in: no re-encoding of the whole event, and no
-    key check (a payload parsed from JSON has string keys only). Anything else (a stored
-    text that is not canonical, a number canonical JSON refuses, a field of an unusual
-    type) takes ``computed_hash`` itself, so the result, hash or error, is always exactly
-    that of ``computed_hash``.
+    event_id: str
+    run_id: str
+    sequence: int
+    type: str
+    timestamp: str
+    payload: dict[str, Any]
+    causer_event_id: str | None
+    source: Origin
+    prev_hash: str | None
+    hash: str
+
+
+class EventLike(Protocol):
+    """What the fold and the chain verifier read of an event (``Event`` or ``RawEvent``)."""
+
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def sequence(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def timestamp(self) -> str: ...
+    @property
+    def payload(self) -> dict[str, Any]: ...
+    @property
+    def causer_event_id(self) -> str | None: ...
+    @property
+    def source(self) -> Origin: ...
+    @property
+    def prev_hash(self) -> str | None: ...
+    @property
+    def hash(self) -> str: ...
+
+
+def row_hash(*, event_id: str, run_id: str, sequence: int, type: str, timestamp: str,
+             payload_text: str, causer_event_id: str | None, source: str,
+             prev_hash: str | None) -> str:
+    """The hash of a stored row: SHA-256 of the canonical JSON of its hashed fields with the
+    stored payload text as the payload's encoding.
+
+    Every writer stores the payload's canonical JSON, so for an intact row this is exactly
+    ``Event.computed_hash``; a payload text rewritten in any way (even into an equivalent
+    form) no longer matches the hash it was sealed with. The hashed fields' keys in sorted
+    order, each value as ``json`` encodes it: no re-encoding of the payload.
     """
-    try:
-        if type(event.sequence) is int and canonical_json_parsed(event.payload) == payload_text:
-            # The keys of hashed_fields() in sorted order, each value as json encodes it.
-            text = (
-                f'{{"causer_event_id":{_json_or_null(event.causer_event_id)}'
-                f',"event_id":{_json_string(event.event_id)},"payload":{payload_text}'
-                f',"prev_hash":{_json_or_null(event.prev_hash)}'
-                f',"run_id":{_json_string(event.run_id)},"sequence":{int.__repr__(event.sequence)}'
-                f',"source":{_json_string(str(event.source))}'
-                f',"timestamp":{_json_string(event.timestamp)},"type":{_json_string(event.type)}}}'
-            )
-            return hashlib.sha256(text.encode("utf-8")).hexdigest()
-    except Exception:  # whatever it was, the general path decides
-        pass
-    return event.computed_hash()
+    text = (f'{{"causer_event_id":{_json_or_null(causer_event_id)}'
+            f',"event_id":{_json_string(event_id)},"payload":{payload_text}'
+            f',"prev_hash":{_json_or_null(prev_hash)}'
+            f',"run_id":{_json_string(run_id)},"sequence":{int.__repr__(sequence)}'
+            f',"source":{_json_string(source)}'
+            f',"timestamp":{_json_string(timestamp)},"type":{_json_string(type)}}}')
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def raw_hash(event: RawEvent, payload_text: str) -> str:
+    """``row_hash`` of a row ``raw_from_row`` already checked (every hashed field a str,
+    the sequence an int): positional, no checks, for the verify loop's intact path. Raises
+    ``UnicodeEncodeError`` on a lone surrogate (the caller takes the checked path)."""
+    causer, prev = event.causer_event_id, event.prev_hash
+    text = (f'{{"causer_event_id":{"null" if causer is None else _json_string(causer)}'
+            f',"event_id":{_json_string(event.event_id)},"payload":{payload_text}'
+            f',"prev_hash":{"null" if prev is None else _json_string(prev)}'
+            f',"run_id":{_json_string(event.run_id)},"sequence":{int.__repr__(event.sequence)}'
+            f',"source":{_json_string(event.source.value)}'
+            f',"timestamp":{_json_string(event.timestamp)},"type":{_json_string(event.type)}}}')
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def event_hash(event: EventLike) -> str:
+    """SHA-256 of the canonical JSON of every field but ``hash`` (the definition)."""
+    return digest(hashed_fields(
+        event_id=event.event_id, run_id=event.run_id, sequence=event.sequence, type=event.type,
+        timestamp=event.timestamp, payload=event.payload, causer_event_id=event.causer_event_id,
+        source=str(event.source), prev_hash=event.prev_hash))
+
+
+def stored_event_hash(event: EventLike, payload_text: str) -> str:
+    """``row_hash`` of an event a store decoded from ``payload_text``.
+
+    Equal to ``event.computed_hash()`` when the text is the payload's canonical JSON (what
+    every backend stores); a text that is not (a rewritten row) gives another hash, so the
+    row fails verification. A field of an unusual type (a damaged row) falls back to the
+    canonical hash of the parsed event, or its error.
+    """
+    if type(event.sequence) is int and all(type(v) is str for v in (
+            event.event_id, event.run_id, event.type, event.timestamp, payload_text)):
+        try:
+            return row_hash(event_id=event.event_id, run_id=event.run_id,
+                            sequence=event.sequence, type=event.type, timestamp=event.timestamp,
+                            payload_text=payload_text, causer_event_id=event.causer_event_id,
+                            source=str(event.source), prev_hash=event.prev_hash)
+        except (TypeError, UnicodeEncodeError):
+            pass
+    return event_hash(event)
 
 
 def _json_or_null(value: str | None) -> str:

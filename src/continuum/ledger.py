@@ -32,7 +32,7 @@ from continuum.errors import (
 from continuum.events import EventType
 from continuum.faults import fault_point
 from continuum.projection import ActionRecord, apply_action_event
-from continuum.store.base import ActionRow, Storage, WriteTx
+from continuum.store.base import DEFAULT_PAGE, ActionRow, Storage, WriteTx
 from continuum.types import ActionStatus, Origin, ReplayContract, RunStatus
 from continuum.untrusted import check_identifier
 
@@ -550,3 +550,9 @@ class ActionLedger:
     def actions(self, run_id: str) -> list[ActionRecord]:
         self.store.get_run(run_id)
         return [_record(r) for r in self.store.list_actions(run_id)]
+
+    def page(self, run_id: str, *, cursor: str | None = None,
+             limit: int = DEFAULT_PAGE) -> tuple[list[ActionRecord], str | None]:
+        """One page of the run's actions, open ones first (``Storage.action_page``)."""
+        rows, next_cursor = self.store.action_page(run_id, cursor=cursor, limit=limit)
+        return [_record(r) for r in rows], next_cursor

@@ -29,14 +29,58 @@ def _stderr_factory(*_args: object) -> _StderrLogger:
     return _StderrLogger()
 
 
+LEVELS = ("debug", "info", "warning", "error", "critical")
+LEVEL_ENV = "CONTINUUM_LOG_LEVEL"
+
+
+class BadLogLevel(ValueError):
+    """A log level that is not one of ``LEVELS``; the message names the allowed ones.
+
+    A ``ValueError`` (this leaf module imports nothing internal): each edge turns it into
+    its own refusal (the CLI a ``usage.bad_log_level`` error, the MCP server a start-up
+    refusal)."""
+
+
+def check_level(level: str, *, source: str = "--log-level") -> str:
+    """``level`` in lower case if it is one of ``LEVELS`` (any case); else ``BadLogLevel``
+    naming ``source`` (the flag or the variable it came from) and the allowed levels."""
+    name = level.strip().lower()
+    if name not in LEVELS:
+        raise BadLogLevel(f"{source} {level!r} is not a log level; use one of "
+                          f"{', '.join(LEVELS)}")
+    return name
+
+
 def configure(level: str | None = None) -> None:
-    """Set up stderr logging once; an explicit ``level`` (e.g. ``--log-level``) always applies,
-    even after a module already logged with the default."""
-    global _configured
-    if _configured and level is None:
+    """Set up stderr logging once, at ``CONTINUUM_LOG_LEVEL`` (default warning); an explicit
+    ``level`` (e.g. ``--log-level``) always applies, even after a module already logged.
+
+    A level that is not one of ``LEVELS`` (flag or variable) raises ``BadLogLevel``: a
+    start-up that asked for ``--log-level bogus`` should hear so, not run at some other
+    level.
+    """
+    if level is not None:
+        _apply(check_level(level))
         return
-    name = (level or os.environ.get("CONTINUUM_LOG_LEVEL") or "warning").upper()
-    numeric = getattr(logging, name, logging.WARNING)
+    env = os.environ.get(LEVEL_ENV)
+    name = check_level(env, source=LEVEL_ENV) if env else "warning"
+    if not _configured:  # set up once: a later call without a level keeps what is there
+        _apply(name)
+
+
+def _configure_default() -> None:
+    """What a first ``get_logger`` does: never raises (a log call must not fail), so an
+    unusable ``CONTINUUM_LOG_LEVEL`` means the default here; the edges refuse it at start-up
+    through ``configure``."""
+    if _configured:
+        return
+    env = (os.environ.get(LEVEL_ENV) or "").strip().lower()
+    _apply(env if env in LEVELS else "warning")
+
+
+def _apply(name: str) -> None:
+    global _configured
+    numeric = getattr(logging, name.upper())
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -51,6 +95,6 @@ def configure(level: str | None = None) -> None:
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
-    configure()
+    _configure_default()
     logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name)
     return logger

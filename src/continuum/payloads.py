@@ -54,16 +54,31 @@ def _strings(v: Any) -> str | None:
     return None if ok else "must be a list of strings"
 
 
+# For the fold's fast path (it checks every event of a long log): the Python types a
+# check can pass at all, and whether passing it is just being of one of them.
+_KINDS: dict[Check, tuple[frozenset[type] | None, bool]] = {
+    _string: (frozenset({str}), True), _name: (frozenset({str}), False),
+    _count: (frozenset({int}), False), _flag: (frozenset({bool}), True),
+    _object: (frozenset({dict}), True), _anything: (None, True),
+    _strings: (frozenset({list}), False),
+}
+
+
 def _one_of(*allowed: str) -> Check:
     def check(v: Any) -> str | None:
         return None if v in allowed else f"must be one of {', '.join(allowed)}"
+    _KINDS[check] = (frozenset({str}), False)
     return check
 
 
 def _nullable(check: Check) -> Check:
     def nullable(v: Any) -> str | None:
         return None if v is None else check(v)
+    kinds, exact = _KINDS[check]
+    _KINDS[nullable] = (None if kinds is None else kinds | {type(None)}, exact)
     return nullable
+
+
 
 
 _s, _ns, _n, _nn = _nullable(_string), _string, _nullable(_count), _count
@@ -158,24 +173,34 @@ def _progress_problem(payload: dict[str, Any]) -> str | None:
     return None
 
 
-def payload_problem(type: str, payload: Any) -> str | None:
-    """What is wrong with ``payload`` for an event of ``type`` (None: fine or not a known type)."""
-    if not isinstance(payload, dict):
+_MISSING = object()
+_FAST: dict[str, tuple[tuple[str, bool, frozenset[type] | None, bool, Check], ...]] = {
+    str(t): tuple((f, req, *_KINDS[chk], chk) for f, (req, chk) in schema.items())
+    for t, schema in SCHEMAS.items()}
+
+
+def payload_problem(type_: str, payload: Any) -> str | None:
+    """What is wrong with ``payload`` for an event of ``type_`` (None: fine or not a known
+    type). Most fields are decided by their Python type alone, without a call."""
+    if type(payload) is not dict:
         return "the payload must be a JSON object"
-    if type == EventType.DEPENDENCY_DECLARED:
-        return _dependencies_problem(payload)
-    schema = SCHEMAS.get(type)
-    if schema is None:
-        return None
-    for field, (required, check) in schema.items():
-        if field not in payload:
+    fast = _FAST.get(type_)
+    if fast is None:
+        return _dependencies_problem(payload) if type_ == EventType.DEPENDENCY_DECLARED else None
+    for field, required, kinds, exact, check in fast:
+        value = payload.get(field, _MISSING)
+        if value is _MISSING:
             if required:
                 return f"field {field!r} is required"
             continue
-        problem = check(payload[field])
-        if problem is not None:
+        if kinds is not None and type(value) in kinds:
+            if exact:
+                continue  # decided by its type alone
+            if check is _name and value.strip():
+                continue  # a non-blank string (most ids): no call
+        if (problem := check(value)) is not None:
             return f"field {field!r} {problem}"
-    if type == EventType.PROGRESS_RECORDED:
+    if type_ == EventType.PROGRESS_RECORDED:
         return _progress_problem(payload)
     return None
 

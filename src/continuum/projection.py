@@ -11,13 +11,12 @@ it into the immutable ``State`` at the end; a checkpoint is that same JSON shape
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from continuum.events import Event, EventType
+from continuum.events import EventLike, EventType
 from continuum.payloads import payload_problem
 from continuum.types import ActionStatus, Origin, RunStatus
 
@@ -189,7 +188,7 @@ class State(BaseModel):
 
 
 Acc = dict[str, Any]
-Handler = Callable[[Acc, Event, dict[str, Any]], None]
+Handler = Callable[[Acc, EventLike, dict[str, Any]], None]
 _HANDLERS: dict[str, Handler] = {}
 
 
@@ -202,11 +201,11 @@ def _on(*types: EventType) -> Callable[[Handler], Handler]:
     return register
 
 
-def _prov(e: Event) -> dict[str, Any]:
+def _prov(e: EventLike) -> dict[str, Any]:
     return {"origin": str(e.source), "sequence": e.sequence, "event_id": e.event_id}
 
 
-def _mark(acc: Acc, e: Event, component: str) -> None:
+def _mark(acc: Acc, e: EventLike, component: str) -> None:
     if e.source.self_certified:
         acc["self_certified"][component] = e.sequence
 
@@ -223,18 +222,18 @@ def _list_of_str(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _touch_progress(acc: Acc, e: Event) -> None:
+def _touch_progress(acc: Acc, e: EventLike) -> None:
     acc["progress"]["provenance"] = _prov(e)
     _mark(acc, e, "progress")
 
 
-def _set_goal(acc: Acc, e: Event, goal: str) -> None:
+def _set_goal(acc: Acc, e: EventLike, goal: str) -> None:
     acc["goal"] = {"value": goal, "provenance": _prov(e)}
     _mark(acc, e, "goal")
 
 
 @_on(EventType.RUN_STARTED, EventType.GOAL_SET)
-def _run_started(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _run_started(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     goal = _str(p.get("goal"))
     if goal is not None:
         _set_goal(acc, e, goal)
@@ -248,17 +247,17 @@ def _run_started(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 
 
 @_on(EventType.RUN_COMPLETED)
-def _run_completed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _run_completed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     acc["status"] = str(RunStatus.COMPLETED)
 
 
 @_on(EventType.RUN_ABORTED)
-def _run_aborted(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _run_aborted(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     acc["status"] = str(RunStatus.ABORTED)
 
 
 @_on(EventType.PROGRESS_RECORDED)
-def _progress(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _progress(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     goal = _str(p.get("goal"))
     if goal is not None:
         _set_goal(acc, e, goal)
@@ -273,13 +272,13 @@ def _progress(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 
 
 @_on(EventType.PLAN_SET)
-def _plan(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _plan(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     acc["plan"] = _list_of_str(p.get("steps"))
     acc["plan_provenance"] = _prov(e)
     _mark(acc, e, "plan")
 
 
-def _item(e: Event, p: dict[str, Any], id_field: str, status: str, cites: str) -> dict[str, Any]:
+def _item(e: EventLike, p: dict[str, Any], id_field: str, status: str, cites: str) -> dict[str, Any]:
     return {
         "id": _str(p.get(id_field)) or e.event_id,
         "text": _str(p.get("text")) or "",
@@ -291,7 +290,7 @@ def _item(e: Event, p: dict[str, Any], id_field: str, status: str, cites: str) -
 
 
 @_on(EventType.WORK_ADDED)
-def _work_added(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _work_added(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     item = _item(e, p, "item_id", "pending", "cites")
     if item["id"] not in acc["work"]:
         acc["work"][item["id"]] = item
@@ -300,7 +299,7 @@ def _work_added(acc: Acc, e: Event, p: dict[str, Any]) -> None:
         _touch_progress(acc, e)
 
 
-def _finish_work(acc: Acc, e: Event, p: dict[str, Any], status: str, counter: str) -> None:
+def _finish_work(acc: Acc, e: EventLike, p: dict[str, Any], status: str, counter: str) -> None:
     item_id = _str(p.get("item_id"))
     if item_id is not None:
         item = acc["work"].get(item_id)
@@ -317,17 +316,17 @@ def _finish_work(acc: Acc, e: Event, p: dict[str, Any], status: str, counter: st
 
 
 @_on(EventType.WORK_COMPLETED)
-def _work_completed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _work_completed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     _finish_work(acc, e, p, "completed", "completed")
 
 
 @_on(EventType.WORK_FAILED)
-def _work_failed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _work_failed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     _finish_work(acc, e, p, "failed", "failed")
 
 
 @_on(EventType.EVIDENCE_ADDED)
-def _evidence(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _evidence(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     item = _item(e, p, "evidence_id", "active", "dependencies")
     item.update(path=_str(p.get("path")), sha256=_str(p.get("sha256")), size=_int(p.get("size")))
     acc["evidence"][item["id"]] = item
@@ -335,38 +334,38 @@ def _evidence(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 
 
 @_on(EventType.FINDING_ADDED)
-def _finding(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _finding(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     item = _item(e, p, "finding_id", "active", "evidence")
     acc["findings"][item["id"]] = item
     _mark(acc, e, "findings")
 
 
 @_on(EventType.DECISION_CREATED)
-def _decision(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _decision(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     item = _item(e, p, "decision_id", "active", "findings")
     item["cites"] = item["cites"] + [f"evidence:{x}" for x in _list_of_str(p.get("evidence"))]
     acc["decisions"][item["id"]] = item
     _mark(acc, e, "decisions")
 
 
-def _invalidate(acc: Acc, e: Event, p: dict[str, Any], table: str, id_field: str) -> None:
+def _invalidate(acc: Acc, e: EventLike, p: dict[str, Any], table: str, id_field: str) -> None:
     target = acc[table].get(_str(p.get(id_field)) or "")
     if target is not None:
         target["status"] = "invalidated"
 
 
 @_on(EventType.FINDING_INVALIDATED)
-def _finding_invalidated(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _finding_invalidated(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     _invalidate(acc, e, p, "findings", "finding_id")
 
 
 @_on(EventType.DECISION_INVALIDATED)
-def _decision_invalidated(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _decision_invalidated(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     _invalidate(acc, e, p, "decisions", "decision_id")
 
 
 @_on(EventType.DEPENDENCY_DECLARED)
-def _dependency(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _dependency(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     listed = p.get("dependencies")
     entries: list[Any] = listed if isinstance(listed, list) else [p]
     for d in entries:
@@ -384,27 +383,27 @@ def _dependency(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 
 
 @_on(EventType.ENVIRONMENT_CHANGED)
-def _env_changed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _env_changed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     dep = acc["dependencies"].get(_str(p.get("name")) or "")
     if dep is not None:
         dep["recorded_change"] = _str(p.get("status")) or "changed"
 
 
 @_on(EventType.APPROVAL_REQUESTED, EventType.APPROVAL_GRANTED, EventType.APPROVAL_REVOKED)
-def _approval(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _approval(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     status = {"approval_requested": "requested", "approval_granted": "granted"}.get(e.type, "revoked")
     item = _item(e, p, "approval_id", status, "cites")
     acc["approvals"][item["id"]] = item
 
 
 @_on(EventType.MODEL_CHANGED)
-def _model(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _model(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     acc["model"], acc["model_provenance"] = _str(p.get("model")), _prov(e)
     _mark(acc, e, "model")
 
 
 @_on(EventType.MODEL_ASSUMPTION_RECORDED)
-def _assumption(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _assumption(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     item = _item(e, p, "assumption_id", "active", "cites")
     item["model"] = item["model"] or acc["model"]
     if p.get("status") == "retracted":  # it does not hold for the model now running
@@ -419,12 +418,12 @@ def _assumption(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 
 
 @_on(EventType.CHECKPOINTED)
-def _checkpointed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _checkpointed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     acc["last_checkpoint"] = e.sequence
 
 
 @_on(EventType.REVIEW_CONFIRMED)
-def _review(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _review(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     through = _int(p.get("through_sequence"))
     scope = _list_of_str(p.get("scope")) or list(DEFAULT_CONFIRM_SCOPE)
     acc["confirmations"].append(
@@ -443,14 +442,15 @@ def _review(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 
 
 _REPLAYS = ("never", "reconcile", "idempotent", "safe")
-_REQUIRED = ("action_id", "action_key", "action_type", "dedup_key", "operation_key")
+# The statuses as the plain strings a record holds (the fold runs per event of long logs).
+_STARTED, _COMPLETED, _FAILED, _UNKNOWN, _COMPENSATED = (str(s) for s in (
+    ActionStatus.STARTED, ActionStatus.COMPLETED, ActionStatus.FAILED, ActionStatus.UNKNOWN,
+    ActionStatus.COMPENSATED))
 
 
 @_on(EventType.ACTION_INTERCEPTED)
-def _action_intercepted(acc: Acc, e: Event, p: dict[str, Any]) -> None:
-    if any(_str(p.get(f)) is None for f in _REQUIRED):
-        _malformed(acc, e)  # written around the ledger: never fatal to the fold
-        return
+def _action_intercepted(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    replay, owner = p.get("replay"), p.get("owner")
     acc["actions"][p["action_id"]] = {
         "action_id": p["action_id"],
         "action_key": p["action_key"],
@@ -459,11 +459,11 @@ def _action_intercepted(acc: Acc, e: Event, p: dict[str, Any]) -> None:
         "dedup_key": p["dedup_key"],
         "fallback_key": _str(p.get("fallback_key")),
         "arguments": p.get("arguments"),
-        "replay": p.get("replay") if p.get("replay") in _REPLAYS else "never",
-        "status": str(ActionStatus.STARTED),
+        "replay": replay if replay in _REPLAYS else "never",
+        "status": _STARTED,
         "attempt": 1,
         "operation_key": p["operation_key"],
-        "owner": p.get("owner") if isinstance(p.get("owner"), dict) else {},
+        "owner": owner if type(owner) is dict else {},
         "approval_id": _str(p.get("approval_id")),
         "external_id": None,
         "result": None,
@@ -477,14 +477,14 @@ def _action_intercepted(acc: Acc, e: Event, p: dict[str, Any]) -> None:
     }
 
 
-def _malformed(acc: Acc, e: Event) -> None:
+def _malformed(acc: Acc, e: EventLike) -> None:
     if "malformed_events" in acc:
         acc["malformed_events"] += 1
         if acc.get("first_malformed") is None:
             acc["first_malformed"] = e.sequence
 
 
-def _action(acc: Acc, e: Event, p: dict[str, Any]) -> dict[str, Any] | None:
+def _action(acc: Acc, e: EventLike, p: dict[str, Any]) -> dict[str, Any] | None:
     rec: dict[str, Any] | None = acc["actions"].get(_str(p.get("action_id")) or "")
     if rec is not None:
         rec["last_sequence"] = e.sequence
@@ -494,41 +494,41 @@ def _action(acc: Acc, e: Event, p: dict[str, Any]) -> dict[str, Any] | None:
 
 
 @_on(EventType.ACTION_RETRIED)
-def _action_retried(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _action_retried(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
         attempt = _int(p.get("attempt"))
-        rec.update(status=str(ActionStatus.STARTED), attempt=attempt or rec["attempt"] + 1,
+        rec.update(status=_STARTED, attempt=attempt or rec["attempt"] + 1,
                    settled_by=None, settled_at=None)
         rec["owner"] = p.get("owner") if isinstance(p.get("owner"), dict) else {}
 
 
 @_on(EventType.ACTION_COMPLETED)
-def _action_completed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _action_completed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.COMPLETED), external_id=_str(p.get("external_id")),
+        rec.update(status=_COMPLETED, external_id=_str(p.get("external_id")),
                    settled_by=str(e.source), settled_at=e.timestamp)
         rec["result"] = p.get("result")
 
 
 @_on(EventType.ACTION_FAILED)
-def _action_failed(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _action_failed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.FAILED), error=_str(p.get("error")),
+        rec.update(status=_FAILED, error=_str(p.get("error")),
                    settled_by=str(e.source), settled_at=e.timestamp)
 
 
 @_on(EventType.ACTION_MARKED_UNKNOWN)
-def _action_unknown(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _action_unknown(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.UNKNOWN), error=_str(p.get("reason")), settled_by=None,
+        rec.update(status=_UNKNOWN, error=_str(p.get("reason")), settled_by=None,
                    settled_at=None)
 
 
 @_on(EventType.ACTION_RECONCILED)
-def _action_reconciled(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _action_reconciled(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
         occurred = p.get("occurred") is True
-        rec["status"] = str(ActionStatus.COMPLETED if occurred else ActionStatus.FAILED)
+        rec["status"] = _COMPLETED if occurred else _FAILED
         rec["note"] = _str(p.get("note"))
         rec["settled_by"], rec["settled_at"] = str(e.source), e.timestamp
         if occurred:
@@ -536,9 +536,9 @@ def _action_reconciled(acc: Acc, e: Event, p: dict[str, Any]) -> None:
 
 
 @_on(EventType.ACTION_COMPENSATED)
-def _action_compensated(acc: Acc, e: Event, p: dict[str, Any]) -> None:
+def _action_compensated(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=str(ActionStatus.COMPENSATED), note=_str(p.get("note")),
+        rec.update(status=_COMPENSATED, note=_str(p.get("note")),
                    settled_by=str(e.source), settled_at=e.timestamp)
 
 
@@ -549,30 +549,44 @@ def empty_state(run_id: str) -> State:
     return State(run_id=run_id)
 
 
-def fold(state: State, events: Iterable[Event]) -> State:
+def fold(state: State, events: Iterable[EventLike]) -> State:
     """Apply ``events`` (in sequence order, after ``state.sequence``) to ``state``."""
-    acc: Acc = state.model_dump(mode="json")  # fresh containers at every level: no copy needed
+    return State.model_validate(fold_plain(state.model_dump(mode="json"), events))
+
+
+def fold_plain(acc: Acc, events: Iterable[EventLike]) -> Acc:
+    """The fold on a state's JSON form (``State.model_dump(mode="json")``, or
+    ``empty_plain``): the same handlers, no model built, so verify can fold a long log and
+    compare its actions with the index without validating a model per action. ``acc`` is
+    changed in place and returned."""
+    handlers, problem = _HANDLERS, payload_problem
+    sequence, head_hash = acc["sequence"], acc["head_hash"]
     for event in events:
-        if event.sequence <= acc["sequence"]:
+        if event.sequence <= sequence:
             continue  # already folded (a checkpoint covers it)
-        handler = _HANDLERS.get(event.type)
+        handler = handlers.get(event.type)
         if handler is None:
             acc["unknown_event_types"] += 1
-        elif payload_problem(event.type, event.payload) is not None:
+        elif problem(event.type, event.payload) is not None:
             _malformed(acc, event)  # a known type that says something else: never dropped silently
         else:
             handler(acc, event, event.payload)
-        acc["sequence"] = event.sequence
-        acc["head_hash"] = event.hash
+        sequence, head_hash = event.sequence, event.hash
+    acc["sequence"], acc["head_hash"] = sequence, head_hash
     progress = acc["progress"]
     if progress["total"] is not None:
         progress["pending"] = max(progress["total"] - progress["completed"] - progress["failed"], 0)
     else:
         progress["pending"] = sum(1 for w in acc["work"].values() if w["status"] == "pending")
-    return State.model_validate(acc)
+    return acc
 
 
-def apply_action_event(record: dict[str, Any] | None, event: Event) -> dict[str, Any] | None:
+def empty_plain(run_id: str) -> Acc:
+    """The JSON form of an empty state, for ``fold_plain``."""
+    return State(run_id=run_id).model_dump(mode="json")
+
+
+def apply_action_event(record: dict[str, Any] | None, event: EventLike) -> dict[str, Any] | None:
     """Apply one ledger event to one action record, with the fold's own handler.
 
     The store's action index is built with this, so the index equals the fold's view
@@ -585,13 +599,13 @@ def apply_action_event(record: dict[str, Any] | None, event: Event) -> dict[str,
     if payload_problem(event.type, event.payload) is not None:
         return record  # the fold skips it too
     acc: Acc = {"actions": {}, "malformed_events": 0}
-    if record is not None:
-        acc["actions"][record["action_id"]] = copy.deepcopy(record)
+    if record is not None:  # the handlers set top-level fields only: a shallow copy is enough
+        acc["actions"][record["action_id"]] = dict(record)
     handler(acc, event, event.payload)
     out: dict[str, Any] | None = acc["actions"].get(action_id)
     return out
 
 
-def project(run_id: str, events: Iterable[Event], *, start: State | None = None) -> State:
+def project(run_id: str, events: Iterable[EventLike], *, start: State | None = None) -> State:
     """Project the state of ``run_id`` from its events (optionally from a checkpoint)."""
     return fold(start if start is not None else empty_state(run_id), events)

@@ -83,7 +83,9 @@ def _action_proposals(state: State, in_flight: set[str]) -> tuple[list[Proposal]
                 proposals.append(Proposal(
                     mode=Mode.ROLLBACK,
                     reason=f"action {a.action_key} was done under approval {a.approval_id}, "
-                           "which was revoked", actions=[f"compensate_action:{a.action_id}"]))
+                           "which was revoked: undo it in the external system, then record the "
+                           "undo (`continuum compensate`)",
+                    actions=[f"compensate_action:{a.action_id}"]))
     return proposals, uncertain
 
 

@@ -8,15 +8,22 @@ facade writes (``external_agent`` for the MCP server, ``deterministic`` for the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from itertools import takewhile
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from continuum.canonical import canonical_json, digest, parse_json
-from continuum.chain import DamageKind, VerifyReport, Violation, check_anchor, with_violations
+from continuum.chain import VerifyReport
+from continuum.checkpoints import (
+    CHECKPOINT_FORMAT,
+    checkpoint_body,
+    checkpoint_through,
+    lean_state,
+    valid_checkpoint,
+)
 from continuum.contract import RecoveryContract
+from continuum.effect import Effect
 from continuum.environment import Probe, declarations, file_checksum, observe
 from continuum.errors import IntegrityError, NotFoundError, UsageError
 from continuum.events import Event, EventType
@@ -30,9 +37,20 @@ from continuum.projection import (
     project,
 )
 from continuum.recovery import Decision, build_contract, decide
-from continuum.store import CheckpointRow, Run, RunInfo, Storage, open_store, resolve_url
+from continuum.store import (
+    DEFAULT_PAGE,
+    CheckpointRow,
+    Run,
+    RunInfo,
+    Storage,
+    open_store,
+    resolve_url,
+)
 from continuum.types import ActionStatus, Origin, RunStatus
 from continuum.validation import Observation, ValidationReport, validate_state
+from continuum.verification import issue_anchor, verify_run
+
+STATE_CACHE_RUNS = 64  # runs whose last state a Continuum object keeps
 
 
 class CheckpointInfo(BaseModel):
@@ -77,6 +95,23 @@ class Recovery(BaseModel):
 
 
 
+class Evaluation(NamedTuple):
+    """What ``Continuum.evaluate`` found, from one reading of the store and one observation
+    of the environment."""
+
+    state: State
+    validation: ValidationReport
+    decision: Decision
+    contract: RecoveryContract
+
+
+class ActionsPage(NamedTuple):
+    """A page of ``Continuum.actions_page``."""
+
+    actions: list[ActionRecord]
+    next_cursor: str | None
+
+
 class ConfirmResult(BaseModel):
     """A recorded human confirmation: it covers the state at ``through_sequence`` exactly.
 
@@ -107,7 +142,9 @@ class Continuum:
         self.probes: dict[str, Probe] = dict(probes or {})
         self.ledger = ActionLedger(store, origin=origin, lease_seconds=lease_seconds, cwd=cwd,
                                    owner=owner)
-        self.checkpoint_warnings: list[str] = []
+        # The last state computed per run (lean, verified): a later state() reads only the
+        # events after it. A long-lived object (the MCP server's) resumes in constant time.
+        self._states: OrderedDict[str, State] = OrderedDict()
 
     @classmethod
     def open(cls, url: str | None = None, *, create: bool = True,
@@ -141,6 +178,13 @@ class Continuum:
                causer_event_id: str | None = None) -> Event:
         return self.store.append_event(run_id, type, payload, source=self.origin,
                                        causer_event_id=causer_event_id)
+
+    def append_events(self, run_id: str,
+                      events: Sequence[tuple[EventType | str, dict[str, Any]]]) -> list[Event]:
+        """Append several events in one transaction (bulk progress, imports): chained
+        exactly as the same ``append`` calls would be, all durable when this returns, or
+        none written (a bad payload is named by its position)."""
+        return self.store.append_events(run_id, events, source=self.origin)
 
     def events(self, run_id: str, after: int = 0) -> list[Event]:
         return self.store.read_events(run_id, after)
@@ -180,43 +224,44 @@ class Continuum:
 
     # -- state and checkpoints ---------------------------------------------------------------
 
-    def _valid_checkpoint(self, run_id: str,
-                          upto: int | None = None) -> tuple[CheckpointRow, State] | None:
-        """The latest checkpoint (at or below ``upto``) whose hash matches and whose sealing
-        event agrees."""
-        self.checkpoint_warnings = []
-        for cp in self.store.list_checkpoints(run_id):
-            if upto is not None and cp.sequence > upto:
-                continue
-            sealed = self.store.read_events(run_id, after=cp.event_sequence - 1)[:1]
-            ok = (_state_digest(cp) == cp.state_hash and sealed
-                  and sealed[0].payload.get("state_hash") == cp.state_hash)
-            if ok:
-                return cp, State.model_validate_json(cp.state_json)
-            self.checkpoint_warnings.append(
-                f"checkpoint at sequence {cp.sequence} failed its hash and was not used")
-        return None
-
     def state(self, run_id: str) -> State:
-        """Latest valid checkpoint + fold of later events (equals the full fold)."""
-        found = self._valid_checkpoint(run_id)
-        if found is None:
-            return project(run_id, self.store.iter_events(run_id))
-        cp, start = found
-        return project(run_id, self.store.iter_events(run_id, after=cp.sequence), start=start)
+        """The run's state at its head, lean: ``State.actions`` holds its *open* actions
+        (unresolved, failed on an agent's word, completed under an approval); settled
+        ones are in the action index (``actions``). From the latest valid checkpoint plus
+        the events after it, and from what this object already knew of the run (its state
+        at some sequence, verified), so a resume reads only what is new.
+        """
+        run = self.store.get_run(run_id)
+        cached = self._states.get(run_id)
+        if cached is not None and (cached.sequence, cached.head_hash) == (run.head_sequence,
+                                                                          run.head_hash):
+            self._states.move_to_end(run_id)
+            return cached
+        start = cached if cached is not None and cached.sequence < run.head_sequence else None
+        state, _, _ = lean_state(self.store, run_id, start=start)
+        self._remember(run_id, state)
+        return state
+
+    def _remember(self, run_id: str, state: State) -> None:
+        self._states[run_id] = state
+        self._states.move_to_end(run_id)
+        while len(self._states) > STATE_CACHE_RUNS:
+            self._states.popitem(last=False)
+
+    def full_state(self, run_id: str) -> State:
+        """The full fold of the log, settled actions included (what ``replay`` shows)."""
+        return project(run_id, self.store.iter_raw(run_id))
 
     def state_at(self, run_id: str, upto: int) -> State:
-        """The state as it was at sequence ``upto``: events 1..upto only (from the latest
-        valid checkpoint at or below it), each verified as it is read."""
-        found = self._valid_checkpoint(run_id, upto)
-        start, after = (found[1], found[0].sequence) if found else (None, 0)
-        events = takewhile(lambda e: e.sequence <= upto, self.store.iter_events(run_id, after=after))
-        state = project(run_id, events, start=start)
-        if state.sequence != upto:
-            raise UsageError(f"run {run_id!r} has no event {upto} (its log ends at {state.sequence})",
-                             code="usage.bad_sequence", hint=f"use a sequence from 1 to {state.sequence}",
-                             run_id=run_id)
-        return state
+        """The lean state as it was at sequence ``upto``: events 1..upto only (from the
+        latest valid checkpoint at or below it), each verified as it is read."""
+        return lean_state(self.store, run_id, upto=upto)[0]
+
+    def checkpoint_warnings(self, run_id: str) -> list[str]:
+        """One line per checkpoint newer than the one used that was not used (failed its
+        hash, or a format this code does not know); the state then comes from an older
+        checkpoint or the log, and `verify` reports a failed hash as damage."""
+        return valid_checkpoint(self.store, run_id)[1]
 
     def declare_dependencies(self, run_id: str, *, env: Mapping[str, str] | None = None,
                              files: list[str] | None = None, git: list[str] | None = None,
@@ -233,10 +278,10 @@ class Continuum:
             if decls:
                 tx.append(EventType.DEPENDENCY_DECLARED, {"dependencies": decls}, source=self.origin)
             state = self.state(run_id)
-            state_json = canonical_json(state.model_dump(mode="json"))
-            state_hash = digest(parse_json(state_json))
+            state_json, state_hash = checkpoint_body(state)  # settled actions left out
             event = tx.append(EventType.CHECKPOINTED, {"through_sequence": state.sequence,
-                                                       "state_hash": state_hash, "reason": reason},
+                                                       "state_hash": state_hash, "reason": reason,
+                                                       "format": CHECKPOINT_FORMAT},
                               source=self.origin)
             tx.put_checkpoint(CheckpointRow(run_id=run_id, sequence=state.sequence,
                                             event_sequence=event.sequence, state_json=state_json,
@@ -247,61 +292,13 @@ class Continuum:
     # -- verification -----------------------------------------------------------------------
 
     def verify(self, run_id: str, *, expect_head: str | None = None) -> VerifyReport:
-        """Chain, head, optional anchor, action index against the fold, checkpoints."""
-        state, report = self._verified_fold(run_id)
-        extra: list[Violation] = []
-        if expect_head is not None:
-            seq, hash_ = parse_anchor(expect_head)
-            last = report.head_sequence
-            v = check_anchor(seq, hash_, self.store.event_hash_at(run_id, seq), last)
-            if v is not None:
-                extra.append(v)
-        if state is not None:
-            try:
-                extra += _index_violations(state, [r.record for r in self.store.list_actions(run_id)])
-            except IntegrityError as e:  # an index row too damaged to read
-                extra.append(Violation(sequence=state.sequence, kind=DamageKind.INDEX_MISMATCH,
-                                       detail=e.message))
-            for cp in self.store.list_checkpoints(run_id):
-                if _state_digest(cp) != cp.state_hash:
-                    extra.append(Violation(sequence=cp.event_sequence, kind=DamageKind.CHECKPOINT_MISMATCH,
-                                           detail=f"checkpoint through {cp.sequence} fails its hash"))
-        return with_violations(report, extra)
-
-    def _verified_fold(self, run_id: str) -> tuple[State | None, VerifyReport]:
-        """The chain report and, for an intact chain, the full fold: one read of the log.
-
-        Every event is verified as it is read and folded (``iter_events``); with the run's
-        head matched and no stored row outside 1..head (``count_events``), that is exactly
-        what ``verify_events`` would report for an intact chain. Anything else (damage, a
-        store that cannot count its rows) gets the full report, which names the damage.
-        """
-        run = self.store.get_run(run_id)
-        count_events = getattr(self.store, "count_events", None)
-        if count_events is not None:
-            try:
-                state = project(run_id, self.store.iter_events(run_id))
-            except IntegrityError:
-                state = None
-            if (state is not None and state.sequence == run.head_sequence
-                    and state.head_hash == run.head_hash and count_events(run_id) == run.head_sequence):
-                return state, VerifyReport(run_id=run_id, ok=True, events_checked=run.head_sequence,
-                                           trusted_through=run.head_sequence,
-                                           head_sequence=run.head_sequence,
-                                           head_hash=run.head_hash, violations=[])
-        report = self.store.verify_events(run_id)
-        return (project(run_id, self.store.iter_events(run_id)) if report.ok else None), report
+        """Chain, head, optional anchor (``SEQ:HASH``), the action index against the fold,
+        checkpoints: every finding in one report (see ``verification.verify_run``)."""
+        return verify_run(self.store, run_id, expect_head=expect_head)
 
     def anchor(self, run_id: str) -> dict[str, Any]:
-        run = self.store.get_run(run_id)
-        report = self.store.verify_events(run_id)
-        if not report.ok:
-            v = report.violations[0]
-            raise IntegrityError(f"run {run_id!r} is damaged at sequence {v.sequence} ({v.kind}); "
-                                 "no anchor is issued for a damaged chain", code=f"integrity.{v.kind}",
-                                 hint=f"run `continuum verify {run_id}`", run_id=run_id)
-        return {"run_id": run_id, "sequence": run.head_sequence, "hash": run.head_hash,
-                "anchor": f"{run.head_sequence}:{run.head_hash}"}
+        """``{"anchor": "SEQ:HASH", ...}`` of the run's head; refused for a damaged chain."""
+        return issue_anchor(self.store, run_id)
 
     # -- the ledger -------------------------------------------------------------------------
 
@@ -331,8 +328,40 @@ class Continuum:
         return self.ledger.reconcile(run_id, action, occurred=occurred, external_id=external_id,
                                      note=note, origin=origin, force=force)
 
+    def effect(self, run_id: str, action_type: str, *,
+               key: str | Callable[..., str | None] | None = None, arguments: Any = None,
+               replay: str | None = None, certain_on: tuple[type[BaseException], ...] = (),
+               encode: Callable[[Any], Any] | None = None,
+               decode: Callable[[Any], Any] | None = None,
+               external_id: Callable[[Any], str | None] | None = None) -> Effect:
+        """A side effect performed at most once: decorator, ``run``/``arun`` or ``with``.
+
+        See ``continuum.effect.Effect``: a completed effect returns its recorded result, an
+        interrupted one raises ``EffectUncertain``. Recorded with this facade's origin.
+        """
+        return Effect(self.ledger, run_id, action_type, key=key, arguments=arguments,
+                      replay=replay, certain_on=certain_on, encode=encode, decode=decode,
+                      external_id=external_id)
+
+    def compensate(self, run_id: str, action: str, *, note: str | None = None) -> ActionRecord:
+        """Record that a completed action's effect was undone (a semantic undo performed
+        outside continuum): the rollback verdict's ``compensate_action:ID``. A later
+        intercept of it answers ``compensated`` and does not proceed."""
+        return self.ledger.compensate(run_id, action, note=note)
+
     def actions(self, run_id: str) -> list[ActionRecord]:
+        """Every action of the run, in the order they were intercepted (see
+        ``actions_page`` for a long run)."""
         return self.ledger.actions(run_id)
+
+    def actions_page(self, run_id: str, *, cursor: str | None = None,
+                     limit: int = DEFAULT_PAGE) -> ActionsPage:
+        """One page of the run's actions: open ones (started, unknown, failed) first, then
+        the settled ones, each in interception order; ``next_cursor`` gives the next page
+        (None after the last). A page costs its rows, not the run's history; an action
+        that changes status between pages may be listed twice or skipped."""
+        actions, next_cursor = self.ledger.page(run_id, cursor=cursor, limit=limit)
+        return ActionsPage(actions=actions, next_cursor=next_cursor)
 
     def interrupted(self, run_id: str) -> set[str]:
         """Ids of ``started`` actions whose owner is gone: in effect ``unknown`` until the
@@ -346,21 +375,19 @@ class Continuum:
                 expected_model: str | None) -> tuple[State, ValidationReport, VerifyReport, int | None,
                                                      tuple[dict[str, str | None], dict[str, str]]]:
         run = self.store.get_run(run_id)
-        found = self._valid_checkpoint(run_id)
-        cp_version = found[0].sequence if found else None
         try:
-            if found is None:
-                state = project(run_id, self.store.iter_events(run_id))
-            else:
-                state = project(run_id, self.store.iter_events(run_id, after=found[0].sequence),
-                                start=found[1])
+            state = self.state(run_id)
             chain = VerifyReport(run_id=run_id, ok=True, events_checked=run.head_sequence,
                                  trusted_through=run.head_sequence, head_sequence=run.head_sequence,
                                  head_hash=run.head_hash, violations=[])
         except IntegrityError:
+            self._states.pop(run_id, None)
             chain = self.store.verify_events(run_id)
             state = project(run_id, [])
             state = state.model_copy(update={"sequence": chain.trusted_through})
+        # The contract names the latest checkpoint the log records: the same for the same
+        # log, whichever way (checkpoint, cache, log) the state was arrived at.
+        cp_version = checkpoint_through(self.store, run_id, state.last_checkpoint)
         given = dict(env or {})
         observed = {name: observe(dep, given, self.probes) for name, dep in state.dependencies.items()}
         validation = validate_state(state, observed, extra=given, expected_model=expected_model)
@@ -383,11 +410,15 @@ class Continuum:
 
     def validate(self, run_id: str, *, env: Mapping[str, str] | None = None,
                  expected_model: str | None = None) -> ValidationReport:
+        """The validation report alone (``evaluate`` gives it with the verdict, observed
+        once)."""
         return self._inputs(run_id, env, expected_model)[1]
 
     def evaluate(self, run_id: str, *, env: Mapping[str, str] | None = None,
                  expected_model: str | None = None,
-                 tolerate_unknown: bool = False) -> tuple[State, Decision, RecoveryContract]:
+                 tolerate_unknown: bool = False) -> Evaluation:
+        """The state, its validation against the environment (observed once), the decision
+        and the sealed contract, all from one reading of the store."""
         state, validation, chain, cp_version, (observed, sources) = self._inputs(
             run_id, env, expected_model)
         decision = decide(state, validation, chain, in_flight=self._in_flight(run_id, state),
@@ -395,7 +426,7 @@ class Continuum:
         contract = build_contract(state, validation, decision, chain,
                                   checkpoint_version=cp_version, observed_env=observed,
                                   env_sources=sources)
-        return state, decision, contract
+        return Evaluation(state, validation, decision, contract)
 
     def resume(self, run_id: str | None = None, *, env: Mapping[str, str] | None = None,
                expected_model: str | None = None, tolerate_unknown: bool = False) -> Recovery:
@@ -406,8 +437,9 @@ class Continuum:
                 return Recovery(run_id=None, mode="no_active_run", safe=False,
                                 next_allowed_action=None, rationale="there is no active run in this store",
                                 required_actions=[], uncertain_actions=[], progress=None, contract=None)
-        state, decision, contract = self.evaluate(run_id, env=env, expected_model=expected_model,
-                                                  tolerate_unknown=tolerate_unknown)
+        state, _, decision, contract = self.evaluate(run_id, env=env,
+                                                     expected_model=expected_model,
+                                                     tolerate_unknown=tolerate_unknown)
         uncertain = [{"action_id": a.action_id, "action_key": a.action_key,
                       "action_type": a.action_type,
                       "status": "needs_confirmation" if a.failure_unconfirmed else "unknown",
@@ -525,7 +557,7 @@ class Continuum:
         # (a file's hash, a git head, a registered callable); only values nothing here can
         # observe are taken from the contract, and the answer names them.
         env, reobserved, unverified = self._contract_env(contract)
-        _, _, fresh = self.evaluate(contract.run_id, env=env)
+        fresh = self.evaluate(contract.run_id, env=env).contract
         if fresh.integrity_hash != contract.integrity_hash:
             raise IntegrityError(
                 f"the store gives verdict {fresh.verdict!r} (contract {fresh.integrity_hash[:12]}) "
@@ -579,41 +611,3 @@ def _progress_past_total(completed: int, failed: int, total: int) -> None:
                      f"of {total}; nothing was recorded", code="usage.bad_progress",
                      hint="record absolute numbers that fit the total, or raise the total first "
                           "(total=N in the same call)", field="completed")
-
-
-def parse_anchor(text: str) -> tuple[int, str]:
-    seq, sep, hash_ = text.partition(":")
-    if not sep or not seq.isdigit() or int(seq) < 1 or len(hash_) != 64 or any(
-            c not in "0123456789abcdef" for c in hash_):
-        raise UsageError(f"anchor {text!r} is not SEQ:HASH", code="usage.bad_anchor",
-                         hint="use the value printed by `continuum anchor RUN`, e.g. 42:3fa9...")
-    return int(seq), hash_
-
-
-def _state_digest(cp: CheckpointRow) -> str | None:
-    """The digest of a checkpoint's state, or None if it is too damaged to parse."""
-    try:
-        return digest(parse_json(cp.state_json))
-    except (ValueError, TypeError):
-        return None
-
-
-def _index_violations(state: State, records: list[dict[str, Any]]) -> list[Violation]:
-    out: list[Violation] = []
-    seen = set()
-    for rec in records:
-        seen.add(rec["action_id"])
-        folded = state.actions.get(rec["action_id"])
-        try:
-            stored = ActionRecord.model_validate(rec).model_dump(mode="json")
-        except ValueError:  # pydantic's ValidationError: a damaged row cannot match
-            stored = None
-        if folded is None or folded.model_dump(mode="json") != stored:
-            out.append(Violation(sequence=folded.last_sequence if folded else state.sequence,
-                                 kind=DamageKind.INDEX_MISMATCH,
-                                 detail=f"action index row {rec['action_id']} disagrees with the log"))
-    for action_id, folded in state.actions.items():
-        if action_id not in seen:
-            out.append(Violation(sequence=folded.last_sequence, kind=DamageKind.INDEX_MISMATCH,
-                                 detail=f"action {action_id} is in the log but not in the index"))
-    return out

@@ -82,10 +82,6 @@ _SEVERITY = {
 }
 
 
-def most_severe(modes: list[Mode]) -> Mode:
-    return max(modes, key=lambda m: m.severity) if modes else Mode.RESUME
-
-
 class DependencyStatus(StrEnum):
     """Result of comparing a declared dependency with the current environment."""
 

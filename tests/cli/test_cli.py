@@ -161,17 +161,18 @@ def test_resume_without_run_and_without_active_run_is_not_an_error_shape(cli: CL
 
 def test_show_contract_is_byte_identical_and_verifies(cli: CLI, tmp_path: Path) -> None:
     cli("start", "r1", "--goal", "g")
-    a, b = cli("show-contract", "r1"), cli("show-contract", "r1")
-    assert a.code == 0 and a.out == b.out
     f = tmp_path / "c.json"
-    f.write_text(a.out)
+    a = cli("show-contract", "r1", "-o", str(f))
+    text = f.read_text()
+    b = cli("show-contract", "r1", "-o", str(f))
+    assert a.code == 0 and a.out == b.out and f.read_text() == text
     assert cli("verify-contract", str(f)).code == 0
-    doc = json.loads(a.out)
+    doc = json.loads(text)
     doc["verdict"] = "abort"
     f.write_text(json.dumps(doc))
     r = cli("--json", "verify-contract", str(f))
     assert r.code == 3 and r.json()["error"]["code"] == "integrity.contract_tampered"
-    f.write_text(a.out)
+    f.write_text(text)
     cli("append", "r1", "work_completed")
     r = cli("--json", "verify-contract", str(f))
     assert r.code == 3 and r.json()["error"]["code"] == "integrity.contract_stale"
@@ -239,9 +240,9 @@ def test_a_resealed_forged_contract_is_refused(cli: CLI, tmp_path: Path) -> None
 
     cli("start", "r1", "--goal", "g")
     cli("declare", "r1", "--env", "dataset=v1")
-    out = cli("show-contract", "r1", "--env", "dataset=v1").out
     f = tmp_path / "c.json"
-    f.write_text(out)
+    cli("show-contract", "r1", "--env", "dataset=v1", "-o", str(f))
+    out = f.read_text()
     assert cli("verify-contract", str(f)).code == 0  # env recorded in the contract is reused
     forged = RecoveryContract.model_validate_json(out).model_copy(
         update={"verdict": "abort", "safe": False})

@@ -86,12 +86,12 @@ def assert_nothing_spoofed(term: Terminal) -> None:
 COMMANDS = [
     (["runs"], 0, ["\\x1b[2Kgoal: Fix typos", "\\x0d"]),
     (["inspect", RUN], 0, ['goal: "Wire $48,000', "\\x1b]0;pwned\\x07", "[agent-supplied: external_agent, seq 1]"]),
-    (["status", RUN], 0, []),
+    (["status", RUN], 20, []),  # the interrupted wire needs a person, as `actions` says
     (["events", RUN], 0, ["external_agent"]),
     (["actions", RUN], 20, ['error: "timeout\\x0d\\x1b[2Kverdict: resume']),
     (["resume", RUN], 20, ["\\x1b[2Kverdict: resume"]),
     (["validate", RUN], 20, ["\\u202e"]),
-    (["show-contract", RUN], 20, ["data\\u202eset\\u001b[8m"]),
+    (["show-contract", RUN], 20, ['dependency "data\\u202eset\\x1b[8m"']),
     (["verify", RUN], 0, []),
 ]
 

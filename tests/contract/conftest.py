@@ -96,6 +96,29 @@ class StoreFactory:
         self._opened.append(store)
         return store
 
+    def corrupt(self, statement: str, params: tuple[object, ...] = ()) -> None:
+        """Damage the database behind the store's back, in the backend's own SQL.
+
+        ``statement`` names the tables plainly (``events``, ``runs``, ``actions``,
+        ``checkpoints``) and uses ``?`` placeholders; each backend gets it in its dialect.
+        """
+        if self.backend == "sqlite":
+            import apsw
+
+            conn = apsw.Connection(self.url)
+            try:
+                conn.execute(statement, params)
+            finally:
+                conn.close()
+            return
+        import re
+
+        import psycopg
+
+        pg = re.sub(r"\b(events|runs|actions|checkpoints)\b", r"continuum.\1", statement)
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(pg.replace("?", "%s"), params)  # type: ignore[call-overload]
+
     def close_all(self) -> None:
         for store in self._opened:
             store.close()

@@ -149,6 +149,26 @@ def test_appends_get_gapless_sequences_linked_by_prev_hash(store: Storage, run: 
         assert after.prev_hash == before.hash
 
 
+def test_append_events_chains_a_batch_as_single_appends_would(store: Storage, run: str) -> None:
+    first = append_n(store, run, 2)
+    batch = store.append_events(run, [(EventType.WORK_COMPLETED, {"item_id": f"b{i}"})
+                                      for i in range(5)] + [("custom_note", {"x": [1, "é"]})],
+                                source=Origin.EXTERNAL_AGENT)
+    assert [e.sequence for e in batch] == list(range(3, 9))
+    prev = first[-1].hash
+    for e in batch:  # each one sealed over its fields, linked to the one before
+        assert e.prev_hash == prev and e.hash == e.computed_hash()
+        prev = e.hash
+    assert store.read_events(run) == first + batch
+    assert store.get_run(run).head_hash == batch[-1].hash
+    assert store.verify_events(run).ok
+    with pytest.raises(UsageError) as e:  # one bad payload: nothing of the batch written
+        store.append_events(run, [(EventType.WORK_COMPLETED, {"item_id": "ok"}),
+                                  (EventType.WORK_COMPLETED, {"item_id": 3})])
+    assert e.value.fields["index"] == 1
+    assert store.get_run(run).head_sequence == 8
+
+
 def test_read_events_returns_exactly_what_append_returned(store: Storage, run: str) -> None:
     appended = append_n(store, run, 10)
 

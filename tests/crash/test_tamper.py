@@ -497,7 +497,7 @@ def test_a_checkpoint_that_is_not_json_is_a_verify_finding_and_is_not_used(
         assert [str(v.kind) for v in app.verify("run_a").violations] == ["checkpoint_mismatch"]
         state = app.state("run_a")  # folded from the log instead
         assert state.sequence == store.get_run("run_a").head_sequence
-        assert app.checkpoint_warnings
+        assert app.checkpoint_warnings("run_a")
 
 
 def test_a_run_record_whose_text_is_not_utf8_is_an_integrity_error(
@@ -559,7 +559,8 @@ def test_a_damaged_run_action_or_checkpoint_record_is_an_integrity_error_naming_
 def test_a_text_column_holding_a_number_is_refused_as_damage() -> None:
     # Found by the soak: a flipped serial type made a TEXT column read back as an integer
     # (SQL cannot store that through a TEXT column's affinity, so the rows are given here).
-    from continuum.store.sqlite import _action_row, _run_info
+    from continuum.store.core import action_from_row as _action_row
+    from continuum.store.core import run_from_row as _run_info
 
     with pytest.raises(IntegrityError) as e:
         _action_row(("run_b", "act_1", 7, None, "dk"))

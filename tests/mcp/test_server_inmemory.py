@@ -363,5 +363,16 @@ async def test_an_unknown_argument_name_is_refused_by_name_and_changes_nothing(
         await s.ok("continuum_record_progress", {"run_id": "r1", "goal": "ship", "total": 5})
         before = human(db).store.get_run("r1").head_sequence
         text = await s.error("continuum_record_progress", {"run_id": "r1", "complete": 3})
-        assert "complete" in text and "Extra inputs are not permitted" in text
+        assert text.startswith("continuum_record_progress: unknown argument 'complete' "
+                               "(did you mean 'completed'?)"), text
+        assert "\n" not in text and "pydantic" not in text and "http" not in text
+        two = await s.error("continuum_record_progress",
+                            {"run_id": "r1", "completed": 3, "totl": 5, "zzz\x1b[2K": 1})
+        assert "unknown arguments 'totl' (did you mean 'total'?), 'zzz\\x1b[2K'" in two, two
+        # A wrong known argument beside it is still named, on its own line, after it.
+        both = await s.error("continuum_record_progress",
+                             {"run_id": "r1", "completed": "three", "complete": 3})
+        first, *rest = both.splitlines()
+        assert first.startswith("continuum_record_progress: unknown argument 'complete'")
+        assert "completed" in rest, both
         assert human(db).store.get_run("r1").head_sequence == before

@@ -484,3 +484,38 @@ def test_the_mcp_inspector_cli_lists_the_tools_calls_resume_and_writes_when_allo
     assert json.loads(resumed["content"][0]["text"]) == resumed["structuredContent"]
     assert allowed["isError"] is False
     assert allowed["structuredContent"]["progress"]["total"] == 3
+
+
+# --- listings come a page at a time ---------------------------------------------------
+
+
+async def test_list_actions_pages_open_actions_first_over_stdio(site: ServerSite) -> None:
+    """At 120 settled actions the default page is 50, the interrupted ones lead it, and
+    following next_cursor lists every action once; a forged cursor is refused by name."""
+    rt = Continuum(open_store(str(site.db)), origin=Origin.DETERMINISTIC)
+    try:
+        rt.start_run("r1", "send invoices")
+        for i in range(120):
+            rt.complete("r1", rt.intercept("r1", "send", {"i": i}, key=f"inv-{i}").action_key)
+        rt.intercept("r1", "send", {"i": "late"}, key="inv-late")  # left open: started
+    finally:
+        rt.close()
+    site.env = {ALLOW_ENV: "agent"}
+    with anyio.fail_after(BOUND):
+        async with site.client() as client:
+            first = structured(await client.call_tool("continuum_list_actions", {"run_id": "r1"}))
+            keys = [a["action_key"] for a in first["actions"]]
+            cursor = first["next_cursor"]
+            while cursor is not None:
+                page = structured(await client.call_tool(
+                    "continuum_list_actions", {"run_id": "r1", "cursor": cursor, "limit": 40}))
+                assert len(page["actions"]) <= 40
+                keys += [a["action_key"] for a in page["actions"]]
+                cursor = page["next_cursor"]
+            forged = await client.call_tool("continuum_list_actions",
+                                            {"run_id": "r1", "cursor": "o.x"})
+    assert len(first["actions"]) == 50
+    assert first["actions"][0]["action_key"] == "send:inv-late"  # open first
+    assert first["actions"][0]["status"] == "started"
+    assert len(keys) == len(set(keys)) == 121
+    assert forged.is_error and "cursor" in result_text(forged)

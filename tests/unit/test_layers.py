@@ -28,8 +28,11 @@ RANKS = {
     "continuum.recovery": 5,
     "continuum.store": 6,
     "continuum.ledger": 7,
+    "continuum.verification": 7,
+    "continuum.checkpoints": 7.2,
     "continuum.transfer": 7,
     "continuum.environment": 7,
+    "continuum.effect": 7.5,  # the effect seam over the ledger, under the facade and adapters
     "continuum.runtime": 8,
     "continuum.bench": 8.5,
     "continuum.hooks": 8.7,  # host hooks: used by the CLI and by their own lean entry point

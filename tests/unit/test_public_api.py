@@ -5,7 +5,8 @@ from __future__ import annotations
 import continuum
 
 PINNED = {
-    "ActionLedger", "ActionStatus", "Continuum", "ContinuumError", "Decision", "Event",
+    "ActionLedger", "ActionStatus", "Continuum", "ContinuumError", "Decision", "EffectUncertain",
+    "Event",
     "EventType", "IntegrityError", "InterceptResult", "LedgerError", "Mode", "NotFoundError",
     "Origin", "Recovery", "RecoveryContract", "ReplayContract", "Run", "SQLiteStorage", "State",
     "Storage", "StoreError", "UsageError", "VerifyReport", "Violation", "__version__", "decide",

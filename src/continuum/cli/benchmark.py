@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from continuum.cli.common import common
+from continuum.cli.common import common_without_db
 from continuum.cli.output import Settings, emit
 from continuum.untrusted import terminal_safe
 
@@ -24,24 +24,39 @@ def _progress(message: str) -> None:
               help="Keep every store, outbox and log here (default: a temporary directory, "
                    "removed afterwards).")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
-@common
-def benchmark_cmd(s: Settings, total: int, workdir: Path | None, quiet: bool) -> None:
+@click.option("--frameworks", is_flag=True,
+              help="Instead: each installed agent framework (LangGraph, LangChain, OpenAI "
+                   "Agents, Pydantic AI) with and without continuum's adapter, SIGKILLed at the "
+                   "same points; duplicate and missing effects side by side.")
+@common_without_db
+def benchmark_cmd(s: Settings, total: int, workdir: Path | None, quiet: bool,
+                  frameworks: bool) -> None:
     """Crash an agent for real and count what each recovery strategy repeats.
 
     Scenarios process_crash, dataset_change, unknown_side_effect, partial_completion
     and early_crash, each run with continuum, with full replay and with a naive
     checkpoint: a worker process is SIGKILLed at a chosen point and a fresh one
     resumes; side effects are files in an outbox. Plus an argument-drift scenario.
-    Uses its own temporary stores (--db is not used). Exit 0 when continuum shows no
+    It builds its own stores and never touches yours. Exit 0 when continuum shows no
     duplicate side effect and detects every stale dependency, 1 otherwise.
+
+    With --frameworks: the agent-framework comparison instead (exit 0 when continuum
+    shows no duplicate and no missing effect and every resumed agent finished).
     """
+    if workdir is not None:
+        workdir = workdir.absolute()
+        workdir.mkdir(parents=True, exist_ok=True)
+    if frameworks:
+        from continuum.bench.frameworks import render as render_frameworks
+        from continuum.bench.frameworks import run_frameworks
+
+        fw = run_frameworks(workdir=workdir, progress=None if quiet else _progress)
+        emit(s, fw.model_dump(mode="json"), render_frameworks(fw), code=0 if fw.passed else 1)
+        return
     # Imported here: the scenarios are not needed by any other command's start-up.
     from continuum.bench import run_benchmark
     from continuum.bench.report import render
 
-    if workdir is not None:
-        workdir = workdir.absolute()
-        workdir.mkdir(parents=True, exist_ok=True)
     report = run_benchmark(total, workdir=workdir, progress=None if quiet else _progress)
     emit(s, report.model_dump(mode="json"), render(report), code=0 if report.passed else 1)
 

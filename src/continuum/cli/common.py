@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import sys
@@ -12,10 +13,11 @@ from typing import Any, TextIO, TypeVar
 import click
 
 from continuum.cli.output import Settings
-from continuum.errors import UsageError
+from continuum.errors import ContinuumError, UsageError
 from continuum.runtime import Continuum
 from continuum.store import resolve_url
 from continuum.types import Origin
+from continuum.untrusted import quoted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,17 +27,31 @@ DB_HELP = "Store: a file path, sqlite:///abs/path.db or postgresql://... " \
 
 def common(f: F) -> F:
     """Add --db, --json and --no-color to a command and pass the merged Settings first."""
+    inner = common_without_db(f)
 
     @click.option("--db", "db", metavar="URL", default=None, help=DB_HELP)
-    @click.option("--json", "as_json", is_flag=True, default=False,
-                  help="Print exactly one JSON document on stdout.")
-    @click.option("--no-color", "no_color", is_flag=True, default=False, help="No ANSI colour.")
-    @functools.wraps(f)
-    def wrapper(*args: Any, db: str | None, as_json: bool, no_color: bool, **kwargs: Any) -> Any:
+    @functools.wraps(inner)
+    def wrapper(*args: Any, db: str | None, **kwargs: Any) -> Any:
         settings = click.get_current_context().find_object(Settings)
         assert settings is not None
         if db is not None:  # an explicit empty --db is refused later, never the default
             settings.db = db
+        return inner(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def common_without_db(f: F) -> F:
+    """Add --json and --no-color (no --db: for a command that uses no store of ours) and
+    pass the merged Settings first."""
+
+    @click.option("--json", "as_json", is_flag=True, default=False,
+                  help="Print exactly one JSON document on stdout.")
+    @click.option("--no-color", "no_color", is_flag=True, default=False, help="No ANSI colour.")
+    @functools.wraps(f)
+    def wrapper(*args: Any, as_json: bool, no_color: bool, **kwargs: Any) -> Any:
+        settings = click.get_current_context().find_object(Settings)
+        assert settings is not None
         if as_json:
             settings.json = True
         if no_color:
@@ -86,3 +102,26 @@ def private_file(path: Path) -> TextIO:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     os.fchmod(fd, 0o600)  # an existing file keeps its old mode under O_CREAT
     return os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+
+
+def suggest_run(settings: Settings, err: ContinuumError) -> None:
+    """A run that was not found: name the store's closest run id in the hint ("did you
+    mean ...?") and in the error's details. Best effort: if the store cannot be read
+    now, the error stays as it was."""
+    wanted = err.fields.get("run_id")
+    if err.code != "not_found.run" or not isinstance(wanted, str):
+        return
+    try:
+        rt = Continuum.open(resolve_url(settings.db), create=False)
+        try:
+            ids = [r.run_id for r in rt.runs()]
+        finally:
+            rt.close()
+    except ContinuumError:
+        return
+    by_folded = {run_id.casefold(): run_id for run_id in reversed(ids)}  # first one wins
+    close = difflib.get_close_matches(wanted.casefold(), list(by_folded), n=1, cutoff=0.5)
+    if close:
+        match = by_folded[close[0]]
+        err.fields["did_you_mean"] = match
+        err.hint = f"did you mean {quoted(match)}? " + (err.hint or "list runs with `continuum runs`")

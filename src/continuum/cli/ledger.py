@@ -225,4 +225,20 @@ def fail_cmd(s: Settings, run_id: str, action: str, error: str | None, certain: 
          [f"action {quoted(rec.action_key)} is now {rec.status}"])
 
 
-COMMANDS = [actions_cmd, reconcile_cmd, intercept_cmd, complete_cmd, fail_cmd]
+@click.command("compensate")
+@click.argument("run_id")
+@click.argument("action")
+@click.option("--note", default=None, help="What was done to undo it.")
+@common
+def compensate_cmd(s: Settings, run_id: str, action: str, note: str | None) -> None:
+    """Record that completed ACTION was undone (after you undid it in the external system).
+
+    The rollback verdict asks for this (`compensate_action:ID`) when an approval an action
+    was done under is revoked. A later intercept of the action answers `compensated`.
+    """
+    rec = runtime(s).compensate(run_id, action, note=note)
+    emit(s, {"action": rec.model_dump(mode="json")},
+         [f"action {quoted(rec.action_key)} is now {rec.status}"])
+
+
+COMMANDS = [actions_cmd, reconcile_cmd, intercept_cmd, complete_cmd, fail_cmd, compensate_cmd]

@@ -1,9 +1,12 @@
-"""`continuum mcp install --client claude-code|gemini|kilo [--print]` and `continuum mcp doctor`.
+"""`continuum mcp install|uninstall --client claude-code|gemini|kilo` and `mcp doctor`.
 
 `install` writes (or prints) a host's MCP configuration for this server: the store path
 and the allowlist set to that host's client names, joined with commas (a name may hold
 spaces: Kilo Code's client calls itself "Kilo Code"). An existing file is merged: other
 servers and settings are kept; a file that is not valid JSON is refused, never overwritten.
+`uninstall` removes our server entry alone, the same way. Gemini CLI allows // and /* */
+comments in its settings.json: such a file is read, but writing it back drops the
+comments, so that takes --force (and is said before the write).
 
 `doctor` shows what a server started here, with this environment, would load and what
 each client would be told. The CLI may not import the MCP edge (layers), so it asks the
@@ -24,8 +27,9 @@ from typing import Any
 import click
 
 from continuum.cli.common import common
-from continuum.cli.output import Settings, emit
+from continuum.cli.output import Settings, emit, write_lines
 from continuum.errors import ContinuumError, UsageError
+from continuum.hooks.install import write_config
 from continuum.store import resolve_url
 from continuum.untrusted import check_identifier, quoted
 
@@ -87,21 +91,96 @@ def server_entry(client: str, db: str, names: list[str]) -> dict[str, Any]:
     return {"command": command[0], "args": args, "env": env, "disabled": False, "alwaysAllow": []}
 
 
-def merged_config(path: Path, entry: dict[str, Any]) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    if path.exists():
-        try:
-            config = json.loads(path.read_text(encoding="utf-8") or "{}")
-        except ValueError as e:
-            raise UsageError(f"{path} is not valid JSON ({e}); it was left untouched",
-                             code="usage.bad_config_file",
-                             hint="fix or move the file, or use --print and merge by hand") from e
-        if not isinstance(config, dict) or not isinstance(config.get("mcpServers", {}), dict):
-            raise UsageError(f"{path} does not hold a JSON object with an mcpServers object",
-                             code="usage.bad_config_file", hint="use --print and merge by hand")
+def strip_json_comments(text: str) -> tuple[str, bool]:
+    """``text`` without its ``//`` and ``/* */`` comments, and whether it had any.
+
+    Only outside strings (``"http://x"`` keeps its slashes); a comment becomes spaces
+    (its newlines kept), so a parse error still points at the right line and column. An
+    unterminated ``/*`` is left as it is, for the parser to refuse."""
+    out: list[str] = []
+    i, n, found, in_string = 0, len(text), False, False
+    while i < n:
+        c = text[i]
+        if in_string:
+            if c == "\\":
+                out.append(text[i:i + 2])
+                i += 2
+                continue
+            in_string = c != '"'
+        elif c == '"':
+            in_string = True
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out.append(" " * (end - i))
+            i, found = end, True
+            continue
+        elif text.startswith("/*", i) and (close := text.find("*/", i + 2)) >= 0:
+            out.append("".join(ch if ch == "\n" else " " for ch in text[i:close + 2]))
+            i, found = close + 2, True
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out), found
+
+
+def read_config(path: Path, *, comments: bool = False) -> tuple[dict[str, Any], bool]:
+    """The configuration in ``path`` ({} when absent) and whether it had comments (allowed
+    only with ``comments``, as Gemini CLI allows them); a file we cannot merge into is
+    refused and left untouched."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, False
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) else "it is not UTF-8"
+        raise UsageError(f"cannot read {path} ({reason}); it was left untouched",
+                         code="usage.bad_config_file",
+                         hint="fix or move the file, or use --print and merge by hand") from e
+    found = False
+    if comments:
+        text, found = strip_json_comments(text)
+    try:
+        config = json.loads(text) if text.strip() else {}
+    except ValueError as e:
+        raise UsageError(f"{path} is not valid JSON ({e}); it was left untouched",
+                         code="usage.bad_config_file",
+                         hint="fix or move the file, or use --print and merge by hand") from e
+    if not isinstance(config, dict) or not isinstance(config.get("mcpServers", {}), dict):
+        raise UsageError(f"{path} does not hold a JSON object with an mcpServers object",
+                         code="usage.bad_config_file", hint="use --print and merge by hand")
+    return config, found
+
+
+def with_server(config: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     servers = dict(config.get("mcpServers", {}))
     servers[SERVER_NAME] = entry
     return {**config, "mcpServers": servers}
+
+
+def without_server(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without our server; an ``mcpServers`` that only ours filled goes too."""
+    if SERVER_NAME not in config.get("mcpServers", {}):
+        return dict(config)
+    servers = {k: v for k, v in config["mcpServers"].items() if k != SERVER_NAME}
+    if servers:
+        return {**config, "mcpServers": servers}
+    return {k: v for k, v in config.items() if k != "mcpServers"}
+
+
+def check_comments(s: Settings, path: Path, *, found: bool, print_only: bool, force: bool) -> None:
+    """A file with comments is written only with --force, and the loss is said first."""
+    if not found:
+        return
+    if not (print_only or force):
+        raise UsageError(f"{path} has comments, which writing it would drop; it was left "
+                         "untouched", code="usage.config_has_comments",
+                         hint="pass --force to write it without its comments, or --print to "
+                              "see the result and merge by hand")
+    if not s.json:
+        write_lines(s, [f"note: {path} has comments; "
+                        + ("the configuration printed has none" if print_only
+                           else "they are dropped from the file written now")], err=True)
 
 
 @click.group("mcp")
@@ -118,9 +197,11 @@ def mcp_group() -> None:
 @click.option("--client-name", "client_names", multiple=True,
               help="Allow this clientInfo name instead of the host's defaults (repeatable; "
                    "spaces are fine, e.g. \"Kilo Code\"; no commas).")
+@click.option("--force", is_flag=True,
+              help="Write a file that has comments (Gemini CLI allows them): they are dropped.")
 @common
 def install_cmd(s: Settings, client: str, print_only: bool, config_path: str | None,
-                client_names: tuple[str, ...]) -> None:
+                client_names: tuple[str, ...], force: bool) -> None:
     """Write (or print) CLIENT's MCP configuration for this server.
 
     The store is --db / CONTINUUM_DB / ./continuum.db made absolute; the allowlist
@@ -132,19 +213,58 @@ def install_cmd(s: Settings, client: str, print_only: bool, config_path: str | N
     names = [allowlist_name(n) for n in client_names] or list(spec["names"])
     entry = server_entry(client, resolve_url(s.db), names)
     path = Path(config_path or spec["path"])
-    config = merged_config(path, entry)
-    text = json.dumps(config, indent=2) + "\n"
+    before, commented = read_config(path, comments=client == "gemini")
+    config = with_server(before, entry)
+    check_comments(s, path, found=commented, print_only=print_only, force=force)
     if print_only:
         emit(s, {"client": client, "path": str(path), "config": config, "written": False},
-             text.rstrip("\n"))
+             json.dumps(config, indent=2))
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".continuum-tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_config(path, config)
     emit(s, {"client": client, "path": str(path.absolute()), "config": config, "written": True},
          [f"wrote {path} (server '{SERVER_NAME}', allowlist: {', '.join(names)})",
           "restart the host, then ask it to call continuum_resume"])
+
+
+@mcp_group.command("uninstall")
+@click.option("--client", "client", type=click.Choice(sorted(CLIENTS)), required=True,
+              help="The host whose configuration loses the server.")
+@click.option("--print", "print_only", is_flag=True, help="Print the configuration, write nothing.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="The configuration file (default: the host's project file).")
+@click.option("--force", is_flag=True,
+              help="Write a file that has comments (Gemini CLI allows them): they are dropped.")
+@common
+def uninstall_cmd(s: Settings, client: str, print_only: bool, config_path: str | None,
+                  force: bool) -> None:
+    """Remove the continuum server from CLIENT's MCP configuration; nothing else changes.
+
+    Other servers and settings are kept (an mcpServers object only ours filled goes too);
+    a missing file or one without our server is "nothing to remove" (exit 0); a file that
+    is not valid JSON is refused and left untouched.
+    """
+    path = Path(config_path or CLIENTS[client]["path"])
+    data: dict[str, Any] = {"client": client, "path": str(path), "removed": False,
+                            "written": False}
+    if not path.exists():
+        emit(s, {**data, "config": None}, [f"nothing to remove: {path} does not exist"])
+        return
+    before, commented = read_config(path, comments=client == "gemini")
+    present = SERVER_NAME in before.get("mcpServers", {})
+    config = without_server(before)
+    data.update(config=config, removed=present)
+    if print_only:
+        check_comments(s, path, found=commented, print_only=True, force=force)
+        emit(s, data, json.dumps(config, indent=2))
+        return
+    if not present:
+        emit(s, data, [f"nothing to remove: no '{SERVER_NAME}' server in {path}"])
+        return
+    check_comments(s, path, found=commented, print_only=False, force=force)
+    write_config(path, config)
+    emit(s, {**data, "path": str(path.absolute()), "written": True},
+         [f"removed the '{SERVER_NAME}' server from {path}; other servers and settings are "
+          "unchanged", "restart the host for it to take effect"])
 
 
 def run_doctor(db: str | None, names: list[str]) -> dict[str, Any]:

@@ -20,13 +20,16 @@ from continuum.cli.output import (
     verdict_styled,
     write_lines,
 )
+from continuum.contract import RecoveryContract
 from continuum.errors import UsageError
 from continuum.projection import Item, Provenance, State
 from continuum.runtime import ConfirmResult, Recovery
-from continuum.types import Origin
-from continuum.untrusted import json_safe, quoted
+from continuum.store import RunInfo
+from continuum.types import Origin, RunStatus
+from continuum.untrusted import quoted
 
 ENV_HELP = "Current environment as name=value (repeatable): the value a declared dependency has now."
+FINISHED_LISTED = 20  # finished run ids named in resume's "no active run" JSON (the latest)
 
 
 def _component(name: str) -> str:
@@ -76,11 +79,26 @@ def resume_cmd(s: Settings, run_id: str | None, env: tuple[str, ...], expected_m
     Exit 0 only when the verdict is `resume`; 10 repair/replan; 20 wait or a human is
     needed; 30 anything else.
     """
-    r = runtime(s).resume(run_id, env=parse_env(env), expected_model=expected_model,
-                          tolerate_unknown=tolerate_unknown)
+    rt = runtime(s)
+    r = rt.resume(run_id, env=parse_env(env), expected_model=expected_model,
+                  tolerate_unknown=tolerate_unknown)
     if r.run_id is None:
-        emit(s, r.model_dump(mode="json"), "no active run in this store", code=2)
+        _no_active_run(s, r, rt.runs())
     emit(s, r.model_dump(mode="json"), _recovery_lines(r), code=verdict_exit_code(r.mode))
+
+
+def _no_active_run(s: Settings, r: Recovery, runs: list[RunInfo]) -> None:
+    """Exit 2 saying why there is nothing to resume: no run at all, or only finished ones."""
+    finished = [x for x in runs if x.status != RunStatus.ACTIVE]
+    data = {**r.model_dump(mode="json"), "finished_runs": len(finished),
+            "finished_run_ids": [x.run_id for x in finished[-FINISHED_LISTED:]]}
+    if not finished:
+        emit(s, data, ["no active run: this store has no runs yet; start one with "
+                       "`continuum start RUN --goal G`"], code=2)
+    latest = finished[-1]
+    emit(s, data, [f"no active run: {len(finished)} finished run{'s' if len(finished) > 1 else ''} "
+                   f"(latest {quoted(latest.run_id)}, {latest.status}); start a new one with "
+                   "`continuum start RUN --goal G`"], code=2)
 
 
 @click.command("validate")
@@ -91,8 +109,8 @@ def resume_cmd(s: Settings, run_id: str | None, env: tuple[str, ...], expected_m
 def validate_cmd(s: Settings, run_id: str, env: tuple[str, ...], expected_model: str | None) -> None:
     """Re-check declared dependencies and derived state against the environment now."""
     rt = runtime(s)
-    state, decision, contract = rt.evaluate(run_id, env=parse_env(env), expected_model=expected_model)
-    report = rt.validate(run_id, env=parse_env(env), expected_model=expected_model)
+    evaluation = rt.evaluate(run_id, env=parse_env(env), expected_model=expected_model)
+    decision, report = evaluation.decision, evaluation.validation  # the environment, observed once
     lines: list[Line] = [verdict_styled("verdict", str(decision.mode))]
     lines += [f"dependency {shown(d.name)}: {d.status}" for d in report.dependencies]
     lines += [f"{_component(c.component)}: {c.status} ({c.reason})" for c in report.invalidated]
@@ -228,16 +246,46 @@ def declare_cmd(s: Settings, run_id: str, env: tuple[str, ...], files: tuple[str
 @common
 def show_contract_cmd(s: Settings, run_id: str, env: tuple[str, ...], expected_model: str | None,
                       output: str | None) -> None:
-    """Print the sealed recovery contract for RUN (deterministic for the same log and env)."""
-    _, decision, contract = runtime(s).evaluate(run_id, env=parse_env(env),
+    """Show the sealed recovery contract for RUN (deterministic for the same log and env):
+    labelled lines for a person; the exact JSON with --json, or written to -o FILE."""
+    _, _, decision, contract = runtime(s).evaluate(run_id, env=parse_env(env),
                                                 expected_model=expected_model)
     if output:
         with private_file(Path(output)) as f:
             f.write(contract.to_json() + "\n")
     code = verdict_exit_code(contract.verdict)
-    if s.json:
-        emit(s, {"contract": contract.model_dump(mode="json")}, "", code=code)
-    emit(s, {}, json_safe(contract.to_json()).split("\n"), code=code)
+    lines = _contract_lines(contract)
+    if output:
+        lines.append(f"contract JSON written to {output}")
+    else:
+        lines.append("the exact JSON: --json, or -o FILE for `continuum verify-contract FILE`")
+    emit(s, {"contract": contract.model_dump(mode="json")}, lines, code=code)
+
+
+def _contract_lines(c: RecoveryContract) -> list[Line]:
+    """The contract for a person: a few labelled lines (the JSON is for machines)."""
+    lines: list[Line] = [[verdict_styled("verdict", c.verdict),
+                          "  (safe to resume)" if c.safe else ""],
+                         f"run: {c.run_id}",
+                         f"safe: {'yes' if c.safe else 'no'} ({c.safety_status})",
+                         f"next allowed action: {c.next_allowed_action}",
+                         f"why: {c.reason}"]
+    if c.required_actions:
+        lines.append("required actions:")
+        lines += [f"  {i}. {a}" for i, a in enumerate(c.required_actions, 1)]
+    else:
+        lines.append("required actions: none")
+    lines += [f"head: {c.head_sequence} {c.head_hash or '-'}",
+              "checkpoint: " + ("none" if c.checkpoint_version is None
+                                else f"through sequence {c.checkpoint_version}")]
+    if c.invalidated_components:
+        lines.append("invalidated components:")
+        lines += [f"  {_component(i.component)}: {i.status} ({i.reason})"
+                  for i in c.invalidated_components]
+    else:
+        lines.append("invalidated components: none")
+    lines.append(f"integrity hash: {c.integrity_hash}")
+    return lines
 
 
 @click.command("verify-contract")
@@ -248,7 +296,7 @@ def verify_contract_cmd(s: Settings, file: str) -> None:
     try:
         text = Path(file).read_text(encoding="utf-8")
     except OSError as e:
-        raise UsageError(f"cannot read {file!r}: {e.strerror}", code="usage.bad_file",
+        raise UsageError(f"cannot read {file}: {e.strerror}", code="usage.bad_file",
                          hint="pass the path of a contract written by show-contract") from e
     result = runtime(s).verify_contract(text)
     lines: list[Line] = [f"contract intact and current: run {quoted(result['run_id'])}, verdict "

@@ -1,4 +1,5 @@
-"""Commands about runs and their logs: init, start, runs, inspect, status, events, replay."""
+"""Commands about runs and their logs: init, start, finish, abort, runs, inspect, status,
+events, replay, append, event-types, where."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import click
 
 from continuum.cli.common import common, runtime
+from continuum.cli.live import follow_events
 from continuum.cli.output import (
     Line,
     Settings,
@@ -18,9 +20,10 @@ from continuum.cli.output import (
     shown,
 )
 from continuum.errors import UsageError
-from continuum.events import EventType
+from continuum.events import Event, EventType
 from continuum.projection import State, project
-from continuum.store import resolve_url
+from continuum.store import is_postgres_url, redact_url, resolve_url, sqlite_path_from_url
+from continuum.types import RunStatus
 from continuum.untrusted import quoted
 
 
@@ -76,6 +79,51 @@ def start_cmd(s: Settings, run_id: str, goal: str, total: int | None, model: str
          [f"started run {run_id} (goal {quoted(goal)}) in {rt.store.url}"])
 
 
+def _finish(s: Settings, run_id: str, reason: str | None, *, aborted: bool) -> None:
+    """Record that RUN ended (``run_completed`` / ``run_aborted``); a finished run is refused."""
+    rt = runtime(s)
+    info = rt.store.get_run(run_id)
+    if info.status != RunStatus.ACTIVE:
+        raise UsageError(f"run {run_id} is already {info.status}; nothing was recorded",
+                         code="usage.run_finished", run_id=run_id, status=str(info.status),
+                         hint=f"`continuum history {run_id}` and `continuum events {run_id}` "
+                              "show how it ended; start a new run with `continuum start`")
+    unresolved = [a.action_key for a in rt.state(run_id).actions.values() if a.needs_human]
+    event = rt.finish_run(run_id, aborted=aborted, reason=reason)
+    status = RunStatus.ABORTED if aborted else RunStatus.COMPLETED
+    lines: list[Line] = [f"run {run_id} is now {status} (event #{event.sequence})"
+                         + (f": {quoted(reason)}" if reason else "")]
+    if unresolved:
+        lines.append(f"note: {len(unresolved)} action(s) still need a person: "
+                     + ", ".join(quoted(k, limit=80) for k in unresolved[:10])
+                     + f"; settle them with `continuum reconcile {run_id} ACTION "
+                       "--occurred|--not-occurred`")
+    emit(s, {"run_id": run_id, "status": str(status), "event": event.model_dump(mode="json"),
+             "unresolved_actions": unresolved}, lines)
+
+
+@click.command("finish")
+@click.argument("run_id")
+@click.option("--reason", default=None, help="Why or how it ended (optional).")
+@common
+def finish_cmd(s: Settings, run_id: str, reason: str | None) -> None:
+    """Mark RUN completed (a run_completed event). A run already finished is refused."""
+    _finish(s, run_id, reason, aborted=False)
+
+
+@click.command("abort")
+@click.argument("run_id")
+@click.option("--reason", required=True, help="Why the run is given up (required).")
+@common
+def abort_cmd(s: Settings, run_id: str, reason: str) -> None:
+    """Mark RUN aborted (a run_aborted event with the reason). A run already finished is
+    refused."""
+    if not reason.strip():
+        raise UsageError("--reason is empty: say why the run is aborted",
+                         code="usage.missing_option", hint='e.g. --reason "wrong input batch"')
+    _finish(s, run_id, reason, aborted=True)
+
+
 @click.command("runs")
 @common
 def runs_cmd(s: Settings) -> None:
@@ -111,45 +159,60 @@ def inspect_cmd(s: Settings, run_id: str) -> None:
     if state.unreviewed():
         lines.append("needs human review: " + ", ".join(state.unreviewed()))
     emit(s, {"run": info.model_dump(mode="json"), "state": summary,
-             "checkpoint_warnings": rt.checkpoint_warnings}, lines)
+             "checkpoint_warnings": rt.checkpoint_warnings(run_id)}, lines)
 
 
 @click.command("status")
 @click.argument("run_id")
 @common
 def status_cmd(s: Settings, run_id: str) -> None:
-    """One-screen status of a run: lifecycle, head, progress, unresolved actions."""
+    """One-screen status of a run: lifecycle, head, progress, unresolved actions.
+
+    Exit 20 when an action needs a person (as `actions`), else 0.
+    """
     rt = runtime(s)
     info = rt.store.get_run(run_id)
     state = rt.state(run_id)
     unresolved = [a.action_key for a in state.actions.values() if a.needs_human]
+    # Exit 20 with actions that need a person, as `actions` does: the same fact, one code.
     emit(s, {"run_id": run_id, "status": str(state.status), "head_sequence": info.head_sequence,
              "progress": state.progress.model_dump(mode="json", exclude={"provenance"}),
              "unresolved_actions": unresolved},
          [f"{run_id}: {state.status}, {info.head_sequence} events", _progress_line(state),
           f"unresolved actions: {len(unresolved)}"
-          + (f" ({', '.join(quoted(k) for k in unresolved)})" if unresolved else "")])
+          + (f" ({', '.join(quoted(k) for k in unresolved)})" if unresolved else "")],
+         code=20 if unresolved else 0)
 
 
 def _event_type(name: str) -> str:
     return name if name in EventType._value2member_map_ else quoted(name)
 
 
+def _event_line(e: Event) -> str:
+    # The payload is whatever its writer sent (source column): a quoted JSON preview.
+    return (f"{e.sequence:>6} {e.timestamp} {_event_type(e.type):<26} {e.source:<14} "
+            f"{quoted(json.dumps(e.payload, sort_keys=True, ensure_ascii=False), limit=80)}")
+
+
 @click.command("events")
 @click.argument("run_id")
 @click.option("--after", type=click.IntRange(min=0), default=0, help="Only events after this sequence.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many events.")
+@click.option("--follow", "-f", is_flag=True,
+              help="Keep printing new events as they are appended, until Ctrl-C (exit 130); "
+                   "with --json one event per line.")
 @common
-def events_cmd(s: Settings, run_id: str, after: int, limit: int | None) -> None:
+def events_cmd(s: Settings, run_id: str, after: int, limit: int | None, follow: bool) -> None:
     """Print a run's events in order (each verified as it is read)."""
     rt = runtime(s)
+    if follow:
+        if limit is not None:
+            raise UsageError("--limit and --follow do not go together", code="usage.invalid",
+                             hint="use --after N to start from sequence N")
+        follow_events(s, rt, run_id, after, line=_event_line)
     events = rt.events(run_id, after)[: limit or None]
-    # The payload is whatever its writer sent (source column): a quoted JSON preview.
-    lines = [f"{e.sequence:>6} {e.timestamp} {_event_type(e.type):<26} {e.source:<14} "
-             f"{quoted(json.dumps(e.payload, sort_keys=True, ensure_ascii=False), limit=80)}"
-             for e in events]
     emit(s, {"run_id": run_id, "events": [e.model_dump(mode="json") for e in events]},
-         lines or ["no events"])
+         [_event_line(e) for e in events] or ["no events"])
 
 
 @click.command("replay")
@@ -202,10 +265,12 @@ def event_types_cmd(s: Settings) -> None:
 @click.command("where")
 @common
 def where_cmd(s: Settings) -> None:
-    """Show which store the flags and environment select."""
+    """Show which store the flags and environment select (a path made absolute; a
+    PostgreSQL URL without its password)."""
     url = resolve_url(s.db)
-    emit(s, {"store": url}, url)
+    store = redact_url(url) if is_postgres_url(url) else str(sqlite_path_from_url(url).absolute())
+    emit(s, {"store": store}, [store])
 
 
-COMMANDS = [init_cmd, start_cmd, runs_cmd, inspect_cmd, status_cmd, events_cmd, replay_cmd,
-            append_cmd, event_types_cmd, where_cmd]
+COMMANDS = [init_cmd, start_cmd, finish_cmd, abort_cmd, runs_cmd, inspect_cmd, status_cmd,
+            events_cmd, replay_cmd, append_cmd, event_types_cmd, where_cmd]

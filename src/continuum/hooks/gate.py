@@ -409,15 +409,10 @@ def session_start(args: HookArgs, event: HookEvent, project: str,
                   registry: Registry | None) -> int:
     from continuum.hooks.briefing import briefing
 
+    rt = _open_existing_run(args, event)
+    if rt is None:
+        return 0  # no store or no run yet: nothing to say
     try:
-        rt = _open(args, event, create=False)
-    except NotFoundError:
-        return 0
-    try:
-        try:
-            rt.store.get_run(args.run)
-        except NotFoundError:
-            return 0  # the project's run does not exist yet: nothing to say
         probes: list[ProbeResult] = []
         interrupted = rt.interrupted(args.run)
         for a in rt.actions(args.run):
@@ -438,16 +433,29 @@ def session_start(args: HookArgs, event: HookEvent, project: str,
     return 0
 
 
-def pre_compact(args: HookArgs, event: HookEvent) -> int:
+def _open_existing_run(args: HookArgs, event: HookEvent) -> Continuum | None:
+    """The facade on the project's store, or None when the store or the run does not exist
+    (a session event never creates them)."""
     try:
         rt = _open(args, event, create=False)
     except NotFoundError:
+        return None
+    try:
+        rt.store.get_run(args.run)
+    except NotFoundError:
+        rt.close()
+        return None
+    except BaseException:
+        rt.close()
+        raise
+    return rt
+
+
+def pre_compact(args: HookArgs, event: HookEvent) -> int:
+    rt = _open_existing_run(args, event)
+    if rt is None:
         return 0
     try:
-        try:
-            rt.store.get_run(args.run)
-        except NotFoundError:
-            return 0
         rt.checkpoint(args.run, reason=f"before the host compacted its context "
                                        f"({event.source or 'auto'})")
     finally:

@@ -26,7 +26,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
 from continuum.errors import ContinuumError
-from continuum.log import configure, get_logger
+from continuum.log import LEVELS, BadLogLevel, configure, get_logger
 from continuum.mcp.auth import ClientLog, Policy, connecting_client, load_policy
 from continuum.mcp.tools import INSTRUCTIONS, Tools, register
 from continuum.mcp.transport import (
@@ -94,7 +94,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--client-name", dest="client_names", action="append", default=[],
                     metavar="NAME", help="with --doctor: say what this client would be told "
                                          "(repeatable)")
-    ap.add_argument("--log-level", default=None, help="stderr log level (default warning)")
+    ap.add_argument("--log-level", default=None, metavar="LEVEL",
+                    help=f"stderr log level: {', '.join(LEVELS)} (default warning; also "
+                         "$CONTINUUM_LOG_LEVEL)")
     ap.add_argument("--version", action="version", version=f"continuum-mcp {__version__}")
     return ap.parse_args(argv)
 
@@ -129,7 +131,11 @@ def doctor(db: str | None, client_names: list[str]) -> tuple[int, dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    configure(args.log_level)
+    try:
+        configure(args.log_level)
+    except BadLogLevel as e:  # a bad --log-level or CONTINUUM_LOG_LEVEL: refuse to start
+        print(_refusal(str(e), "usage.bad_log_level", "the default is warning"), file=sys.stderr)
+        return 1
     log = get_logger("continuum.mcp")
     if args.max_message_bytes < 1024:
         print("continuum-mcp: --max-message-bytes must be at least 1024", file=sys.stderr)

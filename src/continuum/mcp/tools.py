@@ -8,23 +8,28 @@ operator's confirm token, which is recorded as ``human`` (the token is the human
 
 from __future__ import annotations
 
+import difflib
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import ToolAnnotations
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from continuum.errors import ContinuumError, NotFoundError
 from continuum.ledger import InterceptResult
 from continuum.log import get_logger
 from continuum.mcp.auth import Caller, Policy, caller_from_context, log_denial
 from continuum.runtime import Continuum, Recovery
-from continuum.store import open_store
+from continuum.store import DEFAULT_PAGE, MAX_PAGE, open_store
 from continuum.types import Origin
+from continuum.untrusted import terminal_safe
 
 _log = get_logger("continuum.mcp")
 
@@ -76,9 +81,14 @@ class ValidateResult(BaseModel):
 
 class ActionsResult(BaseModel):
     run_id: str
-    actions: list[dict[str, Any]]
-    unresolved: list[str] = Field(description="action_keys still started or unknown, or failed "
-                                              "on an agent's word: a person must settle them")
+    actions: list[dict[str, Any]] = Field(description="This page: open actions (started, "
+                                          "unknown, failed) first, then settled ones")
+    unresolved: list[str] = Field(description="action_keys on this page still started or "
+                                              "unknown, or failed on an agent's word: a person "
+                                              "must settle them (open actions come first, so "
+                                              "the first page lists them)")
+    next_cursor: str | None = Field(default=None, description="Pass as cursor for the next "
+                                    "page; null after the last page")
 
 
 class ProgressResult(BaseModel):
@@ -119,6 +129,52 @@ _NOT_DONE_ON_YOUR_WORD = (
     "happen: until one runs `continuum reconcile` for it, a later intercept answers "
     "needs_confirmation and you must not perform it (unless its replay contract is safe or "
     "idempotent).")
+
+
+MCP_HINTS = {
+    "not_found.run": "check run_id (continuum_resume without run_id picks the latest active "
+                     "run), or start the run with continuum_record_progress (goal, total)",
+    "not_found.action": "call continuum_list_actions for this run and use an action_key it lists",
+    "not_found.store": "the store holds no runs yet: start one with continuum_record_progress",
+    "ledger.invalid_transition": "call continuum_list_actions to see the action's state; a "
+                                 "settled action stays settled",
+    "ledger.owner_alive": "another live process is performing this action: do not perform or "
+                          "settle it; call continuum_intercept_action again later",
+    "ledger.run_finished": "this run is finished: record new work in a new run "
+                           "(continuum_record_progress with a new run_id)",
+}
+
+
+def mcp_hint(error: ContinuumError) -> str:
+    """What an agent with these tools can do about ``error``."""
+    if error.code in MCP_HINTS:
+        return MCP_HINTS[error.code]
+    if error.code.startswith("integrity."):
+        return ("stop: the run's log or index is damaged; ask a person to run "
+                "`continuum verify` on the store and decide")
+    return error.hint
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool, declared once: its name, whether it only reads (its hints, and no
+    authorization), whether it needs the confirm token, and what the agent is told."""
+
+    name: str
+    read_only: bool
+    description: str
+    confirm: bool = False
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def tool(name: str, *, read_only: bool, description: str, confirm: bool = False) -> Callable[[F], F]:
+    """Declare a ``Tools`` method as the MCP tool ``name`` (see ``register``)."""
+    def declare(fn: F) -> F:
+        fn.__continuum_tool__ = ToolSpec(name, read_only, description, confirm)  # type: ignore[attr-defined]
+        return fn
+    return declare
 
 
 class Tools:
@@ -167,72 +223,115 @@ class Tools:
 
     @contextmanager
     def domain_errors(self, tool: str) -> Iterator[None]:
-        """Turn continuum errors into readable error results (the SDK would hide them)."""
+        """Turn continuum errors into readable error results (the SDK would hide them).
+
+        The core's hints speak of the CLI; an agent here has these tools, so the hint is
+        the one for this edge where the two differ (``MCP_HINTS``).
+        """
         try:
             yield
         except ContinuumError as e:
             _log.info("mcp.tool_error", tool=tool, code=e.code)
-            raise ToolError(f"{tool} failed [{e.code}]: {e.message}. What to do: {e.hint}") from e
+            hint = mcp_hint(e)
+            raise ToolError(f"{tool} failed [{e.code}]: {e.message}. What to do: {hint}") from e
 
     # -- read-only tools ------------------------------------------------------------------
 
+    @tool("continuum_validate", read_only=True, description=(
+        "Re-check the run's declared dependencies against the environment now (pass env "
+        'as {name: version}) and list which derived state is stale, conflicted or '
+        'invalid. Read-only.'
+    ))
     def validate(self, run_id: RunId, env: Env = None, expected_model: Model = None) -> ValidateResult:
-        with self.domain_errors("continuum_validate"):
-            rt = self.reader(run_id)
-            _, decision, _ = rt.evaluate(run_id, env=env, expected_model=expected_model)
-            report = rt.validate(run_id, env=env, expected_model=expected_model)
-            return ValidateResult(
-                run_id=run_id, verdict=str(decision.mode),
-                next_allowed_action=decision.next_allowed_action,
-                dependencies=[d.model_dump(mode="json") for d in report.dependencies],
-                invalidated=[c.model_dump(mode="json") for c in report.invalidated],
-                verified=report.verified)
+        rt = self.reader(run_id)
+        evaluation = rt.evaluate(run_id, env=env, expected_model=expected_model)
+        decision, report = evaluation.decision, evaluation.validation  # observed once
+        return ValidateResult(
+            run_id=run_id, verdict=str(decision.mode),
+            next_allowed_action=decision.next_allowed_action,
+            dependencies=[d.model_dump(mode="json") for d in report.dependencies],
+            invalidated=[c.model_dump(mode="json") for c in report.invalidated],
+            verified=report.verified)
 
+    @tool("continuum_resume", read_only=True, description=(
+        'Call this FIRST after any restart, crash or context loss, before doing any work. '
+        "Returns the verdict (mode): 'resume' means continue; anything else means follow "
+        'next_allowed_action first. uncertain_actions lists side effects that may or may '
+        'not have happened: never redo them; check the external system and call '
+        'continuum_reconcile_action with their action_key. Without run_id it picks the '
+        "latest active run (mode 'no_active_run' if there is none). Read-only."
+    ))
     def resume(self, run_id: Annotated[str | None, Field(description="The run to resume; omit "
                                                          "for the latest active run.")] = None,
                env: Env = None, expected_model: Model = None) -> Recovery:
-        with self.domain_errors("continuum_resume"):
-            rt = self.runtime(create=False)
-            if rt is None and run_id is None:
-                return Recovery(run_id=None, mode="no_active_run", safe=False,
-                                next_allowed_action=None, rationale="the store holds no runs yet",
-                                required_actions=[], uncertain_actions=[], progress=None,
-                                contract=None)
-            return self.reader(run_id).resume(run_id, env=env, expected_model=expected_model)
+        rt = self.runtime(create=False)
+        if rt is None and run_id is None:
+            return Recovery(run_id=None, mode="no_active_run", safe=False,
+                            next_allowed_action=None, rationale="the store holds no runs yet",
+                            required_actions=[], uncertain_actions=[], progress=None,
+                            contract=None)
+        return self.reader(run_id).resume(run_id, env=env, expected_model=expected_model)
 
-    def list_actions(self, run_id: RunId) -> ActionsResult:
-        with self.domain_errors("continuum_list_actions"):
-            actions = self.reader(run_id).actions(run_id)
-            return ActionsResult(run_id=run_id, actions=[a.model_dump(mode="json") for a in actions],
-                                 unresolved=[a.action_key for a in actions if a.needs_human])
+    @tool("continuum_list_actions", read_only=True, description=(
+        "List the run's side effects with their status (started, completed, failed, "
+        "unknown), a page at a time: open ones first, then settled ones; pass next_cursor "
+        "back as cursor for more. 'unresolved' lists those you must reconcile before "
+        'resuming. Read-only.'
+    ))
+    def list_actions(self, run_id: RunId,
+                     cursor: Annotated[str | None, Field(
+                         max_length=40, description="next_cursor of the previous page; omit "
+                         "for the first page")] = None,
+                     limit: Annotated[int, Field(ge=1, le=MAX_PAGE, strict=True, description=(
+                         f"Actions per page (default {DEFAULT_PAGE}, at most {MAX_PAGE})"))]
+                     = DEFAULT_PAGE) -> ActionsResult:
+        page = self.reader(run_id).actions_page(run_id, cursor=cursor, limit=limit)
+        return ActionsResult(run_id=run_id,
+                             actions=[a.model_dump(mode="json") for a in page.actions],
+                             unresolved=[a.action_key for a in page.actions if a.needs_human],
+                             next_cursor=page.next_cursor)
 
     # -- mutating tools -------------------------------------------------------------------
 
+    @tool("continuum_record_progress", read_only=False, description=(
+        'Record progress as absolute numbers (completed, total, failed) and the goal; '
+        'creates the run on first use. Self-reported progress needs a human confirmation '
+        'before a resume is judged safe.'
+    ))
     def record_progress(self, run_id: RunId, ctx: Context, completed: Count = None,
                         total: Count = None,
                         goal: Annotated[str | None, Field(description="The run's goal; creates "
                                                           "the run on first use.")] = None,
                         failed: Count = None) -> ProgressResult:
-        self.authorize(ctx, "continuum_record_progress", run_id)
-        with self.domain_errors("continuum_record_progress"):
-            rt = self.writer()
-            state = rt.record_progress(run_id, completed=completed, total=total, failed=failed,
-                                       goal=goal)
-            return ProgressResult(run_id=run_id, goal=state.goal.value if state.goal else None,
-                                  progress=state.progress.model_dump(mode="json", exclude={"provenance"}),
-                                  head_sequence=state.sequence,
-                                  needs_human_confirmation=bool(state.unreviewed()))
+        rt = self.writer()
+        state = rt.record_progress(run_id, completed=completed, total=total, failed=failed,
+                                   goal=goal)
+        return ProgressResult(run_id=run_id, goal=state.goal.value if state.goal else None,
+                              progress=state.progress.model_dump(mode="json", exclude={"provenance"}),
+                              head_sequence=state.sequence,
+                              needs_human_confirmation=bool(state.unreviewed()))
 
+    @tool("continuum_checkpoint", read_only=False, description=(
+        "Store a semantic checkpoint of the run's state; pass env {name: version} to "
+        'declare the dependencies your work relies on, so a later resume re-checks them.'
+    ))
     def checkpoint(self, run_id: RunId, ctx: Context,
                    reason: Annotated[str | None, Field(description="Why now.")] = None,
                    env: Annotated[dict[str, str] | None, Field(
                        description="Declare dependencies {name: version} the work relies on; a "
                                    "resume re-checks them.")] = None) -> CheckpointResult:
-        self.authorize(ctx, "continuum_checkpoint", run_id)
-        with self.domain_errors("continuum_checkpoint"):
-            info = self.writer().checkpoint(run_id, reason=reason, env=env)
-            return CheckpointResult(**info.model_dump())
+        info = self.writer().checkpoint(run_id, reason=reason, env=env)
+        return CheckpointResult(**info.model_dump())
 
+    @tool("continuum_intercept_action", read_only=False, description=(
+        'Call BEFORE every external side effect (sending, writing outside your workspace, '
+        'paying, migrating). Route every side effect through intercept, perform, '
+        'complete. If proceed is true: perform it now, then call '
+        'continuum_complete_action with the action_key (or continuum_fail_action). If '
+        "proceed is false: do NOT perform it; read status and guidance ('completed' "
+        "returns the previous result; 'unknown' or 'reconcile_required' means check the "
+        'external system and reconcile). Use a stable key such as invoice:INV-001.'
+    ))
     def intercept_action(self, run_id: RunId, action_type: Annotated[str, Field(
                              min_length=1, description="Kind of side effect, e.g. send_invoice.")],
                          ctx: Context,
@@ -243,38 +342,48 @@ class Tools:
                                                           "e.g. invoice:INV-001 (recommended).")] = None,
                          replay: Literal["never", "safe", "idempotent", "reconcile"] | None = None,
                          ) -> InterceptResult:
-        self.authorize(ctx, "continuum_intercept_action", run_id)
-        with self.domain_errors("continuum_intercept_action"):
-            return self.writer().intercept(run_id, action_type, arguments, key=key, replay=replay)
+        return self.writer().intercept(run_id, action_type, arguments, key=key, replay=replay)
 
     def _action(self, run_id: str, rec: Any, guidance: str) -> ActionResult:
         return ActionResult(run_id=run_id, action_key=rec.action_key, action_id=rec.action_id,
                             status=str(rec.status), attempt=rec.attempt,
                             external_id=rec.external_id, guidance=guidance)
 
+    @tool("continuum_complete_action", read_only=False, description=(
+        'Record that the side effect of an intercepted action happened, with the external '
+        "system's id and any result."
+    ))
     def complete_action(self, run_id: RunId, action_key: ActionKey, ctx: Context,
                         external_id: Annotated[str | None, Field(
                             description="The external system's id for the effect.")] = None,
                         result: Annotated[Any, Field(description="Any JSON result to keep."),
                                           AfterValidator(_shallow_json)] = None,
                         ) -> ActionResult:
-        self.authorize(ctx, "continuum_complete_action", run_id)
-        with self.domain_errors("continuum_complete_action"):
-            rec = self.writer().complete(run_id, action_key, external_id=external_id, result=result)
-            return self._action(run_id, rec, "Recorded as done; a later intercept returns "
-                                              "proceed=false with this result.")
+        rec = self.writer().complete(run_id, action_key, external_id=external_id, result=result)
+        return self._action(run_id, rec, "Recorded as done; a later intercept returns "
+                                          "proceed=false with this result.")
 
+    @tool("continuum_fail_action", read_only=False, description=(
+        'Record that an intercepted action failed. Leave certain=false unless you KNOW '
+        'the effect did not happen: then it is recorded unknown and must be reconciled. '
+        'Even with certain=true, only a person may confirm that it did not happen before '
+        'it runs again.'
+    ))
     def fail_action(self, run_id: RunId, action_key: ActionKey, ctx: Context,
                     error: Annotated[str | None, Field(description="What went wrong.")] = None,
                     certain: Annotated[bool, Field(strict=True, description="True only if the effect "
                                                    "certainly did NOT happen.")] = False) -> ActionResult:
-        self.authorize(ctx, "continuum_fail_action", run_id)
-        with self.domain_errors("continuum_fail_action"):
-            rec = self.writer().fail(run_id, action_key, error=error, certain=certain)
-            return self._action(run_id, rec, _NOT_DONE_ON_YOUR_WORD
-                                if certain else "Outcome unknown: check the external system, then "
-                                "call continuum_reconcile_action.")
+        rec = self.writer().fail(run_id, action_key, error=error, certain=certain)
+        return self._action(run_id, rec, _NOT_DONE_ON_YOUR_WORD
+                            if certain else "Outcome unknown: check the external system, then "
+                            "call continuum_reconcile_action.")
 
+    @tool("continuum_reconcile_action", read_only=False, description=(
+        'Settle an action reported unknown or reconcile_required after checking the '
+        'external system: occurred=true (it happened; give external_id) or '
+        'occurred=false. occurred=false from an agent does not let the action run again '
+        'until a person confirms it.'
+    ))
     def reconcile_action(self, run_id: RunId, action_key: ActionKey,
                          occurred: Annotated[bool, Field(strict=True, description="Whether the side "
                                                          "effect happened, as checked in the external system.")],
@@ -282,70 +391,27 @@ class Tools:
                          external_id: Annotated[str | None, Field(description="Its external id.")] = None,
                          note: Annotated[str | None, Field(description="How it was checked.")] = None,
                          ) -> ActionResult:
-        self.authorize(ctx, "continuum_reconcile_action", run_id)
-        with self.domain_errors("continuum_reconcile_action"):
-            rec = self.writer().reconcile(run_id, action_key, occurred=occurred,
-                                          external_id=external_id, note=note)
-            return self._action(run_id, rec, _NOT_DONE_ON_YOUR_WORD if rec.failure_unconfirmed
-                                else "Settled. Call continuum_resume for the verdict.")
+        rec = self.writer().reconcile(run_id, action_key, occurred=occurred,
+                                      external_id=external_id, note=note)
+        return self._action(run_id, rec, _NOT_DONE_ON_YOUR_WORD if rec.failure_unconfirmed
+                            else "Settled. Call continuum_resume for the verdict.")
 
+    @tool("continuum_confirm", read_only=False, confirm=True, description=(
+        "Human confirmation of the run's self-reported goal and progress. Refused unless "
+        "the operator's confirm token is presented as _meta.confirmToken; otherwise a "
+        'person must run `continuum confirm <run_id>` at a terminal (an agent must never '
+        'run it itself).'
+    ))
     def confirm(self, run_id: RunId, ctx: Context) -> ConfirmResult:
-        caller = self.authorize(ctx, "continuum_confirm", run_id, confirm=True)
-        with self.domain_errors("continuum_confirm"):
-            human = Continuum(self.writer().store, origin=Origin.HUMAN)
-            result = human.confirm(run_id)
-            _log.warning("mcp.confirmed_with_confirm_token", run_id=run_id, caller=caller.name,
-                         through_sequence=result.through_sequence)
-            verdict = human.resume(run_id)
-            return ConfirmResult(run_id=run_id, through_sequence=result.through_sequence,
-                                 scope=result.scope, confirmed=result.confirmed, verdict=verdict.mode)
+        caller = caller_from_context(ctx)  # authorized by the tool table
+        human = Continuum(self.writer().store, origin=Origin.HUMAN)
+        result = human.confirm(run_id)
+        _log.warning("mcp.confirmed_with_confirm_token", run_id=run_id, caller=caller.name,
+                     through_sequence=result.through_sequence)
+        verdict = human.resume(run_id)
+        return ConfirmResult(run_id=run_id, through_sequence=result.through_sequence,
+                             scope=result.scope, confirmed=result.confirmed, verdict=verdict.mode)
 
-
-DESCRIPTIONS = {
-    "continuum_resume": (
-        "Call this FIRST after any restart, crash or context loss, before doing any work. "
-        "Returns the verdict (mode): 'resume' means continue; anything else means follow "
-        "next_allowed_action first. uncertain_actions lists side effects that may or may not "
-        "have happened: never redo them; check the external system and call "
-        "continuum_reconcile_action with their action_key. Without run_id it picks the latest "
-        "active run (mode 'no_active_run' if there is none). Read-only."),
-    "continuum_validate": (
-        "Re-check the run's declared dependencies against the environment now (pass env as "
-        "{name: version}) and list which derived state is stale, conflicted or invalid. Read-only."),
-    "continuum_list_actions": (
-        "List the run's side effects with their status (started, completed, failed, unknown). "
-        "'unresolved' lists those you must reconcile before resuming. Read-only."),
-    "continuum_record_progress": (
-        "Record progress as absolute numbers (completed, total, failed) and the goal; creates "
-        "the run on first use. Self-reported progress needs a human confirmation before a "
-        "resume is judged safe."),
-    "continuum_checkpoint": (
-        "Store a semantic checkpoint of the run's state; pass env {name: version} to declare "
-        "the dependencies your work relies on, so a later resume re-checks them."),
-    "continuum_intercept_action": (
-        "Call BEFORE every external side effect (sending, writing outside your workspace, "
-        "paying, migrating). Route every side effect through intercept, perform, complete. "
-        "If proceed is true: perform it now, then call continuum_complete_action with the "
-        "action_key (or continuum_fail_action). If proceed is false: do NOT perform it; read "
-        "status and guidance ('completed' returns the previous result; 'unknown' or "
-        "'reconcile_required' means check the external system and reconcile). Use a stable "
-        "key such as invoice:INV-001."),
-    "continuum_complete_action": (
-        "Record that the side effect of an intercepted action happened, with the external "
-        "system's id and any result."),
-    "continuum_fail_action": (
-        "Record that an intercepted action failed. Leave certain=false unless you KNOW the "
-        "effect did not happen: then it is recorded unknown and must be reconciled. Even with "
-        "certain=true, only a person may confirm that it did not happen before it runs again."),
-    "continuum_reconcile_action": (
-        "Settle an action reported unknown or reconcile_required after checking the external "
-        "system: occurred=true (it happened; give external_id) or occurred=false. occurred=false "
-        "from an agent does not let the action run again until a person confirms it."),
-    "continuum_confirm": (
-        "Human confirmation of the run's self-reported goal and progress. Refused unless the "
-        "operator's confirm token is presented as _meta.confirmToken; otherwise a person must "
-        "run `continuum confirm <run_id>` at a terminal (an agent must never run it itself)."),
-}
 
 INSTRUCTIONS = (
     "continuum keeps a crash-safe record of this agent's run. After any restart call "
@@ -356,34 +422,51 @@ INSTRUCTIONS = (
 )
 
 
+def tool_table() -> list[tuple[ToolSpec, str]]:
+    """Every tool as declared on ``Tools``, in declaration order: (spec, method name)."""
+    return [(fn.__continuum_tool__, name) for name, fn in vars(Tools).items()
+            if hasattr(fn, "__continuum_tool__")]
+
+
+DESCRIPTIONS = {spec.name: spec.description for spec, _ in tool_table()}
+
+
+def guarded(tools: Tools, spec: ToolSpec, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` behind its declaration: a mutating tool authorizes its caller first (deny by
+    default), and every tool turns continuum errors into results the agent can read.
+    The signature stays the method's, so the SDK builds the same argument model."""
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not spec.read_only:
+            tools.authorize(kwargs["ctx"], spec.name, kwargs.get("run_id"), confirm=spec.confirm)
+        with tools.domain_errors(spec.name):
+            return fn(*args, **kwargs)
+    return call
+
+
 def register(server: MCPServer[Any], tools: Tools) -> None:
-    table: list[tuple[str, Callable[..., Any], ToolAnnotations]] = [
-        ("continuum_validate", tools.validate, READ_ONLY),
-        ("continuum_resume", tools.resume, READ_ONLY),
-        ("continuum_list_actions", tools.list_actions, READ_ONLY),
-        ("continuum_record_progress", tools.record_progress, MUTATING),
-        ("continuum_checkpoint", tools.checkpoint, MUTATING),
-        ("continuum_intercept_action", tools.intercept_action, MUTATING),
-        ("continuum_complete_action", tools.complete_action, MUTATING),
-        ("continuum_fail_action", tools.fail_action, MUTATING),
-        ("continuum_reconcile_action", tools.reconcile_action, MUTATING),
-        ("continuum_confirm", tools.confirm, MUTATING),
-    ]
-    for name, fn, hints in table:
-        server.add_tool(fn, name=name, description=DESCRIPTIONS[name], annotations=hints,
+    for spec, method in tool_table():
+        server.add_tool(guarded(tools, spec, getattr(tools, method)), name=spec.name,
+                        description=spec.description,
+                        annotations=READ_ONLY if spec.read_only else MUTATING,
                         structured_output=True)
     forbid_unknown_arguments(server)
 
 
 def forbid_unknown_arguments(server: MCPServer[Any]) -> None:
-    """Refuse arguments a tool does not have, naming them.
+    """Refuse arguments a tool does not have, naming them in one line.
 
     The SDK's argument models ignore unknown names, so a misspelled ``complete`` (for
     ``completed``) would be dropped silently and the call would "succeed" doing nothing.
-    Each tool gets a subclass of its argument model that forbids extras; the published
-    inputSchema says so too (``additionalProperties: false``).
+    Each tool is checked before its arguments are validated, and refused with
+    ``continuum_record_progress: unknown argument 'complete' (did you mean 'completed'?)``
+    rather than the validator's report (its internals and URLs are no help to an agent);
+    when a known argument is wrong as well, that line comes first and the report naming
+    those fields follows. Its argument model forbids extras as well, and the published
+    inputSchema says so (``additionalProperties: false``).
     """
-    for tool in server._tool_manager.list_tools():  # SDK 2.3: no public hook for this
+    manager = server._tool_manager  # SDK 2.3: no public hook for this
+    for tool in manager.list_tools():
         base = tool.fn_metadata.arg_model
         strict: Any = type(
             f"{base.__name__}Strict", (base,),
@@ -391,3 +474,43 @@ def forbid_unknown_arguments(server: MCPServer[Any]) -> None:
              "__module__": base.__module__})
         tool.fn_metadata.arg_model = strict
         tool.parameters = strict.model_json_schema(by_alias=True)
+        fields = {name: getattr(tool, name) for name in type(tool).model_fields}
+        manager._tools[tool.name] = _NamedArgumentsTool.model_construct(
+            _fields_set=tool.model_fields_set, **fields)
+
+
+class _NamedArgumentsTool(Tool):
+    """A registered tool that refuses, by name, an argument it does not have."""
+
+    async def run(self, arguments: dict[str, Any], context: Any,
+                  convert_result: bool = False) -> Any:
+        known = [field.alias or name
+                 for name, field in self.fn_metadata.arg_model.model_fields.items()]
+        unknown = [name for name in arguments if name not in known]
+        if not unknown:
+            return await super().run(arguments, context, convert_result)
+        line = unknown_arguments_text(self.name, unknown, known)
+        try:  # the known ones may be wrong too: name those fields as well, on their own lines
+            self.fn_metadata.validate_arguments({k: v for k, v in arguments.items() if k in known})
+        except ValidationError as e:
+            raise ToolError(f"{line}\nError executing tool {self.name}: {e}") from e
+        except Exception:  # a validator that crashed: the SDK's own handling says so
+            return await super().run(arguments, context, convert_result)
+        raise ToolError(line)
+
+
+def unknown_arguments_text(tool: str, unknown: list[str], known: list[str]) -> str:
+    """One line naming each unknown argument, with the closest known name when there is one."""
+
+    def name(text: str) -> str:  # the caller's text: inert and short
+        safe = terminal_safe(text)
+        return f"'{safe[:60]}...'" if len(safe) > 60 else f"'{safe}'"
+
+    parts = []
+    for arg in unknown[:5]:
+        close = difflib.get_close_matches(arg, known, n=1, cutoff=0.6)
+        parts.append(name(arg) + (f" (did you mean {name(close[0])}?)" if close else ""))
+    more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+    plural = "s" if len(unknown) > 1 else ""
+    return (f"{tool}: unknown argument{plural} {', '.join(parts)}{more}; nothing was done; "
+            f"its arguments are {', '.join(known)}")

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from continuum.errors import NotFoundError, StoreError, UsageError
 from continuum.store.base import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
     ActionRow,
     CheckpointRow,
     Run,
@@ -27,7 +29,7 @@ DEFAULT_DB = "continuum.db"
 
 __all__ = ["ActionRow", "CheckpointRow", "Run", "RunExport", "RunInfo", "SQLiteStorage", "Storage",
            "WriteTx", "open_store", "probe_store", "resolve_url", "is_postgres_url", "redact_url",
-           "DEFAULT_DB"]
+           "DEFAULT_DB", "DEFAULT_PAGE", "MAX_PAGE"]
 
 
 def resolve_url(flag: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> str:

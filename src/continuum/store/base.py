@@ -7,7 +7,7 @@ event, the run's head and any index row move together or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.chain import VerifyReport
 from continuum.errors import IntegrityError
-from continuum.events import Event, EventType
+from continuum.events import Event, EventType, RawEvent
 from continuum.types import Origin, RunStatus
 from continuum.untrusted import check_identifier
 
@@ -40,6 +40,10 @@ def check_run_id(run_id: str) -> None:
 def format_timestamp(moment: datetime) -> str:
     """UTC, microseconds, trailing Z: one textual form for every backend."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# Action listings come a page at a time (``Storage.action_page``): this many by default.
+DEFAULT_PAGE, MAX_PAGE = 50, 1000
 
 
 class Run(BaseModel):
@@ -138,19 +142,42 @@ class Storage(Protocol):
         causer_event_id: str | None = None,
     ) -> Event: ...
 
+    def append_events(
+        self,
+        run_id: str,
+        events: Sequence[tuple[EventType | str, dict[str, Any]]],
+        *,
+        source: Origin = Origin.DETERMINISTIC,
+    ) -> list[Event]: ...
+
     def read_events(self, run_id: str, after: int = 0) -> list[Event]: ...
 
     def iter_events(self, run_id: str, after: int = 0) -> Iterator[Event]: ...
 
+    def iter_raw(self, run_id: str, after: int = 0, *, prev_hash: str | None = None,
+                 upto: int | None = None) -> Iterator[RawEvent]:
+        """``iter_events`` as plain data, verified as read (see ``core.CoreStore``)."""
+        ...
+
     def verify_events(self, run_id: str) -> VerifyReport: ...
 
     def event_hash_at(self, run_id: str, sequence: int) -> str | None: ...
+
+    def count_events(self, run_id: str) -> int:
+        """Rows stored for ``run_id``, whatever their sequence (rules out rows outside
+        1..head in the one-pass verify)."""
+        ...
 
     def write(self, run_id: str) -> AbstractContextManager[WriteTx]: ...
 
     def get_action(self, run_id: str, action_ref: str) -> ActionRow | None: ...
 
     def list_actions(self, run_id: str) -> list[ActionRow]: ...
+
+    def action_page(self, run_id: str, *, cursor: str | None = None,
+                    limit: int = DEFAULT_PAGE) -> tuple[list[ActionRow], str | None]: ...
+
+    def action_index_rows(self, run_id: str) -> list[tuple[Any, ...]]: ...
 
     def renew_lease(self, run_id: str, action_id: str, lease_expires: float) -> None: ...
 

@@ -1,6 +1,7 @@
-"""Rows of the PostgreSQL store: the SQL that writes them, the mapping that reads them, and
-the write transaction object (``PgWriteTx``) the ledger and runtime work through.
+"""The PostgreSQL dialect of the store's rows, and its write transaction (``PgWriteTx``).
 
+What a row means is shared with every backend (``store/core.py``); here are only the
+statements, in PostgreSQL's words, and the read-back that resolves a lost COMMIT reply.
 Statements take an open psycopg connection; ``postgres.py`` decides which one (the
 thread's write transaction or a pooled connection) and translates errors.
 """
@@ -8,27 +9,29 @@ thread's write transaction or a pooled connection) and translates errors.
 from __future__ import annotations
 
 import hashlib
-import json
-import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
 
-from continuum.canonical import canonical_json, parse_json
-from continuum.errors import NotFoundError
-from continuum.events import LIFECYCLE_STATUS, Event, EventType, seal
-from continuum.payloads import check_payload
+from continuum.events import Event
 from continuum.store.base import ActionRow, CheckpointRow, RunInfo, integrity_error
+from continuum.store.core import (
+    ACTION_COLUMNS,
+    CHECKPOINT_COLUMNS,
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    CoreTx,
+    action_from_row,
+    action_values,
+    checkpoint_from_row,
+    checkpoint_values,
+    event_values,
+    run_values,
+)
 from continuum.store.pg_connection import PgConn
-from continuum.types import Origin, RunStatus
-
-EVENT_COLUMNS = ("run_id, sequence, event_id, type, timestamp, payload, causer_event_id, "
-                 "source, prev_hash, hash")
-RUN_COLUMNS = "run_id, goal, status, created_at, head_sequence, head_hash, metadata"
-ACTION_COLUMNS = "run_id, action_id, record, lease_expires"
-CHECKPOINT_COLUMNS = "run_id, sequence, event_sequence, state, state_hash, created_at"
+from continuum.types import RunStatus
 
 
 def lock_key(text: str) -> int:
@@ -42,106 +45,47 @@ def run_lock_key(run_id: str) -> int:
 
 MIGRATION_LOCK_KEY = lock_key("continuum:schema")
 
-
-# -- reading rows ---------------------------------------------------------------------------
-
-
-def row_to_event(row: tuple[Any, ...]) -> Event:
-    run_id, seq, event_id, type_, ts, payload, causer, source, prev, hash_ = row
-    return Event(
-        event_id=event_id, run_id=run_id, sequence=seq, type=type_, timestamp=ts,
-        payload=parse_json(payload), causer_event_id=causer, source=Origin(source),
-        prev_hash=prev, hash=hash_,
-    )
-
-
-def run_info(row: tuple[Any, ...]) -> RunInfo:
-    run_id, goal, status, created, head_seq, head_hash, metadata = row
-    return RunInfo(run_id=run_id, goal=goal, status=RunStatus(status), created_at=created,
-                   head_sequence=head_seq, head_hash=head_hash, metadata=json.loads(metadata))
-
-
-def action_row(row: tuple[Any, ...]) -> ActionRow:
-    return ActionRow(run_id=row[0], action_id=row[1], record=json.loads(row[2]),
-                     lease_expires=row[3])
-
-
-def checkpoint_row(row: tuple[Any, ...]) -> CheckpointRow:
-    return CheckpointRow(run_id=row[0], sequence=row[1], event_sequence=row[2],
-                         state_json=row[3], state_hash=row[4], created_at=row[5])
-
-
-def one_action(conn: psycopg.Connection[Any], run_id: str, column: str,
-               value: str) -> ActionRow | None:
-    row = conn.execute(
-        f"SELECT {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s AND {column} = %s"
-        " ORDER BY position LIMIT 1", (run_id, value)).fetchone()
-    return action_row(row) if row is not None else None
-
-
-# -- errors ---------------------------------------------------------------------------------
-
-
-
-
-def run_not_found(run_id: str) -> NotFoundError:
-    return NotFoundError(f"run {run_id!r} not found", code="not_found.run",
-                         hint="list runs with `continuum runs` (or create it: `continuum start`)",
-                         run_id=run_id)
-
-
-# -- writing rows ---------------------------------------------------------------------------
-
-
 _INSERT_EVENT = (f"INSERT INTO continuum.events ({EVENT_COLUMNS})"
                  " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)")
+_PUT_ACTION = ("INSERT INTO continuum.actions (run_id, action_id, action_key, dedup_key,"
+               " fallback_key, status, record, lease_expires) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)"
+               " ON CONFLICT (run_id, action_id) DO UPDATE SET status = excluded.status,"
+               " record = excluded.record, lease_expires = excluded.lease_expires")
 
 
-def _event_values(event: Event) -> tuple[Any, ...]:
-    # The payload as canonical JSON text (never JSONB): the hash is over these bytes.
-    return (event.run_id, event.sequence, event.event_id, event.type, event.timestamp,
-            canonical_json(event.payload), event.causer_event_id, str(event.source),
-            event.prev_hash, event.hash)
-
-
-def insert_event(conn: psycopg.Connection[Any], event: Event) -> None:
-    conn.execute(_INSERT_EVENT, _event_values(event))
+def action_rows(conn: psycopg.Connection[Any], run_id: str, column: str | None,
+                value: str | None) -> list[tuple[Any, ...]]:
+    """One run's index rows in insertion order: all of them, or the first with column = value."""
+    if column is None:
+        return conn.execute(f"SELECT {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s"
+                            " ORDER BY position", (run_id,)).fetchall()
+    return conn.execute(f"SELECT {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s"
+                        f" AND {column} = %s ORDER BY position LIMIT 1",
+                        (run_id, value)).fetchall()
 
 
 def insert_events(conn: psycopg.Connection[Any], events: list[Event]) -> None:
     """Many events in one pipelined batch (an import)."""
     if events:
-        conn.cursor().executemany(_INSERT_EVENT, [_event_values(e) for e in events])
+        conn.cursor().executemany(_INSERT_EVENT, [event_values(e) for e in events])
 
 
 def insert_run(conn: psycopg.Connection[Any], run: RunInfo) -> None:
     conn.execute(f"INSERT INTO continuum.runs ({RUN_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s)",
-                 (run.run_id, run.goal, str(run.status), run.created_at, run.head_sequence,
-                  run.head_hash, canonical_json(run.metadata)))
+                 run_values(run))
 
 
 def put_action(conn: psycopg.Connection[Any], row: ActionRow) -> None:
-    rec = row.record
-    conn.execute(
-        "INSERT INTO continuum.actions (run_id, action_id, action_key, dedup_key, fallback_key,"
-        " status, record, lease_expires) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)"
-        " ON CONFLICT (run_id, action_id) DO UPDATE SET status = excluded.status,"
-        " record = excluded.record, lease_expires = excluded.lease_expires",
-        (row.run_id, row.action_id, rec["action_key"], rec["dedup_key"], rec.get("fallback_key"),
-         rec["status"], canonical_json(rec), row.lease_expires),
-    )
+    conn.execute(_PUT_ACTION, action_values(row))
 
 
 def put_checkpoint(conn: psycopg.Connection[Any], row: CheckpointRow) -> None:
-    conn.execute(
-        f"INSERT INTO continuum.checkpoints ({CHECKPOINT_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s)",
-        (row.run_id, row.sequence, row.event_sequence, row.state_json, row.state_hash,
-         row.created_at),
-    )
+    conn.execute(f"INSERT INTO continuum.checkpoints ({CHECKPOINT_COLUMNS})"
+                 " VALUES (%s,%s,%s,%s,%s,%s)", checkpoint_values(row))
 
 
-class PgWriteTx:
-    """One write transaction on one run, holding the run's advisory lock (a ``WriteTx``).
+class PgWriteTx(CoreTx):
+    """One write transaction on one run, holding the run's advisory lock.
 
     It remembers what it wrote, so that after a lost COMMIT reply the store can read back
     whether the transaction is there (``applied``) instead of guessing or retrying.
@@ -149,55 +93,31 @@ class PgWriteTx:
 
     def __init__(self, pc: PgConn, run: RunInfo, clock: Callable[[], str],
                  errors: Callable[[], AbstractContextManager[None]]) -> None:
-        self._pc, self._run, self._clock, self._errors = pc, run, clock, errors
-        self.last_event: Event | None = None
+        super().__init__(run, clock)
+        self._pc, self._errors = pc, errors
         self.puts: list[ActionRow | CheckpointRow] = []
 
-    @property
-    def run(self) -> RunInfo:
-        return self._run
-
-    def append(self, type: EventType | str, payload: dict[str, Any], *,
-               source: Origin, causer_event_id: str | None = None) -> Event:
-        check_payload(str(type), payload)  # a malformed known payload is refused, not stored
-        run = self._run
-        event = seal(
-            event_id=f"evt_{uuid.uuid4().hex}", run_id=run.run_id,
-            sequence=run.head_sequence + 1, type=str(type), timestamp=self._clock(),
-            payload=payload, causer_event_id=causer_event_id, source=Origin(source),
-            prev_hash=run.head_hash,
-        )
-        status = (LIFECYCLE_STATUS.get(EventType(event.type))
-                  if event.type in EventType._value2member_map_ else None)
-        new_status = RunStatus(status) if status else run.status
+    def _insert_event(self, event: Event, payload_text: str) -> None:
         with self._errors():
-            insert_event(self._pc.conn, event)
+            self._pc.conn.execute(_INSERT_EVENT, event_values(event, payload_text))
+
+    def _move_head(self, run_id: str, sequence: int, hash_: str, status: RunStatus) -> None:
+        with self._errors():
             self._pc.conn.execute(
                 "UPDATE continuum.runs SET head_sequence = %s, head_hash = %s, status = %s"
-                " WHERE run_id = %s", (event.sequence, event.hash, str(new_status), run.run_id))
-        self._run = run.model_copy(update={"head_sequence": event.sequence,
-                                           "head_hash": event.hash, "status": new_status})
-        self.last_event = event
-        return event
+                " WHERE run_id = %s", (sequence, hash_, str(status), run_id))
 
-    def find_action(self, *, action_id: str | None = None, dedup_key: str | None = None,
-                    fallback_key: str | None = None,
-                    action_key: str | None = None) -> ActionRow | None:
-        for column, value in (("action_id", action_id), ("dedup_key", dedup_key),
-                              ("action_key", action_key), ("fallback_key", fallback_key)):
-            if value is not None:
-                with self._errors():
-                    row = one_action(self._pc.conn, self._run.run_id, column, value)
-                if row is not None:
-                    return row
-        return None
+    def _action_row(self, column: str, value: str) -> tuple[Any, ...] | None:
+        with self._errors():
+            rows = action_rows(self._pc.conn, self._run.run_id, column, value)
+        return rows[0] if rows else None
 
-    def put_action(self, row: ActionRow) -> None:
+    def _put_action(self, row: ActionRow) -> None:
         with self._errors():
             put_action(self._pc.conn, row)
         self.puts.append(row)
 
-    def put_checkpoint(self, row: CheckpointRow) -> None:
+    def _put_checkpoint(self, row: CheckpointRow) -> None:
         with self._errors():
             put_checkpoint(self._pc.conn, row)
         self.puts.append(row)
@@ -217,12 +137,13 @@ class PgWriteTx:
             return row is not None
         for put in self.puts:
             if isinstance(put, ActionRow):
-                if one_action(conn, put.run_id, "action_id", put.action_id) != put:
+                found = action_rows(conn, put.run_id, "action_id", put.action_id)
+                if not found or action_from_row(found[0]) != put:
                     return False
             else:
                 stored = conn.execute(
                     f"SELECT {CHECKPOINT_COLUMNS} FROM continuum.checkpoints"
                     " WHERE run_id = %s AND sequence = %s", (put.run_id, put.sequence)).fetchone()
-                if stored is None or checkpoint_row(stored) != put:
+                if stored is None or checkpoint_from_row(stored) != put:
                     return False
         return True

@@ -67,6 +67,7 @@ PG_MIGRATIONS: dict[int, list[str]] = {
             PRIMARY KEY (run_id, sequence)
         )""",
     ],
+    2: ["CREATE INDEX actions_by_status ON continuum.actions (run_id, status, position)"],
 }
 
 # Created with version 1, before its migration; holds the schema version.

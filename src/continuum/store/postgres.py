@@ -32,27 +32,33 @@ from typing import Any, TypeVar
 import psycopg
 
 from continuum.canonical import canonical_json
-from continuum.chain import ChainVerifier, VerifyReport
 from continuum.errors import (
     ContinuumError,
     IntegrityError,
     NotFoundError,
-    SchemaError,
     StoreError,
-    UsageError,
 )
-from continuum.events import Event, EventType
 from continuum.faults import fault_point
 from continuum.log import get_logger
 from continuum.store.base import (
-    ActionRow,
-    CheckpointRow,
     Run,
     RunExport,
     RunInfo,
     check_run_id,
     format_timestamp,
-    integrity_error,
+)
+from continuum.store.core import (
+    ACTION_COLUMNS,
+    CHECKPOINT_COLUMNS,
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    CoreStore,
+    import_ids,
+    run_exists,
+    run_from_row,
+    run_not_found,
+    schema_too_new,
+    verify_imported,
 )
 from continuum.store.pg_connection import (
     DEFAULT_LOCK_TIMEOUT_MS,
@@ -67,27 +73,18 @@ from continuum.store.pg_connection import (
     translate,
 )
 from continuum.store.pg_rows import (
-    ACTION_COLUMNS,
-    CHECKPOINT_COLUMNS,
-    EVENT_COLUMNS,
     MIGRATION_LOCK_KEY,
-    RUN_COLUMNS,
     PgWriteTx,
-    action_row,
-    checkpoint_row,
+    action_rows,
     insert_events,
     insert_run,
-    one_action,
     put_action,
     put_checkpoint,
-    row_to_event,
-    run_info,
     run_lock_key,
-    run_not_found,
 )
 from continuum.store.pg_schema import PG_META_TABLE, PG_MIGRATIONS, PG_SCHEMA
 from continuum.store.schema import SCHEMA_VERSION
-from continuum.types import Origin, RunStatus
+from continuum.types import RunStatus
 
 T = TypeVar("T")
 ReadBack = Callable[[psycopg.Connection[Any]], bool]  # "are this transaction's writes there?"
@@ -101,7 +98,7 @@ def _now() -> str:
     return format_timestamp(datetime.now(UTC))
 
 
-class PostgresStorage:
+class PostgresStorage(CoreStore):
     """A continuum store in one PostgreSQL database (schema ``continuum``).
 
     Safe for many processes on many hosts. Each object keeps a small pool of connections
@@ -185,7 +182,7 @@ class PostgresStorage:
     def _prepare(self, *, create: bool) -> None:
         version = self._call(_read_version)
         if version > SCHEMA_VERSION:
-            raise _too_new(version)
+            raise schema_too_new(version)
         if version == SCHEMA_VERSION:
             return
         if version == 0 and not create:
@@ -197,6 +194,8 @@ class PostgresStorage:
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         """Forward migrations, one transaction each, serialized across hosts."""
+        # The same loop as SQLiteStorage._migrate, in PostgreSQL's words: an advisory lock
+        # serializes migrating hosts (SQLite uses BEGIN IMMEDIATE), in schema continuum.
         version = _read_version(conn)
         while version < SCHEMA_VERSION:
             conn.execute("BEGIN")
@@ -204,7 +203,7 @@ class PostgresStorage:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
                 version = _read_version(conn)  # another host may have migrated meanwhile
                 if version > SCHEMA_VERSION:
-                    raise _too_new(version)
+                    raise schema_too_new(version)
                 if version < SCHEMA_VERSION:
                     if version == 0:
                         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {PG_SCHEMA}")
@@ -241,15 +240,14 @@ class PostgresStorage:
                 return True, None
             found = conn.execute(f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s",
                                  (run.run_id,)).fetchone()
-            return False, run_info(found) if found is not None else None
+            return False, run_from_row(found) if found is not None else None
 
         inserted, existing = self._call(insert)
         if not inserted and existing is not None:
             mine = (existing.created_at == created_at and existing.goal == run.goal
                     and existing.metadata == run.metadata)  # our insert, seen on a retry
             if not mine and not exist_ok:
-                raise UsageError(f"run {run.run_id!r} already exists", code="usage.run_exists",
-                                 hint="choose another run id, or resume this one")
+                raise run_exists(run.run_id)
             if not mine:
                 return existing
         return self.get_run(run.run_id)
@@ -259,13 +257,13 @@ class PostgresStorage:
             f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s", (run_id,)).fetchone())
         if row is None:
             raise run_not_found(run_id)
-        return run_info(row)
+        return run_from_row(row)
 
     def list_runs(self) -> list[RunInfo]:
         rows = self._call(lambda c: c.execute(
             f"SELECT {RUN_COLUMNS} FROM continuum.runs"
             ' ORDER BY created_at COLLATE "C", run_id COLLATE "C"').fetchall())
-        return [run_info(r) for r in rows]
+        return [run_from_row(r) for r in rows]
 
     # -- write transactions ---------------------------------------------------------------
 
@@ -404,19 +402,9 @@ class PostgresStorage:
                                       " WHERE run_id = %s", (run_id,)).fetchone()
             if row is None:
                 raise run_not_found(run_id)
-            holder.append(PgWriteTx(pc, run_info(row), self._clock, self._errors))
+            holder.append(PgWriteTx(pc, run_from_row(row), self._clock, self._errors))
             yield holder[0]
         fault_point("after_append_commit")
-
-    def append_event(self, run_id: str, type: EventType | str, payload: dict[str, Any], *,
-                     source: Origin = Origin.DETERMINISTIC,
-                     causer_event_id: str | None = None) -> Event:
-        if not isinstance(payload, dict):
-            raise UsageError("event payload must be a JSON object", code="usage.bad_payload",
-                             hint="pass a dict")
-        canonical_json(payload)  # refuse NaN / non-JSON before taking the lock
-        with self.write(run_id) as tx:
-            return tx.append(type, payload, source=source, causer_event_id=causer_event_id)
 
     # -- reading events -------------------------------------------------------------------
 
@@ -427,64 +415,20 @@ class PostgresStorage:
             f"SELECT {EVENT_COLUMNS} FROM continuum.events WHERE run_id = %s AND sequence > %s"
             f"{bound} ORDER BY sequence LIMIT %s", params).fetchall())
 
-    def iter_events(self, run_id: str, after: int = 0) -> Iterator[Event]:
-        """Events after ``after`` in order, each verified as it is read (see SQLiteStorage)."""
-        run = self.get_run(run_id)
-        verifier = ChainVerifier(run_id)
-        verifier.expected_sequence = after + 1
-        verifier.prev_hash = self.event_hash_at(run_id, after) if after > 0 else None
+    def _event_rows(self, run_id: str, after: int, upto: int | None) -> Iterator[tuple[Any, ...]]:
+        """A run's rows in order, a page per round trip (a long log is never held whole)."""
         last = after
-        while last < run.head_sequence:
-            rows = self._page(run_id, last, run.head_sequence)
-            if not rows:
-                break
-            for row in rows:
-                try:
-                    event = row_to_event(row)
-                except Exception as e:  # undecodable row: damage, never skipped
-                    raise integrity_error(run_id, row[1], "malformed",
-                                          f"cannot decode event: {e}") from e
-                violation = verifier.feed(event, row[5])  # row[5]: the stored payload text
-                if violation is not None:
-                    raise integrity_error(run_id, violation.sequence, str(violation.kind),
-                                          violation.detail)
-                yield event
+        while rows := self._page(run_id, last, upto):
+            yield from rows
+            if type(rows[-1][1]) is not int:
+                return  # a damaged sequence: the verify loop reports it
             last = rows[-1][1]
-        if verifier.expected_sequence - 1 < run.head_sequence:
-            raise integrity_error(run_id, verifier.expected_sequence, "truncated",
-                                  f"the run's head is {run.head_sequence} but the log ends at "
-                                  f"{verifier.expected_sequence - 1}")
-
-    def read_events(self, run_id: str, after: int = 0) -> list[Event]:
-        return list(self.iter_events(run_id, after))
 
     def event_hash_at(self, run_id: str, sequence: int) -> str | None:
         row = self._call(lambda c: c.execute(
             "SELECT hash FROM continuum.events WHERE run_id = %s AND sequence = %s",
             (run_id, sequence)).fetchone())
         return str(row[0]) if row is not None else None
-
-    def verify_events(self, run_id: str) -> VerifyReport:
-        """Recompute every hash, check sequence, links and head; never raises on damage.
-
-        Head and events are read in one snapshot, so a concurrent append is never mistaken
-        for a head that disagrees with the log.
-        """
-        with self._snapshot():
-            run = self.get_run(run_id)
-            verifier = ChainVerifier(run_id)
-            last = 0
-            while rows := self._page(run_id, last, None):
-                for row in rows:
-                    try:
-                        event = row_to_event(row)
-                    except Exception as e:
-                        verifier.add_malformed(row[1], f"cannot decode event: {e}")
-                        verifier.expected_sequence = row[1] + 1
-                        continue
-                    verifier.feed(event, row[5])
-                last = rows[-1][1]
-        return verifier.finish(run.head_sequence, run.head_hash)
 
     def count_events(self, run_id: str) -> int:
         """Rows stored for ``run_id``, whatever their sequence (for the runtime's one-pass
@@ -510,15 +454,9 @@ class PostgresStorage:
 
     # -- actions and checkpoints ----------------------------------------------------------
 
-    def get_action(self, run_id: str, action_ref: str) -> ActionRow | None:
-        return self._call(lambda c: one_action(c, run_id, "action_id", action_ref)
-                          or one_action(c, run_id, "action_key", action_ref))
-
-    def list_actions(self, run_id: str) -> list[ActionRow]:
-        rows = self._call(lambda c: c.execute(
-            f"SELECT {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s"
-            " ORDER BY position", (run_id,)).fetchall())
-        return [action_row(r) for r in rows]
+    def _action_rows(self, run_id: str, column: str | None,
+                     value: str | None) -> list[tuple[Any, ...]]:
+        return self._call(lambda c: action_rows(c, run_id, column, value))
 
     def renew_lease(self, run_id: str, action_id: str, lease_expires: float) -> None:
         # One idempotent statement: safe to send again on a fresh connection.
@@ -526,19 +464,23 @@ class PostgresStorage:
             "UPDATE continuum.actions SET lease_expires = %s WHERE run_id = %s AND action_id = %s",
             (lease_expires, run_id, action_id)))
 
-    def list_checkpoints(self, run_id: str) -> list[CheckpointRow]:
-        rows = self._call(lambda c: c.execute(
+    def _action_page(self, run_id: str, statuses: tuple[str, ...], after: int,
+                     limit: int, *, few: bool) -> list[tuple[Any, ...]]:
+        return self._call(lambda c: c.execute(
+            f"SELECT position, {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s"
+            " AND status = ANY(%s) AND position > %s ORDER BY position LIMIT %s",
+            (run_id, list(statuses), after, limit)).fetchall())
+
+    def _checkpoint_rows(self, run_id: str) -> list[tuple[Any, ...]]:
+        return self._call(lambda c: c.execute(
             f"SELECT {CHECKPOINT_COLUMNS} FROM continuum.checkpoints WHERE run_id = %s"
             " ORDER BY sequence DESC", (run_id,)).fetchall())
-        return [checkpoint_row(r) for r in rows]
 
     # -- import ---------------------------------------------------------------------------
 
     def import_runs(self, runs: list[RunExport]) -> list[RunInfo]:
         """Write exported runs exactly as they are, all in one transaction (see Storage)."""
-        for bundle in runs:
-            check_run_id(bundle.run.run_id)
-        ids = [b.run.run_id for b in runs]
+        ids = import_ids(runs)
 
         def applied(conn: psycopg.Connection[Any]) -> bool:
             found = conn.execute("SELECT count(*) FROM continuum.runs WHERE run_id = ANY(%s)"
@@ -553,10 +495,7 @@ class PostgresStorage:
                 taken = conn.execute("SELECT run_id FROM continuum.runs WHERE run_id = ANY(%s)",
                                      (ids,)).fetchall()
                 if taken:
-                    raise UsageError(
-                        f"run {taken[0][0]!r} already exists in {self.url}; nothing was imported",
-                        code="usage.run_exists",
-                        hint="import into another store, or choose which runs to export")
+                    raise run_exists(taken[0][0], self.url)
                 for bundle in runs:
                     insert_run(conn, bundle.run)
                     insert_events(conn, bundle.events)
@@ -564,12 +503,7 @@ class PostgresStorage:
                         put_action(conn, action)
                     for cp in bundle.checkpoints:
                         put_checkpoint(conn, cp)
-            for bundle in runs:  # re-verified on arrival, inside the transaction
-                report = self.verify_events(bundle.run.run_id)
-                if not report.ok:
-                    v = report.violations[0]
-                    raise integrity_error(bundle.run.run_id, v.sequence, str(v.kind),
-                                          f"refused on import, nothing written: {v.detail}")
+            verify_imported(self, runs)  # every chain re-verified inside the transaction
         return [self.get_run(i) for i in ids]
 
 
@@ -589,9 +523,3 @@ def _read_version(conn: psycopg.Connection[Any]) -> int:
         return 0
     found = conn.execute("SELECT value FROM continuum.meta WHERE key = 'schema_version'").fetchone()
     return int(found[0]) if found is not None else 0
-
-
-def _too_new(version: int) -> SchemaError:
-    return SchemaError(
-        f"store schema version {version} is newer than this continuum knows ({SCHEMA_VERSION})",
-        code="store.schema_too_new", hint="upgrade continuum to open this store")

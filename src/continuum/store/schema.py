@@ -6,7 +6,7 @@ new version number. A database newer than the code is refused, never downgraded.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # 'CNTM': marks a SQLite file as a continuum store so a foreign database is refused.
 SQLITE_APPLICATION_ID = 0x434E544D
@@ -61,5 +61,6 @@ MIGRATIONS: dict[int, list[str]] = {
             created_at TEXT NOT NULL,
             PRIMARY KEY (run_id, sequence)
         )""",
-    ],
+    ],    # 2: list a run's actions by status (its open ones first) at the cost of the page.
+    2: ["CREATE INDEX actions_by_status ON actions (run_id, status)"],
 }

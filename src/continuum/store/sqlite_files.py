@@ -1,0 +1,192 @@
+"""The SQLite store's files: which SQLite library and which paths are safe to use, how a new
+store file is created, and how apsw's errors become continuum's (once, here).
+
+Why apsw: the system SQLite here (3.40.1) is inside the WAL-reset corruption range
+(3.7.0-3.51.2); apsw bundles a fixed one and offers a VFS layer for fault injection.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import apsw
+
+from continuum.errors import (
+    DiskFullError,
+    ForkRejectedError,
+    IntegrityError,
+    NotFoundError,
+    StoreBusyError,
+    StoreError,
+    StoreIOError,
+    UnsafeLibraryError,
+    UsageError,
+)
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+DEFAULT_BUSY_TIMEOUT_MS = 30_000
+
+
+def sqlite_version_is_affected(version: str) -> bool:
+    """True for SQLite versions with the WAL-reset corruption bug.
+
+    Affected: 3.7.0 through 3.51.2. Fixed in 3.51.3 and backported to 3.50.7 and 3.44.6.
+    """
+    parts = tuple(int(p) for p in version.split(".")[:3])
+    v = parts + (0,) * (3 - len(parts))
+    if v < (3, 7, 0) or v >= (3, 51, 3):
+        return False
+    if (3, 50, 7) <= v < (3, 51, 0):
+        return False
+    return not (3, 44, 6) <= v < (3, 45, 0)
+
+
+def check_sqlite_library(version: str | None = None) -> None:
+    version = version or apsw.sqlite_lib_version()
+    if sqlite_version_is_affected(version):
+        raise UnsafeLibraryError(
+            f"SQLite {version} is affected by the WAL-reset corruption bug (3.7.0-3.51.2)",
+            hint="install an apsw release that bundles SQLite >= 3.51.3 (pip install -U apsw)",
+            version=version,
+        )
+
+
+def check_sqlite_path(path: Path, *, create: bool) -> bool:
+    """Refuse anything that is not a usable database path; return True if it exists.
+
+    Nothing is created or touched here: a refused path is left exactly as it was.
+    """
+    text = str(path)
+    if not text or text.startswith("-"):
+        raise UsageError(
+            f"store path {text!r} is not usable",
+            code="store.bad_url",
+            hint="give a file path, sqlite:///abs/path.db or postgresql://...",
+        )
+    if os.path.islink(path):
+        raise StoreError(
+            f"store path {text!r} is a symbolic link",
+            code="store.symlink",
+            hint="point --db at the real file (symlinks are refused so a link cannot redirect writes)",
+        )
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            raise StoreError(
+                f"directory {str(parent)!r} for store {text!r} does not exist",
+                code="store.missing_directory",
+                hint="create the directory first, or point --db / CONTINUUM_DB elsewhere",
+                path=text,
+            ) from None
+        if not create:
+            raise NotFoundError(
+                f"no store at {text!r}",
+                code="not_found.store",
+                hint="run `continuum init` (or `continuum start RUN --goal ...`) to create it",
+                path=text,
+            ) from None
+        return False
+    except OSError as e:
+        raise StoreError(f"cannot stat store {text!r}: {e.strerror}", code="store.unusable",
+                         hint="check the path and its permissions") from e
+    if stat.S_ISDIR(st.st_mode):
+        raise StoreError(
+            f"store path {text!r} is a directory",
+            code="store.is_directory",
+            hint="name a database file inside it, e.g. --db DIR/continuum.db",
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(
+            f"store path {text!r} is not a regular file",
+            code="store.not_regular_file",
+            hint="point --db at a database file, not a device, FIFO or socket",
+        )
+    if st.st_size > 0:
+        try:
+            with open(path, "rb") as f:
+                header = f.read(len(SQLITE_HEADER))
+        except OSError as e:
+            raise StoreError(f"cannot read store {text!r}: {e.strerror}",
+                             hint="check the file's permissions") from e
+        if header != SQLITE_HEADER:
+            raise StoreError(
+                f"{text!r} is not a SQLite database",
+                code="store.not_a_database",
+                hint="point --db at a continuum store; this file was left untouched",
+            )
+    return True
+
+
+def create_private(path: Path) -> None:
+    """Create the (empty) database file readable and writable by its owner only.
+
+    A store holds goals, arguments and results an agent wrote; SQLite would create the file
+    with the umask's mode (often world-readable), and gives its ``-wal``/``-shm`` files the
+    database file's mode, so creating it 0600 first covers all three.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return  # another process created it a moment ago: it is theirs to have made
+    except OSError as e:
+        raise StoreError(f"cannot create store {str(path)!r}: {e.strerror}",
+                         code="store.unusable", hint="check the directory's permissions") from e
+    os.close(fd)
+
+
+@contextmanager
+def translate_errors(discard: Callable[[], None] | None = None) -> Iterator[None]:
+    """Map apsw errors to continuum errors, once, at the store boundary.
+
+    ``discard`` drops the store's connection after an error that leaves its state in doubt
+    (disk full, I/O error, corruption): the next use opens a fresh one.
+    """
+    try:
+        yield
+    except apsw.ConstraintError as e:
+        raise ForkRejectedError(
+            "write rejected by a uniqueness constraint (a concurrent writer got there first)",
+            hint="retry the operation; the chain was not changed", detail=str(e),
+        ) from e
+    except (apsw.BusyError, apsw.LockedError) as e:
+        raise StoreBusyError(
+            "the store stayed locked by another writer past the busy timeout",
+            hint="retry, or look for a process holding a long write transaction",
+        ) from e
+    except apsw.FullError as e:
+        if discard is not None:
+            discard()
+        raise DiskFullError(
+            "the disk is full; the write was not acknowledged and nothing was recorded",
+            hint="free disk space, then retry; earlier data is intact",
+        ) from e
+    except (apsw.CorruptError, apsw.NotADBError) as e:
+        if discard is not None:
+            discard()
+        raise IntegrityError(
+            f"the database file is damaged: {e}", code="integrity.database_corrupt",
+            hint="stop writing to it, keep a copy, and restore from a backup or export",
+        ) from e
+    except apsw.IOError as e:
+        if discard is not None:
+            discard()
+        raise StoreIOError(
+            f"I/O error in the store: {e}; the write was not acknowledged",
+            hint="check the disk and the file system, then retry",
+        ) from e
+    except apsw.Error as e:
+        if discard is not None and not isinstance(e, apsw.SQLError):
+            discard()
+        raise StoreError(f"store error: {e}", hint="see the message; nothing was changed") from e
+    except UnicodeDecodeError as e:  # a stored text that is not UTF-8: the file is damaged
+        raise IntegrityError(
+            "the database file is damaged: a stored text is not valid UTF-8",
+            code="integrity.database_corrupt",
+            hint="stop writing to it, keep a copy, and restore from a backup or export",
+        ) from e

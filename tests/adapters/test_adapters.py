@@ -1,0 +1,131 @@
+"""What each adapter keeps from its framework and what it adds, in one process (the crash
+behaviour is test_crash_matrix.py's)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from continuum import Continuum, EffectUncertain, Origin
+from tests.adapters.conftest import require
+
+RUN = "r1"
+
+
+@pytest.fixture
+def cx(tmp_path: Path) -> Any:
+    c = Continuum.open(str(tmp_path / "a.db"))
+    c.start_run(RUN)
+    yield c
+    c.close()
+
+
+def test_a_guarded_langgraph_node_returns_its_recorded_update_when_rerun(cx: Continuum) -> None:
+    require("langgraph")
+    from continuum.adapters.langgraph import guard_node
+
+    charged: list[str] = []
+
+    def charge(state: dict[str, Any]) -> dict[str, Any]:
+        charged.append(state["order"])
+        return {"receipt": f"r-{state['order']}"}
+
+    node = guard_node(charge, cx, RUN, key=lambda s: s["order"])
+    assert node({"order": "o1"}) == node({"order": "o1"}) == {"receipt": "r-o1"}
+    assert charged == ["o1"]
+
+    async def acharge(state: dict[str, Any]) -> dict[str, Any]:
+        raise ConnectionError("reset")
+
+    anode = guard_node(acharge, cx, RUN, action_type="acharge", key=lambda s: s["order"])
+    with pytest.raises(ConnectionError):
+        asyncio.run(anode({"order": "o2"}))
+    with pytest.raises(EffectUncertain):
+        asyncio.run(anode({"order": "o2"}))
+
+
+def test_the_continuum_checkpointer_rebuilds_a_graph_from_the_log(cx: Continuum) -> None:
+    require("langgraph")
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from continuum.adapters.langgraph import CHECKPOINT_EVENTS, ContinuumCheckpointer
+
+    class S(TypedDict):
+        n: int
+
+    def build(saver: Any) -> Any:
+        g = StateGraph(S)
+        g.add_node("inc", lambda s: {"n": s["n"] + 1})
+        g.add_edge(START, "inc")
+        g.add_edge("inc", END)
+        return g.compile(checkpointer=saver)
+
+    config: Any = {"configurable": {"thread_id": "t"}}
+    assert build(ContinuumCheckpointer(cx, RUN)).invoke({"n": 1}, config) == {"n": 2}
+    logged = [e for e in cx.events(RUN) if e.type in CHECKPOINT_EVENTS]
+    assert logged and {e.source for e in logged} == {Origin.DETERMINISTIC}
+    again = build(ContinuumCheckpointer(cx, RUN))
+    assert again.get_state(config).values == {"n": 2}
+    assert asyncio.run(again.ainvoke({"n": 5}, config)) == {"n": 6}  # async path, same log
+    assert build(ContinuumCheckpointer(cx, RUN)).get_state(config).values == {"n": 6}
+    assert cx.verify(RUN).ok
+
+
+def test_a_langchain_tool_keeps_its_schema_and_runs_once_sync_and_async(cx: Continuum) -> None:
+    require("langchain")
+    from langchain_core.tools import tool
+
+    from continuum.adapters.langchain import guard_tool
+
+    sent: list[str] = []
+
+    @tool
+    def send(invoice_id: str, amount: float = 1.0) -> str:
+        """Send an invoice."""
+        sent.append(invoice_id)
+        return f"sent {invoice_id}"
+
+    guarded = guard_tool(send, cx, RUN)  # no key: the identity is the arguments
+    assert (guarded.name, guarded.description) == (send.name, send.description)
+    assert guarded.tool_call_schema.model_json_schema() == send.tool_call_schema.model_json_schema()
+    call = {"name": "send", "args": {"invoice_id": "A"}, "id": "c1", "type": "tool_call"}
+    first = guarded.invoke(call)
+    second = asyncio.run(guarded.ainvoke({**call, "id": "c2"}))
+    assert first.content == second.content == "sent A" and sent == ["A"]
+    (action,) = cx.actions(RUN)
+    assert action.arguments == {"invoice_id": "A", "amount": 1.0}
+
+
+def test_the_openai_agents_hooks_record_the_answer_as_an_agents_claim(cx: Continuum) -> None:
+    require("openai-agents")
+    from agents import Agent
+
+    from continuum.adapters.openai_agents import ContinuumRunHooks
+
+    asyncio.run(ContinuumRunHooks(cx, RUN).on_agent_end(None, Agent(name="a"), "I sent it."))
+    (finding,) = cx.state(RUN).findings.values()
+    assert finding.provenance.origin == Origin.EXTERNAL_AGENT
+    assert cx.resume(RUN).mode == "request_human"  # self-certified: a person must look
+
+
+def test_a_pydantic_ai_toolset_guards_only_the_tools_it_is_told_to(cx: Continuum) -> None:
+    require("pydantic-ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from continuum.adapters.pydantic_ai import ContinuumToolset
+
+    def lookup(name: str) -> str:
+        return name
+
+    def send(name: str) -> str:
+        return name
+
+    tools = ContinuumToolset(FunctionToolset([lookup, send]), cx=cx, run_id=RUN, only=["send"])
+    asyncio.run(Agent(TestModel(), toolsets=[tools]).run("go"))  # run_sync leaves a loop open
+    assert [a.action_type for a in cx.actions(RUN)] == ["send"]
