@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # Tests that need PostgreSQL use this server (the machine kind starts it; CI too).
 export CONTINUUM_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/postgres
 
-.PHONY: setup test demo lint typecheck clean
+.PHONY: setup test crash demo lint typecheck clean
 
 setup: $(STAMP)
 
@@ -16,13 +16,27 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,postgres,adapters]'
 	touch $(STAMP)
 
-# Lint and strict typing first (fast), then the whole suite.
-# The adapters' tests fail (not skip) when an extra is missing.
+# Lint and strict typing first (fast), then the whole suite: the in-process suites under
+# branch coverage (their report is printed at the end), then the ones that work through
+# real subprocesses (crashes, MCP over stdio, hooks, adapters, e2e), which coverage of
+# this process would not see anyway. The adapters' tests fail (not skip) when an extra
+# is missing.
+IN_PROCESS := tests/unit tests/property tests/contract tests/cli
 test: export CONTINUUM_REQUIRE_EXTRAS = 1
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests scripts
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m coverage run --branch --source=continuum -m pytest -q -p no:cacheprovider $(IN_PROCESS)
+	$(PY) -m pytest -q -p no:cacheprovider $(addprefix --ignore=,$(IN_PROCESS))
+	@echo "branch coverage of the in-process suites ($(IN_PROCESS)):"
+	@$(PY) -m coverage report --sort=cover | awk 'NR <= 12 { print } END { print }'
+
+# Just the fault suites (real kills, power loss, disk faults, tampering), for iteration.
+crash: export CONTINUUM_REQUIRE_EXTRAS = 1
+crash: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/crash tests/property/test_ledger_faults.py \
+		tests/hooks/test_crash_matrix.py tests/hooks/test_fail_closed.py \
+		tests/adapters/test_crash_matrix.py
 
 demo: $(STAMP)
 	$(PY) scripts/demo.py
@@ -36,5 +50,5 @@ typecheck: $(STAMP)
 # Also what the e2e kit wrote: its working directory (1-setup.sh makes it; a KIT_WORK
 # elsewhere is yours to remove) and its scripts' bytecode.
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .coverage
 	rm -rf e2e-autonomy-test/work e2e-autonomy-test/lib/__pycache__

@@ -48,7 +48,7 @@ ENV
 
 cx init >/dev/null
 # The hosts' configurations, written by continuum itself: the server command with this
-# store, and the allowlist set to that host's client name (SPEC 9).
+# store, and the allowlist set to that host's client name (contract §9).
 cx mcp install --client claude-code --config "$WORK/.mcp.json" >/dev/null
 cx mcp install --client gemini --config "$WORK/.gemini/settings.json" >/dev/null
 cx mcp install --client kilo --config "$WORK/.kilocode/mcp.json" >/dev/null

@@ -1,6 +1,6 @@
 """LangChain with continuum's adapter: a ``@tool`` that sends each invoice at most once.
 
-    .venv/bin/python examples/langchain_adapter.py      (needs continuum[langchain])
+    .venv/bin/python examples/langchain_adapter.py      (needs continuum-recovery[langchain])
 
 ``create_agent`` (LangChain 1.x) runs with the offline ``GenericFakeChatModel``: no
 network, no key. The ``send_invoice`` tool is wrapped with ``guard_tool``: same name,

@@ -1,6 +1,6 @@
 """LangGraph with continuum's adapter: tools and checkpoints through one hash-chained log.
 
-    .venv/bin/python examples/langgraph_adapter.py      (needs continuum[langgraph])
+    .venv/bin/python examples/langgraph_adapter.py      (needs continuum-recovery[langgraph])
 
 A LangGraph agent (a hand-built graph: model node, ``ToolNode``) is driven by LangChain's
 offline ``GenericFakeChatModel``: no network, no key. Its ``send_invoice`` tool is

@@ -1,6 +1,6 @@
 """OpenAI Agents SDK with continuum's adapter: guarded function tools and run hooks.
 
-    .venv/bin/python examples/openai_agents_adapter.py      (needs continuum[openai-agents])
+    .venv/bin/python examples/openai_agents_adapter.py      (needs continuum-recovery[openai-agents])
 
 The agent runs on a scripted ``Model`` (the SDK's model interface, answering from a
 list): no network, no key, tracing off. ``guarded_function_tool`` builds the same

@@ -1,6 +1,6 @@
 """Pydantic AI with continuum's adapter: a toolset whose sends happen at most once.
 
-    .venv/bin/python examples/pydantic_ai_adapter.py      (needs continuum[pydantic-ai])
+    .venv/bin/python examples/pydantic_ai_adapter.py      (needs continuum-recovery[pydantic-ai])
 
 The agent runs on Pydantic AI's ``TestModel`` (it calls every tool once with generated
 arguments) and ``FunctionModel`` (a local function plays the model): no network, no key.

@@ -8,6 +8,9 @@ The public names are imported on first use (PEP 562), so a process that needs on
 small part of continuum, such as a host hook that finds nothing to gate, starts without
 loading the store, pydantic or the MCP SDK. ``from continuum import Continuum`` works as
 usual.
+
+Start with ``help(continuum.Continuum)``: every public class and function says what it
+does, what it returns and what it raises; references/api.md has the worked examples.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
     from continuum.contract import RecoveryContract
     from continuum.errors import (
         ContinuumError,
+        EffectAwaitingApproval,
+        EffectDenied,
         EffectUncertain,
         IntegrityError,
         LedgerError,
@@ -33,42 +38,55 @@ if TYPE_CHECKING:
     )
     from continuum.events import Event, EventType
     from continuum.ledger import ActionLedger, InterceptResult
-    from continuum.projection import State, project
+    from continuum.projection import ActionRecord, State, project
     from continuum.recovery import Decision, decide
-    from continuum.runtime import Continuum, Recovery
-    from continuum.store import Run, SQLiteStorage, Storage, open_store
-    from continuum.types import ActionStatus, Mode, Origin, ReplayContract
+    from continuum.runtime import ActionsPage, CheckpointInfo, ConfirmResult, Continuum, Recovery
+    from continuum.store import Run, RunInfo, SQLiteStorage, Storage, open_store
+    from continuum.types import ActionStatus, InterceptStatus, Mode, Origin, ReplayContract
+    from continuum.validation import ValidationReport
 
 # Where each public name lives.
 _HOMES = {
     "VerifyReport": "continuum.chain", "Violation": "continuum.chain",
     "RecoveryContract": "continuum.contract",
     "ContinuumError": "continuum.errors", "EffectUncertain": "continuum.errors",
+    "EffectAwaitingApproval": "continuum.errors", "EffectDenied": "continuum.errors",
     "IntegrityError": "continuum.errors",
     "LedgerError": "continuum.errors", "NotFoundError": "continuum.errors",
     "StoreError": "continuum.errors", "UsageError": "continuum.errors",
     "Event": "continuum.events", "EventType": "continuum.events",
     "ActionLedger": "continuum.ledger", "InterceptResult": "continuum.ledger",
-    "State": "continuum.projection", "project": "continuum.projection",
+    "ActionRecord": "continuum.projection", "State": "continuum.projection",
+    "project": "continuum.projection",
     "Decision": "continuum.recovery", "decide": "continuum.recovery",
-    "Continuum": "continuum.runtime", "Recovery": "continuum.runtime",
-    "Run": "continuum.store", "SQLiteStorage": "continuum.store", "Storage": "continuum.store",
-    "open_store": "continuum.store",
-    "ActionStatus": "continuum.types", "Mode": "continuum.types", "Origin": "continuum.types",
-    "ReplayContract": "continuum.types",
+    "ActionsPage": "continuum.runtime", "CheckpointInfo": "continuum.runtime",
+    "ConfirmResult": "continuum.runtime", "Continuum": "continuum.runtime",
+    "Recovery": "continuum.runtime",
+    "Run": "continuum.store", "RunInfo": "continuum.store", "SQLiteStorage": "continuum.store",
+    "Storage": "continuum.store", "open_store": "continuum.store",
+    "ActionStatus": "continuum.types", "InterceptStatus": "continuum.types",
+    "Mode": "continuum.types", "Origin": "continuum.types", "ReplayContract": "continuum.types",
+    "ValidationReport": "continuum.validation",
 }
 
 __all__ = [
     "ActionLedger",
+    "ActionRecord",
     "ActionStatus",
+    "ActionsPage",
+    "CheckpointInfo",
+    "ConfirmResult",
     "Continuum",
     "ContinuumError",
     "Decision",
+    "EffectAwaitingApproval",
+    "EffectDenied",
     "EffectUncertain",
     "Event",
     "EventType",
     "IntegrityError",
     "InterceptResult",
+    "InterceptStatus",
     "LedgerError",
     "Mode",
     "NotFoundError",
@@ -77,11 +95,13 @@ __all__ = [
     "RecoveryContract",
     "ReplayContract",
     "Run",
+    "RunInfo",
     "SQLiteStorage",
     "State",
     "Storage",
     "StoreError",
     "UsageError",
+    "ValidationReport",
     "VerifyReport",
     "Violation",
     "__version__",

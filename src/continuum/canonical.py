@@ -10,9 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
+from json.encoder import encode_basestring
 from typing import Any
 
 from continuum.errors import UsageError
+
+# The C encoder json.dumps uses (None on a Python without the accelerator).
+c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 
 
 def _check_finite(value: Any, path: str) -> None:
@@ -81,13 +86,34 @@ def canonical_json(value: Any) -> str:
     return out
 
 
+def _direct_encoder() -> Callable[[Any], str] | None:
+    """The C encoder ``_ENCODER`` builds on every call, built once, without the check for
+    reference cycles (a value parsed from JSON, or already encoded once by
+    ``canonical_json``, has none): a third less time per record, which verify pays for
+    every action of a run."""
+    if c_make_encoder is None:  # a Python without the C accelerator
+        return None
+    encoder = c_make_encoder(None, _ENCODER.default, encode_basestring, None, ":", ",",
+                             True, False, False)
+
+    def encode(value: Any) -> str:
+        return "".join(encoder(value, 0))
+    return encode
+
+
+_DIRECT = _direct_encoder()
+
+
 def canonical_json_parsed(value: Any) -> str:
-    """``canonical_json`` of a value ``parse_json`` produced.
+    """``canonical_json`` of a value ``parse_json`` produced (or one ``canonical_json``
+    already accepted, e.g. a record built from checked payloads).
 
     JSON object keys are always strings, so the key check cannot fail for such a value
     and is skipped; a number JSON cannot hold (``1e400`` parses to infinity) still raises
     ``ValueError`` here, where ``canonical_json`` would raise its ``UsageError``.
     """
+    if _DIRECT is not None and type(value) is not str:
+        return _DIRECT(value)
     return _ENCODER.encode(value)
 
 

@@ -15,6 +15,8 @@ from continuum.events import EventLike, event_hash, stored_event_hash
 
 
 class DamageKind(StrEnum):
+    """What kind of damage a ``Violation`` found."""
+
     HASH_MISMATCH = "hash_mismatch"  # the stored hash does not match the content
     BROKEN_LINK = "broken_link"  # prev_hash is not the previous event's hash
     SEQUENCE_GAP = "sequence_gap"  # a sequence number is missing or out of order
@@ -28,6 +30,9 @@ class DamageKind(StrEnum):
 
 
 class Violation(BaseModel):
+    """One finding of a verification: the first ``sequence`` affected, the ``kind`` of
+    damage (a ``DamageKind``) and a one-line ``detail``."""
+
     model_config = ConfigDict(frozen=True)
 
     sequence: int
@@ -36,6 +41,17 @@ class Violation(BaseModel):
 
 
 class VerifyReport(BaseModel):
+    """The result of verifying a run (``Continuum.verify``, ``Storage.verify_events``).
+
+    ``ok`` is true only without violations; ``trusted_through`` is the last sequence
+    whose event and every one before it verified; ``events_checked`` how many were read;
+    ``head_sequence``/``head_hash`` the head as recorded; ``violations`` every finding,
+    first damage first. Verification never repairs anything. ``archived_through``: the
+    events up to it were moved to an archive file (``continuum archive``); the live log
+    was verified from the hash its archive marker records, and the archived part only
+    when the archive files were given (``continuum verify RUN --archive FILE``).
+    """
+
     model_config = ConfigDict(frozen=True)
 
     run_id: str
@@ -45,20 +61,25 @@ class VerifyReport(BaseModel):
     head_sequence: int
     head_hash: str | None
     violations: list[Violation]
+    archived_through: int = 0
 
     @property
     def first_violation(self) -> Violation | None:
+        """The earliest finding, or None when the run verified."""
         return self.violations[0] if self.violations else None
 
 
 class ChainVerifier:
     """Incremental verifier: feed events in order, then ``finish`` against the head."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, *, after: int = 0, prev_hash: str | None = None) -> None:
+        """``after``/``prev_hash``: the log starts after an archived prefix (the sequence
+        and hash its archive marker records), else at 1 with no previous hash."""
         self.run_id = run_id
-        self.expected_sequence = 1
-        self.prev_hash: str | None = None
-        self.trusted_through = 0
+        self.archived_through = after
+        self.expected_sequence = after + 1
+        self.prev_hash: str | None = prev_hash
+        self.trusted_through = after
         self.count = 0
         self.violations: list[Violation] = []
 
@@ -150,6 +171,7 @@ class ChainVerifier:
             head_sequence=head_sequence,
             head_hash=head_hash,
             violations=list(self.violations),
+            archived_through=self.archived_through,
         )
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from continuum.canonical import canonical_json, digest, parse_json
-from continuum.errors import UsageError
+from continuum.errors import HistoryArchivedError, UsageError
 from continuum.events import EventLike, EventType
 from continuum.payloads import payload_problem
 from continuum.projection import ActionRecord, State, fold, project
@@ -165,7 +165,14 @@ def lean_state(store: Storage, run_id: str, *, upto: int | None = None,
         # Events up to ``upto`` only: fold the actions too (the index is at the head).
         state = _fold_full_from(store, run_id, start, upto)
         return lean(state), cp_sequence, warnings
-    events = list(store.iter_raw(run_id, start.sequence, prev_hash=start.head_hash))
+    try:
+        events = list(store.iter_raw(run_id, start.sequence, prev_hash=start.head_hash))
+    except HistoryArchivedError:
+        if cp_sequence is not None:
+            raise
+        # A cached state from before the run's old history was archived (by another
+        # process): start again from the checkpoint the archive took.
+        return lean_state(store, run_id)
     return advance(store, run_id, start, events), cp_sequence, warnings
 
 

@@ -1,4 +1,4 @@
-"""The effect seam: run a side effect at most once through the action ledger (SPEC 6).
+"""The effect seam: run a side effect at most once through the action ledger (references/contract.md §6).
 
 ``Effect`` wraps one kind of side effect of a run: as a decorator (sync or async), as a
 direct call (``run`` / ``arun``) or as a context manager (``with`` / ``async with``).
@@ -10,6 +10,9 @@ guarantees without handling ``InterceptResult`` itself:
 - a call that finds it interrupted (``unknown``, ``reconcile_required``,
   ``needs_confirmation``) raises ``EffectUncertain`` (with the reconcile command) instead
   of guessing; the replay contract (``safe``, ``idempotent``) is what allows a re-run;
+- a call an approval rule matches raises ``EffectAwaitingApproval`` (with the approval
+  id and the ``continuum decide`` command) until a person allows it, and
+  ``EffectDenied`` once a person denied it: it never runs without a grant;
 - an exception from the effect records ``fail(certain=False)`` (unknown: it may have
   happened) unless its type is in ``certain_on`` (it certainly did not), then re-raises.
 
@@ -34,7 +37,14 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
 
 from continuum.canonical import canonical_json
-from continuum.errors import ContinuumError, EffectUncertain, LedgerError, UsageError
+from continuum.errors import (
+    ContinuumError,
+    EffectAwaitingApproval,
+    EffectDenied,
+    EffectUncertain,
+    LedgerError,
+    UsageError,
+)
 from continuum.faults import fault_point
 from continuum.ledger import ActionLedger, InterceptResult
 from continuum.types import Origin, ReplayContract
@@ -128,7 +138,9 @@ class Effect:
     def begin(self, key: str | None, arguments: Any) -> EffectScope:
         """Intercept: a scope to perform (``replayed`` false) or the recorded result.
 
-        Raises ``EffectUncertain`` for an interrupted effect and ``LedgerError`` for one
+        Raises ``EffectUncertain`` for an interrupted effect, ``EffectAwaitingApproval``
+        for a call that waits for a person's decision, ``EffectDenied`` for one a person
+        denied, and ``LedgerError`` for one
         the ledger refuses (``ledger.effect_in_progress``, ``_compensated``,
         ``_possible_duplicate``).
         """
@@ -149,6 +161,14 @@ class Effect:
         if answer.status in UNCERTAIN:
             raise EffectUncertain(run_id=self.run_id, action_key=answer.action_key,
                                   action_id=answer.action_id, status=answer.status)
+        if answer.status == "awaiting_approval" and answer.approval_id is not None:
+            raise EffectAwaitingApproval(run_id=self.run_id, action_key=answer.action_key,
+                                         action_id=answer.action_id,
+                                         approval_id=answer.approval_id)
+        if answer.status == "denied" and answer.approval_id is not None:
+            raise EffectDenied(run_id=self.run_id, action_key=answer.action_key,
+                               action_id=answer.action_id, approval_id=answer.approval_id,
+                               reason=answer.denial_reason)
         raise LedgerError(f"effect {answer.action_key} of run {self.run_id} was not performed: "
                           f"it is {answer.status}", code=f"ledger.effect_{answer.status}",
                           hint=_REFUSED_HINTS.get(answer.status, answer.guidance),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from continuum.errors import UsageError
 from continuum.projection import Dependency
+from continuum.untrusted import as_typed
 from continuum.validation import Observation
 
 Probe = Callable[[], str | None]
@@ -77,14 +78,14 @@ def declarations(*, env: Mapping[str, str] | None = None, files: list[str] | Non
     for path in files or []:
         checksum = file_checksum(path)
         if checksum is None:
-            raise UsageError(f"file dependency {path!r} is not a readable regular file",
+            raise UsageError(f"file dependency {as_typed(path)} is not a readable regular file",
                              code="usage.bad_dependency", hint="name an existing file")
         out.append({"name": f"file:{path}", "provider": "file", "checksum": checksum,
                     "locator": str(Path(path).absolute())})
     for path in git or []:
         head = git_head(path)
         if head is None:
-            raise UsageError(f"git dependency {path!r} is not a git work tree with a commit",
+            raise UsageError(f"git dependency {as_typed(path)} is not a git work tree with a commit",
                              code="usage.bad_dependency", hint="name a git repository directory")
         out.append({"name": f"git:{path}", "provider": "git", "version": head,
                     "locator": str(Path(path).absolute())})

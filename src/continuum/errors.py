@@ -13,13 +13,16 @@ an exit code; the MCP server turns it into a readable error result.
     │   ├── StoreIOError                store.io
     │   └── SchemaError                 store.schema.*
     ├── NotFoundError                   not_found.*      2
+    │   └── HistoryArchivedError        not_found.archived
     ├── IntegrityError                  integrity.*      3
     │   └── ForkRejectedError           integrity.fork_rejected
     ├── LedgerError                     ledger.*         1
     │   ├── InvalidTransitionError      ledger.invalid_transition
     │   ├── ReplayWideningError         ledger.replay_widening
     │   ├── ActionOwnedError            ledger.owner_alive
-    │   └── EffectUncertain             ledger.effect_uncertain
+    │   ├── EffectUncertain             ledger.effect_uncertain
+    │   ├── EffectAwaitingApproval      ledger.awaiting_approval
+    │   └── EffectDenied                ledger.approval_denied
 
 This module imports nothing internal.
 """
@@ -53,7 +56,7 @@ class ContinuumError(Exception):
         self.fields: dict[str, Any] = fields
 
     def to_dict(self) -> dict[str, Any]:
-        """The one JSON error shape (SPEC 10), without the ``ok`` envelope."""
+        """The one JSON error shape (references/contract.md §10), without the ``ok`` envelope."""
         out: dict[str, Any] = {"code": self.code, "message": self.message, "hint": self.hint}
         if self.fields:
             out["details"] = {k: _jsonable(v) for k, v in self.fields.items()}
@@ -74,11 +77,16 @@ def _jsonable(value: Any) -> Any:
 
 
 class UsageError(ContinuumError):
+    """Bad input (``usage.*``): what was wrong and what to pass instead; nothing changed."""
+
     code = "usage.invalid"
     exit_code = 1
 
 
 class StoreError(ContinuumError):
+    """The store cannot be used (``store.*``): a bad path or URL, a foreign or unsafe
+    database, a full disk, a busy lock, an unreachable server."""
+
     code = "store.unusable"
     exit_code = 1
 
@@ -104,11 +112,25 @@ class SchemaError(StoreError):
 
 
 class NotFoundError(ContinuumError):
+    """No such store, run or action (``not_found.store``, ``not_found.run``,
+    ``not_found.action``)."""
+
     code = "not_found"
     exit_code = 2
 
 
+class HistoryArchivedError(NotFoundError):
+    """The events asked for were moved to an archive file (``continuum archive``): the
+    live log starts after them. Carries ``run_id``, ``archived_through`` and the
+    archive's name as it was written."""
+
+    code = "not_found.archived"
+
+
 class IntegrityError(ContinuumError):
+    """The log, its index or a contract does not verify (``integrity.*``). Refused,
+    never repaired: run ``continuum verify RUN`` to see where."""
+
     code = "integrity.failed"
     exit_code = 3
 
@@ -118,6 +140,9 @@ class ForkRejectedError(IntegrityError):
 
 
 class LedgerError(ContinuumError):
+    """An action ledger rule refused the call (``ledger.*``): a finished run, a
+    transition from the wrong status, a widened replay contract, a live owner."""
+
     code = "ledger.error"
     exit_code = 1
 
@@ -159,6 +184,48 @@ class EffectUncertain(LedgerError):
             command=command)
         self.run_id, self.action_key, self.action_id = run_id, action_key, action_id
         self.status, self.command = status, command
+
+
+class EffectAwaitingApproval(LedgerError):
+    """A guarded effect needs a person's decision first (an approval rule matched it).
+
+    Raised by the effect seam instead of running the effect. Carries ``run_id``,
+    ``action_key``, ``action_id``, ``approval_id`` and ``command``: the ``continuum
+    decide`` command a person runs. Call the effect again with the same arguments once
+    it is allowed.
+    """
+
+    code = "ledger.awaiting_approval"
+
+    def __init__(self, *, run_id: str, action_key: str, action_id: str, approval_id: str) -> None:
+        command = f"continuum decide {_shell_word(approval_id)}"
+        super().__init__(
+            f"effect {action_key} of run {run_id} waits for a person's decision (approval "
+            f"{approval_id}); it was not performed",
+            hint=f"a person decides with `{command} --allow --reason TEXT` (or --deny); then "
+                 "call it again with exactly the same arguments",
+            run_id=run_id, action_key=action_key, action_id=action_id,
+            approval_id=approval_id, command=command)
+        self.run_id, self.action_key, self.action_id = run_id, action_key, action_id
+        self.approval_id, self.command = approval_id, command
+
+
+class EffectDenied(LedgerError):
+    """A person denied this call of a guarded effect; it was not performed. Carries
+    ``run_id``, ``action_key``, ``action_id``, ``approval_id`` and ``reason``."""
+
+    code = "ledger.approval_denied"
+
+    def __init__(self, *, run_id: str, action_key: str, action_id: str, approval_id: str,
+                 reason: str | None) -> None:
+        super().__init__(
+            f"effect {action_key} of run {run_id} was denied by a person (approval "
+            f"{approval_id}); it was not performed",
+            hint="do not perform it; different arguments ask a person again",
+            run_id=run_id, action_key=action_key, action_id=action_id,
+            approval_id=approval_id, reason=reason)
+        self.run_id, self.action_key, self.action_id = run_id, action_key, action_id
+        self.approval_id, self.reason = approval_id, reason
 
 
 def _shell_word(text: str) -> str:

@@ -2,7 +2,7 @@
 
 An event is a past-tense fact about one run. ``hash`` is SHA-256 over the canonical
 JSON of every other field, ``prev_hash`` included, so each event seals the chain
-before it (SPEC 3).
+before it (references/contract.md §3).
 """
 
 from __future__ import annotations
@@ -12,13 +12,20 @@ from enum import StrEnum
 from json.encoder import encode_basestring as _json_string
 from typing import Any, NamedTuple, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from continuum.canonical import digest
 from continuum.types import Origin
 
 
 class EventType(StrEnum):
+    """The event types continuum understands (``continuum event-types`` lists them).
+
+    ``Event.type`` is one of these members when the stored type is known (so
+    ``event.type is EventType.RUN_STARTED`` works), else the stored string; either way it
+    equals its string value, which is what is hashed and stored.
+    """
+
     # run lifecycle
     RUN_STARTED = "run_started"
     RUN_COMPLETED = "run_completed"
@@ -43,6 +50,7 @@ class EventType(StrEnum):
     # approvals
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_GRANTED = "approval_granted"
+    APPROVAL_DENIED = "approval_denied"
     APPROVAL_REVOKED = "approval_revoked"
     # models
     MODEL_CHANGED = "model_changed"
@@ -53,6 +61,8 @@ class EventType(StrEnum):
     RECOVERY_COMPLETED = "recovery_completed"
     RECOVERY_BLOCKED = "recovery_blocked"
     REVIEW_CONFIRMED = "review_confirmed"
+    # long-lived stores: the events before this one were moved to an archive file
+    HISTORY_ARCHIVED = "history_archived"
     # action ledger transitions
     ACTION_INTERCEPTED = "action_intercepted"
     ACTION_RETRIED = "action_retried"
@@ -63,6 +73,16 @@ class EventType(StrEnum):
     ACTION_COMPENSATED = "action_compensated"
 
 
+_KNOWN_TYPES: dict[str, EventType] = {t.value: t for t in EventType}
+
+
+def known_type(value: str) -> EventType | str:
+    """The ``EventType`` member for a known type string, else the string itself (cheap:
+    one dict look-up, for the stores' hot paths). The hash is unaffected: a member is
+    hashed as its string value."""
+    return _KNOWN_TYPES.get(value, value)
+
+
 LIFECYCLE_STATUS = {
     EventType.RUN_COMPLETED: "completed",
     EventType.RUN_ABORTED: "aborted",
@@ -70,14 +90,20 @@ LIFECYCLE_STATUS = {
 
 
 class Event(BaseModel):
-    """A sealed event as stored: immutable once built."""
+    """A sealed event as stored: immutable once built (references/contract.md §3).
+
+    ``sequence`` counts from 1 within the run; ``type`` is an ``EventType`` when known,
+    else the stored string; ``source`` is the ``Origin`` of whoever recorded it;
+    ``prev_hash`` is the previous event's ``hash`` (None for the first) and ``hash`` is
+    SHA-256 over the canonical JSON of every other field (``computed_hash``).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     event_id: str
     run_id: str
     sequence: int
-    type: str
+    type: EventType | str
     timestamp: str
     payload: dict[str, Any]
     causer_event_id: str | None = None
@@ -85,7 +111,13 @@ class Event(BaseModel):
     prev_hash: str | None
     hash: str
 
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> EventType | str:
+        return known_type(value)
+
     def hashed_fields(self) -> dict[str, Any]:
+        """Every field but ``hash``, as they are hashed."""
         return hashed_fields(
             event_id=self.event_id,
             run_id=self.run_id,
@@ -99,6 +131,7 @@ class Event(BaseModel):
         )
 
     def computed_hash(self) -> str:
+        """The hash this event's fields give now (equal to ``hash`` when intact)."""
         return event_hash(self)
 
 

@@ -1,4 +1,4 @@
-"""The two-phase action ledger: intercept, perform, complete (SPEC 6).
+"""The two-phase action ledger: intercept, perform, complete (references/contract.md §6).
 
 ``intercept`` is one serialized write transaction: it looks the action up in the index
 by its dedup key, decides, appends the event and updates the index together, so for one
@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from continuum.approvals import ApprovalRule, ApprovalRules, RuleFiles, Verdict, judge_call
 from continuum.canonical import canonical_json, digest
 from continuum.errors import (
     ActionOwnedError,
@@ -29,23 +30,42 @@ from continuum.errors import (
     ReplayWideningError,
     UsageError,
 )
-from continuum.events import EventType
+from continuum.events import EventLike, EventType
 from continuum.faults import fault_point
+from continuum.notices import decide_command
 from continuum.projection import ActionRecord, apply_action_event
 from continuum.store.base import DEFAULT_PAGE, ActionRow, Storage, WriteTx
-from continuum.types import ActionStatus, Origin, ReplayContract, RunStatus
-from continuum.untrusted import check_identifier
+from continuum.types import ActionStatus, InterceptStatus, Origin, ReplayContract, RunStatus
+from continuum.untrusted import check_identifier, quoted
 
 DEFAULT_LEASE_SECONDS = 30.0
+_SAME: Any = object()  # ``approval_arguments`` not given: an approval binds the arguments
 
 
 class InterceptResult(BaseModel):
+    """The answer to ``intercept``: whether to perform the side effect now, and why.
+
+    ``proceed`` is true for exactly one caller per action (``status`` ``started``):
+    perform the effect, then call ``complete`` (or ``fail``) with ``action_key``. For any
+    other ``status`` (an ``InterceptStatus``) do not perform it; ``guidance`` says what to
+    do instead in one sentence an agent can follow.
+
+    Fields: ``action_id`` (``act_...``) and ``action_key`` (``TYPE:KEY`` or ``TYPE#HASH``)
+    name the action, either works as a reference later; ``attempt`` counts tries;
+    ``replay`` is its replay contract; ``operation_key`` is stable across attempts, for an
+    idempotency key at the external system (given when proceeding, or for an idempotent
+    action); ``external_id`` and ``previous_result`` are what was recorded when it
+    completed; ``matched_by`` says how an earlier action was found (``key``,
+    ``arguments``, ``fallback``; None for a new one); ``similar_action`` is the earlier
+    action of a ``possible_duplicate``; ``approval_id`` is the approval the call waits for,
+    was denied by, or runs under, and ``denial_reason`` the person's reason for a denial.
+    Serialized (JSON, MCP) every enum is its string. See references/api.md.
+    """
+
     model_config = ConfigDict(frozen=True)
 
     proceed: bool
-    # started | completed | in_progress | unknown | reconcile_required | compensated |
-    # needs_confirmation | possible_duplicate
-    status: str
+    status: InterceptStatus
     action_id: str
     action_key: str
     attempt: int
@@ -56,6 +76,8 @@ class InterceptResult(BaseModel):
     matched_by: str | None = None  # key | arguments | fallback (None for a new action)
     # possible_duplicate: the earlier action whose values these arguments share.
     similar_action: dict[str, Any] | None = None
+    approval_id: str | None = None
+    denial_reason: str | None = None
     guidance: str
 
 
@@ -300,18 +322,76 @@ _GUIDANCE = {
                           "other field names (see similar_action). If it is the same effect, it is "
                           "already recorded there: do not perform it again. If it is a different "
                           "effect, intercept again with an explicit key that tells them apart.",
+    "awaiting_approval": "Not performed: this call needs a person's decision first. Do not perform "
+                         "it and do not try to decide it yourself: ask a person to run `{command}`, "
+                         "then intercept again with exactly the same arguments (changed arguments "
+                         "ask a person again).",
+    "denied": "Not performed: a person denied this call{reason}. Do not perform it. Changed "
+              "arguments ask a person again.",
 }
 
 
+class _Gate:
+    """The approval check of one intercept, inside its transaction (``judge_call``)."""
+
+    def __init__(self, ledger: ActionLedger, tx: WriteTx, rule: ApprovalRule,
+                 ident: ActionIdentity, action_type: str, key: str | None, arguments: Any,
+                 effect: str | None, origin: Origin, requested: ReplayContract | None) -> None:
+        self.store = ledger.store
+        self.tx, self.rule, self.ident, self.action_type = tx, rule, ident, action_type
+        self.key, self.arguments, self.effect, self.origin = key, arguments, effect, origin
+        self.requested = requested
+
+    def judge(self, rec: ActionRecord | None) -> Verdict:
+        run_id, store = self.tx.run.run_id, self.store
+
+        def read_event(sequence: int) -> EventLike | None:  # verified as read
+            return next(iter(store.iter_raw(run_id, sequence - 1, upto=sequence)), None)
+
+        return judge_call(self.tx, rule=self.rule, action_type=self.action_type,
+                          action_id=self.ident.action_id, action_key=self.ident.action_key,
+                          key=self.key, arguments=self.arguments, effect=self.effect,
+                          origin=self.origin, under=rec.approval_id if rec else None,
+                          read_event=read_event)
+
+    def stopped(self, verdict: Verdict, rec: ActionRecord | None) -> InterceptResult:
+        """The answer for a call that may not run now (nothing of the action is written)."""
+        status = verdict.status
+        text = _GUIDANCE[status].format(
+            command=decide_command(verdict.approval_id),
+            reason=f" (approval {verdict.approval_id}; their reason: "
+                   f"{quoted(verdict.reason, limit=500)})" if verdict.reason else
+                   f" (approval {verdict.approval_id})")
+        replay = ReplayContract(rec.replay) if rec else self.requested or ReplayContract.NEVER
+        return InterceptResult(
+            proceed=False, status=status, action_id=self.ident.action_id,
+            action_key=self.ident.action_key, attempt=rec.attempt if rec else 0, replay=replay,
+            approval_id=verdict.approval_id,
+            denial_reason=verdict.reason if status == "denied" else None, guidance=text)
+
+
 class ActionLedger:
+    """The action ledger of one store (``Continuum.ledger``; use the facade's methods).
+
+    Every transition is one write transaction that appends the event and updates the
+    action index together. ``origin`` is stamped on what it writes; ``owner`` names the
+    process performing the actions it intercepts, and ``lease_seconds`` how long another
+    host trusts that owner without hearing from it.
+    """
+
     def __init__(self, store: Storage, *, origin: Origin = Origin.DETERMINISTIC,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS, cwd: str | None = None,
                  clock: Callable[[], float] = time.time,
-                 owner: dict[str, Any] | None = None) -> None:
+                 owner: dict[str, Any] | None = None,
+                 approvals: RuleFiles | ApprovalRules | None = None) -> None:
         self.store, self.origin, self.lease_seconds = store, origin, lease_seconds
         self.cwd = cwd or os.getcwd()
         self.clock = clock
         self.owner = owner or current_owner()
+        # Which calls wait for a person's decision: by default the approvals.toml files of
+        # ``cwd`` and beside the store, read again when they change (``approvals.py``).
+        self.approvals: RuleFiles | ApprovalRules = (
+            approvals if approvals is not None else RuleFiles.around(self.cwd, store.url))
         # Actions this ledger started and has not settled: their leases are ours to renew.
         self.held: set[tuple[str, str]] = set()
 
@@ -326,11 +406,19 @@ class ActionLedger:
 
     def intercept(self, run_id: str, action_type: str, arguments: Any = None, *,
                   key: str | None = None, replay: ReplayContract | str | None = None,
-                  approval_id: str | None = None, origin: Origin | None = None) -> InterceptResult:
+                  approval_id: str | None = None, origin: Origin | None = None,
+                  effect: str | None = None, approval_arguments: Any = _SAME) -> InterceptResult:
         """Ask before a side effect; ``proceed`` is true for exactly one caller per action.
 
-        Raises ``UsageError`` for bad input and ``LedgerError`` (``ledger.run_finished``)
-        for a run that has completed or was aborted; nothing is written in either case.
+        A call an approval rule matches proceeds only under a person's grant: the first
+        such intercept records an approval request and answers ``awaiting_approval``
+        (``approval_id``); ``effect`` names the host effect rule a hook call came through,
+        and ``approval_arguments`` what an approval binds to when that is not all of
+        ``arguments`` (a hook leaves out its session and call ids: a new session repeating
+        the call is the same call).
+        Raises ``UsageError`` for bad input (and ``approvals.bad_rules`` while the rules
+        are malformed) and ``LedgerError`` (``ledger.run_finished``) for a run that has
+        completed or was aborted; nothing is written in either case.
         """
         action_type = check_identifier(
             _text(action_type) if isinstance(action_type, str) else action_type,
@@ -347,8 +435,12 @@ class ActionLedger:
             raise UsageError(f"replay {replay!r} is not a replay contract", code="usage.bad_replay",
                              hint="use never, reconcile, idempotent or safe") from None
         canonical_json(arguments)  # refuse non-JSON arguments before locking
+        bound = arguments if approval_arguments is _SAME else approval_arguments
+        canonical_json(bound)
         ident = self.identity(run_id, action_type, key, arguments)
         origin = origin or self.origin
+        rule = (self.approvals.current() if isinstance(self.approvals, RuleFiles)
+                else self.approvals).find(action_type, arguments, effect)
         now = self.clock()
         with self.store.write(run_id) as tx:
             if tx.run.status != RunStatus.ACTIVE:
@@ -363,8 +455,16 @@ class ActionLedger:
                 similar = tx.find_action(fallback_key=ident.fallback_key)
                 if similar is not None:  # a suspicion, never an answer: nothing is written
                     return self._possible_duplicate(_record(similar))
-            if row is None:
+            gate = None if rule is None else _Gate(self, tx, rule, ident, action_type, key,
+                                                   bound, effect, origin, requested)
+            verdict = gate.judge(None) if gate is not None and row is None else None
+            if verdict is not None and verdict.status != "allow":
+                assert gate is not None
+                result = gate.stopped(verdict, None)  # the approval request is all it writes
+            elif row is None:
                 contract = requested or ReplayContract.NEVER
+                if verdict is not None:
+                    approval_id = verdict.approval_id
                 rec = self._apply(tx, None, EventType.ACTION_INTERCEPTED, {
                     "action_id": ident.action_id, "action_key": ident.action_key,
                     "action_type": action_type, "key": key, "dedup_key": ident.dedup_key,
@@ -375,7 +475,7 @@ class ActionLedger:
                 result = self._result(rec, True, "started", None)
             else:
                 result = self._decide(tx, row, requested, origin, now,
-                                      "key" if key is not None else "arguments")
+                                      "key" if key is not None else "arguments", gate)
         if result.proceed:
             self.held.add((run_id, result.action_id))
         fault_point("after_intercept_commit")
@@ -406,11 +506,12 @@ class ActionLedger:
             attempt=rec.attempt, replay=replay,
             operation_key=rec.operation_key if proceed or replay == ReplayContract.IDEMPOTENT else None,
             external_id=rec.external_id, previous_result=rec.result if status == "completed" else None,
-            matched_by=matched, guidance=(_GUIDANCE[status] + extra),
+            matched_by=matched, approval_id=rec.approval_id, guidance=(_GUIDANCE[status] + extra),
         )
 
     def _decide(self, tx: WriteTx, row: ActionRow, requested: ReplayContract | None,
-                origin: Origin, now: float, matched: str) -> InterceptResult:
+                origin: Origin, now: float, matched: str,
+                gate: _Gate | None = None) -> InterceptResult:
         rec = _record(row)
         stored = ReplayContract(rec.replay)
         if requested is not None and requested.width > stored.width:
@@ -434,11 +535,16 @@ class ActionLedger:
         lease = now + self.lease_seconds
         if status == ActionStatus.FAILED or rerunnable:
             # Certainly not done (a person or trusted code said so), or the contract allows
-            # running it again: a new attempt.
-            rec = self._apply(tx, row, EventType.ACTION_RETRIED, {
+            # running it again: a new attempt (under a person's grant, where a rule says so).
+            retry: dict[str, Any] = {
                 "action_id": rec.action_id, "attempt": rec.attempt + 1, "owner": self.owner,
-                "reason": "failed" if status == ActionStatus.FAILED else f"replay={contract}",
-            }, origin, lease)
+                "reason": "failed" if status == ActionStatus.FAILED else f"replay={contract}"}
+            if gate is not None:
+                verdict = gate.judge(rec)
+                if verdict.status != "allow":
+                    return gate.stopped(verdict, rec)
+                retry["approval_id"] = verdict.approval_id
+            rec = self._apply(tx, row, EventType.ACTION_RETRIED, retry, origin, lease)
             return self._result(rec, True, "started", matched)
         if status == ActionStatus.STARTED:
             rec = self._apply(tx, row, EventType.ACTION_MARKED_UNKNOWN, {
@@ -526,10 +632,13 @@ class ActionLedger:
 
     def compensate(self, run_id: str, action_ref: str, *, note: str | None = None,
                    origin: Origin | None = None) -> ActionRecord:
+        """Record that a completed action's effect was undone; ``ledger.invalid_transition``
+        unless it is ``completed``."""
         return self._transition(run_id, action_ref, {ActionStatus.COMPLETED},
                                 EventType.ACTION_COMPENSATED, {"note": note}, origin, "compensate")
 
     def renew_lease(self, run_id: str, action_ref: str) -> None:
+        """Extend one action's lease by ``lease_seconds``; ``not_found.action`` if unknown."""
         row = self.store.get_action(run_id, action_ref)
         if row is None:
             raise NotFoundError(f"action {action_ref!r} not found", code="not_found.action",
@@ -548,6 +657,7 @@ class ActionLedger:
         return len(self.held)
 
     def actions(self, run_id: str) -> list[ActionRecord]:
+        """Every action of the run, in interception order; ``not_found.run`` if unknown."""
         self.store.get_run(run_id)
         return [_record(r) for r in self.store.list_actions(run_id)]
 

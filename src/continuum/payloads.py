@@ -22,6 +22,7 @@ Check = Callable[[Any], str | None]  # None if fine, else what is wrong
 REPLAYS = ("never", "reconcile", "idempotent", "safe")
 PROVIDERS = ("static", "file", "git", "callable")
 CONFIRM_SCOPES = ("goal", "progress", "plan", "decisions", "findings", "evidence", "model", "all")
+APPROVAL_SCOPES = ("call", "run")  # a grant covers one call, or the action type for the run
 
 
 def _string(v: Any) -> str | None:
@@ -109,15 +110,25 @@ SCHEMAS: dict[str, Schema] = {
     EventType.FINDING_INVALIDATED: {"finding_id": (True, _name), "reason": (False, _s)},
     EventType.ENVIRONMENT_CHANGED: {"name": (True, _name),
                                     "status": (False, _nullable(_one_of("changed", "removed")))},
-    EventType.APPROVAL_REQUESTED: {"approval_id": (True, _name), **_ITEM},
-    EventType.APPROVAL_GRANTED: {"approval_id": (True, _name), **_ITEM},
-    EventType.APPROVAL_REVOKED: {"approval_id": (True, _name), **_ITEM},
+    EventType.APPROVAL_REQUESTED: {
+        "approval_id": (True, _name), "action_type": (False, _s), "action_id": (False, _s),
+        "action_key": (False, _s), "key": (False, _s), "arguments": (False, _anything),
+        "arguments_hash": (False, _s), "binding": (False, _s), "rule": (False, _s),
+        "effect": (False, _s), **_ITEM},
+    EventType.APPROVAL_GRANTED: {"approval_id": (True, _name), "reason": (False, _s),
+                                 "scope": (False, _nullable(_one_of(*APPROVAL_SCOPES))), **_ITEM},
+    EventType.APPROVAL_DENIED: {"approval_id": (True, _name), "reason": (False, _s), **_ITEM},
+    EventType.APPROVAL_REVOKED: {"approval_id": (True, _name), "reason": (False, _s), **_ITEM},
     EventType.MODEL_CHANGED: {"model": (True, _name)},
     EventType.MODEL_ASSUMPTION_RECORDED: {
         "assumption_id": (False, _s), "cites": (False, _strings),
         "status": (False, _nullable(_one_of("active", "retracted"))), **_ITEM},
     EventType.CHECKPOINTED: {"through_sequence": (True, _nn), "state_hash": (True, _name),
                              "reason": (False, _s)},
+    EventType.HISTORY_ARCHIVED: {"from_sequence": (True, _nn), "through_sequence": (True, _nn),
+                                 "through_hash": (True, _name), "archive_sha256": (True, _name),
+                                 "events": (False, _n), "checkpoints": (False, _n),
+                                 "archive_name": (False, _s)},
     EventType.REVIEW_CONFIRMED: {"through_sequence": (True, _nn), "through_hash": (False, _s),
                                  "scope": (False, _strings), "confirmed": (False, _object)},
     EventType.ACTION_INTERCEPTED: {
@@ -127,7 +138,8 @@ SCHEMAS: dict[str, Schema] = {
         "owner": (False, _nullable(_object)), "approval_id": (False, _s),
         "arguments": (False, _anything)},
     EventType.ACTION_RETRIED: {**_ACTION, "attempt": (False, _n),
-                               "owner": (False, _nullable(_object)), "reason": (False, _s)},
+                               "owner": (False, _nullable(_object)), "reason": (False, _s),
+                               "approval_id": (False, _s)},
     EventType.ACTION_COMPLETED: {**_ACTION, "external_id": (False, _s),
                                  "result": (False, _anything)},
     EventType.ACTION_FAILED: {**_ACTION, "error": (False, _s), "certain": (False, _flag)},

@@ -68,6 +68,48 @@ class Item(BaseModel):
     provenance: Provenance
 
 
+class Approval(BaseModel):
+    """A request for a person's decision on one side effect (``approval_requested``), and
+    that decision: ``requested`` -> ``granted`` | ``denied`` (-> ``revoked``).
+
+    Only a person (or trusted local code) decides: a grant, denial or revocation recorded
+    by a self-certified origin (an agent) changes nothing and is counted in
+    ``ignored_decisions``. The first fields are those of an ``Item``, so older states and
+    checkpoints still read.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    text: str = ""
+    status: str = "requested"  # requested | granted | denied | revoked
+    cites: list[str] = Field(default_factory=list)
+    model: str | None = None
+    provenance: Provenance
+    action_type: str | None = None
+    action_id: str | None = None  # the ledger's identity of the call it gates
+    action_key: str | None = None
+    key: str | None = None
+    arguments: Any = None
+    arguments_hash: str | None = None  # digest of the exact arguments it is bound to
+    binding: str | None = None  # digest of (action_id, arguments_hash): the call it covers
+    rule: str | None = None  # which approval rule asked for it
+    effect: str | None = None  # the host effect rule it came through (hooks), if any
+    requested_by: Origin | None = None
+    requested_at: str | None = None
+    requested_sequence: int | None = None
+    scope: str | None = None  # call | run (a grant)
+    reason: str | None = None  # the person's reason for the decision
+    decided_by: Origin | None = None
+    decided_at: str | None = None
+    decided_sequence: int | None = None
+    ignored_decisions: int = 0
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "requested"
+
+
 class Dependency(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -81,6 +123,17 @@ class Dependency(BaseModel):
 
 
 class ActionRecord(BaseModel):
+    """One side effect as the ledger knows it (``Continuum.actions``, ``complete``, ...).
+
+    ``action_id``/``action_key`` name it; ``action_type``, ``key`` and ``arguments`` are
+    as intercepted; ``status`` is an ``ActionStatus``; ``attempt`` counts tries;
+    ``replay`` its replay contract; ``operation_key`` an idempotency key stable across
+    attempts; ``owner`` the process performing it; ``external_id``, ``result``,
+    ``error`` and ``note`` what was recorded when it was settled, by ``settled_by`` (an
+    ``Origin``) at ``settled_at``; ``origin`` who intercepted it;
+    ``intercepted_sequence``/``last_sequence`` the events that started and last changed it.
+    """
+
     model_config = ConfigDict(frozen=True)
 
     action_id: str
@@ -145,7 +198,7 @@ class State(BaseModel):
     findings: dict[str, Item] = Field(default_factory=dict)
     evidence: dict[str, Item] = Field(default_factory=dict)
     work: dict[str, Item] = Field(default_factory=dict)
-    approvals: dict[str, Item] = Field(default_factory=dict)
+    approvals: dict[str, Approval] = Field(default_factory=dict)
     dependencies: dict[str, Dependency] = Field(default_factory=dict)
     model: str | None = None
     model_provenance: Provenance | None = None
@@ -160,6 +213,7 @@ class State(BaseModel):
 
     @property
     def pending_work(self) -> list[Item]:
+        """Work items added and not yet completed or failed."""
         return [w for w in self.work.values() if w.status == "pending"]
 
     def confirmed_through(self, component: str) -> int:
@@ -179,6 +233,7 @@ class State(BaseModel):
         }
 
     def action_by_ref(self, ref: str) -> ActionRecord | None:
+        """The action with ``action_id`` or ``action_key`` ``ref`` in this state, or None."""
         if ref in self.actions:
             return self.actions[ref]
         for a in self.actions.values():
@@ -389,11 +444,48 @@ def _env_changed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
         dep["recorded_change"] = _str(p.get("status")) or "changed"
 
 
-@_on(EventType.APPROVAL_REQUESTED, EventType.APPROVAL_GRANTED, EventType.APPROVAL_REVOKED)
+_DECIDED = {str(EventType.APPROVAL_GRANTED): "granted", str(EventType.APPROVAL_DENIED): "denied",
+            str(EventType.APPROVAL_REVOKED): "revoked"}
+_APPROVAL_SCOPES = ("call", "run")
+
+
+def _new_approval(e: EventLike, p: dict[str, Any]) -> dict[str, Any]:
+    requested = e.type == EventType.APPROVAL_REQUESTED
+    record = _item(e, p, "approval_id", "requested", "cites")
+    record.update({name: _str(p.get(name)) if requested else None for name in (
+        "action_type", "action_id", "action_key", "key", "arguments_hash", "binding", "rule",
+        "effect")})
+    record.update(arguments=p.get("arguments") if requested else None,
+                  requested_by=str(e.source) if requested else None,
+                  requested_at=e.timestamp if requested else None,
+                  requested_sequence=e.sequence if requested else None,
+                  scope=None, reason=None, decided_by=None, decided_at=None,
+                  decided_sequence=None, ignored_decisions=0)
+    return record
+
+
+@_on(EventType.APPROVAL_REQUESTED, EventType.APPROVAL_GRANTED, EventType.APPROVAL_DENIED,
+     EventType.APPROVAL_REVOKED)
 def _approval(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
-    status = {"approval_requested": "requested", "approval_granted": "granted"}.get(e.type, "revoked")
-    item = _item(e, p, "approval_id", status, "cites")
-    acc["approvals"][item["id"]] = item
+    approvals = acc["approvals"]
+    record = approvals.get(_str(p.get("approval_id")) or e.event_id)
+    if e.type == EventType.APPROVAL_REQUESTED or record is None:
+        # A decision about an approval the log never requested stands on its own record.
+        record = _new_approval(e, p)
+        approvals[record["id"]] = record
+        if e.type == EventType.APPROVAL_REQUESTED:
+            return
+    if e.source not in TRUSTED_ORIGINS:
+        record["ignored_decisions"] += 1  # an agent may not decide its own approvals
+        return
+    record.update(status=_DECIDED[e.type], reason=_str(p.get("reason")),
+                  decided_by=str(e.source), decided_at=e.timestamp, decided_sequence=e.sequence,
+                  provenance=_prov(e))
+    if _str(p.get("text")):
+        record["text"] = p["text"]
+    if e.type == EventType.APPROVAL_GRANTED:
+        scope = p.get("scope")
+        record["scope"] = scope if scope in _APPROVAL_SCOPES else "call"
 
 
 @_on(EventType.MODEL_CHANGED)
@@ -422,6 +514,12 @@ def _checkpointed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     acc["last_checkpoint"] = e.sequence
 
 
+@_on(EventType.HISTORY_ARCHIVED)
+def _history_archived(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    """The events before it moved to an archive file: the state they made is unchanged
+    (a known type, so it is not counted as unknown)."""
+
+
 @_on(EventType.REVIEW_CONFIRMED)
 def _review(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     through = _int(p.get("through_sequence"))
@@ -432,7 +530,7 @@ def _review(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
             "through_sequence": min(through if through is not None else 0, e.sequence),
             "scope": scope,
             "origin": str(e.source),
-            # Only a human can vouch for self-certified state (SPEC 5).
+            # Only a human can vouch for self-certified state (references/contract.md §5).
             "counted": e.source == Origin.HUMAN and through is not None,
         }
     )
@@ -500,6 +598,8 @@ def _action_retried(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
         rec.update(status=_STARTED, attempt=attempt or rec["attempt"] + 1,
                    settled_by=None, settled_at=None)
         rec["owner"] = p.get("owner") if isinstance(p.get("owner"), dict) else {}
+        if "approval_id" in p:  # this attempt runs under a (new) approval
+            rec["approval_id"] = _str(p["approval_id"])
 
 
 @_on(EventType.ACTION_COMPLETED)
@@ -606,6 +706,31 @@ def apply_action_event(record: dict[str, Any] | None, event: EventLike) -> dict[
     return out
 
 
+APPROVAL_TYPES = frozenset(str(t) for t in (
+    EventType.APPROVAL_REQUESTED, EventType.APPROVAL_GRANTED, EventType.APPROVAL_DENIED,
+    EventType.APPROVAL_REVOKED))
+
+
+def apply_approval_event(record: dict[str, Any] | None, event: EventLike) -> dict[str, Any] | None:
+    """Apply one approval event to one approval record, with the fold's own handler (the
+    store's approval index is built with it, as the action index is with
+    ``apply_action_event``). None for an event that is not a well-formed approval event."""
+    if event.type not in APPROVAL_TYPES or payload_problem(event.type, event.payload) is not None:
+        return record
+    acc: Acc = {"approvals": {}}
+    if record is not None:
+        acc["approvals"][record["id"]] = dict(record)
+    _approval(acc, event, event.payload)
+    out: dict[str, Any] | None = acc["approvals"].get(event.payload["approval_id"])
+    return out
+
+
 def project(run_id: str, events: Iterable[EventLike], *, start: State | None = None) -> State:
-    """Project the state of ``run_id`` from its events (optionally from a checkpoint)."""
+    """Project the state of ``run_id`` from its events (optionally from a checkpoint).
+
+    Pure: the same events give the same ``State`` (goal, progress, work, findings,
+    decisions, dependencies, actions, confirmations, each fact with its provenance).
+    Events are taken as given: read them with ``Storage.read_events``, which verifies
+    each one, rather than from an unverified source.
+    """
     return fold(start if start is not None else empty_state(run_id), events)

@@ -1,8 +1,9 @@
 """The recovery engine: state + validation + ledger + chain -> one verdict + contract.
 
 ``decide`` is pure: every proposal comes from a real condition in its inputs, and the
-verdict is the most severe proposal (SPEC 8). The runtime gathers the inputs (it reads
-the store, observes the environment and checks whether action owners are alive).
+verdict is the most severe proposal (references/contract.md §8). The runtime gathers the
+inputs (it reads the store, observes the environment and checks whether action owners
+are alive).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from continuum.validation import ValidationReport
 
 
 class Proposal(BaseModel):
+    """One verdict a condition calls for, why, and the actions it requires."""
+
     model_config = ConfigDict(frozen=True)
 
     mode: Mode
@@ -25,6 +28,10 @@ class Proposal(BaseModel):
 
 
 class Decision(BaseModel):
+    """What ``decide`` returns: the verdict ``mode`` (the most severe proposal), every
+    ``proposals`` that led to it, the ``required_actions`` in order, the
+    ``next_allowed_action``, the ``reason`` and the actions whose outcome is uncertain."""
+
     model_config = ConfigDict(frozen=True)
 
     mode: Mode
@@ -36,6 +43,7 @@ class Decision(BaseModel):
 
     @property
     def safe(self) -> bool:
+        """True only for the ``resume`` verdict."""
         return self.mode == Mode.RESUME
 
 
@@ -91,7 +99,16 @@ def _action_proposals(state: State, in_flight: set[str]) -> tuple[list[Proposal]
 
 def decide(state: State, validation: ValidationReport, chain: VerifyReport, *,
            in_flight: set[str] | None = None, tolerate_unknown: bool = False) -> Decision:
-    """Turn the inputs into proposals and pick the most severe one."""
+    """Turn the inputs into proposals and pick the most severe one (pure).
+
+    Each real condition in ``state``, its ``validation`` and the ``chain`` report makes a
+    proposal: a damaged chain ``abort``; a finished run ``not_resumable``; unresolved
+    actions, pending approvals, unconfirmed self-reported state or a dependency that
+    cannot be checked (unless ``tolerate_unknown``) ``request_human``; a removed
+    dependency ``replan``; stale or conflicted derived state ``repair_and_resume``; an
+    action whose owner is alive (``in_flight``) ``wait``. Without any, ``resume``.
+    Returns a ``Decision``; raises nothing.
+    """
     proposals: list[Proposal] = []
     uncertain: list[ActionRecord] = []
     if not chain.ok:
@@ -111,9 +128,10 @@ def decide(state: State, validation: ValidationReport, chain: VerifyReport, *,
     action_props, uncertain = _action_proposals(state, in_flight or set())
     proposals += action_props
     for ap in sorted(state.approvals.values(), key=lambda x: x.id):
-        if ap.status == "requested":
-            proposals.append(Proposal(mode=Mode.WAIT, reason=f"approval {ap.id} is requested and "
-                                      "not yet granted", actions=[f"await_approval:{ap.id}"]))
+        if ap.pending:  # only a person decides: `continuum decide ID --allow|--deny`
+            proposals.append(Proposal(mode=Mode.REQUEST_HUMAN,
+                                      reason=f"approval {ap.id} awaits a person's decision",
+                                      actions=[f"await_approval:{ap.id}"]))
     review = validation.with_status(ComponentStatus.REQUIRES_REVIEW)
     if review:
         names = ", ".join(c.component for c in review)

@@ -29,9 +29,9 @@ from continuum.canonical import canonical_json, digest, parse_json
 from continuum.chain import verify_chain
 from continuum.errors import IntegrityError, UsageError
 from continuum.events import LIFECYCLE_STATUS, Event, EventType
-from continuum.projection import apply_action_event
+from continuum.projection import APPROVAL_TYPES, apply_action_event, apply_approval_event
 from continuum.store import ActionRow, CheckpointRow, RunExport, RunInfo, Storage
-from continuum.store.base import format_timestamp
+from continuum.store.base import ApprovalRow, format_timestamp
 from continuum.types import RunStatus
 
 FORMAT = "continuum-export"
@@ -176,7 +176,8 @@ def _checked(draft: _Draft) -> RunExport:
             raise _refused(f"checkpoint {cp.sequence} of run {run.run_id!r} does not match its "
                            "hash or its sealing event", run_id=run.run_id, sequence=cp.event_sequence)
     return RunExport(run=run, events=events, checkpoints=draft.checkpoints,
-                     actions=rebuild_actions(run.run_id, events))
+                     actions=rebuild_actions(run.run_id, events),
+                     approvals=rebuild_approvals(run.run_id, events))
 
 
 def _state_digest(state_json: str) -> str | None:
@@ -200,6 +201,18 @@ def rebuild_actions(run_id: str, events: Iterable[Event]) -> list[ActionRow]:
     # (same host) or found gone, and then follows its replay contract.
     return [ActionRow(run_id=run_id, action_id=a, record=r, lease_expires=None)
             for a, r in records.items()]
+
+
+def rebuild_approvals(run_id: str, events: Iterable[Event]) -> list[ApprovalRow]:
+    """The approval index of a run, rebuilt from its log with the fold's own handler."""
+    records: dict[str, dict[str, Any]] = {}
+    for event in events:
+        approval_id = event.payload.get("approval_id")
+        if event.type in APPROVAL_TYPES and isinstance(approval_id, str):
+            record = apply_approval_event(records.get(approval_id), event)
+            if record is not None:
+                records[record["id"]] = record
+    return [ApprovalRow(run_id=run_id, approval_id=a, record=r) for a, r in records.items()]
 
 
 def import_runs(store: Storage, lines: Iterable[str]) -> TransferSummary:

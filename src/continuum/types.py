@@ -1,4 +1,9 @@
-"""Small shared vocabulary: origins, statuses, modes. Imports nothing internal."""
+"""Small shared vocabulary: origins, statuses, modes. Imports nothing internal.
+
+Every enum here is a ``StrEnum``: a member compares equal to its string value, prints as
+it (``str(Mode.RESUME) == "resume"``) and serializes to it in JSON, so code that compares
+with strings keeps working, while ``x.mode is Mode.RESUME`` works too.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,11 @@ from enum import StrEnum
 
 
 class Origin(StrEnum):
-    """Who recorded a fact (SPEC 5)."""
+    """Who recorded a fact (references/contract.md §5).
+
+    ``llm``, ``external_agent`` and ``imported`` are self-certified: what they report is
+    not trusted until a human confirms it (``Continuum.confirm``).
+    """
 
     DETERMINISTIC = "deterministic"
     HUMAN = "human"
@@ -16,10 +25,17 @@ class Origin(StrEnum):
 
     @property
     def self_certified(self) -> bool:
+        """True for origins whose word needs a human's confirmation."""
         return self in (Origin.LLM, Origin.EXTERNAL_AGENT, Origin.IMPORTED)
 
 
 class ActionStatus(StrEnum):
+    """The recorded status of an action in the ledger (references/contract.md §6).
+
+    ``started``: intercepted, not yet settled; ``unknown``: interrupted, may or may not
+    have happened; ``completed``/``failed``: settled; ``compensated``: done, then undone.
+    """
+
     STARTED = "started"
     COMPLETED = "completed"
     FAILED = "failed"
@@ -28,11 +44,12 @@ class ActionStatus(StrEnum):
 
     @property
     def unresolved(self) -> bool:
+        """True while nobody knows whether the effect happened (``started``, ``unknown``)."""
         return self in (ActionStatus.STARTED, ActionStatus.UNKNOWN)
 
 
 class ReplayContract(StrEnum):
-    """What may happen when an interrupted action is met again (SPEC 6)."""
+    """What may happen when an interrupted action is met again (references/contract.md §6)."""
 
     NEVER = "never"
     RECONCILE = "reconcile"
@@ -54,7 +71,8 @@ _REPLAY_WIDTH = {
 
 
 class Mode(StrEnum):
-    """Recovery verdicts (SPEC 8), ordered by severity; ``not_resumable`` stands apart."""
+    """Recovery verdicts (references/contract.md §8), ordered by severity;
+    ``not_resumable`` stands apart. Only ``resume`` means safe to continue."""
 
     RESUME = "resume"
     REPAIR_AND_RESUME = "repair_and_resume"
@@ -67,6 +85,7 @@ class Mode(StrEnum):
 
     @property
     def severity(self) -> int:
+        """0 (``resume``) to 7 (``not_resumable``): the verdict is the most severe proposal."""
         return _SEVERITY[self]
 
 
@@ -93,7 +112,7 @@ class DependencyStatus(StrEnum):
 
 
 class ComponentStatus(StrEnum):
-    """Validation status of a projected component (SPEC 7)."""
+    """Validation status of a projected component (references/contract.md §7)."""
 
     VERIFIED = "verified"
     REQUIRES_REVIEW = "requires_review"
@@ -104,6 +123,38 @@ class ComponentStatus(StrEnum):
 
 
 class RunStatus(StrEnum):
+    """A run's lifecycle: ``active`` until a ``run_completed`` or ``run_aborted`` event."""
+
     ACTIVE = "active"
     COMPLETED = "completed"
     ABORTED = "aborted"
+
+
+class InterceptStatus(StrEnum):
+    """What ``intercept`` answers for one call (``InterceptResult.status``;
+    references/contract.md §6). Only ``started`` comes with ``proceed: true``.
+
+    - ``started``: new, or a permitted new attempt: perform it, then complete or fail it.
+    - ``completed``: already done: use the recorded result and external id.
+    - ``in_progress``: a live process is performing it right now.
+    - ``unknown``: interrupted, may or may not have happened: check, then reconcile.
+    - ``reconcile_required``: interrupted under ``replay=reconcile``: check, then reconcile.
+    - ``compensated``: done and later undone; a new key redoes it.
+    - ``needs_confirmation``: an agent said it did not happen; only a person may confirm it.
+    - ``possible_duplicate``: the same values as an earlier action under other field
+      names (``similar_action``); nothing was written.
+    - ``awaiting_approval``: an approval rule asks a person to decide this call first
+      (``approval_id``; ``continuum decide``).
+    - ``denied``: a person denied this call (``approval_id``, ``denial_reason``).
+    """
+
+    STARTED = "started"
+    COMPLETED = "completed"
+    IN_PROGRESS = "in_progress"
+    UNKNOWN = "unknown"
+    RECONCILE_REQUIRED = "reconcile_required"
+    COMPENSATED = "compensated"
+    NEEDS_CONFIRMATION = "needs_confirmation"
+    POSSIBLE_DUPLICATE = "possible_duplicate"
+    AWAITING_APPROVAL = "awaiting_approval"
+    DENIED = "denied"

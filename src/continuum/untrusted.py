@@ -13,6 +13,8 @@ goal while another is confirmed. So:
   backslashes escaped too, so the value cannot appear to end early and be followed by
   text of ours (``"Fix typos"  (origin human)`` stays inside the quotes).
 - ``json_safe`` does the same for JSON text (``\\uXXXX`` escapes, still the same JSON).
+- ``as_typed`` shows a path or URL as it would be typed in a shell (``'back\\slash.db'``
+  with one backslash, as typed, where ``repr()`` would double it).
 - ``check_identifier`` refuses such characters in identifiers (run ids, action types,
   keys, dependency names): an identifier is something a person types and compares.
 
@@ -22,6 +24,7 @@ Imports only the error tree.
 from __future__ import annotations
 
 import re
+import shlex
 import unicodedata
 
 from continuum.errors import UsageError
@@ -73,6 +76,17 @@ def quoted(text: str | None, *, limit: int | None = None) -> str:
         text = text[:limit]
     body = text.replace("\\", "\\\\").replace('"', '\\"')
     return f'"{terminal_safe(body)}"{more}'
+
+
+def as_typed(path: str) -> str:
+    """A path or URL as a person would type it in a shell, inert on a terminal.
+
+    Bare when it needs no quoting (``/srv/agent.db``), else in single quotes with nothing
+    inside escaped (``'back\\slash.db'``, ``'my dir/a.db'``, ``''``), which is what
+    ``repr()`` gets wrong: it doubles every backslash. Unsafe characters still become
+    visible escapes.
+    """
+    return terminal_safe(shlex.quote(path))
 
 
 def json_safe(text: str) -> str:

@@ -46,6 +46,13 @@ class ComponentCheck(BaseModel):
 
 
 class ValidationReport(BaseModel):
+    """The state of a run checked against the environment now (``Continuum.validate``).
+
+    ``dependencies``: each declared dependency and its status (unchanged, changed,
+    added, removed, unknown); ``invalidated``: components no longer trusted (stale,
+    conflicted, invalid, requiring review) and why; ``verified``: components that are.
+    """
+
     model_config = ConfigDict(frozen=True)
 
     run_id: str
@@ -55,6 +62,7 @@ class ValidationReport(BaseModel):
     verified: list[str]
 
     def with_status(self, *statuses: ComponentStatus) -> list[ComponentCheck]:
+        """The invalidated components whose status is one of ``statuses``."""
         return [c for c in self.invalidated if c.status in statuses]
 
 
@@ -145,7 +153,7 @@ def propagate(state: State, deps: list[DependencyCheck]) -> list[ComponentCheck]
 
 
 def review_checks(state: State) -> list[ComponentCheck]:
-    """Self-certified components newer than any human confirmation need review (SPEC 5)."""
+    """Self-certified components newer than any human confirmation need review (references/contract.md §5)."""
     return [
         ComponentCheck(component=comp, status=ComponentStatus.REQUIRES_REVIEW,
                        reason=f"self-reported up to sequence {seq}; human confirmation covers "

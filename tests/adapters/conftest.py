@@ -22,7 +22,7 @@ def require(framework: str) -> None:
     module = MODULES[framework]
     if importlib.util.find_spec(module.split(".")[0]) is not None:
         return
-    why = f"{framework} is not installed: pip install 'continuum[{framework}]'"
+    why = f"{framework} is not installed: pip install 'continuum-recovery[{framework}]'"
     if os.environ.get("CONTINUUM_REQUIRE_EXTRAS") == "1":
         pytest.fail(why)
     pytest.skip(why)

@@ -1,5 +1,5 @@
 """The adapters are optional extras: ``import continuum`` and a real ``continuum-mcp``
-start-up load none of the frameworks, even with every extra installed (SPEC 13's
+start-up load none of the frameworks, even with every extra installed (contract §13's
 start-up target is measured that way)."""
 
 from __future__ import annotations

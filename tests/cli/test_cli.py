@@ -1,4 +1,4 @@
-"""CLI behaviour: the exit-code table, one JSON error shape, stdout discipline (SPEC 10)."""
+"""CLI behaviour: the exit-code table, one JSON error shape, stdout discipline (contract §10)."""
 
 from __future__ import annotations
 

@@ -107,6 +107,69 @@ def test_paths_in_messages_are_shown_as_typed(cli: CLI, tmp_path: Path,
     assert installed.code == 0 and "wrote back\\slash.json" in installed.out
 
 
+def _shown_as_typed(r: Result, fragment: str, code: int) -> None:
+    """The error line shows ``fragment`` (a path with one backslash) as typed: no doubled
+    backslash anywhere, and the same message in the JSON error."""
+    assert r.code == code, (r.code, r.err)
+    line = r.err.strip()
+    assert line.startswith("error: ") and fragment in line, line
+    assert "\\\\" not in line, line
+
+
+def test_store_and_file_errors_show_paths_as_typed(cli: CLI, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each message that names a path a person typed shows it as typed (shell quoting,
+    one backslash), not as ``repr()`` (two): store URLs, store paths, foreign databases,
+    PostgreSQL URLs, export and import files, file and git dependencies, host settings."""
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    odd = "back\\slash"
+    on = lambda *a: cli(*a, with_db=False)  # noqa: E731
+    _shown_as_typed(on("--db", f"sqlite://{odd}.db", "runs"), f"store URL 'sqlite://{odd}.db'", 1)
+    _shown_as_typed(on("--db", f"{odd}.db", "status", "r1"), f"no store at '{odd}.db'", 2)
+    _shown_as_typed(on("--db", f"no{odd}/x.db", "init"),
+                    f"directory 'no{odd}' for store 'no{odd}/x.db' does not exist", 1)
+    (tmp_path / f"{odd}.d").mkdir()
+    _shown_as_typed(on("--db", f"{odd}.d", "runs"), f"store path '{odd}.d' is a directory", 1)
+    (tmp_path / f"{odd}.txt").write_text("notes\n")
+    _shown_as_typed(on("--db", f"{odd}.txt", "runs"), f"'{odd}.txt' is not a SQLite database", 1)
+    foreign = sqlite3.connect(tmp_path / f"{odd}.sqlite")
+    foreign.execute("CREATE TABLE t (x)")
+    foreign.commit()
+    foreign.close()
+    _shown_as_typed(on("--db", f"{odd}.sqlite", "runs"),
+                    f"'{odd}.sqlite' is a SQLite database but not a continuum store", 1)
+    _shown_as_typed(on("--db", f"postgresql://h/db?{odd}=1", "runs"),
+                    f"store URL 'postgresql://h/db?{odd}=1' is not a valid postgresql:// URL", 1)
+    # export, import, declare against a real store
+    assert cli("start", "r1", "--goal", "g").code == 0
+    (tmp_path / f"{odd}.jsonl").write_text("{}\n")
+    _shown_as_typed(cli("export", "r1", "-o", f"{odd}.jsonl"), f"'{odd}.jsonl' exists", 1)
+    (tmp_path / f"{odd}.bin").write_bytes(b"\xff\xfe\x00")
+    _shown_as_typed(cli("import", f"{odd}.bin"), f"'{odd}.bin' is not UTF-8 text", 1)
+    _shown_as_typed(cli("declare", "r1", "--file", f"{odd}.missing"),
+                    f"file dependency '{odd}.missing' is not a readable regular file", 1)
+    _shown_as_typed(cli("declare", "r1", "--git", f"{odd}.d"),
+                    f"git dependency '{odd}.d' is not a git work tree with a commit", 1)
+    # host settings that cannot be read (a directory), or written (a dangling link where
+    # the settings directory should be)
+    project = tmp_path / odd
+    (project / ".claude" / "settings.json").mkdir(parents=True)
+    r = cli("hooks", "install", "--client", "claude-code", "--dir", str(project))
+    _shown_as_typed(r, f"{odd}/.claude/settings.json' cannot be read", 1)
+    other = tmp_path / f"{odd}2"
+    other.mkdir()
+    (other / ".claude").symlink_to("nowhere")
+    r = cli("hooks", "install", "--client", "claude-code", "--dir", str(other))
+    _shown_as_typed(r, f"could not write '{other}/.claude/settings.json'", 1)
+    # Still escaped for a terminal: a control character in a path is shown as an escape.
+    r = on("--db", "esc\x1b[2J.d/x.db", "init")
+    assert "\x1b" not in r.err and "esc\\x1b[2J.d" in r.err, r.err
+    # Untouched: nothing was created by any refusal.
+    assert not (tmp_path / f"{odd}.db").exists()
+
+
 # -- log levels -------------------------------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
 """The PostgreSQL backend's own checks: URLs and errors, durability refusals, schema
-versions, tampering, locking, pooling and reads inside a write (SPEC 2-4).
+versions, tampering, locking, pooling and reads inside a write (contract §2-4).
 
 The shared contract (test_store_contract.py) runs against PostgreSQL too; this file holds
 what only PostgreSQL has. Raw SQL goes through psycopg here, never through the store.
@@ -176,7 +176,7 @@ def test_without_psycopg_a_postgres_url_names_the_extra_to_install(pg_url: str) 
                               capture_output=True, text=True, timeout=60, check=True)
     finally:
         Path(str(tmp) + ".db").unlink(missing_ok=True)
-    assert done.stdout.strip() == "store.backend_unavailable pip install 'continuum[postgres]'"
+    assert done.stdout.strip() == "store.backend_unavailable pip install 'continuum-recovery[postgres]'"
 
 
 # -- opening, probing, durability -------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The SQLite backend's files: durability settings, refusals, migrations, tampering (SPEC 2-4).
+"""The SQLite backend's files: durability settings, refusals, migrations, tampering (contract §2-4).
 
 Tampering goes through a raw apsw connection (the same SQLite library the store uses, so
 the file is never opened through two different libraries in one process).

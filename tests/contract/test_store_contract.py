@@ -1,4 +1,4 @@
-"""The store contract (SPEC 3, 4, 11): written once, run against every backend.
+"""The store contract (contract §3, 4, 11): written once, run against every backend.
 
 Everything here goes through the ``Storage`` protocol only; backend-specific checks
 (files, pragmas, raw tampering) live next to their backend.

@@ -1,4 +1,4 @@
-"""Export and import (SPEC 3: a chain preserved exactly, re-verified on arrival), into
+"""Export and import (contract §3: a chain preserved exactly, re-verified on arrival), into
 every backend: the destination is the contract suite's store, the source a SQLite file.
 """
 

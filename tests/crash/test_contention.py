@@ -1,4 +1,4 @@
-"""F6 and F7: several writer processes on one SQLite file, some killed (SPEC 3, 6).
+"""F6 and F7: several writer processes on one SQLite file, some killed (contract §3, 6).
 
 Complements ``test_multiprocess_intercept.py`` (intercepts only, or appends only) with a
 mixed workload and a history: every worker reports each call with its invocation and

@@ -1,4 +1,4 @@
-"""F3: torn and partial unsynced writes, swept over crash points x seeds (SPEC 3, 4).
+"""F3: torn and partial unsynced writes, swept over crash points x seeds (contract §3, 4).
 
 A writer process runs the store over a recording VFS (apsw's VFS layer wrapping the
 default one): every write, truncate and sync of the database and its WAL goes to an

@@ -1,4 +1,4 @@
-"""F4 disk full and F5 I/O errors, including fsync failure (SPEC 3, 4).
+"""F4 disk full and F5 I/O errors, including fsync failure (contract §3, 4).
 
 Three injections, each in a real writer process that reports every acknowledgement on
 its stdout only after the call returned:

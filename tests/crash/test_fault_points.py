@@ -1,4 +1,4 @@
-"""F1: an agent killed during append, intercept, effect and completion (SPEC 3, 6).
+"""F1: an agent killed during append, intercept, effect and completion (contract §3, 6).
 
 Each round forks a fresh worker process from this (connection-free) test process. The
 worker first recovers what the previous one left behind, then works: it appends events

@@ -1,4 +1,4 @@
-"""F6: several real processes on one SQLite file (SPEC 3, 6).
+"""F6: several real processes on one SQLite file (contract §3, 6).
 
 Four worker processes start together (each says "ready" on stdout, then blocks on stdin
 until the test has heard from all of them and sends "go"), then intercept the same keys,

@@ -1,4 +1,4 @@
-"""F2: power loss, where only fsynced bytes survive (SPEC 3, 4).
+"""F2: power loss, where only fsynced bytes survive (contract §3, 4).
 
 A SIGKILL alone proves little about durability: the page cache outlives a killed
 process. So the writer runs with ``powerloss/fsync_shim.c`` preloaded (compiled here

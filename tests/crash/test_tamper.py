@@ -1,4 +1,4 @@
-"""F13: tamper and corruption (SPEC 3: damage is refused, never repaired silently).
+"""F13: tamper and corruption (contract §3: damage is refused, never repaired silently).
 
 Bit flips over the whole file: a reference store (two runs, events, completed, failed and
 unknown actions, a checkpoint) is closed, then copied with one bit flipped anywhere in

@@ -1,4 +1,4 @@
-"""The proofs a user can run (SPEC 12): every example and the invoice-batch kit, as a user
+"""The proofs a user can run (contract §12): every example and the invoice-batch kit, as a user
 would start them (real subprocesses, real kills), each judged by its own exit code.
 
 Each run is bounded by a subprocess timeout; nothing here sleeps or times anything.

@@ -1,4 +1,4 @@
-"""The effect seam against a model of the ledger (SPEC 6, issue 15).
+"""The effect seam against a model of the ledger (contract §6, issue 15).
 
 Calls of one effect per key, in every form (decorator, ``arun``, ``with``), whose body
 succeeds, raises an error that certainly means "did not happen" (``certain_on``) or any

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from continuum.canonical import canonical_json, parse_json
+from continuum.canonical import canonical_json, canonical_json_parsed, parse_json
 from continuum.chain import VerifyReport, with_violations
 from continuum.errors import ContinuumError
 from continuum.events import Event, EventType, seal, stored_event_hash
@@ -228,3 +228,21 @@ def test_one_pass_verify_reports_exactly_what_the_two_pass_reference_does(
     assert ours.model_dump() == _reference_verify(rt, "r").model_dump()
     assert ours.ok == (damage == "intact")  # a payload rewritten equivalently is damage too
     rt.close()
+
+
+# -- the direct C encoder against the reference encoding -------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values)
+def test_canonical_json_parsed_equals_canonical_json_of_parsed_values(value: Any) -> None:
+    with contextlib.suppress(ContinuumError):
+        text = canonical_json(value)
+        parsed = parse_json(text)
+        assert canonical_json_parsed(parsed) == canonical_json(parsed) == text
+
+
+def test_canonical_json_parsed_refuses_what_json_cannot_hold() -> None:
+    with pytest.raises(ValueError):
+        canonical_json_parsed({"x": parse_json("1e400")})
+    assert canonical_json_parsed("é\u2028") == canonical_json("é\u2028")  # a bare string

@@ -1,4 +1,4 @@
-"""F12: the action ledger as a state machine, against a small in-Python model (SPEC 6).
+"""F12: the action ledger as a state machine, against a small in-Python model (contract §6).
 
 The agent runs as a real process (a ``sleep`` child stands in for it, so the ledger's
 same-host liveness check sees a real pid); ``crash`` kills it and starts a new one, so
@@ -274,12 +274,12 @@ def _retry_interrupted_actions(monkeypatch: pytest.MonkeyPatch) -> None:
     decide = ActionLedger._decide
 
     def broken(self: ActionLedger, tx: Any, row: ActionRow, requested: Any, origin: Any,
-               now: float, matched: str) -> Any:
+               now: float, matched: str, *rest: Any) -> Any:
         rec = row.record
         if rec["status"] == "unknown" or (
                 rec["status"] == "started" and not owner_alive(rec["owner"], row.lease_expires, now)):
             row = row.model_copy(update={"record": {**rec, "status": "failed"}})
-        return decide(self, tx, row, requested, origin, now, matched)
+        return decide(self, tx, row, requested, origin, now, matched, *rest)
 
     monkeypatch.setattr(ActionLedger, "_decide", broken)
 

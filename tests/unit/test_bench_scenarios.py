@@ -1,6 +1,6 @@
 """The recovery benchmark runs for real and its numbers mean what they say.
 
-No timing is asserted here (SPEC 13): only that every scenario runs with real worker
+No timing is asserted here (contract §13): only that every scenario runs with real worker
 processes killed by SIGKILL, that the metrics are well formed, that continuum shows
 no duplicate side effect and detects every stale dependency, and that the baselines
 do show the failures the benchmark exists to measure (a negative control).

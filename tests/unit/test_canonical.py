@@ -1,4 +1,4 @@
-"""Canonical JSON (SPEC 3): sorted keys, no whitespace, UTF-8 kept, no NaN/Infinity."""
+"""Canonical JSON (contract §3): sorted keys, no whitespace, UTF-8 kept, no NaN/Infinity."""
 
 from __future__ import annotations
 

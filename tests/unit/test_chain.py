@@ -1,4 +1,4 @@
-"""Chain verification (SPEC 3): every kind of damage is named, with the first bad
+"""Chain verification (contract §3): every kind of damage is named, with the first bad
 sequence and the last trusted one; nothing is repaired."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The sealed recovery contract (SPEC 8): integrity_hash over every field but the hash
+"""The sealed recovery contract (contract §8): integrity_hash over every field but the hash
 and the creation time; the same inputs give the same bytes."""
 
 from __future__ import annotations

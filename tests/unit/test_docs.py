@@ -21,7 +21,7 @@ CLI_MD = REFERENCES / "cli.md"
 MCP_MD = REFERENCES / "mcp.md"
 DOCS = [README, ROOT / "e2e-autonomy-test" / "README.md", *sorted(REFERENCES.glob("*.md"))]
 
-# SPEC 9: the exact tool names users, prompts and acceptance checks rely on.
+# contract §9: the exact tool names users, prompts and acceptance checks rely on.
 SPEC_TOOLS = [
     "continuum_validate",
     "continuum_resume",
@@ -84,7 +84,7 @@ def test_the_spec_tool_list_is_what_the_server_registers() -> None:
 def test_every_spec_tool_is_described_in_mcp_md() -> None:
     if not MCP_MD.exists():
         pytest.fail("references/mcp.md does not exist yet: it must describe every MCP tool of "
-                    f"SPEC 9 ({', '.join(SPEC_TOOLS)})")
+                    f"contract §9 ({', '.join(SPEC_TOOLS)})")
     text = MCP_MD.read_text(encoding="utf-8")
     missing = [t for t in SPEC_TOOLS if not re.search(rf"\b{t}\b", text)]
     assert not missing, f"tools missing from references/mcp.md: {missing}"

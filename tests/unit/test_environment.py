@@ -1,4 +1,4 @@
-"""Environment providers observe real files, git work trees and callables (SPEC 7)."""
+"""Environment providers observe real files, git work trees and callables (contract §7)."""
 
 from __future__ import annotations
 

@@ -22,15 +22,28 @@ RANKS = {
     "continuum.events": 2,
     "continuum.contract": 2,
     "continuum.payloads": 2.5,
+    "continuum.notices": 2.6,  # which events call for a person (pure), used by the store
+    "continuum.archived": 2.6,  # what an archive marker says (pure), used by the store
+    "continuum.safe_files": 1.5,  # private files written whole or not at all
     "continuum.chain": 3,
     "continuum.projection": 3,
     "continuum.validation": 4,
     "continuum.recovery": 5,
     "continuum.store": 6,
+    "continuum.approvals": 6.5,  # approval rules and the per-call check, under the ledger
     "continuum.ledger": 7,
+    "continuum.outbox": 7,  # delivering the notification outbox (over the store)
     "continuum.verification": 7,
     "continuum.checkpoints": 7.2,
+    "continuum.signing": 7.1,  # signed anchors (Ed25519)
+    "continuum.archive_file": 7.25,  # the archive file format
+    "continuum.archive": 7.3,  # archiving a run's old history (over checkpoints, verification)
+    "continuum.backup_file": 7.35,  # the backup file format (tar, manifest, JSONL data)
+    "continuum.backup": 7.4,  # backup, verify-backup, restore (over archive's verify)
+    "continuum.operations": 7.6,  # what the facade does for long-lived stores
     "continuum.transfer": 7,
+    "continuum.prune": 7.3,  # archive then delete finished runs (over transfer)
+    "continuum.migrate_original": 7.5,  # the original project's runs (over ledger, transfer)
     "continuum.environment": 7,
     "continuum.effect": 7.5,  # the effect seam over the ledger, under the facade and adapters
     "continuum.runtime": 8,
@@ -43,7 +56,7 @@ RANKS = {
     "continuum.__main__": 10,
 }
 EDGES = ("continuum.cli", "continuum.mcp", "continuum.adapters")
-PURE = ("continuum.canonical", "continuum.untrusted", "continuum.payloads", "continuum.events", "continuum.chain", "continuum.projection",
+PURE = ("continuum.canonical", "continuum.untrusted", "continuum.payloads", "continuum.notices", "continuum.archived", "continuum.events", "continuum.chain", "continuum.projection",
         "continuum.validation", "continuum.contract", "continuum.recovery")
 IO_MODULES = {"os", "sys", "time", "datetime", "socket", "subprocess", "sqlite3", "apsw",
               "psycopg", "logging", "structlog", "random", "pathlib", "io", "shutil", "tempfile",

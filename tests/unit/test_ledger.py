@@ -1,4 +1,4 @@
-"""The action ledger (SPEC 6): intercept, perform, complete; at most once where provable.
+"""The action ledger (contract §6): intercept, perform, complete; at most once where provable.
 
 After every transition the action index must equal the fold's record of the action
 (``Continuum.verify`` checks exactly that), so most tests end with ``assert_consistent``.

@@ -1,5 +1,5 @@
-"""The fold (SPEC 7): state is a pure function of the events, with provenance on every
-component, self-certified state tracked until a human confirms it (SPEC 5)."""
+"""The fold (contract §7): state is a pure function of the events, with provenance on every
+component, self-certified state tracked until a human confirms it (contract §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The public API is an explicit, pinned ``__all__`` (SPEC 11)."""
+"""The public API is an explicit, pinned ``__all__`` (references/contract.md §11)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,11 @@ PINNED = {
     "Origin", "Recovery", "RecoveryContract", "ReplayContract", "Run", "SQLiteStorage", "State",
     "Storage", "StoreError", "UsageError", "VerifyReport", "Violation", "__version__", "decide",
     "open_store", "project",
+    # the types the facade returns (issue 12), and the intercept statuses
+    "ActionRecord", "ActionsPage", "CheckpointInfo", "ConfirmResult", "InterceptStatus",
+    "RunInfo", "ValidationReport",
+    # a gated effect that waits for, or was refused, a person's decision (issue 16)
+    "EffectAwaitingApproval", "EffectDenied",
 }
 
 

@@ -1,4 +1,4 @@
-"""The recovery engine (SPEC 8): every mode is reached from a real condition in its
+"""The recovery engine (contract §8): every mode is reached from a real condition in its
 inputs, the verdict is the most severe proposal, and the contract is sealed."""
 
 from __future__ import annotations
@@ -162,10 +162,30 @@ def test_a_removed_dependency_means_replan() -> None:
     assert out.decision.required_actions[1:] == ["recheck_finding:f1", "revisit_decision:d1"]
 
 
-def test_a_requested_approval_means_wait() -> None:
+def test_a_requested_approval_needs_a_person() -> None:
     out = Outcome(started().add(EventType.APPROVAL_REQUESTED, {"approval_id": "ap1"}))
-    assert out.mode == Mode.WAIT
+    assert out.mode == Mode.REQUEST_HUMAN
     assert out.decision.next_allowed_action == "await_approval:ap1"
+
+
+def test_a_denied_approval_no_longer_blocks() -> None:
+    out = Outcome(
+        started()
+        .add(EventType.APPROVAL_REQUESTED, {"approval_id": "ap1"})
+        .add(EventType.APPROVAL_DENIED, {"approval_id": "ap1", "reason": "no"}, source=Origin.HUMAN)
+    )
+    assert out.mode == Mode.RESUME
+
+
+def test_an_agent_granting_its_own_approval_changes_nothing() -> None:
+    out = Outcome(
+        started()
+        .add(EventType.APPROVAL_REQUESTED, {"approval_id": "ap1"})
+        .add(EventType.APPROVAL_GRANTED, {"approval_id": "ap1"}, source=Origin.EXTERNAL_AGENT)
+    )
+    assert out.mode == Mode.REQUEST_HUMAN
+    assert out.state.approvals["ap1"].status == "requested"
+    assert out.state.approvals["ap1"].ignored_decisions == 1
 
 
 def test_a_granted_approval_no_longer_blocks() -> None:
@@ -306,9 +326,9 @@ def test_a_finished_run_is_not_resumable(end: EventType) -> None:
 
 def test_the_verdict_is_the_most_severe_proposal() -> None:
     log = knowledge(started())
-    log.add(EventType.APPROVAL_REQUESTED, {"approval_id": "ap1"})
+    log.add(EventType.ACTION_INTERCEPTED, intercepted("act_live"))  # in flight: wait
     log.add(EventType.ACTION_INTERCEPTED, intercepted())
-    out = Outcome(log, {"ds": Observation(version="2")})
+    out = Outcome(log, {"ds": Observation(version="2")}, in_flight={"act_live"})
     assert out.proposed() == {Mode.REPAIR_AND_RESUME, Mode.WAIT, Mode.REQUEST_HUMAN}
     assert out.mode == Mode.REQUEST_HUMAN
     severities = [p.mode.severity for p in out.decision.proposals]

@@ -1,4 +1,4 @@
-"""Environment diff and staleness propagation (SPEC 7), model and review checks."""
+"""Environment diff and staleness propagation (contract §7), model and review checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LangChain: a ``BaseTool`` (or ``@tool``) guarded by the effect seam (``continuum[langchain]``).
+"""LangChain: a ``BaseTool`` (or ``@tool``) guarded by the effect seam (``continuum-recovery[langchain]``).
 
 ``guard_tool(tool, cx, run_id, key=...)`` returns a tool with the same name, description
 and schema, so the model sees no difference. Each call intercepts (identity from the

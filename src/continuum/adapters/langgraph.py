@@ -1,5 +1,5 @@
 """LangGraph: guarded tools and nodes, and a checkpointer in continuum's log
-(``continuum[langgraph]``).
+(``continuum-recovery[langgraph]``).
 
 - ``guard_tools(tools, cx, run_id, keys=...)``: tools for ``ToolNode`` (see
   ``continuum.adapters.langchain.guard_tool``).

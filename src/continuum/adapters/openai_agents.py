@@ -1,5 +1,5 @@
 """OpenAI Agents SDK: function tools guarded by the effect seam, and run hooks
-(``continuum[openai-agents]``).
+(``continuum-recovery[openai-agents]``).
 
 ``guarded_function_tool(fn, cx, run_id, key=...)`` is ``agents.function_tool(fn)`` with
 every call performed through the seam: the SDK still builds the schema from ``fn``'s

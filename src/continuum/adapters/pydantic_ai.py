@@ -1,5 +1,5 @@
 """Pydantic AI: a toolset whose tool calls go through the effect seam
-(``continuum[pydantic-ai]``).
+(``continuum-recovery[pydantic-ai]``).
 
 ``ContinuumToolset(toolset, cx, run_id, keys=...)`` wraps any toolset (a
 ``FunctionToolset``, or a list of functions via ``guard_functions``): every call of one of

@@ -1,4 +1,4 @@
-"""The recovery benchmark behind ``continuum benchmark`` (SPEC 12, 13).
+"""The recovery benchmark behind ``continuum benchmark`` (references/contract.md §12, §13).
 
 Five crash scenarios, each run with continuum, with full replay and with a naive
 checkpoint, by real worker processes killed with SIGKILL (``scenarios.py``,

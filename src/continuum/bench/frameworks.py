@@ -215,7 +215,7 @@ def run_frameworks(*, workdir: Path | None = None, frameworks: Sequence[str] = t
     """Every case of every installed framework (``jobs`` agents at a time)."""
     started = time.perf_counter()
     base = workdir or Path(tempfile.mkdtemp(prefix="continuum-frameworks-"))
-    skipped = {f: f"not installed: pip install 'continuum[{FRAMEWORKS[f][1]}]'"
+    skipped = {f: f"not installed: pip install 'continuum-recovery[{FRAMEWORKS[f][1]}]'"
                for f in frameworks if not available(f)}
     todo = [(f, s, m) for f in frameworks if f not in skipped for s in scenarios for m in MODES]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-# Drift variants the SPEC promises the fallback key tolerates (SPEC 6): renamed fields
+# Drift variants the contract promises the fallback key tolerates (references/contract.md §6): renamed fields
 # and relative/absolute forms of one path. A reformatted value is outside that promise.
 FALLBACK_TOLERATES = ("renamed_fields", "path_form", "renamed_and_path")
 

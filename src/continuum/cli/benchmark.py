@@ -1,4 +1,4 @@
-"""``continuum benchmark``: the recovery scenarios of SPEC 13 (see ``continuum.bench``)."""
+"""``continuum benchmark``: the recovery scenarios of references/contract.md §13 (see ``continuum.bench``)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import sys
 import click
 
 from continuum.cli import (
+    approvals,
     benchmark,
     history,
     hooks,
@@ -18,6 +19,8 @@ from continuum.cli import (
     ledger,
     live,
     mcp_install,
+    operations,
+    prune,
     recovery,
     runs,
     transfer,
@@ -62,7 +65,7 @@ def cli(ctx: click.Context, db: str | None, as_json: bool, no_color: bool,
 
 
 for module in (runs, recovery, ledger, integrity, history, live, mcp_install, hooks, transfer,
-               benchmark):
+               prune, approvals, operations, benchmark):
     for command in module.COMMANDS:
         cli.add_command(command)
 

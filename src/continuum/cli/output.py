@@ -1,7 +1,7 @@
 """Output for the CLI: one JSON document with --json, readable text otherwise.
 
 Colour only on a TTY, never with --no-color or NO_COLOR. Exit codes are a safety
-contract (SPEC 10): only a run verified safe to resume exits 0.
+contract (references/contract.md §10): only a run verified safe to resume exits 0.
 
 Everything a person reads goes through ``render_line``: every line, error message, hint
 and prompt is passed through ``terminal_safe`` (agent text may hold ESC, CR, C1, bidi

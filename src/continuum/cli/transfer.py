@@ -9,10 +9,13 @@ from pathlib import Path
 import click
 
 from continuum.cli.common import common, private_file, runtime
-from continuum.cli.output import Settings, emit
-from continuum.errors import UsageError
+from continuum.cli.output import Line, Settings, Styled, emit
+from continuum.errors import NotFoundError, UsageError
+from continuum.migrate_original import MigrationReport, import_original
+from continuum.runtime import Continuum
+from continuum.store import Storage
 from continuum.transfer import export_runs, import_checked, read_export
-from continuum.untrusted import quoted
+from continuum.untrusted import as_typed, quoted
 
 
 @click.command("export")
@@ -34,7 +37,7 @@ def export_cmd(s: Settings, run_ids: tuple[str, ...], all_runs: bool, output: st
                          hint="continuum export RUN -o run.jsonl, or continuum export --all -o store.jsonl")
     target = Path(output)
     if target.exists() and not force:
-        raise UsageError(f"{output!r} exists", code="usage.file_exists",
+        raise UsageError(f"{as_typed(output)} exists", code="usage.file_exists",
                          hint="choose another file, or pass --force to replace it")
     rt = runtime(s)
     partial = target.with_name(f".{target.name}.partial")
@@ -57,21 +60,56 @@ def export_cmd(s: Settings, run_ids: tuple[str, ...], all_runs: bool, output: st
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, readable=True))
+@click.argument("file", required=False, metavar="[FILE]")
+@click.option("--from-original", "original", metavar="FILE.db", default=None,
+              help="Import a store of the original project (Cyrax321/CONTINUUM) instead.")
+@click.option("--run", "run_ids", multiple=True, metavar="RUN",
+              help="With --from-original: only this original run (repeat for more).")
+@click.option("--as", "new_id", default=None, metavar="NEW_RUN",
+              help="With --from-original and one --run: import it under this run id.")
+@click.option("--dry-run", is_flag=True,
+              help="With --from-original: verify and map everything, write nothing.")
+@click.option("--unverified", is_flag=True,
+              help="With --from-original: also import runs that have no hash chain at all "
+                   "(written before the original had one), marked unverified.")
 @common
-def import_cmd(s: Settings, file: str) -> None:
-    """Import a file written by `export` into this store, chains preserved exactly.
+def import_cmd(s: Settings, file: str | None, original: str | None, run_ids: tuple[str, ...],
+               new_id: str | None, dry_run: bool, unverified: bool) -> None:
+    """Import a file written by `export` into this store, chains preserved exactly; or,
+    with --from-original FILE.db, the runs of a store of the original project.
 
     Everything is checked before anything is written; the import is refused as a whole
     (exit 3) if a chain or checkpoint does not verify, and (exit 1) if a run already
-    exists here.
+    exists here. From the original, each event is mapped to a continuum event or kept
+    as an opaque event of its original type, with origin imported (a person must
+    confirm before a resume is safe) and the whole original event in its payload.
     """
+    if original is not None:
+        if file is not None:
+            raise UsageError("give an export FILE or --from-original FILE.db, not both",
+                             code="usage.invalid",
+                             hint="continuum import --from-original ./continuum.db")
+        _import_original(s, original, run_ids, new_id, dry_run, unverified)
+        return
+    if file is None:
+        raise UsageError("give the export FILE to import (or --from-original FILE.db)",
+                         code="usage.invalid", hint="continuum import runs.jsonl")
+    if run_ids or new_id is not None or dry_run or unverified:
+        raise UsageError("--run, --as, --dry-run and --unverified go with --from-original",
+                         code="usage.invalid",
+                         hint="an export FILE is imported whole: export only the runs you want")
+    if not os.path.isfile(file):
+        raise UsageError(f"{as_typed(file)} is not a file", code="usage.bad_export",
+                         hint="pass a file written by `continuum export`")
     try:
         with open(file, encoding="utf-8") as f:
             bundles = read_export(f)  # all checked before the store is even opened
     except UnicodeDecodeError as e:
-        raise UsageError(f"{file!r} is not UTF-8 text", code="usage.bad_export",
+        raise UsageError(f"{as_typed(file)} is not UTF-8 text", code="usage.bad_export",
                          hint="pass a file written by `continuum export`") from e
+    except OSError as e:
+        raise UsageError(f"cannot read {as_typed(file)}: {e.strerror}", code="usage.bad_export",
+                         hint="check the path and its permissions") from e
     rt = runtime(s, create=True)
     try:
         summary = import_checked(rt.store, bundles)
@@ -81,6 +119,75 @@ def import_cmd(s: Settings, file: str) -> None:
          [f"imported {len(summary.runs)} run(s), {summary.events} events, "
           f"{summary.checkpoints} checkpoint(s) from {file}; every chain verified"]
          + [f"  {quoted(run)}  head {head}" for run, head in summary.heads.items()])
+
+
+def _import_original(s: Settings, path: str, run_ids: tuple[str, ...], new_id: str | None,
+                     dry_run: bool, unverified: bool) -> None:
+    opened: list[Continuum] = []
+
+    def target() -> Storage | None:
+        # Opened only once the original is read, verified and mapped: a refused original
+        # leaves this store untouched (not even created).
+        try:
+            opened.append(runtime(s, create=not dry_run))
+        except NotFoundError:
+            if not dry_run:
+                raise
+            return None  # a dry run into a store that does not exist yet: nothing is taken
+        return opened[0].store
+
+    try:
+        report = import_original(path, target, run_ids=run_ids, new_id=new_id,
+                                 dry_run=dry_run, unverified=unverified)
+    finally:
+        for rt in opened:
+            rt.close()
+    refused = [str(r.refused["code"]) for r in report.runs if r.refused is not None]
+    code = (3 if any(c.startswith("integrity.") for c in refused) else 1 if refused
+            else 1 if dry_run and any(r.exists for r in report.runs) else 0)
+    emit(s, report.model_dump(mode="json"), _original_lines(report), code=code)
+
+
+def _original_lines(report: MigrationReport) -> list[Line]:
+    t = report.totals
+    verb = "would import" if report.dry_run else "imported"
+    lines: list[Line] = [
+        f"original store {as_typed(report.source)} ({report.format}, schema v"
+        f"{report.schema_version}): {len(report.runs)} run(s) read, every hash chain verified"
+        + ("" if all(r.verified for r in report.runs if r.refused is None)
+           else " (except runs marked unverified: they have no chain)")]
+    for r in report.runs:
+        name = quoted(r.original_run_id) + ("" if r.run_id == r.original_run_id
+                                            else f" as {quoted(r.run_id)}")
+        if r.refused is not None:
+            lines.append([Styled("REFUSED", fg="red", bold=True),
+                          f" {name}: {r.refused['message']} [{r.refused['code']}]"])
+            continue
+        state = (f"original status {quoted(r.original_status)}, here {r.status}"
+                 + ("" if r.verified else "; UNVERIFIED (no chain in the original)"))
+        lines.append(f"{name}: {r.original_events} original event(s) -> {r.events} event(s), "
+                     f"head {r.head or '-'}; {state}"
+                     + ("; EXISTS here, would be refused" if r.exists else ""))
+        if r.mapped:
+            lines.append("  mapped: " + ", ".join(f"{m.original_type} -> {m.type} {m.events}"
+                                                  for m in r.mapped))
+        for k in r.kept:
+            lines.append(f"  kept as {k.original_type} (opaque, counted by the fold): "
+                         f"{k.events}; {k.why}")
+        if r.missing_blobs:
+            lines.append(f"  {r.missing_blobs} offloaded payload(s) whose blob is missing: "
+                         "kept with the descriptor the chain covers")
+    lines.append(f"{verb} {t['runs']} run(s): {t['original_events']} original event(s), "
+                 f"{t['mapped']} mapped, {t['kept']} kept as opaque events; {t['events']} "
+                 f"event(s) with origin imported" + (f"; {t['refused']} run(s) refused"
+                                                     if t["refused"] else ""))
+    if report.dry_run:
+        lines.append("dry run: nothing was written")
+    elif t["runs"]:
+        lines.append("a person must confirm an imported run before a resume is safe: "
+                     "`continuum confirm RUN`")
+    lines.append("not imported: " + "; ".join(report.not_imported))
+    return lines
 
 
 COMMANDS = [export_cmd, import_cmd]

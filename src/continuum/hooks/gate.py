@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from continuum.approvals import ApprovalRules, RuleFiles
 from continuum.environment import file_checksum
 from continuum.errors import ActionOwnedError, ContinuumError, NotFoundError, UsageError
 from continuum.events import EventType
@@ -89,10 +90,13 @@ def host_owner(session_id: str | None) -> dict[str, Any]:
 # -- opening the store -------------------------------------------------------------------
 
 
-def _open(args: HookArgs, event: HookEvent, *, create: bool) -> Continuum:
+def _open(args: HookArgs, event: HookEvent, *, create: bool,
+          project: str | None = None) -> Continuum:
     store = open_store(args.db, create=create, wait_ms=_wait_ms())
+    # Approval rules: the project's .continuum/approvals.toml (and the one beside the store).
+    approvals = RuleFiles.around(project, store.url) if project is not None else None
     return Continuum(store, origin=Origin.EXTERNAL_AGENT, cwd=event.cwd or os.getcwd(),
-                     owner=host_owner(event.session_id))
+                     owner=host_owner(event.session_id), approvals=approvals)
 
 
 def _wait_ms() -> int:
@@ -155,11 +159,14 @@ def _arguments(event: HookEvent, rule: Rule, values: Mapping[str, Any]) -> dict[
 def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
     values = template_values(event, rule)
     key = render_key(rule.key, values)
-    rt = _open(args, event, create=True)
+    rt = _open(args, event, create=True, project=project)
     try:
         _ensure_run(rt, args.run)
-        r = rt.intercept(args.run, rule.action_type, _arguments(event, rule, values), key=key,
-                         replay=rule.replay)
+        arguments = _arguments(event, rule, values)
+        # An approval binds the call itself (tool, input, directory), not this session's ids.
+        r = rt.intercept(args.run, rule.action_type, arguments, key=key, replay=rule.replay,
+                         effect=rule.action_type,
+                         approval_arguments={k: arguments[k] for k in ("tool", "input", "cwd")})
         if r.proceed:
             return 0  # allowed: print nothing, so the user's own permission rules still apply
         record = _record(rt, args.run, r.action_id)
@@ -214,6 +221,15 @@ def refusal(args: HookArgs, project: str, rule: Rule, r: InterceptResult,
                 f"A person must check and confirm: {settle}.")
     if r.status == "compensated":
         return f"{what} was done and later undone (compensated). Do not run it again as is."
+    if r.status == "awaiting_approval" and r.approval_id:
+        return (f"{what} needs a person's decision first (approval {r.approval_id}). Do not run "
+                "it, and do not decide it yourself: ask the user to run "
+                f"`continuum --db {shlex.quote(args.db)} decide {r.approval_id} --allow "
+                "--reason TEXT` (or --deny), then make exactly the same call again.")
+    if r.status == "denied" and r.approval_id:
+        why = f" Their reason: {quoted(r.denial_reason, limit=300)}." if r.denial_reason else ""
+        return (f"{what} was denied by a person (approval {r.approval_id}).{why} Do not run "
+                "it. Ask the user how to proceed.")
     return f"{what} was refused ({r.status}): {r.guidance}"
 
 
@@ -222,7 +238,7 @@ def refusal(args: HookArgs, project: str, rule: Rule, r: InterceptResult,
 
 def post_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule | None) -> int:
     assert event.outcome is not None and event.tool_name is not None
-    rt = _open(args, event, create=True)
+    rt = _open(args, event, create=True, project=project)
     warnings: list[str] = []
     try:
         _ensure_run(rt, args.run)
@@ -260,15 +276,29 @@ def _settle(rt: Continuum, args: HookArgs, event: HookEvent, rule: Rule,
     values = template_values(event, rule)
     key = render_key(rule.key, values)
     rec = _find_action(rt, args.run, event, rule, key)
+    unapproved: list[str] = []
     if rec is None:
         # The gate never recorded it (its hook died before committing, and the host let the
-        # tool run): record it now, after the fact, so a repeat is refused.
-        r = rt.intercept(args.run, rule.action_type, _arguments(event, rule, values), key=key,
-                         replay=rule.replay)
+        # tool run): record it now, after the fact, so a repeat is refused. It already ran:
+        # recording that is not approving it, so approval rules do not hold the record back
+        # (else a person could later approve a repeat of an effect that already happened).
+        arguments = _arguments(event, rule, values)
+        rules = rt.ledger.approvals
+        asked = (rules.current() if isinstance(rules, RuleFiles) else rules).find(
+            rule.action_type, arguments, rule.action_type)
+        rt.ledger.approvals = ApprovalRules()
+        try:
+            r = rt.intercept(args.run, rule.action_type, arguments, key=key, replay=rule.replay)
+        finally:
+            rt.ledger.approvals = rules
         if not r.proceed:
             return [f"{rule.action_type} ran, and the ledger says {r.status}."]
         rec = _record(rt, args.run, r.action_id)
         assert rec is not None
+        if asked is not None:
+            unapproved.append(f"{rule.action_type} {quoted(rec.action_key, limit=80)} ran "
+                              "without the person's decision its approval rule asks for (the "
+                              "gate did not record the call); recorded as it happened.")
     if rec.status != ActionStatus.STARTED:
         if rec.status == ActionStatus.COMPLETED and _same_call(rec, event):
             return []  # this call's result is already recorded
@@ -286,7 +316,7 @@ def _settle(rt: Continuum, args: HookArgs, event: HookEvent, rule: Rule,
         return [f"{rule.action_type} {quoted(rec.action_key, limit=80)} is owned by another live "
                 "session; its outcome was not recorded here."]
     _effect_evidence(rt, args.run, event, rec, outcome)
-    return []
+    return unapproved
 
 
 def _same_call(rec: ActionRecord, event: HookEvent) -> bool:

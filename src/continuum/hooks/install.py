@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from continuum.errors import UsageError
-from continuum.untrusted import is_unsafe, quoted
+from continuum.untrusted import as_typed, is_unsafe, quoted
 
 HOSTS = ("claude-code", "gemini", "codex")
 KINDS = ("pre-tool", "post-tool", "post-tool-failure", "session-start", "pre-compact")
@@ -205,7 +205,7 @@ def removed(config: Mapping[str, Any], host: str) -> dict[str, Any]:
 
 
 def _bad_config(path: Path, problem: str, hint: str = "") -> UsageError:
-    return UsageError(f"{quoted(str(path))} {problem}; it was left untouched",
+    return UsageError(f"{as_typed(str(path))} {problem}; it was left untouched",
                       code="usage.bad_config_file", path=str(path),
                       hint=hint or "fix or move the file, or use --print and merge by hand")
 
@@ -292,7 +292,7 @@ def write_config(path: Path, config: Mapping[str, Any], *, new_mode: int = 0o644
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as e:
-        raise UsageError(f"could not write {quoted(str(path))} ({e.strerror or e})",
+        raise UsageError(f"could not write {as_typed(str(path))} ({e.strerror or e})",
                          code="usage.cannot_write_config", path=str(path),
                          hint="check the directory's permissions, or use --print and "
                               "merge by hand") from e

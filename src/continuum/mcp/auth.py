@@ -5,7 +5,7 @@ no tool logic lives here. The server calls ``Policy.authorize`` for mutating too
 only (read-only tools are never gated) and turns a denial into an ``isError``
 result carrying ``Decision.text()``.
 
-Rules an operator can rely on (SPEC 5 and 9):
+Rules an operator can rely on (references/contract.md §5 and §9):
 
 - Allowlist: ``CONTINUUM_MCP_MUTATING_CLIENTS`` (alias ``CONTINUUM_MCP_ALLOW``),
   names separated by commas or newlines, whitespace around each name trimmed and
@@ -37,6 +37,7 @@ whether it may call mutating tools.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import re
@@ -75,6 +76,7 @@ __all__ = [
     "caller_from_context",
     "caller_identity",
     "connecting_client",
+    "load_confirm_token",
     "load_policy",
     "log_denial",
     "logged_name",
@@ -114,6 +116,10 @@ class Secret:
 
     def same_as(self, other: Secret) -> bool:
         return hmac.compare_digest(self._value, other._value)
+
+    def digest(self) -> bytes:
+        """SHA-256 of the secret, to compare with secrets held only as digests."""
+        return hashlib.sha256(self._value).digest()
 
     def __repr__(self) -> str:
         return "Secret(***)"
@@ -218,6 +224,15 @@ class Policy:
             or self._token_denial(caller)
             or (self._confirm_denial(caller, run_id) if confirm else None)
         )
+        if denial is None:
+            return Decision(True, tool_name, caller.name)
+        return Decision(False, tool_name, caller.name, *denial)
+
+    def confirm_decision(self, tool_name: str, caller: Caller, *, run_id: str | None = None
+                         ) -> Decision:
+        """The confirm-token check alone: over HTTP the token's role replaces the
+        allowlist and the auth token, but confirming still needs the human's secret."""
+        denial = self._confirm_denial(caller, run_id)
         if denial is None:
             return Decision(True, tool_name, caller.name)
         return Decision(False, tool_name, caller.name, *denial)
@@ -516,6 +531,11 @@ def _client_tokens(env: Mapping[str, str]) -> dict[str, Secret]:
             )
         tokens[name] = candidate
     return tokens
+
+
+def load_confirm_token(env: Mapping[str, str]) -> Secret | None:
+    """``CONTINUUM_MCP_CONFIRM_TOKEN`` alone (what the HTTP transport reads of this policy)."""
+    return _secret(env, CONFIRM_TOKEN_ENV)
 
 
 def load_policy(env: Mapping[str, str], cwd: Path) -> Policy:

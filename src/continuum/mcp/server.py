@@ -1,4 +1,4 @@
-"""``continuum-mcp``: the stdio MCP server (SPEC 9).
+"""``continuum-mcp``: the MCP server (references/contract.md §9), over stdio or HTTP.
 
 Start-up: parse flags, load the authorization policy (a malformed one refuses to
 start), check the store URL without creating or modifying anything, then serve the
@@ -9,12 +9,17 @@ and exit 1. Logs go to stderr; stdout carries JSON-RPC alone.
 document instead of serving, with what a mutating call and a ``continuum_confirm``
 call from each ``--client-name`` would be told; ``continuum mcp doctor`` runs it. Each
 client is logged once as it connects (``ClientLog``), with whether it may write.
+
+``--transport streamable-http --listen HOST:PORT --token-file FILE`` serves the same
+tools over HTTP instead (``http.py``): bearer tokens with roles (``roles.py``) replace
+the allowlist, and TLS is required off loopback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from contextlib import suppress
@@ -25,8 +30,10 @@ import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
+from continuum.approvals import load_rules, rule_paths
 from continuum.errors import ContinuumError
-from continuum.log import LEVELS, BadLogLevel, configure, get_logger
+from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
+from continuum.mcp import http
 from continuum.mcp.auth import ClientLog, Policy, connecting_client, load_policy
 from continuum.mcp.tools import INSTRUCTIONS, Tools, register
 from continuum.mcp.transport import (
@@ -57,9 +64,10 @@ class LogConnectingClients:
 
 
 def build_server(tools: Tools) -> MCPServer[Any]:
+    # Over HTTP the token's role decides, so the allowlist's connect log would mislead.
+    middleware = [] if tools.by_role else [LogConnectingClients(tools.policy)]
     server: MCPServer[Any] = MCPServer(name="continuum", version=__version__,
-                                       instructions=INSTRUCTIONS,
-                                       middleware=[LogConnectingClients(tools.policy)])
+                                       instructions=INSTRUCTIONS, middleware=middleware)
     register(server, tools)
     return server
 
@@ -75,19 +83,32 @@ class _ArgumentParser(argparse.ArgumentParser):
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = _ArgumentParser(
         prog="continuum-mcp",
-        description="continuum's MCP server over stdio. Mutating tools are denied unless the "
-                    "client's name is on CONTINUUM_MCP_MUTATING_CLIENTS (or "
-                    ".continuum/mcp-policy.json).")
+        description="continuum's MCP server over stdio (default) or streamable HTTP. On stdio, "
+                    "mutating tools are denied unless the client's name is on "
+                    "CONTINUUM_MCP_MUTATING_CLIENTS (or .continuum/mcp-policy.json); over "
+                    "HTTP, the role of each request's bearer token decides.")
     ap.add_argument("--db", default=None, metavar="URL",
                     help="store: path, sqlite:///abs/path.db or postgresql://... "
                          "(default: $CONTINUUM_DB, else ./continuum.db)")
-    ap.add_argument("--transport", choices=["stdio"], default="stdio", help="transport (stdio)")
+    ap.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio",
+                    help="transport (default stdio)")
+    ap.add_argument("--listen", default=None, metavar="HOST:PORT",
+                    help="streamable-http: address to serve on (TLS required off loopback)")
+    ap.add_argument("--token-file", default=None, metavar="FILE",
+                    help="streamable-http: 'ROLE TOKEN' lines (roles read, submit, approve, "
+                         "admin); mode 600")
+    ap.add_argument("--tls-cert", default=None, metavar="PEM", help="streamable-http: certificate")
+    ap.add_argument("--tls-key", default=None, metavar="PEM", help="streamable-http: private key")
+    ap.add_argument("--tls-client-ca", default=None, metavar="PEM",
+                    help="streamable-http: require client certificates signed by this CA")
     ap.add_argument("--max-message-bytes", type=int, default=DEFAULT_MAX_MESSAGE_BYTES,
-                    metavar="N", help="largest JSON-RPC line accepted (default 1 MiB)")
-    ap.add_argument(MAX_IN_FLIGHT_FLAG, dest="max_in_flight", type=int,
-                    default=DEFAULT_MAX_IN_FLIGHT, metavar="N",
-                    help="requests a client may have unanswered at once; more are refused as "
-                         f"busy until it reads the answers (default {DEFAULT_MAX_IN_FLIGHT})")
+                    metavar="N", help="largest JSON-RPC message accepted (default 1 MiB)")
+    ap.add_argument(MAX_IN_FLIGHT_FLAG, dest="max_in_flight", type=int, default=None,
+                    metavar="N",
+                    help="stdio: requests a client may have unanswered at once; more are "
+                         f"refused as busy until it reads the answers (default "
+                         f"{DEFAULT_MAX_IN_FLIGHT}); streamable-http: requests served at once, "
+                         f"all clients together (default {http.DEFAULT_HTTP_MAX_IN_FLIGHT})")
     ap.add_argument("--doctor", action="store_true",
                     help="print what this server would load here, as JSON, and exit "
                          "(0: it would start; 1: it would refuse)")
@@ -129,6 +150,60 @@ def doctor(db: str | None, client_names: list[str]) -> tuple[int, dict[str, Any]
     return 0, {**report, "starts": True}
 
 
+async def renew_leases(tools: Tools) -> None:
+    """Keep the leases of actions this server is performing fresh (other hosts judge
+    liveness by the lease alone); a store error here must never stop the server."""
+    while True:
+        await anyio.sleep(LEASE_RENEW_SECONDS)
+        try:
+            tools.renew_leases()
+        except ContinuumError as e:
+            get_logger("continuum.mcp").warning("mcp.lease_renewal_failed", code=e.code)
+
+
+def _http_config(args: argparse.Namespace) -> http.HttpConfig:
+    return http.load_http_config(
+        listen=args.listen, token_file=args.token_file, tls_cert=args.tls_cert,
+        tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+        max_body=args.max_message_bytes,
+        max_in_flight=args.max_in_flight or http.DEFAULT_HTTP_MAX_IN_FLIGHT, env=os.environ)
+
+
+def http_doctor(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+    """``--doctor`` for the HTTP transport: what it would load (roles counted, no token)."""
+    report: dict[str, Any] = {"server": {"version": __version__, "cwd": str(Path.cwd())}}
+    try:
+        report["http"] = _http_config(args).describe()
+        url = resolve_url(args.db)
+        report["store"] = {"url": redact_url(url), "exists": probe_store(url)}
+    except ContinuumError as e:
+        return 1, {**report, "starts": False, "error": e.to_dict()}
+    return 0, {**report, "starts": True}
+
+
+def serve_http(args: argparse.Namespace) -> int:
+    """Load and check everything, bind, then serve over HTTP until SIGTERM/SIGINT."""
+    try:
+        config = _http_config(args)
+        url = resolve_url(args.db)
+        probe_store(url)
+        load_rules(rule_paths(str(Path.cwd()), url))  # a malformed approvals.toml: no start
+        sock = http.bind(config.listen)
+    except ContinuumError as e:
+        print(_refusal(e.message, e.code, e.hint), file=sys.stderr)
+        return 1
+    get_logger("continuum.mcp").info("mcp.starting", store=redact_url(url), **config.describe())
+    # Over HTTP the allowlist and _meta.authToken do not apply: only the confirm token.
+    tools = Tools(url, Policy(confirm_token=config.confirm_token), by_role=True)
+    server = build_server(tools)
+    where = config.listen.url(sock.getsockname()[1], config.tls is not None)
+    app = http.build_app(server._lowlevel_server, config,  # SDK 2.3: no public accessor
+                         background=[lambda: renew_leases(tools)],
+                         on_ready=lambda: http.announce(where, config))
+    level = check_level(args.log_level or os.environ.get(LEVEL_ENV) or "warning")
+    return http.serve(app, sock, config.tls, log_level=getattr(logging, level.upper()))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -140,43 +215,44 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_message_bytes < 1024:
         print("continuum-mcp: --max-message-bytes must be at least 1024", file=sys.stderr)
         return 1
-    if args.max_in_flight < 1:
+    if args.max_in_flight is not None and args.max_in_flight < 1:
         print(f"continuum-mcp: {MAX_IN_FLIGHT_FLAG} must be at least 1", file=sys.stderr)
         return 1
+    problem = http.flag_problem(args.transport, {
+        "--listen": args.listen, "--token-file": args.token_file, "--tls-cert": args.tls_cert,
+        "--tls-key": args.tls_key, "--tls-client-ca": args.tls_client_ca})
+    if problem:
+        print(_refusal(problem, "usage.bad_flags", "see continuum-mcp --help"), file=sys.stderr)
+        return 1
     if args.doctor:
-        code, report = doctor(args.db, args.client_names)
+        code, report = (doctor(args.db, args.client_names) if args.transport == "stdio"
+                        else http_doctor(args))
         print(json.dumps(report, indent=2))  # ASCII: a name's bidi characters stay escaped
         if "error" in report:
             error = report["error"]
             print(_refusal(error["message"], error["code"], error["hint"]), file=sys.stderr)
         return code
+    if args.transport == "streamable-http":
+        return serve_http(args)
     try:
         policy = load_policy(os.environ, Path.cwd())
         url = resolve_url(args.db)
         probe_store(url)
+        load_rules(rule_paths(str(Path.cwd()), url))  # a malformed approvals.toml: no start
     except ContinuumError as e:
         print(_refusal(e.message, e.code, e.hint), file=sys.stderr)
         return 1
     log.info("mcp.starting", store=redact_url(url), **policy.describe())
     tools = Tools(url, policy)
     server = build_server(tools)
-
-    async def renew_leases() -> None:
-        # Keep the leases of actions this server is performing fresh (other hosts judge
-        # liveness by the lease alone); a store error here must never stop the server.
-        while True:
-            await anyio.sleep(LEASE_RENEW_SECONDS)
-            try:
-                tools.renew_leases()
-            except ContinuumError as e:
-                log.warning("mcp.lease_renewal_failed", code=e.code)
+    max_in_flight = args.max_in_flight or DEFAULT_MAX_IN_FLIGHT
 
     async def serve() -> None:
         async with hardened_stdio_server(max_message_bytes=args.max_message_bytes,
-                                         max_in_flight=args.max_in_flight) as (read, write):
+                                         max_in_flight=max_in_flight) as (read, write):
             lowlevel = server._lowlevel_server  # SDK 2.3 has no public accessor (see transport.py)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(renew_leases)
+                tg.start_soon(renew_leases, tools)
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
                 tg.cancel_scope.cancel()
 

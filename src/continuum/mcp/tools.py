@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from continuum.errors import ContinuumError, NotFoundError
 from continuum.ledger import InterceptResult
 from continuum.log import get_logger
 from continuum.mcp.auth import Caller, Policy, caller_from_context, log_denial
+from continuum.mcp.roles import authorize_call, grant_from_context, log_role_denial
 from continuum.runtime import Continuum, Recovery
 from continuum.store import DEFAULT_PAGE, MAX_PAGE, open_store
 from continuum.types import Origin
@@ -41,7 +43,7 @@ Model = Annotated[str | None, Field(description="The model that will continue th
 ActionKey = Annotated[str, Field(min_length=1, description="The action_key (or action_id) "
                                                            "returned by continuum_intercept_action.")]
 # strict: JSON true, 2.0 or "2" is not a count (lax pydantic would record true as 1),
-# and a wrongly typed argument must be an error naming the field (SPEC 9). Published as
+# and a wrongly typed argument must be an error naming the field (references/contract.md §9). Published as
 # a plain integer (omit it for "unchanged"): clients that convert string input by the
 # schema's type, such as the MCP Inspector CLI, then send a number, not "3".
 Count = Annotated[int | None, Field(ge=0, strict=True),
@@ -178,25 +180,34 @@ def tool(name: str, *, read_only: bool, description: str, confirm: bool = False)
 
 
 class Tools:
-    """The state the tools share: the store URL, the policy, lazily opened runtimes."""
+    """The state the tools share: the store URL, the policy, lazily opened runtimes.
 
-    def __init__(self, url: str, policy: Policy, cwd: Path | None = None) -> None:
-        self.url, self.policy, self.cwd = url, policy, cwd
+    ``by_role`` (the HTTP transport): every call, read-only ones too, is decided by the
+    role of the request's bearer token (``roles.py``) instead of the stdio allowlist.
+    """
+
+    def __init__(self, url: str, policy: Policy, cwd: Path | None = None, *,
+                 by_role: bool = False) -> None:
+        self.url, self.policy, self.cwd, self.by_role = url, policy, cwd, by_role
         self._agent: Continuum | None = None
+        # Tools run on worker threads (HTTP serves many clients at once): one runtime,
+        # so the leases of the actions it holds are the ones renew_leases keeps fresh.
+        self._opening = threading.Lock()
 
     # -- plumbing --------------------------------------------------------------------------
 
     def runtime(self, *, create: bool) -> Continuum | None:
         """The agent-origin facade; None when the store does not exist and may not be made."""
-        if self._agent is None:
-            try:
-                store = open_store(self.url, create=create)
-            except NotFoundError:
-                if create:
-                    raise
-                return None
-            self._agent = Continuum(store, origin=Origin.EXTERNAL_AGENT)
-        return self._agent
+        with self._opening:
+            if self._agent is None:
+                try:
+                    store = open_store(self.url, create=create)
+                except NotFoundError:
+                    if create:
+                        raise
+                    return None
+                self._agent = Continuum(store, origin=Origin.EXTERNAL_AGENT)
+            return self._agent
 
     def renew_leases(self) -> int:
         return self._agent.ledger.renew_held_leases() if self._agent is not None else 0
@@ -213,8 +224,17 @@ class Tools:
                                 hint="start the run with continuum_record_progress (goal, total)")
         return rt
 
-    def authorize(self, ctx: Context, tool: str, run_id: str | None, *, confirm: bool = False) -> Caller:
-        caller = caller_from_context(ctx)
+    def authorize(self, ctx: Context | None, tool: str, run_id: str | None, *,
+                  confirm: bool = False) -> Caller:
+        caller = caller_from_context(ctx) if ctx is not None else Caller(None)
+        if self.by_role:
+            grant = grant_from_context(ctx)
+            decision = authorize_call(tool, grant, caller, policy=self.policy, confirm=confirm,
+                                      run_id=run_id)
+            if not decision.allowed:
+                log_role_denial(decision, grant)
+                raise ToolError(decision.text())
+            return caller
         decision = self.policy.authorize(tool, caller, confirm=confirm, run_id=run_id)
         if not decision.allowed:
             log_denial(decision)
@@ -242,7 +262,8 @@ class Tools:
         'as {name: version}) and list which derived state is stale, conflicted or '
         'invalid. Read-only.'
     ))
-    def validate(self, run_id: RunId, env: Env = None, expected_model: Model = None) -> ValidateResult:
+    def validate(self, run_id: RunId, env: Env = None, expected_model: Model = None,
+                 ctx: Context | None = None) -> ValidateResult:
         rt = self.reader(run_id)
         evaluation = rt.evaluate(run_id, env=env, expected_model=expected_model)
         decision, report = evaluation.decision, evaluation.validation  # observed once
@@ -263,7 +284,8 @@ class Tools:
     ))
     def resume(self, run_id: Annotated[str | None, Field(description="The run to resume; omit "
                                                          "for the latest active run.")] = None,
-               env: Env = None, expected_model: Model = None) -> Recovery:
+               env: Env = None, expected_model: Model = None,
+               ctx: Context | None = None) -> Recovery:
         rt = self.runtime(create=False)
         if rt is None and run_id is None:
             return Recovery(run_id=None, mode="no_active_run", safe=False,
@@ -284,7 +306,7 @@ class Tools:
                          "for the first page")] = None,
                      limit: Annotated[int, Field(ge=1, le=MAX_PAGE, strict=True, description=(
                          f"Actions per page (default {DEFAULT_PAGE}, at most {MAX_PAGE})"))]
-                     = DEFAULT_PAGE) -> ActionsResult:
+                     = DEFAULT_PAGE, ctx: Context | None = None) -> ActionsResult:
         page = self.reader(run_id).actions_page(run_id, cursor=cursor, limit=limit)
         return ActionsResult(run_id=run_id,
                              actions=[a.model_dump(mode="json") for a in page.actions],
@@ -432,13 +454,13 @@ DESCRIPTIONS = {spec.name: spec.description for spec, _ in tool_table()}
 
 
 def guarded(tools: Tools, spec: ToolSpec, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` behind its declaration: a mutating tool authorizes its caller first (deny by
-    default), and every tool turns continuum errors into results the agent can read.
+    """``fn`` behind its declaration: a mutating tool (over HTTP, every tool) authorizes its
+    caller first (deny by default), and every tool turns continuum errors into results the agent can read.
     The signature stays the method's, so the SDK builds the same argument model."""
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if not spec.read_only:
-            tools.authorize(kwargs["ctx"], spec.name, kwargs.get("run_id"), confirm=spec.confirm)
+        if not spec.read_only or tools.by_role:
+            tools.authorize(kwargs.get("ctx"), spec.name, kwargs.get("run_id"), confirm=spec.confirm)
         with tools.domain_errors(spec.name):
             return fn(*args, **kwargs)
     return call

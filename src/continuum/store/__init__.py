@@ -24,6 +24,7 @@ from continuum.store.base import (
     WriteTx,
 )
 from continuum.store.sqlite import SQLiteStorage, check_sqlite_path
+from continuum.untrusted import as_typed
 
 DEFAULT_DB = "continuum.db"
 
@@ -33,7 +34,7 @@ __all__ = ["ActionRow", "CheckpointRow", "Run", "RunExport", "RunInfo", "SQLiteS
 
 
 def resolve_url(flag: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> str:
-    """``--db`` flag, else ``CONTINUUM_DB``, else ``./continuum.db`` (SPEC 2)."""
+    """``--db`` flag, else ``CONTINUUM_DB``, else ``./continuum.db`` (references/contract.md §2)."""
     env = os.environ if env is None else env
     if flag is not None:  # an explicit but empty --db ("$UNSET") is refused, never the default
         return flag
@@ -44,7 +45,7 @@ def resolve_url(flag: str | None, env: dict[str, str] | os._Environ[str] | None 
 
 def _bad(url: str, why: str) -> UsageError:
     return UsageError(
-        f"store URL {url!r} is not usable: {why}",
+        f"store URL {as_typed(url)} is not usable: {why}",
         code="store.bad_url",
         hint="give a file path, sqlite:///abs/path.db or postgresql://user@host/db",
     )
@@ -133,6 +134,6 @@ def _postgres_storage() -> Callable[..., Storage]:
         raise StoreError(
             "PostgreSQL stores need the optional extra 'postgres' (psycopg 3), which is not "
             "installed", code="store.backend_unavailable",
-            hint="pip install 'continuum[postgres]'",
+            hint="pip install 'continuum-recovery[postgres]'",
         ) from None
     return PostgresStorage

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from continuum.archived import ArchiveBase
 from continuum.chain import VerifyReport
 from continuum.errors import IntegrityError
 from continuum.events import Event, EventType, RawEvent
@@ -55,6 +56,10 @@ class Run(BaseModel):
 
 
 class RunInfo(BaseModel):
+    """A run as stored: id, goal, ``status`` (a ``RunStatus``: active, completed,
+    aborted), creation time, and the head of its chain (``head_sequence``, 0 before the
+    first event, and ``head_hash``)."""
+
     model_config = ConfigDict(frozen=True)
 
     run_id: str
@@ -78,6 +83,8 @@ class ActionRow(BaseModel):
 
 
 class CheckpointRow(BaseModel):
+    """A stored checkpoint: the state's JSON through ``sequence`` and its hash."""
+
     model_config = ConfigDict(frozen=True)
 
     run_id: str
@@ -88,14 +95,56 @@ class CheckpointRow(BaseModel):
     created_at: str
 
 
+class ApprovalRow(BaseModel):
+    """One row of the approval index: the fold's record of the approval
+    (``projection.Approval`` as JSON)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    approval_id: str
+    record: dict[str, Any]
+
+
+OUTBOX_STATUSES = ("pending", "delivered", "failed")
+
+
+class OutboxRow(BaseModel):
+    """One notification in the outbox (``notices.notice_for`` made its body).
+
+    ``pending``: not yet delivered to every configured webhook (``delivered_to`` names
+    those that have it), retried at ``next_attempt`` (Unix time); ``delivered``: every
+    webhook has it; ``failed``: given up after the configured attempts, until
+    ``continuum outbox retry``. ``claimed_until``: a deliverer is sending it now.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    delivery_id: str
+    run_id: str
+    sequence: int
+    kind: str
+    body: dict[str, Any]
+    created_at: str
+    status: str
+    attempts: int = 0
+    next_attempt: float = 0.0
+    claimed_until: float | None = None
+    delivered_to: list[str] = Field(default_factory=list)
+    last_error: str | None = None
+    delivered_at: str | None = None
+
+
 class RunExport(BaseModel):
     """One whole run as moved between stores: its record, every event exactly as sealed,
-    its checkpoints and its action index (rebuilt from the events by the exporter)."""
+    its checkpoints and its action and approval indexes (rebuilt from the events by the
+    importer)."""
 
     run: RunInfo
     events: list[Event]
     checkpoints: list[CheckpointRow] = Field(default_factory=list)
     actions: list[ActionRow] = Field(default_factory=list)
+    approvals: list[ApprovalRow] = Field(default_factory=list)
 
 
 class WriteTx(Protocol):
@@ -120,17 +169,43 @@ class WriteTx(Protocol):
 
     def put_checkpoint(self, row: CheckpointRow) -> None: ...
 
+    def drop_archived(self, marker: Event) -> tuple[int, int]:
+        """Remove the events the archive ``marker`` (appended in this transaction) names,
+        and their checkpoints: (events, checkpoints). For ``continuum archive`` only."""
+        ...
+
+    def find_approval(self, *, approval_id: str | None = None, binding: str | None = None,
+                      run_grant: str | None = None) -> ApprovalRow | None:
+        """This run's approval by id; the latest bound to ``binding``; or the first grant
+        for the rest of the run of action type ``run_grant``."""
+        ...
+
 
 class Storage(Protocol):
-    """What every backend provides. Driver errors never cross this boundary."""
+    """What every backend provides. Driver errors never cross this boundary.
+
+    ``open_store(url)`` returns one (``SQLiteStorage`` for a file, ``PostgresStorage``
+    for ``postgresql://``). Every write is durable when it returns. Errors:
+    ``UsageError`` for bad input, ``NotFoundError`` (``not_found.run``),
+    ``IntegrityError`` for a damaged log (refused, never repaired), ``StoreError``
+    (``store.*``) for the database itself; a call that raises wrote nothing.
+    """
 
     url: str
 
-    def create_run(self, run: Run, *, exist_ok: bool = False) -> RunInfo: ...
+    def create_run(self, run: Run, *, exist_ok: bool = False) -> RunInfo:
+        """Create ``run`` (no events yet); returns its ``RunInfo``. An existing run is
+        returned with ``exist_ok=True``, else ``UsageError`` ``usage.run_exists``; a bad
+        id raises ``usage.bad_run_id``."""
+        ...
 
-    def get_run(self, run_id: str) -> RunInfo: ...
+    def get_run(self, run_id: str) -> RunInfo:
+        """The run's ``RunInfo``; ``NotFoundError`` (``not_found.run``) if there is none."""
+        ...
 
-    def list_runs(self) -> list[RunInfo]: ...
+    def list_runs(self) -> list[RunInfo]:
+        """Every run, oldest first."""
+        ...
 
     def append_event(
         self,
@@ -140,7 +215,15 @@ class Storage(Protocol):
         *,
         source: Origin = Origin.DETERMINISTIC,
         causer_event_id: str | None = None,
-    ) -> Event: ...
+    ) -> Event:
+        """Seal and append one event to the run's chain; returns it once durable.
+
+        ``type``: an ``EventType`` or a type of your own; ``payload``: a JSON object (a
+        known type's payload is checked: ``usage.bad_payload``); ``source``: who records
+        it; ``causer_event_id``: the event that caused it. Raises ``NotFoundError``
+        (``not_found.run``) and ``UsageError`` (``usage.not_json``, ...).
+        """
+        ...
 
     def append_events(
         self,
@@ -148,40 +231,77 @@ class Storage(Protocol):
         events: Sequence[tuple[EventType | str, dict[str, Any]]],
         *,
         source: Origin = Origin.DETERMINISTIC,
-    ) -> list[Event]: ...
+    ) -> list[Event]:
+        """Append several events in one transaction, chained as the same single appends
+        would be; all durable on return, or none written (a bad one named by position)."""
+        ...
 
-    def read_events(self, run_id: str, after: int = 0) -> list[Event]: ...
+    def read_events(self, run_id: str, after: int = 0) -> list[Event]:
+        """The run's events after sequence ``after``, in order, each verified as read;
+        ``IntegrityError`` on damage, ``NotFoundError`` (``not_found.run``)."""
+        ...
 
-    def iter_events(self, run_id: str, after: int = 0) -> Iterator[Event]: ...
+    def iter_events(self, run_id: str, after: int = 0) -> Iterator[Event]:
+        """``read_events`` one at a time (for long runs)."""
+        ...
 
     def iter_raw(self, run_id: str, after: int = 0, *, prev_hash: str | None = None,
                  upto: int | None = None) -> Iterator[RawEvent]:
         """``iter_events`` as plain data, verified as read (see ``core.CoreStore``)."""
         ...
 
-    def verify_events(self, run_id: str) -> VerifyReport: ...
+    def verify_events(self, run_id: str) -> VerifyReport:
+        """Recompute every hash and check sequence, links and head: a ``VerifyReport``;
+        damage is reported, never raised and never repaired."""
+        ...
 
-    def event_hash_at(self, run_id: str, sequence: int) -> str | None: ...
+    def event_hash_at(self, run_id: str, sequence: int) -> str | None:
+        """The stored hash of event ``sequence``, or None if there is no such event."""
+        ...
+
+    def archive_base(self, run_id: str) -> ArchiveBase | None:
+        """Where the run's live log starts when its old history was archived (``continuum
+        archive``): the latest ``history_archived`` marker; None when it starts at 1."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Reads inside see one consistent state of the whole store (a backup's snapshot)."""
+        ...
 
     def count_events(self, run_id: str) -> int:
         """Rows stored for ``run_id``, whatever their sequence (rules out rows outside
         1..head in the one-pass verify)."""
         ...
 
-    def write(self, run_id: str) -> AbstractContextManager[WriteTx]: ...
+    def write(self, run_id: str) -> AbstractContextManager[WriteTx]:
+        """One serialized write transaction on the run: everything in it commits
+        together, or nothing does."""
+        ...
 
-    def get_action(self, run_id: str, action_ref: str) -> ActionRow | None: ...
+    def get_action(self, run_id: str, action_ref: str) -> ActionRow | None:
+        """The action index row for an ``action_id`` or ``action_key``, or None."""
+        ...
 
-    def list_actions(self, run_id: str) -> list[ActionRow]: ...
+    def list_actions(self, run_id: str) -> list[ActionRow]:
+        """Every action index row of the run, in interception order."""
+        ...
 
     def action_page(self, run_id: str, *, cursor: str | None = None,
-                    limit: int = DEFAULT_PAGE) -> tuple[list[ActionRow], str | None]: ...
+                    limit: int = DEFAULT_PAGE) -> tuple[list[ActionRow], str | None]:
+        """One page of action rows, open ones first, and the cursor of the next page."""
+        ...
 
-    def action_index_rows(self, run_id: str) -> list[tuple[Any, ...]]: ...
+    def action_index_rows(self, run_id: str) -> list[tuple[Any, ...]]:
+        """The raw index rows, for checking the index against the log."""
+        ...
 
-    def renew_lease(self, run_id: str, action_id: str, lease_expires: float) -> None: ...
+    def renew_lease(self, run_id: str, action_id: str, lease_expires: float) -> None:
+        """Extend the lease of a started action (its performer is still at it)."""
+        ...
 
-    def list_checkpoints(self, run_id: str) -> list[CheckpointRow]: ...
+    def list_checkpoints(self, run_id: str) -> list[CheckpointRow]:
+        """The run's stored checkpoints, oldest first."""
+        ...
 
     def import_runs(self, runs: list[RunExport]) -> list[RunInfo]:
         """Write exported runs as they are (ids, sequences, hashes) in one transaction.
@@ -190,6 +310,64 @@ class Storage(Protocol):
         verify once written (checked inside the transaction)."""
         ...
 
-    def schema_version(self) -> int: ...
+    def delete_run(self, run_id: str, *, expect_head: tuple[int, str | None]) -> None:
+        """Delete a finished run (events, actions, checkpoints, its other rows, the run
+        record) in one transaction, for ``continuum prune`` once its export is verified.
 
-    def close(self) -> None: ...
+        Refused, with nothing deleted, unless the run is completed or aborted
+        (``usage.run_active``), its head is still ``expect_head`` (``(head_sequence,
+        head_hash)`` as exported: else ``usage.run_moved_on``) and its stored log matches
+        that head (``integrity.head_mismatch``)."""
+        ...
+
+    def schema_version(self) -> int:
+        """The schema version of the store's tables."""
+        ...
+
+    # -- approvals (the index is kept by every write transaction that appends their events)
+
+    def find_approvals(self, approval_id: str) -> list[ApprovalRow]:
+        """Every approval with this id, in any run (ids are random: one, unless the log was
+        written by hand)."""
+        ...
+
+    def list_approvals(self, *, run_id: str | None = None, status: str | None = None,
+                       limit: int = MAX_PAGE) -> list[ApprovalRow]:
+        """Approvals in the order they were requested, of one run or all, optionally of one
+        status; at most ``limit``."""
+        ...
+
+    def approval_index_rows(self, run_id: str) -> list[tuple[Any, ...]]:
+        """Every approval index row of the run as stored: ``(run_id, approval_id, record)``."""
+        ...
+
+    # -- the notification outbox ----------------------------------------------------------
+
+    def list_outbox(self, *, status: str | None = None, run_id: str | None = None,
+                    limit: int = MAX_PAGE) -> list[OutboxRow]:
+        """Notifications, newest first; optionally of one status or run."""
+        ...
+
+    def outbox_counts(self) -> dict[str, int]:
+        """How many notifications are pending, delivered and failed."""
+        ...
+
+    def claim_outbox(self, now: float, until: float, limit: int) -> list[OutboxRow]:
+        """Take up to ``limit`` pending notifications that are due (``next_attempt <= now``)
+        and not claimed by another deliverer (or whose claim lapsed) until ``until``."""
+        ...
+
+    def record_delivery(self, delivery_id: str, *, status: str, attempts: int,
+                        next_attempt: float, delivered_to: list[str], last_error: str | None,
+                        delivered_at: str | None) -> None:
+        """Record the outcome of one delivery attempt and release the claim."""
+        ...
+
+    def requeue_outbox(self, delivery_ids: Sequence[str] | None = None) -> int:
+        """Put failed notifications (these, or all) back to pending, due now; returns how
+        many."""
+        ...
+
+    def close(self) -> None:
+        """Close the store's connections."""
+        ...

@@ -16,28 +16,42 @@ So the same damage gets the same error code, and the same exit code, on every ba
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from continuum.archived import ArchiveBase, archive_base_of
 from continuum.canonical import canonical_bytes, canonical_json, canonical_json_parsed, fast_parse
 from continuum.chain import ChainVerifier, VerifyReport
-from continuum.errors import IntegrityError, NotFoundError, SchemaError, UsageError
+from continuum.errors import (
+    HistoryArchivedError,
+    IntegrityError,
+    NotFoundError,
+    SchemaError,
+    StoreError,
+    UsageError,
+)
 from continuum.events import (
     LIFECYCLE_STATUS,
     Event,
     EventType,
     RawEvent,
+    known_type,
     raw_hash,
     row_hash,
 )
+from continuum.notices import NOTIFYING, notice_for
 from continuum.payloads import check_payload
+from continuum.projection import APPROVAL_TYPES, apply_approval_event
+from continuum.store.approval_outbox import ApprovalOutboxStore, approval_from_row
 from continuum.store.base import (
     DEFAULT_PAGE,
     MAX_PAGE,
     ActionRow,
+    ApprovalRow,
     CheckpointRow,
     RunExport,
     RunInfo,
@@ -46,6 +60,7 @@ from continuum.store.base import (
 )
 from continuum.store.schema import SCHEMA_VERSION
 from continuum.types import Origin, RunStatus
+from continuum.untrusted import quoted
 
 # Column lists, the same order on every backend (the mappers below depend on it).
 EVENT_COLUMNS = ("run_id, sequence, event_id, type, timestamp, payload, causer_event_id, "
@@ -116,6 +131,7 @@ def text(value: Any) -> Any:
 
 
 _ORIGINS = {str(o): o for o in Origin}
+_new_tuple = tuple.__new__
 
 
 def raw_from_row(row: tuple[Any, ...]) -> RawEvent:
@@ -137,12 +153,17 @@ def raw_from_row(row: tuple[Any, ...]) -> RawEvent:
     origin = _ORIGINS.get(source)
     if origin is None:
         raise ValueError(f"source {source!r} is not an origin")
-    return RawEvent(event_id, run_id, seq, type_, ts, data, causer, origin, prev, hash_)
+    # tuple.__new__ directly: the NamedTuple's generated __new__ is a Python frame per row.
+    return _new_tuple(RawEvent, (event_id, run_id, seq, type_, ts, data, causer, origin, prev,
+                                 hash_))
 
 
 def event_from_raw(raw: RawEvent) -> Event:
-    """The API's validated model of a row already checked."""
-    return Event.model_construct(**raw._asdict())
+    """The API's validated model of a row already checked (``type`` an ``EventType`` when
+    known, as ``Event`` validation gives it)."""
+    fields = raw._asdict()
+    fields["type"] = known_type(raw.type)
+    return Event.model_construct(**fields)
 
 
 def run_from_row(row: tuple[Any, ...]) -> RunInfo:
@@ -233,9 +254,12 @@ def verified_events(run_id: str, rows: Iterable[tuple[Any, ...]], *, after: int,
                               f"the run's head is {head} but the log ends at {expected - 1}")
 
 
-def verify_rows(run_id: str, rows: Iterable[tuple[Any, ...]], run: RunInfo) -> VerifyReport:
-    """The whole-log report: every row checked, damage named, nothing raised."""
-    verifier = ChainVerifier(run_id)
+def verify_rows(run_id: str, rows: Iterable[tuple[Any, ...]], run: RunInfo,
+                base: ArchiveBase | None = None) -> VerifyReport:
+    """The whole-log report: every row checked, damage named, nothing raised. ``base``:
+    the log starts after an archived prefix (``archived.py``), from its marker's hash."""
+    verifier = (ChainVerifier(run_id) if base is None
+                else ChainVerifier(run_id, after=base.through, prev_hash=base.through_hash))
     for row in rows:
         try:
             event = raw_from_row(row)
@@ -246,6 +270,33 @@ def verify_rows(run_id: str, rows: Iterable[tuple[Any, ...]], run: RunInfo) -> V
             continue
         verifier.feed(event, text(row[PAYLOAD]))
     return verifier.finish(run.head_sequence, run.head_hash)
+
+
+# -- archived history (``continuum archive``, ``archived.py``) -------------------------------
+
+
+def history_archived(run_id: str, base: ArchiveBase, sequence: int) -> HistoryArchivedError:
+    name = "an archive file" if base.archive_name is None else quoted(base.archive_name)
+    where = (f"{name}" if base.from_sequence == 1 else
+             f"archive files, the latest {name} with events {base.from_sequence}..{base.through}")
+    return HistoryArchivedError(
+        f"event {sequence} of run {run_id!r} is archived: events 1..{base.through} were moved "
+        f"to {where} (sha256 {base.archive_sha256[:16]}..., recorded by the marker at "
+        f"sequence {base.marker_sequence}); the live log starts at {base.through + 1}",
+        hint=f"read the live log after {base.through} (e.g. `continuum events {run_id} --after "
+             f"{base.through}`); check the whole history with `continuum verify {run_id} "
+             "--archive FILE ...`", run_id=run_id, archived_through=base.through,
+        archive_name=base.archive_name, sequence=sequence)
+
+
+def refuse_marker(type_: str) -> None:
+    """Archive markers are written by ``continuum archive`` alone, in the transaction that
+    removes what they archived; anyone else appending one is refused."""
+    if type_ == EventType.HISTORY_ARCHIVED:
+        raise UsageError("history_archived events are written only by `continuum archive`",
+                         code="usage.reserved_event_type",
+                         hint="archive old history with `continuum archive RUN --before SEQ "
+                              "--to FILE`; nothing was written")
 
 
 # -- writing: one transaction on one run ------------------------------------------------------
@@ -261,6 +312,7 @@ class CoreTx:
 
     def __init__(self, run: RunInfo, clock: Callable[[], str]) -> None:
         self._run, self._clock = run, clock
+        self._opened_at = run.head_sequence
         self.last_event: Event | None = None
 
     @property
@@ -290,11 +342,17 @@ class CoreTx:
                              code="usage.not_utf8",
                              hint="send valid Unicode text (no unpaired \\ud800-\\udfff escapes)"
                              ) from None
+        fields["type"] = known_type(type_)  # hashed as the string; the API gets the enum
         event = Event.model_construct(**fields, payload=payload, source=origin, hash=hash_)
         status = LIFECYCLE_STATUS.get(type_)  # type: ignore[call-overload]
         new_status = RunStatus(status) if status else run.status
         self._insert_event(event, payload_text)
         self._move_head(run.run_id, event.sequence, hash_, new_status)
+        # The approval index and the outbox move with the event, on every write path.
+        if type_ in APPROVAL_TYPES:
+            self._index_approval(event)
+        if type_ in NOTIFYING:
+            self._notify(event)
         self._run = run.model_copy(update={"head_sequence": event.sequence,
                                            "head_hash": hash_, "status": new_status})
         self.last_event = event
@@ -317,6 +375,48 @@ class CoreTx:
     def put_checkpoint(self, row: CheckpointRow) -> None:
         self._put_checkpoint(row)
 
+    def drop_archived(self, marker: Event) -> tuple[int, int]:
+        """Remove the events the archive ``marker`` (appended in this transaction) names,
+        and the checkpoints they sealed: (events, checkpoints) removed. Only
+        ``archive.archive_run`` calls it, once the archive file is written, fsynced and
+        verified; without such a marker nothing is removed."""
+        base = archive_base_of(marker) if marker.run_id == self._run.run_id else None
+        if base is None or marker.sequence <= self._opened_at:
+            raise UsageError("events are removed from the live log only with the archive "
+                             "marker that names them, in the same transaction",
+                             code="usage.no_archive_marker",
+                             hint="use `continuum archive`; nothing was removed")
+        return self._drop_prefix(self._run.run_id, base.through + 1)
+
+    def find_approval(self, *, approval_id: str | None = None, binding: str | None = None,
+                      run_grant: str | None = None) -> ApprovalRow | None:
+        """This run's approval by id; the latest one bound to ``binding``; or the first
+        grant of action type ``run_grant`` for the rest of the run."""
+        for column, value in (("approval_id", approval_id), ("binding", binding),
+                              ("run_grant", run_grant)):
+            if value is not None:
+                row = self._approval_row(column, value)
+                return approval_from_row(row) if row is not None else None
+        return None
+
+    def put_approval(self, row: ApprovalRow) -> None:
+        self._put_approval(row)
+
+    def _index_approval(self, event: Event) -> None:
+        found = self.find_approval(approval_id=event.payload["approval_id"])
+        record = apply_approval_event(found.record if found is not None else None, event)
+        if record is not None:
+            self._put_approval(ApprovalRow(run_id=event.run_id, approval_id=record["id"],
+                                           record=record))
+
+    def _notify(self, event: Event) -> None:
+        action_id = event.payload.get("action_id")
+        action = (self.find_action(action_id=action_id) if isinstance(action_id, str)
+                  and event.type.startswith("action_") else None)
+        notice = notice_for(event, action.record if action is not None else None)
+        if notice is not None:
+            self._put_outbox(notice)
+
     # -- dialect ------------------------------------------------------------------------
 
     def _insert_event(self, event: Event, payload_text: str) -> None:
@@ -332,6 +432,19 @@ class CoreTx:
         raise NotImplementedError
 
     def _put_checkpoint(self, row: CheckpointRow) -> None:
+        raise NotImplementedError
+
+    def _drop_prefix(self, run_id: str, before: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _approval_row(self, column: str, value: str) -> tuple[Any, ...] | None:
+        """The first row by ``approval_id`` or ``run_grant``, the latest by ``binding``."""
+        raise NotImplementedError
+
+    def _put_approval(self, row: ApprovalRow) -> None:
+        raise NotImplementedError
+
+    def _put_outbox(self, notice: dict[str, Any]) -> None:
         raise NotImplementedError
 
 
@@ -362,7 +475,7 @@ def run_values(run: RunInfo) -> tuple[Any, ...]:
 # -- the shared read methods -------------------------------------------------------------------
 
 
-class CoreStore:
+class CoreStore(ApprovalOutboxStore):
     """The read side of ``Storage`` over a backend's row queries.
 
     A backend supplies ``get_run``, ``event_hash_at``, ``write`` and the row queries
@@ -403,6 +516,7 @@ class CoreStore:
                              hint="pass a dict")
         canonical_json(payload)  # refuse NaN / non-JSON before taking the write lock
         check_payload(str(type), payload)
+        refuse_marker(str(type))
         with self.write(run_id) as tx:
             return tx.append(type, payload, source=source, causer_event_id=causer_event_id)
 
@@ -425,6 +539,7 @@ class CoreStore:
                                      code="usage.bad_payload", hint="pass a dict")
                 canonical_json(payload)
                 check_payload(str(type_), payload)
+                refuse_marker(str(type_))
             except UsageError as e:
                 raise UsageError(f"events[{i}]: {e.message}; nothing was written", code=e.code,
                                  hint=e.hint, **{**e.fields, "index": i}) from None
@@ -453,8 +568,61 @@ class CoreStore:
         head = run.head_sequence if upto is None else min(upto, run.head_sequence)
         if prev_hash is None and after > 0:
             prev_hash = self.event_hash_at(run_id, after)
-        yield from verified_events(run_id, self._event_rows(run_id, after, head),
-                                   after=after, prev_hash=prev_hash, head=head)
+            if prev_hash is None:  # not in the live log: maybe archived
+                prev_hash = self._archived_link(run_id, after)
+        rows: Iterable[tuple[Any, ...]] = self._event_rows(run_id, after, head)
+        if after < head:
+            rows = self._live_from(run_id, rows, after)
+        yield from verified_events(run_id, rows, after=after, prev_hash=prev_hash, head=head)
+
+    def _archived_link(self, run_id: str, after: int) -> str | None:
+        """The hash the event after ``after`` links to when ``after`` is the last archived
+        event (its marker records it); an earlier, archived ``after`` is refused."""
+        base = self.archive_base(run_id)
+        if base is None or after > base.through:
+            return None
+        if after < base.through:
+            raise history_archived(run_id, base, after + 1)
+        return base.through_hash
+
+    def _live_from(self, run_id: str, rows: Iterable[tuple[Any, ...]],
+                   after: int) -> Iterable[tuple[Any, ...]]:
+        """``rows``, unless the first is not event ``after + 1`` because that one was
+        archived: then a clear error naming the archive, not a gap (costs nothing on an
+        intact log: one look at the first row)."""
+        it = iter(rows)
+        first = next(it, None)
+        if first is None or first[1] != after + 1:
+            base = self.archive_base(run_id)
+            if base is not None and after < base.through:
+                raise history_archived(run_id, base, after + 1)
+        return it if first is None else itertools.chain((first,), it)
+
+    def archive_base(self, run_id: str) -> ArchiveBase | None:
+        """Where the live log starts when old history was archived (its latest marker), or
+        None when it starts at event 1. Read from the log itself (the marker is a sealed
+        event, verified with the chain); a marker too damaged to read counts as none."""
+        first = self._first_sequence(run_id)
+        if first is None or first <= 1:
+            return None
+        row = self._latest_of_type(run_id, str(EventType.HISTORY_ARCHIVED))
+        if row is None:
+            return None
+        try:
+            return archive_base_of(raw_from_row(row))
+        except Exception:  # a damaged marker row: the verify loop names it
+            return None
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """The reads inside see one consistent state of the whole store (one read
+        transaction): a backup or export taken while writers go on."""
+        return self._snapshot()
+
+    def _first_sequence(self, run_id: str) -> int | None:
+        raise NotImplementedError
+
+    def _latest_of_type(self, run_id: str, type_: str) -> tuple[Any, ...] | None:
+        raise NotImplementedError
 
     def read_events(self, run_id: str, after: int = 0) -> list[Event]:
         return list(self.iter_events(run_id, after))
@@ -467,7 +635,8 @@ class CoreStore:
         """
         with self._snapshot():
             run = self.get_run(run_id)
-            return verify_rows(run_id, self._event_rows(run_id, EVERY_ROW, None), run)
+            return verify_rows(run_id, self._event_rows(run_id, EVERY_ROW, None), run,
+                               self.archive_base(run_id))
 
     # -- the action index and checkpoints --------------------------------------------------
 
@@ -547,3 +716,44 @@ def verify_imported(store: CoreStore, runs: list[RunExport]) -> None:
             v = report.violations[0]
             raise integrity_error(bundle.run.run_id, v.sequence, str(v.kind),
                                   f"refused on import, nothing written: {v.detail}")
+
+
+# -- deleting a finished run (``continuum prune``) -----------------------------------------------
+
+# Tables whose rows belong to one run, deleted with it (those this schema has). Every one
+# is derived from the run's events (indexes, checkpoints, notifications), which the
+# archive holds.
+RUN_TABLES = ("checkpoints", "actions", "approvals", "outbox")
+
+
+def check_deletable(run: RunInfo, expect_head: tuple[int, str | None], *, rows: int,
+                    head_hash: str | None, unknown_tables: Sequence[str] = ()) -> None:
+    """Refuse to delete ``run`` (inside the delete's transaction) unless it is finished, its
+    head is still ``expect_head`` (what was exported), its stored log is exactly that head,
+    and no table this code does not know holds rows of it (``unknown_tables``: such rows
+    may be in no archive, so they are never deleted). Nothing is deleted on refusal."""
+    if run.status not in (RunStatus.COMPLETED, RunStatus.ABORTED):
+        raise UsageError(f"run {run.run_id!r} is {run.status}: only a completed or aborted run "
+                         "can be deleted; nothing was deleted", code="usage.run_active",
+                         run_id=run.run_id, status=str(run.status),
+                         hint=f"finish it first (`continuum finish {run.run_id}` or `continuum "
+                              "abort`); prune never deletes an active run")
+    seq, hash_ = expect_head
+    if (run.head_sequence, run.head_hash) != (seq, hash_):
+        raise UsageError(f"run {run.run_id!r} moved on: its head is {run.head_sequence}:"
+                         f"{run.head_hash}, not the exported {seq}:{hash_}; nothing was deleted",
+                         code="usage.run_moved_on", run_id=run.run_id,
+                         head=f"{run.head_sequence}:{run.head_hash}", expected=f"{seq}:{hash_}",
+                         hint="prune again to archive the run as it is now")
+    if rows != run.head_sequence or head_hash != run.head_hash:
+        raise IntegrityError(f"run {run.run_id!r}: the stored log ({rows} rows, last hash "
+                             f"{head_hash}) does not match its head {run.head_sequence}:"
+                             f"{run.head_hash}; nothing was deleted",
+                             code="integrity.head_mismatch", run_id=run.run_id,
+                             hint=f"run `continuum verify {run.run_id}`")
+    if unknown_tables:
+        raise StoreError(f"run {run.run_id!r} has rows in {', '.join(unknown_tables)}, which "
+                         "this continuum does not know how to archive; nothing was deleted",
+                         code="store.unknown_run_rows", run_id=run.run_id,
+                         tables=list(unknown_tables),
+                         hint="use the continuum version that made those tables to prune")

@@ -35,6 +35,7 @@ from continuum.errors import (
     StoreIOError,
     UsageError,
 )
+from continuum.untrusted import as_typed
 
 DEFAULT_LOCK_TIMEOUT_MS = 30_000  # like SQLite's busy_timeout: a writer waits this long
 DEFAULT_CONNECT_TIMEOUT_S = 10
@@ -89,7 +90,7 @@ def parse_url(url: str) -> PgTarget:
         for secret in _raw_secrets(url):
             detail = detail.replace(secret, "***")
         raise UsageError(
-            f"store URL {_redact_raw(url)!r} is not a valid postgresql:// URL: {detail}",
+            f"store URL {as_typed(_redact_raw(url))} is not a valid postgresql:// URL: {detail}",
             code="store.bad_url",
             hint="write postgresql://USER@HOST:PORT/DATABASE (see libpq connection URIs)",
         ) from None

@@ -16,7 +16,8 @@ from typing import Any
 import psycopg
 
 from continuum.events import Event
-from continuum.store.base import ActionRow, CheckpointRow, RunInfo, integrity_error
+from continuum.store.approval_outbox import POSTGRES, approval_values, outbox_values
+from continuum.store.base import ActionRow, ApprovalRow, CheckpointRow, RunInfo, integrity_error
 from continuum.store.core import (
     ACTION_COLUMNS,
     CHECKPOINT_COLUMNS,
@@ -79,6 +80,10 @@ def put_action(conn: psycopg.Connection[Any], row: ActionRow) -> None:
     conn.execute(_PUT_ACTION, action_values(row))
 
 
+def put_approval(conn: psycopg.Connection[Any], row: ApprovalRow) -> None:
+    conn.execute(POSTGRES.put_approval, approval_values(row))
+
+
 def put_checkpoint(conn: psycopg.Connection[Any], row: CheckpointRow) -> None:
     conn.execute(f"INSERT INTO continuum.checkpoints ({CHECKPOINT_COLUMNS})"
                  " VALUES (%s,%s,%s,%s,%s,%s)", checkpoint_values(row))
@@ -121,6 +126,34 @@ class PgWriteTx(CoreTx):
         with self._errors():
             put_checkpoint(self._pc.conn, row)
         self.puts.append(row)
+
+    def _drop_prefix(self, run_id: str, before: int) -> tuple[int, int]:
+        # Only with the archive marker appended in this transaction: the event decides the
+        # read-back after a lost COMMIT reply, and the removal commits with it or not at all.
+        with self._errors():
+            events = self._pc.conn.execute(
+                "DELETE FROM continuum.events WHERE run_id = %s AND sequence < %s",
+                (run_id, before)).rowcount
+            checkpoints = self._pc.conn.execute(
+                "DELETE FROM continuum.checkpoints WHERE run_id = %s AND event_sequence < %s",
+                (run_id, before)).rowcount
+        return events, checkpoints
+
+    # Approval index rows and notifications are written only with an event (in ``append``),
+    # so the event decides the read-back after a lost COMMIT reply, as for the head.
+    def _approval_row(self, column: str, value: str) -> tuple[Any, ...] | None:
+        with self._errors():
+            row: tuple[Any, ...] | None = self._pc.conn.execute(
+                POSTGRES.approval_row(column), (self._run.run_id, value)).fetchone()
+        return row
+
+    def _put_approval(self, row: ApprovalRow) -> None:
+        with self._errors():
+            put_approval(self._pc.conn, row)
+
+    def _put_outbox(self, notice: dict[str, Any]) -> None:
+        with self._errors():
+            self._pc.conn.execute(POSTGRES.put_outbox, outbox_values(notice))
 
     @property
     def wrote(self) -> bool:

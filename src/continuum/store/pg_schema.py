@@ -68,6 +68,40 @@ PG_MIGRATIONS: dict[int, list[str]] = {
         )""",
     ],
     2: ["CREATE INDEX actions_by_status ON continuum.actions (run_id, status, position)"],
+    # 3: per-call approvals and the notification outbox (see schema.py).
+    3: [
+        """CREATE TABLE continuum.approvals (
+            position BIGINT GENERATED ALWAYS AS IDENTITY,
+            run_id TEXT NOT NULL REFERENCES continuum.runs(run_id),
+            approval_id TEXT NOT NULL,
+            binding TEXT,
+            status TEXT NOT NULL,
+            run_grant TEXT,
+            record TEXT NOT NULL,
+            PRIMARY KEY (run_id, approval_id)
+        )""",
+        "CREATE INDEX approvals_by_id ON continuum.approvals (approval_id)",
+        "CREATE INDEX approvals_by_binding ON continuum.approvals (run_id, binding, position)",
+        "CREATE INDEX approvals_by_grant ON continuum.approvals (run_id, run_grant)",
+        "CREATE INDEX approvals_by_status ON continuum.approvals (status, position)",
+        """CREATE TABLE continuum.outbox (
+            position BIGINT GENERATED ALWAYS AS IDENTITY,
+            delivery_id TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES continuum.runs(run_id),
+            sequence BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            body TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt DOUBLE PRECISION NOT NULL,
+            claimed_until DOUBLE PRECISION,
+            delivered_to TEXT NOT NULL DEFAULT '[]',
+            last_error TEXT,
+            delivered_at TEXT
+        )""",
+        "CREATE INDEX outbox_due ON continuum.outbox (status, next_attempt)",
+    ],
 }
 
 # Created with version 1, before its migration; holds the schema version.

@@ -1,4 +1,4 @@
-"""The PostgreSQL backend: many agents on many hosts share one database (SPEC 3, 4).
+"""The PostgreSQL backend: many agents on many hosts share one database (references/contract.md §3, §4).
 
 Same behaviour as the SQLite store, and the same contract suite proves it. How:
 
@@ -40,6 +40,7 @@ from continuum.errors import (
 )
 from continuum.faults import fault_point
 from continuum.log import get_logger
+from continuum.store.approval_outbox import POSTGRES, Execute, backfill_approvals
 from continuum.store.base import (
     Run,
     RunExport,
@@ -52,7 +53,9 @@ from continuum.store.core import (
     CHECKPOINT_COLUMNS,
     EVENT_COLUMNS,
     RUN_COLUMNS,
+    RUN_TABLES,
     CoreStore,
+    check_deletable,
     import_ids,
     run_exists,
     run_from_row,
@@ -79,6 +82,7 @@ from continuum.store.pg_rows import (
     insert_events,
     insert_run,
     put_action,
+    put_approval,
     put_checkpoint,
     run_lock_key,
 )
@@ -211,6 +215,8 @@ class PostgresStorage(CoreStore):
                     target = version + 1
                     for statement in PG_MIGRATIONS[target]:
                         conn.execute(statement)
+                    if target == 3:  # the approval index of events already in the log
+                        backfill_approvals(_fetch(conn), POSTGRES)
                     conn.execute("INSERT INTO continuum.meta (key, value) VALUES"
                                  " ('schema_version', %s) ON CONFLICT (key) DO UPDATE"
                                  " SET value = excluded.value", (str(target),))
@@ -430,6 +436,18 @@ class PostgresStorage(CoreStore):
             (run_id, sequence)).fetchone())
         return str(row[0]) if row is not None else None
 
+    def _first_sequence(self, run_id: str) -> int | None:
+        row = self._call(lambda c: c.execute(
+            "SELECT min(sequence) FROM continuum.events WHERE run_id = %s", (run_id,)).fetchone())
+        return int(row[0]) if row is not None and row[0] is not None else None
+
+    def _latest_of_type(self, run_id: str, type_: str) -> tuple[Any, ...] | None:
+        # Walks the (run_id, sequence) key back from the head: the latest marker is near it.
+        row: tuple[Any, ...] | None = self._call(lambda c: c.execute(
+            f"SELECT {EVENT_COLUMNS} FROM continuum.events WHERE run_id = %s AND type = %s"
+            " ORDER BY sequence DESC LIMIT 1", (run_id, type_)).fetchone())
+        return row
+
     def count_events(self, run_id: str) -> int:
         """Rows stored for ``run_id``, whatever their sequence (for the runtime's one-pass
         verify, as on SQLite)."""
@@ -471,6 +489,26 @@ class PostgresStorage(CoreStore):
             " AND status = ANY(%s) AND position > %s ORDER BY position LIMIT %s",
             (run_id, list(statuses), after, limit)).fetchall())
 
+    # -- approvals and the outbox (store/approval_outbox.py) --------------------------------
+
+    _dialect = POSTGRES
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self._call(lambda c: c.execute(sql, params).fetchall())
+
+    def _transact(self, fn: Callable[[Execute], T]) -> T:
+        # Outbox bookkeeping is at least once by design: a lost COMMIT reply here means a
+        # notification may be claimed or sent again, never lost, so it is not read back.
+        def run(conn: psycopg.Connection[Any]) -> T:
+            def execute(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+                cur = conn.execute(sql, params)
+                return cur.fetchall() if cur.description is not None else []
+
+            with conn.transaction():
+                return fn(execute)
+
+        return self._call(run)
+
     def _checkpoint_rows(self, run_id: str) -> list[tuple[Any, ...]]:
         return self._call(lambda c: c.execute(
             f"SELECT {CHECKPOINT_COLUMNS} FROM continuum.checkpoints WHERE run_id = %s"
@@ -503,8 +541,59 @@ class PostgresStorage(CoreStore):
                         put_action(conn, action)
                     for cp in bundle.checkpoints:
                         put_checkpoint(conn, cp)
+                    for approval in bundle.approvals:
+                        put_approval(conn, approval)
             verify_imported(self, runs)  # every chain re-verified inside the transaction
         return [self.get_run(i) for i in ids]
+
+    # -- delete (prune) -------------------------------------------------------------------
+
+    def delete_run(self, run_id: str, *, expect_head: tuple[int, str | None]) -> None:
+        """Delete a finished run, all its rows, in one transaction (see Storage). Under the
+        run's advisory lock, so no append can slip in between the checks and the delete;
+        a lost COMMIT reply is resolved by reading back whether the run is gone."""
+
+        def gone(conn: psycopg.Connection[Any]) -> bool:
+            return conn.execute("SELECT 1 FROM continuum.runs WHERE run_id = %s",
+                                (run_id,)).fetchone() is None
+
+        with self._transaction([run_lock_key(run_id)], lambda: gone) as pc:
+            with self._errors():
+                conn = pc.conn
+                row = conn.execute(f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s",
+                                   (run_id,)).fetchone()
+                if row is None:
+                    raise run_not_found(run_id)
+                run = run_from_row(row)
+                # Every table with a run_id column: the known ones are emptied for the run,
+                # rows of the run in any other make check_deletable refuse.
+                per_run = [str(r[0]) for r in conn.execute(
+                    "SELECT table_name FROM information_schema.columns WHERE table_schema = %s"
+                    " AND column_name = 'run_id'", (PG_SCHEMA,)).fetchall()]
+                tables = [t for t in RUN_TABLES if t in per_run]
+                unknown = [t for t in per_run if t not in (*RUN_TABLES, "events", "runs")
+                           and conn.execute(f'SELECT 1 FROM {PG_SCHEMA}."{t}" WHERE run_id = %s'
+                                            " LIMIT 1", (run_id,)).fetchone() is not None]
+                counted = conn.execute("SELECT count(*) FROM continuum.events WHERE run_id = %s",
+                                       (run_id,)).fetchone()
+                last = conn.execute("SELECT hash FROM continuum.events WHERE run_id = %s"
+                                    " AND sequence = %s", (run_id, run.head_sequence)).fetchone()
+                check_deletable(run, expect_head, rows=int(counted[0]) if counted else 0,
+                                head_hash=last[0] if last else None, unknown_tables=unknown)
+                for table in tables:
+                    conn.execute(f"DELETE FROM continuum.{table} WHERE run_id = %s", (run_id,))
+                conn.execute("DELETE FROM continuum.events WHERE run_id = %s", (run_id,))
+                conn.execute("DELETE FROM continuum.runs WHERE run_id = %s", (run_id,))
+            fault_point("before_delete_commit")
+        fault_point("after_delete_commit")
+
+
+def _fetch(conn: psycopg.Connection[Any]) -> Execute:
+    """``execute(sql, params) -> rows`` on ``conn`` (no rows for a statement without any)."""
+    def execute(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        cur = conn.execute(sql, params)
+        return cur.fetchall() if cur.description is not None else []
+    return execute
 
 
 def _read_version(conn: psycopg.Connection[Any]) -> int:

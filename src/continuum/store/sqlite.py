@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import apsw
 
@@ -25,8 +25,16 @@ from continuum.canonical import canonical_json
 from continuum.errors import IntegrityError, NotFoundError, StoreError, UsageError
 from continuum.events import Event
 from continuum.faults import fault_point
+from continuum.store.approval_outbox import (
+    SQLITE,
+    Execute,
+    approval_values,
+    backfill_approvals,
+    outbox_values,
+)
 from continuum.store.base import (
     ActionRow,
+    ApprovalRow,
     CheckpointRow,
     Run,
     RunExport,
@@ -39,9 +47,11 @@ from continuum.store.core import (
     CHECKPOINT_COLUMNS,
     EVENT_COLUMNS,
     RUN_COLUMNS,
+    RUN_TABLES,
     CoreStore,
     CoreTx,
     action_values,
+    check_deletable,
     checkpoint_values,
     event_values,
     import_ids,
@@ -63,6 +73,9 @@ from continuum.store.sqlite_files import (
     translate_errors,
 )
 from continuum.types import RunStatus
+from continuum.untrusted import as_typed
+
+T = TypeVar("T")
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLITE_HEADER", "SQLiteStorage", "check_sqlite_library",
            "check_sqlite_path", "sqlite_version_is_affected", "translate_errors"]
@@ -109,6 +122,23 @@ class _Tx(CoreTx):
     def _put_checkpoint(self, row: CheckpointRow) -> None:
         self._conn.execute(_PUT_CHECKPOINT, checkpoint_values(row))
 
+    def _drop_prefix(self, run_id: str, before: int) -> tuple[int, int]:
+        self._conn.execute("DELETE FROM events WHERE run_id = ? AND sequence < ?", (run_id, before))
+        events = self._conn.changes()
+        self._conn.execute("DELETE FROM checkpoints WHERE run_id = ? AND event_sequence < ?",
+                           (run_id, before))
+        return events, self._conn.changes()
+
+    def _approval_row(self, column: str, value: str) -> tuple[Any, ...] | None:
+        rows = self._conn.execute(SQLITE.approval_row(column), (self._run.run_id, value)).fetchall()
+        return rows[0] if rows else None
+
+    def _put_approval(self, row: ApprovalRow) -> None:
+        self._conn.execute(SQLITE.put_approval, approval_values(row))
+
+    def _put_outbox(self, notice: dict[str, Any]) -> None:
+        self._conn.execute(SQLITE.put_outbox, outbox_values(notice))
+
 
 def _action_query(conn: apsw.Connection, run_id: str, column: str | None,
                   value: str | None) -> list[tuple[Any, ...]]:
@@ -120,7 +150,13 @@ def _action_query(conn: apsw.Connection, run_id: str, column: str | None,
 
 
 class SQLiteStorage(CoreStore):
-    """A continuum store in one SQLite file. Safe for several processes on one file."""
+    """A continuum store in one SQLite file. Safe for several processes on one file.
+
+    ``SQLiteStorage(path)`` opens (``create=True``: creates) the file, refusing anything
+    that is not a usable store (a directory, a foreign database, a symlink, ...) without
+    touching it. Every commit is durable (WAL, ``synchronous=FULL``). It provides the
+    ``Storage`` protocol: ``help(continuum.Storage)`` describes each method.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
                  busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
@@ -133,7 +169,7 @@ class SQLiteStorage(CoreStore):
                              code="usage.bad_synchronous", hint="leave it at FULL")
         self._synchronous = _synchronous
         self.path = Path(path)
-        self.url = f"sqlite://{self.path.absolute()}"  # sqlite:///abs/path.db (SPEC 2)
+        self.url = f"sqlite://{self.path.absolute()}"  # sqlite:///abs/path.db (references/contract.md §2)
         self._busy_timeout_ms = busy_timeout_ms
         self._clock = clock or _now
         self._lock = threading.RLock()
@@ -175,7 +211,7 @@ class SQLiteStorage(CoreStore):
         if app_id != SQLITE_APPLICATION_ID and tables > 0:
             self._discard_connection()
             raise StoreError(
-                f"{str(self.path)!r} is a SQLite database but not a continuum store",
+                f"{as_typed(str(self.path))} is a SQLite database but not a continuum store",
                 code="store.foreign_database",
                 hint="point --db at a continuum store or a new file; this one was left untouched",
             )
@@ -207,6 +243,8 @@ class SQLiteStorage(CoreStore):
                     target = version + 1
                     for statement in MIGRATIONS[target]:
                         conn.execute(statement)
+                    if target == 3:  # the approval index of events already in the log
+                        backfill_approvals(lambda q, p: conn.execute(q, p).fetchall(), SQLITE)
                     conn.execute("INSERT INTO continuum_meta (key, value) VALUES"
                                  " ('schema_version', ?) ON CONFLICT (key) DO UPDATE"
                                  " SET value = excluded.value", (str(target),))
@@ -227,10 +265,12 @@ class SQLiteStorage(CoreStore):
         return int(str(rows[0][0])) if rows else 0
 
     def schema_version(self) -> int:
+        """The schema version of the file's tables."""
         with self._lock, self._errors():
             return self._read_version(self._conn())
 
     def close(self) -> None:
+        """Close this process's connection to the file."""
         with self._lock:
             self._discard_connection()
 
@@ -243,6 +283,8 @@ class SQLiteStorage(CoreStore):
     # -- runs ------------------------------------------------------------------------------
 
     def create_run(self, run: Run, *, exist_ok: bool = False) -> RunInfo:
+        """Create ``run`` (see ``Storage.create_run``): ``usage.run_exists`` unless
+        ``exist_ok``, ``usage.bad_run_id`` for a bad id."""
         check_run_id(run.run_id)
         with self._lock, self._errors():
             conn = self._conn()
@@ -268,6 +310,7 @@ class SQLiteStorage(CoreStore):
         return self.get_run(run.run_id)
 
     def get_run(self, run_id: str) -> RunInfo:
+        """The run's ``RunInfo``; ``NotFoundError`` (``not_found.run``) if there is none."""
         with self._lock, self._errors():
             rows = self._conn().execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                         (run_id,)).fetchall()
@@ -276,6 +319,7 @@ class SQLiteStorage(CoreStore):
         return run_from_row(rows[0])
 
     def list_runs(self) -> list[RunInfo]:
+        """Every run, oldest first."""
         with self._lock, self._errors():
             conn = self._conn()
             rows = conn.execute(
@@ -316,7 +360,29 @@ class SQLiteStorage(CoreStore):
                 raise
         fault_point("after_append_commit")
 
+    # -- approvals and the outbox (store/approval_outbox.py) -------------------------------
+
+    _dialect = SQLITE
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._lock, self._errors():
+            return self._conn().execute(sql, params).fetchall()
+
+    def _transact(self, fn: Callable[[Execute], T]) -> T:
+        with self._lock, self._errors():
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn(lambda sql, params: conn.execute(sql, params).fetchall())
+                conn.execute("COMMIT")
+                return out
+            except BaseException:
+                if self._connection is conn and not conn.getautocommit():
+                    conn.execute("ROLLBACK")
+                raise
+
     def renew_lease(self, run_id: str, action_id: str, lease_expires: float) -> None:
+        """Extend the lease of a started action (its performer is still at it)."""
         with self._lock, self._errors():
             self._conn().execute(
                 "UPDATE actions SET lease_expires = ? WHERE run_id = ? AND action_id = ?",
@@ -342,16 +408,19 @@ class SQLiteStorage(CoreStore):
 
     def _action_page(self, run_id: str, statuses: tuple[str, ...], after: int,
                      limit: int, *, few: bool) -> list[tuple[Any, ...]]:
-        # ``few``: the open statuses, found through actions_by_status; else the scan goes
-        # in rowid order from the cursor (``+status`` keeps it off that index), so a page
-        # costs the page, not the run's history.
-        marks = ",".join("?" * len(statuses))
-        where = f"status IN ({marks})" if few else f"+status IN ({marks})"
+        # One range scan of actions_by_status (run_id, status, rowid) per status, each
+        # already in rowid order from the cursor, merged here: a page costs the page, not
+        # the run's history (one query with status IN (...) would read and sort them all).
+        rows: list[tuple[Any, ...]] = []
         with self._lock, self._errors():
-            return self._conn().execute(
-                f"SELECT rowid, {ACTION_COLUMNS} FROM actions WHERE run_id = ? AND {where}"
-                " AND rowid > ? ORDER BY rowid LIMIT ?",
-                (run_id, *statuses, after, limit)).fetchall()
+            conn = self._conn()
+            for status in statuses:
+                rows += conn.execute(
+                    f"SELECT rowid, {ACTION_COLUMNS} FROM actions INDEXED BY actions_by_status"
+                    " WHERE run_id = ? AND status = ? AND rowid > ? ORDER BY rowid LIMIT ?",
+                    (run_id, status, after, limit)).fetchall()
+        rows.sort(key=lambda r: int(r[0]))
+        return rows[:limit]
 
     def _checkpoint_rows(self, run_id: str) -> list[tuple[Any, ...]]:
         with self._lock, self._errors():
@@ -375,10 +444,26 @@ class SQLiteStorage(CoreStore):
                     conn.execute("COMMIT")
 
     def event_hash_at(self, run_id: str, sequence: int) -> str | None:
+        """The stored hash of event ``sequence``, or None if there is no such event."""
         with self._lock, self._errors():
             rows = self._conn().execute("SELECT hash FROM events WHERE run_id = ? AND sequence = ?",
                                         (run_id, sequence)).fetchall()
         return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def _first_sequence(self, run_id: str) -> int | None:
+        with self._lock, self._errors():
+            rows = self._conn().execute("SELECT min(sequence) FROM events WHERE run_id = ?",
+                                        (run_id,)).fetchall()
+        first = rows[0][0] if rows else None
+        return first if type(first) is int else None
+
+    def _latest_of_type(self, run_id: str, type_: str) -> tuple[Any, ...] | None:
+        # Walks the (run_id, sequence) key back from the head: the latest marker is near it.
+        with self._lock, self._errors():
+            rows = self._conn().execute(
+                f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND type = ?"
+                " ORDER BY sequence DESC LIMIT 1", (run_id, type_)).fetchall()
+        return rows[0] if rows else None
 
     def count_events(self, run_id: str) -> int:
         """Rows stored for ``run_id``, whatever their sequence (the runtime's one-pass verify
@@ -410,6 +495,8 @@ class SQLiteStorage(CoreStore):
                         tx.put_action(action)
                     for cp in bundle.checkpoints:
                         tx.put_checkpoint(cp)
+                    for approval in bundle.approvals:
+                        tx.put_approval(approval)
                 verify_imported(self, runs)  # every chain re-verified inside the transaction
                 conn.execute("COMMIT")
             except BaseException:
@@ -417,3 +504,44 @@ class SQLiteStorage(CoreStore):
                     conn.execute("ROLLBACK")
                 raise
         return [self.get_run(i) for i in ids]
+
+    # -- delete (prune) --------------------------------------------------------------------
+
+    def delete_run(self, run_id: str, *, expect_head: tuple[int, str | None]) -> None:
+        """Delete a finished run, all its rows, in one transaction (see Storage)."""
+        with self._lock, self._errors():
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
+                                    (run_id,)).fetchall()
+                if not rows:
+                    raise run_not_found(run_id)
+                run = run_from_row(rows[0])
+                # Every table with a run_id column: the known ones are emptied for the run,
+                # rows of the run in any other make check_deletable refuse.
+                per_run = [str(r[0]) for r in conn.execute(
+                    "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) c"
+                    " WHERE m.type = 'table' AND c.name = 'run_id'").fetchall()]
+                tables = [t for t in RUN_TABLES if t in per_run]
+                unknown = [t for t in per_run if t not in (*RUN_TABLES, "events", "runs")
+                           and conn.execute(f'SELECT 1 FROM "{t}" WHERE run_id = ? LIMIT 1',
+                                            (run_id,)).fetchall()]
+                count = int(str(conn.execute("SELECT count(*) FROM events WHERE run_id = ?",
+                                             (run_id,)).fetchall()[0][0]))
+                last = conn.execute("SELECT hash FROM events WHERE run_id = ? AND sequence = ?",
+                                    (run_id, run.head_sequence)).fetchall()
+                check_deletable(run, expect_head, rows=count,
+                                head_hash=str(last[0][0]) if last else None,
+                                unknown_tables=unknown)
+                for table in tables:
+                    conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+                conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+                conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+                fault_point("before_delete_commit")
+                conn.execute("COMMIT")
+            except BaseException:
+                if self._connection is conn and not conn.getautocommit():
+                    conn.execute("ROLLBACK")
+                raise
+        fault_point("after_delete_commit")

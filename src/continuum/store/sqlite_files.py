@@ -26,6 +26,7 @@ from continuum.errors import (
     UnsafeLibraryError,
     UsageError,
 )
+from continuum.untrusted import as_typed
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 DEFAULT_BUSY_TIMEOUT_MS = 30_000
@@ -63,13 +64,13 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
     text = str(path)
     if not text or text.startswith("-"):
         raise UsageError(
-            f"store path {text!r} is not usable",
+            f"store path {as_typed(text)} is not usable",
             code="store.bad_url",
             hint="give a file path, sqlite:///abs/path.db or postgresql://...",
         )
     if os.path.islink(path):
         raise StoreError(
-            f"store path {text!r} is a symbolic link",
+            f"store path {as_typed(text)} is a symbolic link",
             code="store.symlink",
             hint="point --db at the real file (symlinks are refused so a link cannot redirect writes)",
         )
@@ -79,31 +80,31 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
         parent = path.parent if str(path.parent) else Path(".")
         if not parent.is_dir():
             raise StoreError(
-                f"directory {str(parent)!r} for store {text!r} does not exist",
+                f"directory {as_typed(str(parent))} for store {as_typed(text)} does not exist",
                 code="store.missing_directory",
                 hint="create the directory first, or point --db / CONTINUUM_DB elsewhere",
                 path=text,
             ) from None
         if not create:
             raise NotFoundError(
-                f"no store at {text!r}",
+                f"no store at {as_typed(text)}",
                 code="not_found.store",
                 hint="run `continuum init` (or `continuum start RUN --goal ...`) to create it",
                 path=text,
             ) from None
         return False
     except OSError as e:
-        raise StoreError(f"cannot stat store {text!r}: {e.strerror}", code="store.unusable",
+        raise StoreError(f"cannot stat store {as_typed(text)}: {e.strerror}", code="store.unusable",
                          hint="check the path and its permissions") from e
     if stat.S_ISDIR(st.st_mode):
         raise StoreError(
-            f"store path {text!r} is a directory",
+            f"store path {as_typed(text)} is a directory",
             code="store.is_directory",
             hint="name a database file inside it, e.g. --db DIR/continuum.db",
         )
     if not stat.S_ISREG(st.st_mode):
         raise StoreError(
-            f"store path {text!r} is not a regular file",
+            f"store path {as_typed(text)} is not a regular file",
             code="store.not_regular_file",
             hint="point --db at a database file, not a device, FIFO or socket",
         )
@@ -112,11 +113,11 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
             with open(path, "rb") as f:
                 header = f.read(len(SQLITE_HEADER))
         except OSError as e:
-            raise StoreError(f"cannot read store {text!r}: {e.strerror}",
+            raise StoreError(f"cannot read store {as_typed(text)}: {e.strerror}",
                              hint="check the file's permissions") from e
         if header != SQLITE_HEADER:
             raise StoreError(
-                f"{text!r} is not a SQLite database",
+                f"{as_typed(text)} is not a SQLite database",
                 code="store.not_a_database",
                 hint="point --db at a continuum store; this file was left untouched",
             )
@@ -135,7 +136,7 @@ def create_private(path: Path) -> None:
     except FileExistsError:
         return  # another process created it a moment ago: it is theirs to have made
     except OSError as e:
-        raise StoreError(f"cannot create store {str(path)!r}: {e.strerror}",
+        raise StoreError(f"cannot create store {as_typed(str(path))}: {e.strerror}",
                          code="store.unusable", hint="check the directory's permissions") from e
     os.close(fd)
 

@@ -1,0 +1,288 @@
+"""The backup file: a tar of ``manifest.json`` and the data, and the data's JSONL form.
+
+``pack`` writes the members in that order; ``open_members`` reads them back with every
+structural check, naming the kind of a problem (``backup_refused``): cut short
+(``integrity.backup_truncated``), a manifest that was edited (``integrity.backup_manifest``,
+``check_manifest``: its ``manifest_digest`` is the SHA-256 of the canonical JSON of every
+other field, ``seal_manifest``), data that is not what the manifest recorded
+(``integrity.backup_data``). ``dump_runs`` and ``load_runs`` are the ``store.jsonl`` form:
+the export's line format plus the action and approval indexes as stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from continuum.canonical import canonical_json, digest, parse_json
+from continuum.errors import ContinuumError, IntegrityError, UsageError
+from continuum.events import Event
+from continuum.faults import fault_point
+from continuum.safe_files import CHUNK, create_private
+from continuum.store import ActionRow, CheckpointRow, RunExport, RunInfo, Storage
+from continuum.store.approval_outbox import approval_from_row
+from continuum.store.base import ApprovalRow
+from continuum.store.core import action_from_row
+from continuum.untrusted import as_typed
+
+FORMAT = "continuum-backup"
+FORMAT_VERSION = 1
+DATA_FORMAT = "continuum-backup-data"
+MANIFEST = "manifest.json"
+DATA_NAMES = {"sqlite": "store.sqlite", "export": "store.jsonl"}
+BLOCK = tarfile.BLOCKSIZE
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+def backup_refused(path: Path, why: str, kind: str, **fields: Any) -> IntegrityError:
+    hints = {
+        "truncated": "the file is incomplete (an interrupted backup or copy): use another "
+                     "backup, or take a new one",
+        "manifest": "the manifest was changed after the backup was written: do not trust "
+                    "this file; use another backup",
+        "data": "the data is not what the backup wrote, or does not verify: do not trust "
+                "this file; use another backup",
+    }
+    return IntegrityError(f"backup {as_typed(str(path))} is refused: {why}",
+                          code=f"integrity.backup_{kind}", hint=hints[kind], file=str(path),
+                          **fields)
+
+
+def not_a_backup(path: Path, why: str) -> UsageError:
+    return UsageError(f"{as_typed(str(path))} is not a continuum backup: {why}",
+                      code="usage.not_a_backup", hint="pass a file written by `continuum backup`")
+
+
+def data_line(kind: str, **fields: Any) -> bytes:
+    return (canonical_json({"kind": kind, **fields}) + "\n").encode("utf-8")
+
+
+def dump_runs(store: Storage, out: IO[bytes], run_ids: Iterable[str] | None = None,
+              progress: Progress | None = None) -> int:
+    """Write runs (events exactly as sealed from the archive base on, checkpoints, the
+    action and approval indexes as stored) to ``out``; call inside ``store.snapshot()``
+    for a consistent copy. Returns the number of events written."""
+    runs = store.list_runs() if run_ids is None else [store.get_run(r) for r in run_ids]
+    out.write(data_line("header", format=DATA_FORMAT, version=FORMAT_VERSION, source=store.url,
+                    runs=[r.run_id for r in runs]))
+    counts = {"runs": 0, "events": 0, "checkpoints": 0, "actions": 0, "approvals": 0}
+    for i, run in enumerate(runs):
+        base = store.archive_base(run.run_id)
+        out.write(data_line("run", run=run.model_dump(mode="json"),
+                        archived_through=base.through if base is not None else 0))
+        after = base.through if base is not None else 0
+        for raw in store.iter_raw(run.run_id, after):
+            out.write(data_line("event", event={**raw._asdict(), "source": raw.source.value}))
+            counts["events"] += 1
+        for cp in reversed(store.list_checkpoints(run.run_id)):
+            out.write(data_line("checkpoint", checkpoint=cp.model_dump(mode="json")))
+            counts["checkpoints"] += 1
+        for row in store.action_index_rows(run.run_id):
+            a = action_from_row(row)
+            out.write(data_line("action", action={"run_id": a.run_id, "action_id": a.action_id,
+                                              "record": a.record}))
+            counts["actions"] += 1
+        for row in store.approval_index_rows(run.run_id):
+            ap = approval_from_row(row)
+            out.write(data_line("approval", approval=ap.model_dump(mode="json")))
+            counts["approvals"] += 1
+        counts["runs"] += 1
+        if progress is not None:
+            progress("copy", i + 1, len(runs))
+    out.write(data_line("end", **counts))
+    return counts["events"]
+
+
+def load_runs(path: Path, lines: Iterable[bytes]) -> list[RunExport]:
+    """Parse the JSONL data back into runs (structure and counts checked here; chains,
+    indexes and checkpoints by the store they are imported into, and by ``verify_all``)."""
+    bundles: list[RunExport] = []
+    header: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+    counts = {"runs": 0, "events": 0, "checkpoints": 0, "actions": 0, "approvals": 0}
+    for number, line in enumerate(lines, start=1):
+        if end is not None:
+            raise backup_refused(path, f"data line {number} comes after the end record", "data")
+        try:
+            record = parse_json(line.decode("utf-8"))
+            kind = record["kind"]
+            if header is None:
+                if kind != "header" or record.get("format") != DATA_FORMAT:
+                    raise ValueError("no data header")
+                header = record
+            elif kind == "run":
+                bundles.append(RunExport(run=RunInfo.model_validate(record["run"]), events=[]))
+            elif kind == "end":
+                end = record
+            elif not bundles:
+                raise ValueError(f"a {kind} record before any run")
+            elif kind == "event":
+                bundles[-1].events.append(Event.model_validate(record["event"]))
+            elif kind == "checkpoint":
+                bundles[-1].checkpoints.append(CheckpointRow.model_validate(record["checkpoint"]))
+            elif kind == "action":
+                a = record["action"]
+                bundles[-1].actions.append(ActionRow(run_id=a["run_id"], action_id=a["action_id"],
+                                                     record=a["record"], lease_expires=None))
+            elif kind == "approval":
+                bundles[-1].approvals.append(ApprovalRow.model_validate(record["approval"]))
+            else:
+                raise ValueError(f"unexpected kind {kind!r}")
+            if kind in ("run", "event", "checkpoint", "action", "approval"):
+                counts[kind + "s" if kind != "approval" else "approvals"] += 1
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+            raise backup_refused(path, f"data line {number} is not a valid record ({e})", "data",
+                           line=number) from e
+    if end is None:
+        raise backup_refused(path, "the data's end record is missing", "truncated")
+    if {k: end.get(k) for k in counts} != counts:
+        raise backup_refused(path, f"the data's end record counts {end} but the data holds {counts}",
+                       "data")
+    return bundles
+
+
+def seal_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    body = {k: v for k, v in manifest.items() if k != "manifest_digest"}
+    return {**body, "manifest_digest": digest(body)}
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def pack(f: IO[bytes], manifest: dict[str, Any], data: Path, progress: Progress | None) -> None:
+    body = canonical_json(manifest).encode("utf-8")
+    now = int(time.time())
+    with tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(MANIFEST)
+        info.size, info.mode, info.mtime = len(body), 0o600, now
+        tar.addfile(info, io.BytesIO(body))
+        info = tarfile.TarInfo(manifest["data"]["name"])
+        info.size, info.mode, info.mtime = manifest["data"]["bytes"], 0o600, now
+        with open(data, "rb") as src:
+            tar.addfile(info, _Counting(src, info.size, progress))
+
+
+class _Counting(io.RawIOBase):
+    """A file read through, reporting progress (the pack stage) every 64 MiB."""
+
+    def __init__(self, f: IO[bytes], total: int, progress: Progress | None) -> None:
+        self._f, self._total, self._done, self._progress, self._next = f, total, 0, progress, 0
+
+    def read(self, n: int = -1) -> bytes:
+        fault_point("backup_packing")
+        data = self._f.read(n)
+        self._done += len(data)
+        if self._progress is not None and (self._done >= self._next or self._done == self._total):
+            self._progress("pack", self._done, self._total)
+            self._next = self._done + (64 << 20)
+        return data
+
+
+def open_members(path: Path, out: Path) -> dict[str, Any]:
+    """Check the file's structure, manifest and data digest, extracting the data to the new
+    file ``out``. Returns the manifest."""
+    try:
+        size = os.path.getsize(path)
+        raw = open(path, "rb")  # noqa: SIM115 - closed by the with below
+    except OSError as e:
+        raise UsageError(f"cannot read {as_typed(str(path))}: {e.strerror}",
+                         code="usage.bad_path", hint="check the path") from e
+    with raw:
+        if size == 0:
+            raise backup_refused(path, "the file is empty", "truncated")
+        head = raw.read(BLOCK)
+        raw.seek(0)
+        try:
+            first = tarfile.TarInfo.frombuf(head, tarfile.ENCODING, "surrogateescape")
+        except tarfile.HeaderError as e:
+            if len(head) < BLOCK:
+                raise backup_refused(path, "the file ends inside its first header", "truncated") from e
+            raise not_a_backup(path, "it is not a tar file") from e
+        if first.name not in (MANIFEST, "././@PaxHeader") and not first.name.endswith(MANIFEST):
+            raise not_a_backup(path, f"its first member is {first.name!r}, not {MANIFEST}")
+        try:
+            tar = tarfile.open(fileobj=raw, mode="r:")  # noqa: SIM115 - over raw, closed with it
+            m = tar.next()
+            if m is None or m.name != MANIFEST:
+                raise not_a_backup(path, f"its first member is not {MANIFEST}")
+            member = tar.extractfile(m)
+            assert member is not None
+            body = member.read()
+        except tarfile.ReadError as e:
+            raise backup_refused(path, f"the manifest is cut short ({e})", "truncated") from e
+        manifest = check_manifest(path, body)
+        want = manifest["data"]
+        try:
+            d = tar.next()
+        except tarfile.ReadError as e:
+            raise backup_refused(path, f"the data member's header is cut short ({e})", "truncated") from e
+        if d is None:
+            raise backup_refused(path, "the data member is missing", "truncated")
+        if d.name != want["name"] or not d.isfile():
+            raise backup_refused(path, f"the data member is {d.name!r}, the manifest names "
+                           f"{want['name']!r}", "manifest")
+        if d.offset_data + d.size > size:
+            raise backup_refused(path, f"the data member holds {d.size} bytes but the file ends "
+                           f"{d.offset_data + d.size - size} bytes short", "truncated")
+        h = hashlib.sha256()
+        with create_private(out) as dst:
+            src = tar.extractfile(d)
+            assert src is not None
+            try:
+                while chunk := src.read(CHUNK):
+                    h.update(chunk)
+                    dst.write(chunk)
+            except tarfile.ReadError as e:
+                raise backup_refused(path, f"the data is cut short ({e})", "truncated") from e
+            dst.flush()
+            os.fsync(dst.fileno())
+        end = d.offset_data + -(-d.size // BLOCK) * BLOCK
+        raw.seek(end)
+        trailer = raw.read(2 * BLOCK)
+        if len(trailer) < 2 * BLOCK or trailer.strip(b"\0"):
+            if len(trailer) < 2 * BLOCK and not trailer.strip(b"\0"):
+                raise backup_refused(path, "the tar end marker is missing (the file was cut short)",
+                               "truncated")
+            raise backup_refused(path, "something follows the data member", "data")
+        if d.size != want["bytes"] or h.hexdigest() != want["sha256"]:
+            raise backup_refused(path, f"the data ({d.size} bytes, sha256 {h.hexdigest()[:16]}...) is "
+                           f"not what the manifest recorded ({want['bytes']} bytes, sha256 "
+                           f"{str(want['sha256'])[:16]}...)", "data")
+        return manifest
+
+
+def check_manifest(path: Path, body: bytes) -> dict[str, Any]:
+    try:
+        manifest = parse_json(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise backup_refused(path, "the manifest is not JSON", "manifest") from e
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise not_a_backup(path, "its manifest is not a backup manifest")
+    if manifest.get("version") != FORMAT_VERSION:
+        raise UsageError(f"backup format version {manifest.get('version')!r} is not supported "
+                         f"(this continuum reads {FORMAT_VERSION})", code="usage.not_a_backup",
+                         hint="upgrade continuum")
+    try:
+        sealed = seal_manifest(manifest)["manifest_digest"]
+    except ContinuumError as e:
+        raise backup_refused(path, "the manifest cannot be digested", "manifest") from e
+    if sealed != manifest.get("manifest_digest"):
+        raise backup_refused(path, "the manifest does not match its manifest_digest", "manifest")
+    data, runs = manifest.get("data"), manifest.get("runs")
+    if (manifest.get("kind") not in DATA_NAMES or not isinstance(data, dict)
+            or not isinstance(runs, dict) or data.get("name") != DATA_NAMES[manifest["kind"]]
+            or type(data.get("bytes")) is not int or not isinstance(data.get("sha256"), str)):
+        raise backup_refused(path, "the manifest lacks its kind, runs or data fields", "manifest")
+    return manifest

@@ -1,0 +1,211 @@
+"""The outbox reaches a real webhook at least once, through failures, timeouts and kills.
+
+A real receiver process (``webhook_receiver.py``) answers 500, then too slowly (the
+deliverer times out although the receiver got it), then 200; it is SIGKILLed and
+restarted on the same port, and the deliverer (``continuum outbox deliver --loop``, a
+real process) is SIGKILLed and restarted too. In the end the receiver has accepted every
+notification; copies of one notification carry the same id (header and body) and the
+same bytes, so a receiver deduplicates them. SQLite and PostgreSQL.
+
+Negative control: a deliverer that does not wait for a 2xx (marks sent whatever the
+answer) against the same receiver leaves notifications it never accepted, and the
+completeness check must say which.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from continuum.approvals import ApprovalRules, parse_rules
+from continuum.outbox import DeliveryPolicy, NotifyConfig, Webhook, deliver_due, post
+from continuum.runtime import Continuum
+from continuum.store import Storage, open_store
+from continuum.types import Origin
+
+HERE = Path(__file__).resolve().parent
+CONTINUUM = str(Path(sys.executable).with_name("continuum"))
+BOUND = 90.0  # seconds: a ceiling on each wait, never waited out when all is well
+RULES = ApprovalRules(rules=parse_rules('[[approval]]\naction_type = "wire_money"\n', "a"))
+NOTIFY = """\
+[[webhook]]
+name = "ops"
+url = "http://127.0.0.1:{port}/hook"
+
+[delivery]
+timeout_seconds = 0.5
+backoff_seconds = 0.05
+max_backoff_seconds = 0.2
+max_attempts = 1000
+"""
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "store.db")
+        return
+    from tests.contract import pg_support
+
+    pg_support.require_driver()
+    with pg_support.fresh_database("continuum_outbox") as url:
+        yield url
+
+
+def make_notifications(db: str) -> list[str]:
+    """Ten notifications of three kinds, written by an agent's ordinary calls."""
+    cx = Continuum(open_store(db), origin=Origin.EXTERNAL_AGENT, approvals=RULES)
+    try:
+        cx.start_run("r1", "pay and mail")
+        for i in range(6):
+            cx.intercept("r1", "wire_money", {"amount": 1000 + i}, key=f"w{i}")
+        for i in range(4):
+            r = cx.intercept("r1", "send_mail", {"to": f"c{i}"}, key=f"m{i}")
+            cx.fail("r1", r.action_key, error="timeout", certain=i % 2 == 0)
+        return sorted(row.delivery_id for row in cx.outbox())
+    finally:
+        cx.close()
+
+
+class Receiver:
+    def __init__(self, log: Path) -> None:
+        self.log, self.port = log, 0
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, port: int = 0, *extra: str) -> int:
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "webhook_receiver.py"),
+                                      str(self.log), str(port), *extra],
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+        return self.port
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.communicate(timeout=BOUND)
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(x) for x in self.log.read_text(encoding="utf-8").splitlines()]
+
+
+def wait_until(what: str, condition: Callable[[], bool]) -> None:
+    """A bounded wait on a condition the processes under test bring about."""
+    deadline = time.monotonic() + BOUND
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def never_accepted(entries: list[dict[str, Any]], ids: list[str]) -> list[str]:
+    """The completeness check: notifications the receiver never answered 200 in time."""
+    accepted = {e["body_id"] for e in entries if e["answer"] == 200}
+    return sorted(set(ids) - accepted)
+
+
+def counts(db: str) -> dict[str, int]:
+    store: Storage = open_store(db, create=False)
+    try:
+        return store.outbox_counts()
+    finally:
+        store.close()
+
+
+def deliverer(db: str, work: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([CONTINUUM, "--db", db, "outbox", "deliver", "--loop", "--poll",
+                             "0.05", "--json"], cwd=work, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_every_notification_reaches_a_failing_slow_restarted_receiver_deduplicable_by_id(
+        db: str, tmp_path: Path) -> None:
+    ids = make_notifications(db)
+    assert len(ids) == 10
+    work = tmp_path / "work"
+    (work / ".continuum").mkdir(parents=True)
+    receiver = Receiver(tmp_path / "received.jsonl")
+    port = receiver.start(0, "--fail", "3", "--slow", "1", "--slow-seconds", "2")
+    (work / ".continuum" / "notify.toml").write_text(NOTIFY.format(port=port), encoding="utf-8")
+    first = deliverer(db, work)
+    try:
+        wait_until("five requests", lambda: len(receiver.entries()) >= 5)
+        receiver.kill()  # the receiver dies mid-way: connections are refused
+        first.send_signal(signal.SIGKILL)  # and so does the deliverer, maybe holding a claim
+        first.communicate(timeout=BOUND)
+        assert counts(db)["delivered"] < len(ids)
+        receiver.start(port, "--fail", "1")  # back on the same port, failing once more
+        second = deliverer(db, work)
+        try:
+            wait_until("every notification delivered",
+                       lambda: counts(db)["delivered"] == len(ids))
+        finally:
+            second.send_signal(signal.SIGTERM)
+            out, err = second.communicate(timeout=BOUND)
+        assert second.returncode in (0, 20), err
+        summary = json.loads(out)  # one JSON document, even after a loop
+        assert summary["ok"] is True and summary["counts"]["delivered"] == len(ids)
+    finally:
+        receiver.kill()
+        if first.poll() is None:
+            first.kill()
+    entries = receiver.entries()
+    assert never_accepted(entries, ids) == []
+    assert all(e["header"] == e["body_id"] == e["idempotency_key"] for e in entries)
+    assert all(e["ascii"] for e in entries)
+    copies = Counter(e["body_id"] for e in entries)
+    duplicated = [i for i, n in copies.items() if n > 1]
+    assert duplicated  # the 500s and the timeout were retried
+    for i in duplicated:  # the same notification, byte for byte: deduplicable by its id
+        assert len({e["sha256"] for e in entries if e["body_id"] == i}) == 1
+    print(f"outbox [delivery]: {len(ids)} notifications, {len(entries)} requests received "
+          f"({len(entries) - len(copies)} duplicates by id), receiver and deliverer killed "
+          f"once each: 0 missing")
+
+
+def test_negative_control_a_deliverer_that_ignores_errors_leaves_notifications_unaccepted(
+        tmp_path: Path) -> None:
+    db = str(tmp_path / "store.db")
+    ids = make_notifications(db)
+    receiver = Receiver(tmp_path / "received.jsonl")
+    port = receiver.start(0, "--fail", "3")
+    config = NotifyConfig(webhooks=(Webhook(name="ops", url=f"http://127.0.0.1:{port}/h"),),
+                          policy=DeliveryPolicy(timeout_seconds=5))
+
+    def careless(webhook: Webhook, row: Any, **kw: Any) -> None:
+        post(webhook, row, **kw)  # the bug: the answer is not looked at
+
+    store = open_store(db)
+    try:
+        deliver_due(store, config, sender=careless)
+        assert store.outbox_counts()["delivered"] == len(ids)  # it believes so
+    finally:
+        store.close()
+        receiver.kill()
+    assert len(never_accepted(receiver.entries(), ids)) == 3  # the check catches it
+
+
+def test_delivery_refuses_a_webhook_that_is_not_http(tmp_path: Path) -> None:
+    db = str(tmp_path / "store.db")
+    make_notifications(db)
+    (tmp_path / ".continuum").mkdir()
+    (tmp_path / ".continuum" / "notify.toml").write_text(
+        '[[webhook]]\nurl = "file:///etc/passwd"\n', encoding="utf-8")
+    done = subprocess.run([CONTINUUM, "--db", db, "outbox", "deliver", "--json"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=BOUND,
+                          env={**os.environ, "NO_COLOR": "1"})
+    assert done.returncode == 1
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "outbox.bad_config" and "http" in error["message"]
+    assert counts(db) == {"pending": 10, "delivered": 0, "failed": 0}
