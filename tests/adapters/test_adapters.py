@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from continuum import Continuum, EffectUncertain, Origin
 from tests.adapters.conftest import require
@@ -75,6 +76,12 @@ def test_the_continuum_checkpointer_rebuilds_a_graph_from_the_log(cx: Continuum)
     assert cx.verify(RUN).ok
 
 
+def _json_schema(schema: object) -> dict[str, Any]:
+    """A tool's call schema as JSON Schema; it must be a pydantic (v2) model class."""
+    assert isinstance(schema, type) and issubclass(schema, BaseModel), schema
+    return schema.model_json_schema()
+
+
 def test_a_langchain_tool_keeps_its_schema_and_runs_once_sync_and_async(cx: Continuum) -> None:
     require("langchain")
     from langchain_core.tools import tool
@@ -91,7 +98,7 @@ def test_a_langchain_tool_keeps_its_schema_and_runs_once_sync_and_async(cx: Cont
 
     guarded = guard_tool(send, cx, RUN)  # no key: the identity is the arguments
     assert (guarded.name, guarded.description) == (send.name, send.description)
-    assert guarded.tool_call_schema.model_json_schema() == send.tool_call_schema.model_json_schema()
+    assert _json_schema(guarded.tool_call_schema) == _json_schema(send.tool_call_schema)
     call = {"name": "send", "args": {"invoice_id": "A"}, "id": "c1", "type": "tool_call"}
     first = guarded.invoke(call)
     second = asyncio.run(guarded.ainvoke({**call, "id": "c2"}))

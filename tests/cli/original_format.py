@@ -146,7 +146,11 @@ class OriginalStore:
             + (" UNION ALL SELECT sequence, hash FROM events_archive WHERE run_id = ?"
                if self.version >= 5 else "") + ") ORDER BY sequence DESC LIMIT 1",
             (run_id, run_id) if self.version >= 5 else (run_id,)).fetchall()
-        return (int(rows[0][0]), str(rows[0][1])) if rows else (0, None)
+        if not rows:
+            return (0, None)
+        sequence, digest = rows[0]
+        assert isinstance(sequence, int)
+        return sequence, str(digest)
 
     def event(self, run_id: str, type_: str, payload: dict[str, Any] | None = None, *,
               source: str = "deterministic", causer: str | None = None) -> dict[str, Any]:

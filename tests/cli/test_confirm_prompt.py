@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-def reviews(db: Path) -> list[dict[str, object]]:
+def reviews(db: Path) -> list[dict[str, Any]]:
     rt = Continuum(open_store(str(db)))
     try:
         return [{**e.payload, "source": str(e.source), "sequence": e.sequence}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from continuum import Continuum, Origin
 from continuum.events import EventType
@@ -30,7 +31,7 @@ def build(db: str) -> None:
     agent.close()
 
 
-def changes(cli: CLI, *args: str) -> list[dict[str, object]]:
+def changes(cli: CLI, *args: str) -> list[dict[str, Any]]:
     r = cli("--json", "diff", "r1", *args)
     assert r.code == 0, r.out
     return list(r.json()["changes"])

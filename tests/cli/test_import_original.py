@@ -140,6 +140,7 @@ def test_a_resealed_edit_is_still_caught_at_the_next_link(
     row = o.conn.execute("SELECT event_id, timestamp, source, prev_hash FROM events"
                          " WHERE run_id = 'run_a' AND sequence = 2").fetchall()[0]
     from datetime import datetime
+    assert isinstance(row[1], str)
     forged = {"event_id": row[0], "run_id": "run_a", "sequence": 2, "type": "TASK_UPDATED",
               "timestamp": datetime.fromisoformat(row[1]), "payload": {"completed": 4},
               "causer_event_id": None, "source": row[2], "prev_hash": row[3]}

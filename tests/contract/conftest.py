@@ -116,8 +116,8 @@ class StoreFactory:
         import psycopg
 
         pg = re.sub(r"\b(events|runs|actions|checkpoints)\b", r"continuum.\1", statement)
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(pg.replace("?", "%s"), params)  # type: ignore[call-overload]
+        with psycopg.connect(self.url, autocommit=True) as pg_conn:
+            pg_conn.execute(pg.replace("?", "%s"), params)
 
     def close_all(self) -> None:
         for store in self._opened:

@@ -36,6 +36,12 @@ def _fill(store: Storage) -> tuple[list[str], list[str]]:
     return open_keys, settled
 
 
+def _status(store: Storage, key: str) -> Any:
+    row = store.get_action(RUN, key)
+    assert row is not None, key
+    return row.record["status"]
+
+
 def _walk(store: Storage, limit: int) -> tuple[list[str], list[int]]:
     keys: list[str] = []
     sizes: list[int] = []
@@ -92,7 +98,7 @@ def test_an_action_settled_between_pages_is_listed_at_most_twice_never_lost_from
     open_keys, settled = _fill(store)
     rows, cursor = store.action_page(RUN, limit=2)
     ledger = ActionLedger(store, cwd="/w")
-    started = [k for k in open_keys if store.get_action(RUN, k).record["status"] == "started"]
+    started = [k for k in open_keys if _status(store, k) == "started"]
     ledger.complete(RUN, started[-1])  # settles while the listing is under way
     rest: list[str] = []
     while cursor is not None:

@@ -155,8 +155,8 @@ def _edit_approval(store_factory: StoreFactory, approval_id: str, old: str, new:
         return
     import psycopg
 
-    with psycopg.connect(store_factory.url, autocommit=True) as conn:
-        conn.execute("UPDATE continuum.approvals SET status = 'granted', record = "
+    with psycopg.connect(store_factory.url, autocommit=True) as pg_conn:
+        pg_conn.execute("UPDATE continuum.approvals SET status = 'granted', record = "
                      "replace(record, %s, %s) WHERE approval_id = %s", (old, new, approval_id))
 
 
@@ -254,12 +254,12 @@ def _raw(store_factory: StoreFactory, *statements: str) -> None:
 
     import psycopg
 
-    with psycopg.connect(store_factory.url, autocommit=True) as conn:
+    with psycopg.connect(store_factory.url, autocommit=True) as pg_conn:
         for statement in statements:
             sql = re.sub(r"\b(approvals|outbox|continuum_meta)\b",
                          lambda m: "continuum.meta" if m.group(1) == "continuum_meta"
                          else f"continuum.{m.group(1)}", statement)
-            conn.execute(sql)  # type: ignore[call-overload]
+            pg_conn.execute(sql)
 
 
 def test_a_store_of_schema_2_gets_the_approval_index_of_its_log_when_migrated(

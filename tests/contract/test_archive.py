@@ -291,7 +291,7 @@ def test_archive_refuses_bad_requests_and_changes_nothing(rt: Continuum, tmp_pat
     build(rt)
     head = rt.store.get_run(RUN)
     (tmp_path / "taken.jsonl").write_text("mine\n")
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         (dict(before=1, to=tmp_path / "a.jsonl"), "usage.bad_sequence"),
         (dict(before=head.head_sequence + 2, to=tmp_path / "a.jsonl"), "usage.bad_sequence"),
         (dict(before=5, to=tmp_path / "taken.jsonl"), "usage.file_exists"),

@@ -138,7 +138,8 @@ def test_a_damaged_checkpoint_is_a_verify_finding_and_is_not_used(
     filled.corrupt("UPDATE checkpoints SET state = replace(state, '\"g\"', '\"evil\"')"
                    " WHERE run_id = ?", (RUN,))
     rt = Continuum(filled.open())
-    assert rt.state(RUN).goal is not None and rt.state(RUN).goal.value == "g"  # from the log
+    goal = rt.state(RUN).goal
+    assert goal is not None and goal.value == "g"  # from the log
     code, doc = cli(filled, "verify", RUN, capsys=capsys)
     assert code == 3
     assert [v["kind"] for v in doc["reports"][0]["violations"]] == ["checkpoint_mismatch"]

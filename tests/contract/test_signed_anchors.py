@@ -141,7 +141,7 @@ def test_signed_anchor_usage_errors(rt: Continuum, keys: dict[str, Path]) -> Non
     ]
     for kwargs, code in cases:
         with pytest.raises(UsageError) as e:
-            rt.verify(RUN, **kwargs)  # type: ignore[arg-type]
+            rt.verify(RUN, **kwargs)
         assert e.value.code == code, kwargs
     with pytest.raises(UsageError) as e:
         rt.verify("other_run", expect_head=token, public_key=keys["pub"])

@@ -96,8 +96,10 @@ def test_the_store_connection_uses_synchronous_full_and_a_busy_timeout(
         assert len(opened) == 1
         conn = opened[0]
         assert conn.execute("PRAGMA synchronous").fetchall()[0][0] == 2  # FULL
-        assert conn.execute("PRAGMA journal_mode").fetchall()[0][0].lower() == "wal"
-        assert conn.execute("PRAGMA busy_timeout").fetchall()[0][0] > 0
+        journal_mode = conn.execute("PRAGMA journal_mode").fetchall()[0][0]
+        assert isinstance(journal_mode, str) and journal_mode.lower() == "wal"
+        busy_timeout = conn.execute("PRAGMA busy_timeout").fetchall()[0][0]
+        assert isinstance(busy_timeout, int) and busy_timeout > 0
 
 
 def test_open_and_close_never_remove_a_wal_file_another_connection_uses(filled: Path) -> None:
@@ -469,7 +471,7 @@ def test_a_writer_with_a_stale_head_is_rejected_by_the_primary_key(filled: Path)
         before = store.read_events(RUN)
         with pytest.raises(ForkRejectedError), store.write(RUN) as tx:
             # A writer that read the head before another one appended (F6-neg).
-            tx._run = tx.run.model_copy(update={"head_sequence": 2,  # type: ignore[attr-defined]
+            tx._run = tx.run.model_copy(update={"head_sequence": 2,
                                                 "head_hash": before[1].hash})
             tx.append(EventType.WORK_COMPLETED, {"doc": "fork"}, source=before[0].source)
 

@@ -162,10 +162,10 @@ def test_append_events_chains_a_batch_as_single_appends_would(store: Storage, ru
     assert store.read_events(run) == first + batch
     assert store.get_run(run).head_hash == batch[-1].hash
     assert store.verify_events(run).ok
-    with pytest.raises(UsageError) as e:  # one bad payload: nothing of the batch written
+    with pytest.raises(UsageError) as err:  # one bad payload: nothing of the batch written
         store.append_events(run, [(EventType.WORK_COMPLETED, {"item_id": "ok"}),
                                   (EventType.WORK_COMPLETED, {"item_id": 3})])
-    assert e.value.fields["index"] == 1
+    assert err.value.fields["index"] == 1
     assert store.get_run(run).head_sequence == 8
 
 

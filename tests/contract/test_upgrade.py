@@ -122,7 +122,7 @@ def test_a_postgres_store_of_schema_1_is_migrated_on_first_open(tmp_path: Path) 
                 for row in rows:
                     marks = ",".join(["%s"] * len(row))
                     conn.execute(f"INSERT INTO continuum.{table} {columns} VALUES ({marks})",
-                                 row)  # type: ignore[call-overload]
+                                 row)
         plan = migration_plan(url)
         assert (plan.current_version, len(plan.steps)) == (1, SCHEMA_VERSION - 1)
         rt = Continuum.open(url, create=False)

@@ -336,6 +336,7 @@ def drop_the_sequence_key(db: Path) -> None:
     conn = apsw.Connection(str(db))
     try:
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchall()[0][0]
+        assert isinstance(sql, str)
         broken = sql.replace(",\n            PRIMARY KEY (run_id, sequence)", "")
         assert broken != sql
         conn.execute("BEGIN")

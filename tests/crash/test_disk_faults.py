@@ -211,7 +211,9 @@ def run_cases(mode: str, cases: list[dict[str, Any]], cwd: Path, figures: FaultF
     try:
         for case in cases:
             assert writer.read()["kind"] == "case"
-            acks, failure, after, usable = [], None, [], None
+            acks: list[dict[str, Any]] = []
+            after: list[dict[str, Any]] = []
+            failure, usable = None, None
             while True:
                 r = writer.read()
                 if r["kind"] == "ack":

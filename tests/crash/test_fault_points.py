@@ -261,7 +261,7 @@ def check(paths: Paths, figures: F1Figures, *, final: bool) -> None:
             figures.problems.append("sequence gap")
         hashes = {e.sequence: e.hash for e in events}
         actions = {a.key: a for a in app.actions(RUN)}
-        keys = {a.action_id: a.key for a in actions.values()}
+        keys: dict[str | None, str | None] = {a.action_id: a.key for a in actions.values()}
         reconciled = Counter(keys.get(e.payload.get("action_id")) for e in events
                              if e.type == "action_reconciled")
     # No acknowledged event lost.

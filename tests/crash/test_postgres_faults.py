@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import closing, suppress
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -503,14 +504,14 @@ def agent_sends_invoices(url: str, proxy: CommitCuttingProxy) -> tuple[Counter[s
             while True:
                 if cut_intercept:
                     proxy.arm(mode)
-                r = settle(lambda key=key: ledger.intercept(RUN, "send_invoice", {"n": key}, key=key))
+                r = settle(partial(ledger.intercept, RUN, "send_invoice", {"n": key}, key=key))
                 if not r.proceed:
                     break
                 effects[key] += 1  # the side effect
                 if not cut_intercept:
                     proxy.arm(mode)
                 try:
-                    settle(lambda r=r, key=key: ledger.complete(RUN, r.action_key, external_id=key))
+                    settle(partial(ledger.complete, RUN, r.action_key, external_id=key))
                     break
                 except NotFoundError:
                     outcomes["intercept_vanished"] += 1  # the ledger never had it: again

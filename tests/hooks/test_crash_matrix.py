@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.hooks.conftest import HOSTS, make_project
+from tests.hooks.conftest import HOSTS, Project, make_project
 
 POINTS = ("hook_dies_before_intercept_commit", "hook_dies_after_intercept_commit",
           "host_dies_after_effect", "host_dies_after_post_tool")
 CONTRACTS = ("never", "reconcile", "safe", "idempotent")
 
 
-def crash(project, point: str) -> None:  # type: ignore[no-untyped-def]
+def crash(project: Project, point: str) -> None:
     call = [project.send("INV-1")]
     if point == "hook_dies_before_intercept_commit":
         s = project.session("s1", call, fault_pre="before_append_commit")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from tests.mcp.conftest import (
     tool_call,
     tree_state,
 )
+from tests.mcp.request_meta import request_meta
 
 pytestmark = pytest.mark.anyio
 
@@ -203,8 +205,8 @@ def _mutate(rng: random.Random, seed: dict[str, Any], request_id: int) -> bytes:
         elif isinstance(parent, dict):
             parent[rng.choice(["id", "method", "params", "result", "error", "_meta", "zz"])] = \
                 rng.choice(JUNK_VALUES)
-        data = json.dumps(message).encode()
-        return data if kind != 2 or rng.random() < 0.8 else b"[" + data + b"]"
+        encoded = json.dumps(message).encode()
+        return encoded if kind != 2 or rng.random() < 0.8 else b"[" + encoded + b"]"
     data = bytearray(json.dumps(message).encode())
     pos = rng.randrange(len(data))
     if kind == 3:  # flip a byte
@@ -277,8 +279,9 @@ def _nested(depth: int) -> str:
 async def test_f15_huge_and_deep_payloads_are_refused_with_bounded_memory(site: ServerSite) -> None:
     site.env = {ALLOW_ENV: "agent"}  # an allowed writer: the mutating paths are reachable
     seed_store(site.db)
-    intercept = {"name": "continuum_intercept_action",
-                 "arguments": {"run_id": "r1", "action_type": "t", "key": "deep", "arguments": {}}}
+    intercept: dict[str, Any] = {
+        "name": "continuum_intercept_action",
+        "arguments": {"run_id": "r1", "action_type": "t", "key": "deep", "arguments": {}}}
     with anyio.fail_after(BOUND * 2):
         async with site.raw(initialize=initialize_request("agent")) as server:
             warm = await server.request(tool_call(1, "continuum_intercept_action",
@@ -458,7 +461,7 @@ async def test_f16_invalid_arguments_for_every_tool_name_the_field_and_change_no
             before = store_bytes(site.db)
             for tool, args, fields in calls:
                 assert not jsonschema.Draft202012Validator(schemas[tool]).is_valid(args), (tool, args)
-                result = await client.call_tool(tool, args, meta={"confirmToken": CONFIRM_SECRET})
+                result = await client.call_tool(tool, args, meta=request_meta({"confirmToken": CONFIRM_SECRET}))
                 text = result_text(result)
                 assert result.is_error is True, (tool, args, result.structured_content)
                 assert any(_names_field(text, f) for f in fields), (tool, args, text)
@@ -553,7 +556,7 @@ def test_f17_path_tricks_in_store_urls_and_file_dependencies_are_refused(
     refused = 0
     # The server's own main(), in process: cheap, so every trick is tried.
     for label, flags in attacks:
-        outcome = _bounded(lambda f=flags: server_main(f))
+        outcome = _bounded(partial(server_main, flags))
         code = outcome.code if isinstance(outcome, SystemExit) else outcome
         err = capsys.readouterr().err
         assert code == 1, (label, outcome, err)
@@ -588,7 +591,7 @@ def test_f17_path_tricks_in_store_urls_and_file_dependencies_are_refused(
                    str(tmp_path / "dev-link"), str(work / ".." / "work"), str(tmp_path / "missing.csv"),
                    "/proc/self/fd/0"]
     for path in dep_attacks:
-        error = _bounded(lambda p=path: declarations(files=[p]))
+        error = _bounded(partial(declarations, files=[path]))
         assert isinstance(error, UsageError) and error.code == "usage.bad_dependency", (path, error)
         assert path in error.message
         refused += 1
@@ -651,7 +654,7 @@ async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_
     # Commas separate names and pairs (a space no longer does: names may hold spaces).
     site.env = {ALLOW_ENV: "agent,other", CLIENT_TOKENS_ENV: f"agent:{SECRET},other:{OTHER_SECRET}",
                 CONFIRM_TOKEN_ENV: CONFIRM_SECRET}
-    calls = {"continuum_record_progress": {"run_id": "r1", "completed": 3},
+    calls: dict[str, dict[str, Any]] = {"continuum_record_progress": {"run_id": "r1", "completed": 3},
              "continuum_checkpoint": {"run_id": "r1"},
              "continuum_intercept_action": {"run_id": "r1", "action_type": "t", "key": "k9"},
              "continuum_complete_action": {"run_id": "r1", "action_key": action_key},

@@ -40,6 +40,7 @@ from continuum.mcp.auth import (
     log_denial,
     logged_name,
 )
+from tests.mcp.request_meta import request_meta
 
 TOOL = "continuum_record_progress"
 
@@ -344,7 +345,7 @@ def test_an_unsafe_client_token_name_is_refused_without_revealing_the_secret(
 
 
 def test_confirm_is_refused_unless_the_confirm_token_is_configured_and_presented() -> None:
-    base = {"allow": frozenset({"a"}), "allow_source": "X"}
+    base: dict[str, Any] = {"allow": frozenset({"a"}), "allow_source": "X"}
     disabled = Policy(**base).authorize(
         "continuum_confirm", Caller("a"), confirm=True, run_id="run_42"
     )
@@ -391,7 +392,8 @@ def test_confirm_token_does_not_bypass_the_allowlist_or_the_auth_token() -> None
 
 
 def _every_denial() -> list[tuple[Policy, Caller, bool]]:
-    allow = {"allow": frozenset({"agent"}), "allow_source": "CONTINUUM_MCP_MUTATING_CLIENTS"}
+    allow: dict[str, Any] = {
+        "allow": frozenset({"agent"}), "allow_source": "CONTINUUM_MCP_MUTATING_CLIENTS"}
     tokens = Policy(**allow, shared_token=Secret(SECRET), confirm_token=Secret(SECRET + "-c"))
     return [
         (Policy(), Caller("agent", auth_token=SECRET), False),
@@ -611,7 +613,7 @@ async def test_a_tool_reads_its_caller_from_the_mcpserver_context_in_both_eras(
 
     info = Implementation(name="claude-code", version="1")
     async with Client(server, client_info=info, mode=mode) as client:
-        result = await client.call_tool("whoami", {}, meta={"authToken": "t", "confirmToken": "c"})
+        result = await client.call_tool("whoami", {}, meta=request_meta({"authToken": "t", "confirmToken": "c"}))
     assert result.structured_content == {
         "name": "claude-code",
         "era": era,
@@ -642,5 +644,5 @@ async def test_a_lowlevel_handler_reads_its_caller_from_the_request_context(
     async with Client(
         server, client_info=Implementation(name="kilo", version="1"), mode=mode
     ) as client:
-        result = await client.call_tool("whoami", {}, meta={"authToken": "t"})
+        result = await client.call_tool("whoami", {}, meta=request_meta({"authToken": "t"}))
     assert result.structured_content == {"name": "kilo", "era": era, "auth": "t", "confirm": None}

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from starlette.types import Message, Scope
 
 from continuum.errors import UsageError
 from continuum.mcp import roles
@@ -220,9 +221,9 @@ def test_flag_problem_accepts_the_right_combinations() -> None:
 
 class Recorder:
     def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[Message] = []
 
-    async def __call__(self, message: dict[str, Any]) -> None:
+    async def __call__(self, message: Message) -> None:
         self.messages.append(message)
 
     @property
@@ -248,9 +249,9 @@ def scope(method: str = "POST", path: str = "/mcp", headers: list[tuple[str, str
 @pytest.mark.anyio
 async def test_bearer_auth_passes_the_grant_on_and_refuses_with_a_json_rpc_error(
         table: roles.TokenTable) -> None:
-    seen: list[dict[str, Any]] = []
+    seen: list[Scope] = []
 
-    async def app(s: dict[str, Any], receive: Any, send: Any) -> None:
+    async def app(s: Scope, receive: Any, send: Any) -> None:
         seen.append(s)
 
     auth = BearerAuth(app, table, open_paths=["/health"])
@@ -273,7 +274,7 @@ async def test_bearer_auth_passes_the_grant_on_and_refuses_with_a_json_rpc_error
 async def test_in_flight_limit_answers_busy_over_the_limit_and_does_not_count_get() -> None:
     entered, release = anyio.Event(), anyio.Event()
 
-    async def slow(s: dict[str, Any], receive: Any, send: Any) -> None:
+    async def slow(s: Scope, receive: Any, send: Any) -> None:
         entered.set()
         await release.wait()
         await send({"type": "http.response.start", "status": 200, "headers": []})

@@ -55,6 +55,7 @@ from tests.mcp.http_site import (
     tree_digest,
     write_token_file,
 )
+from tests.mcp.request_meta import request_meta
 
 pytestmark = pytest.mark.anyio
 
@@ -115,7 +116,7 @@ def denied_call_arguments(key: str) -> dict[str, dict[str, Any]]:
 
 async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
     # The confirm token goes with every call: a denial must come from the role alone.
-    return await client.call_tool(tool, args, meta={"confirmToken": CONFIRM_TOKEN})
+    return await client.call_tool(tool, args, meta=request_meta({"confirmToken": CONFIRM_TOKEN}))
 
 
 async def assert_denied_unchanged(client: Client, db: Path, role: str, tool: str,
@@ -219,7 +220,7 @@ async def test_confirm_over_http_needs_the_confirm_token_besides_the_approve_rol
         with anyio.fail_after(BOUND):
             missing = await client.call_tool("continuum_confirm", {"run_id": "seeded"})
             wrong = await client.call_tool("continuum_confirm", {"run_id": "seeded"},
-                                           meta={"confirmToken": TOKENS["approve"]})
+                                           meta=request_meta({"confirmToken": TOKENS["approve"]}))
     for result in (missing, wrong):
         text = result_text(result)
         assert result.is_error and "continuum confirm seeded" in text, text
@@ -288,7 +289,7 @@ async def test_the_official_client_is_told_where_the_token_goes(http_site: HttpS
                 with anyio.fail_after(BOUND), pytest.raises(Exception) as caught:  # noqa: B017
                     async with official_client(server.url, token, mode) as client:
                         await client.call_tool("continuum_resume", {})
-                errors = [caught.value]
+                errors: list[BaseException] = [caught.value]
                 while isinstance(errors[-1], BaseExceptionGroup):
                     errors.append(errors[-1].exceptions[0])
                 assert isinstance(errors[-1], MCPError) and code in str(errors[-1]), errors

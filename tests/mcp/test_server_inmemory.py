@@ -32,6 +32,7 @@ from tests.mcp.conftest import (
     store_bytes,
     structured,
 )
+from tests.mcp.request_meta import request_meta
 
 CONFIRM_SECRET = "human-only-confirm-secret"
 AGENT = "agent"
@@ -51,7 +52,8 @@ class Session:
 
     async def raw(self, tool: str, arguments: dict[str, Any],
                   meta: dict[str, Any] | None = None) -> CallToolResult:
-        return await self.client.call_tool(tool, arguments, meta=meta)
+        return await self.client.call_tool(tool, arguments,
+                                           meta=None if meta is None else request_meta(meta))
 
     async def ok(self, tool: str, arguments: dict[str, Any] | None = None,
                  meta: dict[str, Any] | None = None) -> dict[str, Any]:

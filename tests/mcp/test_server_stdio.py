@@ -50,6 +50,7 @@ from tests.mcp.conftest import (
     tool_call,
     tree_state,
 )
+from tests.mcp.request_meta import request_meta
 
 pytestmark = pytest.mark.anyio
 
@@ -109,8 +110,8 @@ async def test_every_mutating_tool_is_denied_readably_logged_and_writes_nothing(
         async with site.client(name="intruder", mode=mode) as client:
             for tool, args in valid_arguments(action_key).items():
                 # The right token does not help a name off the allowlist.
-                result = await client.call_tool(tool, args, meta={"authToken": SECRET,
-                                                                  "confirmToken": SECRET})
+                result = await client.call_tool(tool, args, meta=request_meta({"authToken": SECRET,
+                                                                               "confirmToken": SECRET}))
                 assert result.is_error is True, (tool, result.structured_content)
                 texts[tool] = result_text(result)
     assert store_bytes(site.db) == before
@@ -196,10 +197,10 @@ async def test_a_token_in_the_call_meta_opens_mutating_tools(site: ServerSite, m
         async with site.client(mode=mode) as client:
             missing = await client.call_tool("continuum_record_progress", args)
             other = await client.call_tool("continuum_record_progress", args,
-                                           meta={"authToken": "other-secret"})
+                                           meta=request_meta({"authToken": "other-secret"}))
             assert not site.db.exists()
             allowed = await client.call_tool("continuum_record_progress", args,
-                                             meta={"authToken": SECRET})
+                                             meta=request_meta({"authToken": SECRET}))
     assert "none was presented" in result_text(missing)
     assert "not valid for this client" in result_text(other)  # a secret is bound to its name
     assert structured(allowed)["run_id"] == "r1"
@@ -218,7 +219,7 @@ async def test_confirm_is_refused_without_the_confirm_token_and_recorded_as_huma
             refused = await client.call_tool("continuum_confirm", {"run_id": "r1"})
             assert store_bytes(site.db) == before
             confirmed = structured(await client.call_tool(
-                "continuum_confirm", {"run_id": "r1"}, meta={"confirmToken": CONFIRM_SECRET}))
+                "continuum_confirm", {"run_id": "r1"}, meta=request_meta({"confirmToken": CONFIRM_SECRET})))
             resumed = structured(await client.call_tool("continuum_resume", {"run_id": "r1"}))
     assert refused.is_error is True
     assert "a person must run `continuum confirm r1` at a terminal" in result_text(refused)
@@ -257,7 +258,7 @@ async def test_wrongly_typed_arguments_get_an_error_naming_the_field_and_change_
     action_key = seed_store(site.db)
     before = store_bytes(site.db)
     site.env = {ALLOW_ENV: "agent"}
-    calls = [
+    calls: list[tuple[str, dict[str, Any], str]] = [
         ("continuum_record_progress", {"run_id": "r1", "completed": "three"}, "completed"),
         ("continuum_record_progress", {"run_id": "r1", "total": True}, "total"),
         ("continuum_record_progress", {"completed": 1}, "run_id"),

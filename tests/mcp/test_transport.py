@@ -38,6 +38,7 @@ from continuum.mcp.transport import (
     hardened_stdio_server,
     parse_line,
 )
+from tests.mcp.request_meta import request_meta
 
 ECHO_SERVER = Path(__file__).parent / "fixtures" / "echo_server.py"
 BOUND = 60  # seconds: generous upper bound on any single exchange, never a sleep
@@ -438,7 +439,7 @@ async def test_official_client_initializes_lists_and_calls_ping_in_a_subprocess(
         async with Client(transport, client_info=info, mode=mode) as client:
             tools = await client.list_tools()
             assert [tool.name for tool in tools.tools] == ["ping"]
-            result = await client.call_tool("ping", {"message": "hi"}, meta={"authToken": "t"})
+            result = await client.call_tool("ping", {"message": "hi"}, meta=request_meta({"authToken": "t"}))
     assert result.is_error is False
     assert result.structured_content == {
         "pong": "hi",
@@ -555,6 +556,7 @@ async def test_subprocess_answers_every_malformed_line_and_serves_the_next_reque
     async with spawn_raw(tmp_path) as server:
         for n, case in enumerate(MALFORMED):
             line, code, echoed_id = case.values
+            assert isinstance(line, bytes), case.id
             await server.send(line + b"\n")
             answer = await server.receive()
             assert (answer["error"]["code"], answer["id"]) == (code, echoed_id), case.id

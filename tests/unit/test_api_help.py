@@ -104,12 +104,16 @@ def test_error_codes_named_in_docstrings_are_codes_the_source_raises() -> None:
     assert set(CODE.findall("raises ``usage.no_such_code``")) - real == {"usage.no_such_code"}
 
 
+# help()'s renderer without terminal bold; typeshed's pydoc stub does not declare it.
+PLAIN_TEXT: pydoc.TextDoc = pydoc.plaintext  # type: ignore[attr-defined]
+
+
 def test_help_renders_the_facade_with_an_example_and_the_error_tree() -> None:
-    text = pydoc.render_doc(Continuum, renderer=pydoc.plaintext)
+    text = pydoc.render_doc(Continuum, renderer=PLAIN_TEXT)
     assert "with Continuum.open(" in text and "ContinuumError" in text
     assert "references/api.md" in text
     for name in ("InterceptResult", "Recovery", "InterceptStatus", "Event"):
-        body = pydoc.render_doc(getattr(continuum, name), renderer=pydoc.plaintext)
+        body = pydoc.render_doc(getattr(continuum, name), renderer=PLAIN_TEXT)
         assert "references/" in body, name
 
 

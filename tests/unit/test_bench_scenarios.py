@@ -118,15 +118,15 @@ def test_drift_with_a_stable_key_or_the_fallback_sends_once(tmp_path: Path) -> N
 
 
 def test_checks_fail_on_a_duplicate_or_a_missed_stale_dependency() -> None:
-    base = dict(scenario="dataset_change", strategy="continuum", total=4, killed_at="between:1",
+    base: dict[str, Any] = dict(scenario="dataset_change", strategy="continuum", total=4, killed_at="between:1",
                 work_executions=4, duplicate_work=0, side_effects=4, duplicate_side_effects=0,
                 missing_side_effects=0, stale_dependencies=1, stale_detected=1,
                 stale_components=4, context_bytes=10,
                 full_log_bytes=100, verdict="repair_and_resume", final_verdict="resume",
                 uncertain_reported=0, reconciled=0, first_run_seconds=0.1, resume_seconds=0.1)
-    assert all(c.ok for c in checks([ScenarioResult(**base)], []))  # type: ignore[arg-type]
-    dup = ScenarioResult(**{**base, "side_effects": 5, "duplicate_side_effects": 1})  # type: ignore[arg-type]
-    missed = ScenarioResult(**{**base, "stale_detected": 0})  # type: ignore[arg-type]
+    assert all(c.ok for c in checks([ScenarioResult(**base)], []))
+    dup = ScenarioResult(**{**base, "side_effects": 5, "duplicate_side_effects": 1})
+    missed = ScenarioResult(**{**base, "stale_detected": 0})
     assert not all(c.ok for c in checks([dup], []))
     assert not all(c.ok for c in checks([missed], []))
     drift = DriftResult(variant="renamed_fields", change="", identity="fallback", deliveries=2,

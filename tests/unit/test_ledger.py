@@ -649,7 +649,7 @@ def test_verify_reports_an_index_row_that_disagrees_with_the_log(
     assert [str(v.kind) for v in report.violations] == ["index_mismatch"]
 
 
-def test_held_leases_are_renewed_until_the_action_is_settled(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_held_leases_are_renewed_until_the_action_is_settled(tmp_path: Path) -> None:
     from continuum.ledger import ActionLedger
     from continuum.store import Run, open_store
 
@@ -658,9 +658,11 @@ def test_held_leases_are_renewed_until_the_action_is_settled(tmp_path) -> None: 
     now = [1000.0]
     ledger = ActionLedger(store, lease_seconds=30, clock=lambda: now[0])
     r = ledger.intercept("r", "send", {"x": 1}, key="k")
-    assert store.get_action("r", r.action_id).lease_expires == 1030.0
+    row = store.get_action("r", r.action_id)
+    assert row is not None and row.lease_expires == 1030.0
     now[0] = 1020.0
     assert ledger.renew_held_leases() == 1
-    assert store.get_action("r", r.action_id).lease_expires == 1050.0
+    row = store.get_action("r", r.action_id)
+    assert row is not None and row.lease_expires == 1050.0
     ledger.complete("r", r.action_key)
     assert ledger.renew_held_leases() == 0
