@@ -23,7 +23,14 @@ server or command (for the host hooks: the project directory), and the same file
 a SQLite store (``/data/.continuum/approvals.toml`` for ``/data/agent.db``). When both
 exist, both apply: a call matched by either needs approval, so neither file can switch
 off a rule of the other. A malformed file is refused with its line, and until it is fixed
-every intercept is refused (fail closed); it is read again when it changes.
+every intercept is refused (fail closed); it is read again when it changes, each read of
+one version of the file (a rewrite during the read is read again). A file that held rules
+and disappears (or is emptied) refuses the calls its last rules named
+(``approvals.rules_missing``) until it is back.
+
+An approval allows a call only as the verified log (or, for archived history, the verified
+checkpoint) records it: requested for this action type and exactly these arguments, granted
+by a person; the approval index only finds it.
 """
 
 from __future__ import annotations
@@ -37,8 +44,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from continuum.canonical import canonical_json, digest
-from continuum.errors import IntegrityError, InvalidTransitionError, NotFoundError, UsageError
+from continuum.canonical import canonical_json, digest, parse_json
+from continuum.errors import (
+    HistoryArchivedError,
+    IntegrityError,
+    InvalidTransitionError,
+    NotFoundError,
+    UsageError,
+)
 from continuum.events import EventLike, EventType
 from continuum.faults import fault_point
 from continuum.payloads import APPROVAL_SCOPES
@@ -221,30 +234,84 @@ def parse_rules(text: str, path: str) -> tuple[ApprovalRule, ...]:
                  for i, t in enumerate(tables, 1))
 
 
-def _read(path: str) -> str | None:
+Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
+_READ_TRIES = 5
+
+
+def _stamp_of(st: os.stat_result) -> Stamp:
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _read_stamped(path: str) -> tuple[str, Stamp] | None:
+    """The whole text of ``path`` and the stamp of exactly what was read, or None if it
+    does not exist. Atomic against a concurrent rewrite: the open file is stamped before
+    and after the read, and the path after it; if any differ (written meanwhile, or
+    replaced by a rename) it is read again, and refused if it never holds still."""
+    for _ in range(_READ_TRIES):
+        try:
+            with open(path, "rb") as f:
+                before = _stamp_of(os.fstat(f.fileno()))
+                raw = f.read()
+                after = _stamp_of(os.fstat(f.fileno()))
+            now: Stamp | None = _stamp_of(os.stat(path))
+        except FileNotFoundError:
+            if _exists(path):  # replaced between the open and the stat: read it again
+                continue
+            return None
+        except OSError as e:
+            raise _bad(path, "cannot be read", e.strerror or type(e).__name__) from e
+        if before == after == now and len(raw) == after[1]:
+            try:
+                return raw.decode("utf-8"), after
+            except UnicodeDecodeError as e:
+                raise _bad(path, "not UTF-8", f"byte {e.start}") from e
+    raise _unsettled(path)
+
+
+def _exists(path: str) -> bool:
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        os.stat(path)
     except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise _bad(path, "cannot be read", e.strerror or type(e).__name__) from e
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise _bad(path, "not UTF-8", f"byte {e.start}") from e
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _unsettled(path: str) -> UsageError:
+    return _bad(path, "cannot be read", "it kept changing while it was read (is something "
+                                       "rewriting it?); write it to a temporary file and "
+                                       "rename it into place")
+
+
+def _read(path: str) -> str | None:
+    found = _read_stamped(path)
+    return found[0] if found is not None else None
 
 
 def load_rules(paths: Sequence[str]) -> ApprovalRules:
     """Every rule of the files that exist among ``paths`` (absent files have none)."""
+    return _load_stamped(paths)[0]
+
+
+def _load_stamped(paths: Sequence[str]) -> tuple[ApprovalRules, tuple[Stamp | None, ...],
+                                                   dict[str, tuple[ApprovalRule, ...]]]:
+    """The rules, the stamp of each file as read (None: absent), and each file's rules."""
     rules: list[ApprovalRule] = []
     sources: list[str] = []
+    stamps: list[Stamp | None] = []
+    per_file: dict[str, tuple[ApprovalRule, ...]] = {}
     for path in paths:
-        text = _read(path)
-        if text is not None:
-            rules += parse_rules(text, path)
-            sources.append(path)
-    return ApprovalRules(rules=tuple(rules), sources=tuple(sources))
+        found = _read_stamped(path)
+        if found is None:
+            stamps.append(None)
+            continue
+        text, stamp = found
+        per_file[path] = parse_rules(text, path)
+        rules += per_file[path]
+        sources.append(path)
+        stamps.append(stamp)
+    return ApprovalRules(rules=tuple(rules), sources=tuple(sources)), tuple(stamps), per_file
 
 
 def store_dir(store_url: str) -> str | None:
@@ -268,11 +335,20 @@ def rule_paths(directory: str, store_url: str | None = None) -> list[str]:
 @dataclass
 class RuleFiles:
     """The rules of some approval files, read again whenever one of them changes (or
-    appears, or goes): an intercept always judges by the files as they are now."""
+    appears, or goes): an intercept always judges by the files as they are now.
+
+    Fail closed: while a file is malformed every intercept is refused
+    (``approvals.bad_rules``); once a file that held rules is gone (or emptied to zero
+    bytes, as a rewrite in place does midway), calls of the action types (and host
+    effects) its last rules named are refused (``approvals.rules_missing``) rather than run
+    without the decision they asked for, until it is back (or rewritten without those
+    rules: a file holding only a comment has none)."""
 
     paths: tuple[str, ...]
     _seen: tuple[Any, ...] | None = field(default=None, repr=False)
     _rules: ApprovalRules = field(default_factory=ApprovalRules, repr=False)
+    _held: dict[str, tuple[ApprovalRule, ...]] = field(default_factory=dict, repr=False)
+    _gone: dict[str, tuple[ApprovalRule, ...]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def around(cls, directory: str, store_url: str | None = None) -> RuleFiles:
@@ -288,18 +364,44 @@ class RuleFiles:
             except OSError as e:
                 raise _bad(path, "cannot be read", e.strerror or type(e).__name__) from e
             else:
-                out.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+                out.append(_stamp_of(st))
         return tuple(out)
 
     def current(self) -> ApprovalRules:
         """The rules now; ``approvals.bad_rules`` while a file is malformed."""
-        stamp = self._stamp()
-        if stamp != self._seen:
-            self._rules = load_rules(self.paths)  # raises before remembering a bad file
-            self._seen = stamp
+        if self._seen is None or self._stamp() != self._seen:
+            rules, stamps, per_file = _load_stamped(self.paths)  # raises on a bad file
+            for path, stamp in zip(self.paths, stamps, strict=True):
+                emptied = stamp is not None and stamp[1] == 0  # truncated, being rewritten?
+                if path in per_file and not emptied:
+                    self._gone.pop(path, None)
+                elif self._held.get(path) or path in self._gone:
+                    # It held rules, and went (or was emptied): keep refusing what they named.
+                    self._gone[path] = self._held.get(path) or self._gone[path]
+            # The stamps are of exactly what was read: a rewrite after the read differs
+            # from them, so it is read on the next call, never missed.
+            self._rules, self._seen, self._held = rules, stamps, per_file
         return self._rules
 
-
+    def find(self, action_type: str, arguments: Any, effect: str | None = None
+             ) -> ApprovalRule | None:
+        """``ApprovalRules.find`` on the rules now; refused while a file is malformed, or
+        for a call a vanished file's rules named (``approvals.rules_missing``)."""
+        rule = self.current().find(action_type, arguments, effect)
+        if rule is not None:
+            return rule
+        for path, lost in self._gone.items():
+            for old in lost:
+                if old.action_type == action_type or (
+                        old.effect is not None and old.effect in (action_type, effect)):
+                    raise UsageError(
+                        f"approval rules {path} are gone ({old.where} asked a person to "
+                        f"decide {action_type} calls); this call is refused rather than run "
+                        "without that decision", code="approvals.rules_missing",
+                        hint=f"put {path} back (or rewrite it without that rule if no "
+                             "decision is needed any more); nothing was recorded",
+                        path=path, action_type=action_type)
+        return None
 
 
 # -- binding an approval to one call, inside the intercept's transaction ----------------------
@@ -325,30 +427,118 @@ class Verdict:
     reason: str | None = None
 
 
+def _mismatch(grant: ApprovalRow, why: str) -> IntegrityError:
+    return IntegrityError(
+        f"the approval index of run {grant.run_id!r} says {grant.approval_id} allows this "
+        f"call, but the log does not ({why}): nothing may proceed",
+        code="integrity.index_mismatch",
+        hint=f"run `continuum verify {grant.run_id}`; nothing was changed",
+        run_id=grant.run_id, approval_id=grant.approval_id)
+
+
+ReadKept = Callable[[str], "Mapping[str, Any] | None"]
+"""The fold's record of an approval (by id) from the latest verified checkpoint: what an
+archived request or decision is checked against once its event left the live log."""
+
+
+def kept_approval(store: Storage, run_id: str, approval_id: str) -> dict[str, Any] | None:
+    """The fold's record of ``approval_id`` in the latest checkpoint of ``run_id`` that its
+    sealing ``checkpointed`` event (read from the verified live log) vouches for: state
+    hash recorded there and recomputed from the state. None without such a checkpoint or
+    record. (What an archived approval event is checked against: ``ReadKept``.)"""
+    for cp in store.list_checkpoints(run_id):  # newest first
+        sealed = next(iter(store.iter_raw(run_id, cp.event_sequence - 1,
+                                          upto=cp.event_sequence)), None)
+        if (sealed is None or sealed.type != EventType.CHECKPOINTED
+                or sealed.payload.get("state_hash") != cp.state_hash):
+            continue
+        try:
+            state = parse_json(cp.state_json)
+        except (ValueError, TypeError):
+            continue
+        if digest(state) != cp.state_hash or not isinstance(state, dict):
+            continue
+        approvals = state.get("approvals")
+        record = approvals.get(approval_id) if isinstance(approvals, dict) else None
+        if not isinstance(record, dict):
+            return None
+        try:
+            return Approval.model_validate(record).model_dump(mode="json")
+        except ValueError:
+            return None
+    return None
+
+
+def _logged(grant: ApprovalRow, seq: Any, event_type: EventType,
+            read_event: Callable[[int], EventLike | None],
+            read_kept: ReadKept | None) -> tuple[Mapping[str, Any], Any] | None:
+    """(payload, origin) of the approval's event at ``seq``, read back from the verified
+    log; for an archived event, the matching fields of the verified checkpoint's record
+    (None when neither vouches for it)."""
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq <= 0:
+        return None
+    try:
+        event = read_event(seq)
+    except HistoryArchivedError:
+        kept = read_kept(grant.approval_id) if read_kept is not None else None
+        if kept is None:
+            return None
+        if event_type == EventType.APPROVAL_REQUESTED:
+            if kept.get("requested_sequence") != seq:
+                return None
+            return kept, kept.get("requested_by")
+        if kept.get("decided_sequence") != seq or kept.get("status") != "granted":
+            return None
+        return {"approval_id": kept.get("id"), "scope": kept.get("scope")}, kept.get("decided_by")
+    if event is None or event.type != event_type:
+        return None
+    if event.payload.get("approval_id") != grant.approval_id:
+        return None
+    return event.payload, event.source
+
+
 def _confirmed(grant: ApprovalRow, read_event: Callable[[int], EventLike | None], *,
-               run_wide: bool) -> str:
-    """The grant's own event, read back from the verified log: a person's (or trusted
-    code's) ``approval_granted`` of this approval. An index row that says "granted"
-    without one (an edited index) lets nothing run."""
+               action_type: str, binding: str | None, args_hash: str | None,
+               read_kept: ReadKept | None = None) -> str:
+    """The grant checked against the verified log, not the index: its request
+    (``approval_requested``) must be for this action type and, for a call grant, bound to
+    exactly this call (``binding``, ``args_hash``); its decision must be a person's (or
+    trusted code's) ``approval_granted``, for the run when ``binding`` is None. An index
+    row that says more than the log (an edited column or record) lets nothing run.
+    Archived events are checked against the verified checkpoint (``read_kept``)."""
     rec = grant.record
-    seq = rec.get("decided_sequence")
-    event = read_event(seq) if isinstance(seq, int) and seq > 0 else None
-    if (event is None or event.type != EventType.APPROVAL_GRANTED
-            or event.payload.get("approval_id") != grant.approval_id
-            or event.source not in TRUSTED_ORIGINS
-            or (run_wide and event.payload.get("scope") != "run")):
-        raise IntegrityError(
-            f"the approval index of run {grant.run_id!r} says {grant.approval_id} was granted, "
-            "but the log does not: nothing may proceed", code="integrity.index_mismatch",
-            hint=f"run `continuum verify {grant.run_id}`; nothing was changed",
-            run_id=grant.run_id, approval_id=grant.approval_id)
+    if rec.get("status") != "granted":
+        raise _mismatch(grant, "it is not granted")
+    asked = _logged(grant, rec.get("requested_sequence"), EventType.APPROVAL_REQUESTED,
+                    read_event, read_kept)
+    if asked is None:
+        raise _mismatch(grant, "no request of it is recorded")
+    request, _ = asked
+    if request.get("action_type") != action_type:
+        raise _mismatch(grant, "it was asked for another action type")
+    if binding is not None and (request.get("binding") != binding
+                                or request.get("arguments_hash") != args_hash):
+        raise _mismatch(grant, "it was asked for other arguments")
+    decided = _logged(grant, rec.get("decided_sequence"), EventType.APPROVAL_GRANTED,
+                      read_event, read_kept)
+    if decided is None:
+        raise _mismatch(grant, "no grant of it is recorded")
+    payload, source = decided
+    if str(source) not in {str(o) for o in TRUSTED_ORIGINS}:
+        raise _mismatch(grant, "its grant was not a person's")
+    if rec["decided_sequence"] <= rec["requested_sequence"]:  # both ints: _logged checked
+        raise _mismatch(grant, "its grant came before its request")
+    scope = payload.get("scope") if payload.get("scope") in APPROVAL_SCOPES else "call"
+    if binding is None and scope != "run":
+        raise _mismatch(grant, "it was not granted for the run")
     return grant.approval_id
 
 
 def judge_call(tx: WriteTx, *, rule: ApprovalRule, action_type: str, action_id: str,
                action_key: str, key: str | None, arguments: Any, effect: str | None,
                origin: Origin, under: str | None,
-               read_event: Callable[[int], EventLike | None]) -> Verdict:
+               read_event: Callable[[int], EventLike | None],
+               read_kept: ReadKept | None = None) -> Verdict:
     """Inside the intercept's write transaction: may this call run now?
 
     The latest approval bound to exactly this call decides first if it was denied (or
@@ -359,21 +549,32 @@ def judge_call(tx: WriteTx, *, rule: ApprovalRule, action_type: str, action_id: 
     none, or only a used one, a new approval is requested: its event is appended here, in
     the same transaction, and a repeat of the same call finds it instead of asking again.
     Nothing here ever grants: only ``approval_granted`` from a person does, and a grant
-    is read back from the log (``read_event``) before anything runs under it.
+    is read back from the log (``read_event``; an archived one from the verified
+    checkpoint, ``read_kept``) and checked to be for this action type and, for a call
+    grant, for exactly these arguments before anything runs under it.
     """
     args_hash = arguments_hash(arguments)
     binding = binding_of(action_id, args_hash)
     found = tx.find_approval(binding=binding)
+    if found is not None and found.record.get("binding") != binding:
+        raise _mismatch(found, "its row is filed under another call")
     status = found.record.get("status") if found is not None else None
     if found is not None and status in ("denied", "revoked"):  # a denial of this call stands
         return Verdict("denied", found.approval_id, found.record.get("reason"))
     grant = tx.find_approval(run_grant=action_type)
     if grant is not None:
-        return Verdict("allow", _confirmed(grant, read_event, run_wide=True))
+        if grant.record.get("action_type") != action_type or grant.record.get("scope") != "run":
+            raise _mismatch(grant, "its row is filed under another grant")
+        return Verdict("allow", _confirmed(grant, read_event, action_type=action_type,
+                                           binding=None, args_hash=None, read_kept=read_kept))
     if found is not None and status == "requested":
         return Verdict("awaiting_approval", found.approval_id)
     if found is not None and status == "granted" and under != found.approval_id:
-        return Verdict("allow", _confirmed(found, read_event, run_wide=False))
+        if found.record.get("action_id") != action_id:
+            raise _mismatch(found, "it was asked for another action")
+        return Verdict("allow", _confirmed(found, read_event, action_type=action_type,
+                                           binding=binding, args_hash=args_hash,
+                                           read_kept=read_kept))
     approval_id = "apr_" + secrets.token_hex(8)
     tx.append(EventType.APPROVAL_REQUESTED, {
         "approval_id": approval_id, "text": rule.description or f"{action_type} needs a "

@@ -28,16 +28,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from continuum.archive_file import ArchiveFile, Progress, archive_error, write_archive
 from continuum.archived import ArchiveBase, archive_base_of, marker_payload
 from continuum.chain import DamageKind, VerifyReport, Violation, check_anchor, with_violations
 from continuum.checkpoints import CHECKPOINT_FORMAT, checkpoint_body, lean_state
-from continuum.errors import IntegrityError, UsageError
+from continuum.errors import HistoryArchivedError, IntegrityError, UsageError
 from continuum.events import EventType, RawEvent
 from continuum.faults import fault_point
-from continuum.projection import empty_plain, fold_plain
+from continuum.projection import Approval, empty_plain, fold_plain
 from continuum.store import CheckpointRow, Storage
 from continuum.store.core import action_record
 from continuum.types import Origin
@@ -218,6 +218,7 @@ def verify_archived(store: Storage, run_id: str, base: ArchiveBase,
             a.events_read for a in files)})
     else:
         extra += _partial_index_violations(acc, rows, base, touched)
+        extra += _partial_approval_violations(store, run_id, acc)
     extra += _checkpoint_violations(store, run_id, acc["sequence"])
     return with_violations(report, extra)
 
@@ -281,6 +282,31 @@ def _partial_index_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]],
             out.append(Violation(sequence=folded["last_sequence"], kind=DamageKind.INDEX_MISMATCH,
                                  detail=f"action {action_id} is in the log but not in the index"))
     return out
+
+
+def _approval_json(record: dict[str, Any]) -> Any:
+    try:
+        return Approval.model_validate(record).model_dump(mode="json")
+    except ValidationError:
+        return None
+
+
+def _partial_approval_violations(store: Storage, run_id: str,
+                                 acc: dict[str, Any]) -> list[Violation]:
+    """The approval index against the state the live log vouches for: the checkpoint the
+    archive took (its hash sealed in the live log) plus the live events after it. Approvals
+    requested or decided in the archived part are held by that checkpoint, so an edited
+    row of one is caught without the archive files. A checkpoint that fails its hash is
+    reported by ``_checkpoint_violations``; the comparison then needs the archive files."""
+    try:
+        state, cp_sequence, _ = lean_state(store, run_id)
+    except (HistoryArchivedError, IntegrityError):
+        return []
+    if cp_sequence is None:
+        return []
+    folded = {k: a.model_dump(mode="json") for k, a in state.approvals.items()}
+    return approval_index_violations({"approvals": folded, "sequence": acc["sequence"]},
+                                     store.approval_index_rows(run_id), normalize=_approval_json)
 
 
 def _index_violation(folded: dict[str, Any] | None, acc: dict[str, Any], action_id: str,

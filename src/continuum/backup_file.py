@@ -29,6 +29,7 @@ from continuum.store import ActionRow, CheckpointRow, RunExport, RunInfo, Storag
 from continuum.store.approval_outbox import approval_from_row
 from continuum.store.base import ApprovalRow
 from continuum.store.core import action_from_row
+from continuum.store.schema import SCHEMA_VERSION
 from continuum.untrusted import as_typed
 
 FORMAT = "continuum-backup"
@@ -263,6 +264,28 @@ def open_members(path: Path, out: Path) -> dict[str, Any]:
         return manifest
 
 
+def _check_schema(path: Path, manifest: dict[str, Any]) -> None:
+    """The store schema the backup was taken at, before anything is extracted or created:
+    a SQLite copy must name a schema this continuum knows (an unknown or newer one is
+    refused); an export (no store file) names none."""
+    schema = manifest.get("schema_version")
+    sqlite = manifest.get("kind") == "sqlite"
+    if schema is None and not sqlite:
+        return
+    if type(schema) is not int or schema < 1:
+        raise UsageError(f"backup {as_typed(str(path))} names no store schema version this "
+                         f"continuum understands ({schema!r}); nothing was restored",
+                         code="usage.backup_schema_unknown",
+                         hint="use a backup written by `continuum backup`, or the continuum "
+                              "that wrote it", file=str(path))
+    if schema > SCHEMA_VERSION:
+        raise UsageError(f"backup {as_typed(str(path))} holds a store of schema version "
+                         f"{schema}, newer than this continuum knows ({SCHEMA_VERSION}); "
+                         "nothing was restored", code="store.schema_too_new",
+                         hint="upgrade continuum, then verify or restore it again",
+                         file=str(path), schema_version=schema)
+
+
 def check_manifest(path: Path, body: bytes) -> dict[str, Any]:
     try:
         manifest = parse_json(body.decode("utf-8"))
@@ -280,6 +303,7 @@ def check_manifest(path: Path, body: bytes) -> dict[str, Any]:
         raise backup_refused(path, "the manifest cannot be digested", "manifest") from e
     if sealed != manifest.get("manifest_digest"):
         raise backup_refused(path, "the manifest does not match its manifest_digest", "manifest")
+    _check_schema(path, manifest)
     data, runs = manifest.get("data"), manifest.get("runs")
     if (manifest.get("kind") not in DATA_NAMES or not isinstance(data, dict)
             or not isinstance(runs, dict) or data.get("name") != DATA_NAMES[manifest["kind"]]

@@ -19,7 +19,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from continuum.approvals import ApprovalRule, ApprovalRules, RuleFiles, Verdict, judge_call
+from continuum.approvals import (
+    ApprovalRule,
+    ApprovalRules,
+    RuleFiles,
+    Verdict,
+    judge_call,
+    kept_approval,
+)
 from continuum.canonical import canonical_json, digest
 from continuum.errors import (
     ActionOwnedError,
@@ -348,11 +355,16 @@ class _Gate:
         def read_event(sequence: int) -> EventLike | None:  # verified as read
             return next(iter(store.iter_raw(run_id, sequence - 1, upto=sequence)), None)
 
+        def read_kept(approval_id: str) -> dict[str, Any] | None:
+            # An approval whose events were archived: the latest checkpoint whose hash its
+            # sealing event (in the live log) vouches for holds the fold's record of it.
+            return kept_approval(store, run_id, approval_id)
+
         return judge_call(self.tx, rule=self.rule, action_type=self.action_type,
                           action_id=self.ident.action_id, action_key=self.ident.action_key,
                           key=self.key, arguments=self.arguments, effect=self.effect,
                           origin=self.origin, under=rec.approval_id if rec else None,
-                          read_event=read_event)
+                          read_event=read_event, read_kept=read_kept)
 
     def stopped(self, verdict: Verdict, rec: ActionRecord | None) -> InterceptResult:
         """The answer for a call that may not run now (nothing of the action is written)."""
@@ -436,11 +448,11 @@ class ActionLedger:
                              hint="use never, reconcile, idempotent or safe") from None
         canonical_json(arguments)  # refuse non-JSON arguments before locking
         bound = arguments if approval_arguments is _SAME else approval_arguments
-        canonical_json(bound)
+        if bound is not arguments:
+            canonical_json(bound)
         ident = self.identity(run_id, action_type, key, arguments)
         origin = origin or self.origin
-        rule = (self.approvals.current() if isinstance(self.approvals, RuleFiles)
-                else self.approvals).find(action_type, arguments, effect)
+        rule = self.approvals.find(action_type, arguments, effect)  # fails closed (RuleFiles)
         now = self.clock()
         with self.store.write(run_id) as tx:
             if tx.run.status != RunStatus.ACTIVE:
@@ -449,6 +461,8 @@ class ActionLedger:
                     code="ledger.run_finished",
                     hint="start a new run for new work; settling earlier actions still works",
                     run_id=run_id, status=str(tx.run.status))
+            # Two lookups, one per unique key, each on its own: a damaged index (or a row
+            # edited under one key) must not hide a done action behind the other.
             row = _found_once(run_id, tx.find_action(action_id=ident.action_id),
                               tx.find_action(dedup_key=ident.dedup_key))
             if row is None and ident.fallback_key is not None:

@@ -39,6 +39,7 @@ import hmac
 import http.client
 import json
 import os
+import re
 import threading
 import time
 import tomllib
@@ -46,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from continuum.approvals import store_dir
 from continuum.errors import ContinuumError, UsageError
@@ -62,6 +63,7 @@ DELIVERY_HEADER = "X-Continuum-Delivery"
 SIGNATURE_HEADER = "X-Continuum-Signature"
 MAX_ERROR_CHARS = 300
 _WEBHOOK_FIELDS = {"url", "name", "kinds", "secret_env"}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _DELIVERY_FIELDS = {"timeout_seconds", "max_attempts", "backoff_seconds", "max_backoff_seconds"}
 
 _log = get_logger("continuum.outbox")
@@ -69,8 +71,12 @@ _log = get_logger("continuum.outbox")
 
 @dataclass(frozen=True)
 class Webhook:
+    """One receiver. ``url`` is kept out of ``repr`` (and of every name, log and error):
+    its path or query may be the receiver's own secret (a chat webhook's token). A
+    signing secret is never in the settings: ``secret_env`` names the variable."""
+
     name: str
-    url: str
+    url: str = field(repr=False)
     kinds: tuple[str, ...] = ()  # empty: every kind
     secret_env: str | None = None
 
@@ -123,14 +129,21 @@ def _webhook(path: str, index: int, table: Any) -> Webhook:
     url = table.get("url")
     if not isinstance(url, str) or not url:
         raise _bad(path, where, "url is required (an http:// or https:// URL)")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _bad(path, where, f"url must be an http:// or https:// URL with a host, not "
-                                f"{parts.scheme or 'a relative'}:")
     if any(ord(c) < 33 or ord(c) == 127 for c in url):
         raise _bad(path, where, "url holds whitespace or control characters")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _bad(path, where, "url must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise _bad(path, where, "url must not hold a user name or password (the settings "
+                                "file is not a place for secrets); sign requests with "
+                                "secret_env = \"VARIABLE\" instead")
+    port = _port(path, where, parts)
+    # The default name (shown in the outbox, logs and errors) is scheme, host and port and
+    # a digest of the whole URL: never its path or query, which may be a secret token.
+    tag = hashlib.sha256(url.encode("utf-8")).hexdigest()[:10]
     name = table.get("name", f"{parts.scheme}://{parts.hostname}"
-                             f"{':' + str(parts.port) if parts.port else ''}{parts.path}")
+                             f"{':' + str(port) if port else ''}/#{tag}")
     try:
         name = check_identifier(name, what="name", code="outbox.bad_config", hint="")
     except UsageError as e:
@@ -139,9 +152,23 @@ def _webhook(path: str, index: int, table: Any) -> Webhook:
     if not isinstance(kinds, list) or any(k not in KINDS for k in kinds):
         raise _bad(path, where, f"kinds must be a list of {', '.join(KINDS)}")
     secret_env = table.get("secret_env")
-    if secret_env is not None and (not isinstance(secret_env, str) or not secret_env):
-        raise _bad(path, where, "secret_env must name an environment variable")
+    if secret_env is not None and (not isinstance(secret_env, str)
+                                   or not _ENV_NAME.fullmatch(secret_env)):
+        # Not echoed: a secret pasted here by mistake must not reach a log or a screen.
+        raise _bad(path, where, "secret_env must be the NAME of an environment variable "
+                                "(letters, digits and _), not the secret itself; put the "
+                                "secret in that variable")
     return Webhook(name=name, url=url, kinds=tuple(kinds), secret_env=secret_env)
+
+
+def _port(path: str, where: str, parts: SplitResult) -> int | None:
+    try:
+        port = parts.port  # ValueError for a port that is not a number in 0..65535
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise _bad(path, where, "url has a port that is not a number from 1 to 65535")
+    return port
 
 
 def parse_notify(text: str, path: str) -> tuple[tuple[Webhook, ...], DeliveryPolicy | None]:
@@ -241,11 +268,17 @@ def post(webhook: Webhook, row: OutboxRow, *, timeout: float, attempt: int,
         headers[SIGNATURE_HEADER] = f"sha256={mac}"
     parts = urlsplit(webhook.url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:  # checked when the settings are read; a Webhook made in code is checked here
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or parts.scheme not in ("http", "https") or not parts.hostname:
+        return "outbox.bad_config: the url's scheme, host or port is not valid (fix notify.toml)"
     conn: http.client.HTTPConnection
     if parts.scheme == "https":
-        conn = http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=timeout)
+        conn = http.client.HTTPSConnection(parts.hostname, port, timeout=timeout)
     else:
-        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout)
+        conn = http.client.HTTPConnection(parts.hostname, port, timeout=timeout)
     try:
         conn.request("POST", target, body=body, headers=headers)
         response = conn.getresponse()
@@ -253,10 +286,21 @@ def post(webhook: Webhook, row: OutboxRow, *, timeout: float, attempt: int,
         if 200 <= response.status < 300:
             return None
         return f"HTTP {response.status} {response.reason}"[:MAX_ERROR_CHARS]
-    except (OSError, http.client.HTTPException) as e:  # refused, reset, timed out, bad reply
-        return f"{type(e).__name__}: {e}"[:MAX_ERROR_CHARS]
+    except (OSError, http.client.HTTPException, ValueError) as e:  # refused, reset, timed
+        # out, a bad reply (or a bad address): recorded, never raised; the URL is left out
+        return _redacted(f"{type(e).__name__}: {e}", webhook.url)[:MAX_ERROR_CHARS]
     finally:
         conn.close()
+
+
+def _redacted(text: str, url: str) -> str:
+    """``text`` without the webhook's path and query (they may hold its token)."""
+    parts = urlsplit(url)
+    for secret in (parts.path + (f"?{parts.query}" if parts.query else ""), parts.path,
+                   parts.query):
+        if len(secret) > 1:
+            text = text.replace(secret, "/***")
+    return text
 
 
 @dataclass
@@ -268,11 +312,13 @@ class DeliveryReport:
     retrying: int = 0  # still pending after this attempt
     failed: int = 0  # gave up (max_attempts)
     sent: int = 0  # successful POSTs
+    lost: int = 0  # claims that lapsed and were taken over before the result was recorded
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"claimed": self.claimed, "delivered": self.delivered, "retrying": self.retrying,
-                "failed": self.failed, "sent": self.sent, "errors": list(self.errors)}
+                "failed": self.failed, "sent": self.sent, "lost": self.lost,
+                "errors": list(self.errors)}
 
 
 def _now_text(now: float) -> str:
@@ -315,21 +361,32 @@ def deliver_due(store: Storage, config: NotifyConfig, *, limit: int = 50,
         after = clock()
         if not errors:
             status, next_attempt = "delivered", after
-            report.delivered += 1
         elif attempt >= policy.max_attempts:
             status, next_attempt = "failed", after
-            report.failed += 1
         else:
             status, next_attempt = "pending", after + policy.backoff(attempt)
-            report.retrying += 1
         if errors:
             report.errors += [f"{row.delivery_id} {e}" for e in errors]
             _log.warning("outbox.delivery_failed", delivery_id=row.delivery_id, attempt=attempt,
                          status=status, errors=errors)
-        store.record_delivery(row.delivery_id, status=status, attempts=attempt,
-                              next_attempt=next_attempt, delivered_to=sorted(delivered),
-                              last_error="; ".join(errors)[:MAX_ERROR_CHARS] if errors else None,
-                              delivered_at=_now_text(after) if status == "delivered" else None)
+        recorded = store.record_delivery(
+            row.delivery_id, status=status, attempts=attempt, next_attempt=next_attempt,
+            delivered_to=sorted(delivered),
+            last_error="; ".join(errors)[:MAX_ERROR_CHARS] if errors else None,
+            delivered_at=_now_text(after) if status == "delivered" else None, claim=row)
+        if not recorded:
+            # Our claim lapsed and another deliverer took the notification over: what it
+            # records stands (the receiver deduplicates a copy we may have sent).
+            report.lost += 1
+            report.errors.append(f"{row.delivery_id} claim lapsed before the result was "
+                                 "recorded; another deliverer has it (nothing overwritten)")
+            _log.warning("outbox.claim_lost", delivery_id=row.delivery_id, attempt=attempt)
+        elif status == "delivered":
+            report.delivered += 1
+        elif status == "failed":
+            report.failed += 1
+        else:
+            report.retrying += 1
     return report
 
 

@@ -1,7 +1,9 @@
 """Archive finished runs, then delete them from the store: ``continuum prune``.
 
 Only runs that are completed or aborted, and whose last event is before the cut-off, are
-candidates; an active run never is. Each is first written with the export format
+candidates; an active run never is, and neither is a run whose early history was archived
+or one with unsettled work (an action started or unknown, an approval waiting): those are
+skipped and reported, never exported-then-deleted while they still need a person. Each is first written with the export format
 (``continuum.transfer``: every event exactly as sealed, its checkpoints), the file is
 synced, renamed into place and read back through the import checks (every chain against
 its head), and only then is each run deleted, one transaction per run, by
@@ -24,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.errors import ContinuumError, IntegrityError, UsageError
 from continuum.faults import fault_point
+from continuum.projection import ActionRecord
 from continuum.store import Storage
 from continuum.transfer import export_runs, read_export
 from continuum.types import RunStatus
@@ -61,6 +64,7 @@ class PruneReport(BaseModel):
     archives: dict[str, str] = Field(default_factory=dict)  # run_id -> archive file
     pruned: list[str] = Field(default_factory=list)
     refused: list[Refusal] = Field(default_factory=list)
+    skipped: list[Refusal] = Field(default_factory=list)  # not candidates: see ``select``
 
 
 def parse_before(text: str) -> datetime:
@@ -100,20 +104,59 @@ def _moment(stamp: str) -> datetime | None:
 
 
 def candidates(store: Storage, before: datetime) -> list[Candidate]:
-    """The finished runs whose last event is before ``before``, oldest first. The last
+    """The finished runs whose last event is before ``before``, oldest first, that can be
+    pruned (``select`` also says which were skipped, and why)."""
+    return select(store, before)[0]
+
+
+def select(store: Storage, before: datetime) -> tuple[list[Candidate], list[Refusal]]:
+    """The finished runs whose last event is before ``before``, oldest first, split into
+    those that can be pruned and those skipped: a run whose early history is archived
+    (``continuum archive``: the export would hold only its live part), and a run with
+    unsettled work (an action started, unknown or failed on an agent's word, or an
+    approval waiting for a person), which still needs a human, not a deletion. The last
     event is read through the verifying reader (its hash and link checked)."""
-    found = []
+    found: list[Candidate] = []
+    skipped: list[Refusal] = []
     for run in store.list_runs():
         if run.status not in FINISHED or run.head_sequence == 0:
             continue
-        last = next(iter(store.iter_raw(run.run_id, after=run.head_sequence - 1)))
+        base = store.archive_base(run.run_id)
+        after = max(run.head_sequence - 1, base.through if base is not None else 0)
+        last = next(iter(store.iter_raw(run.run_id, after=after)))
         moment = _moment(last.timestamp)
         if moment is None or moment >= before:
+            continue
+        why = _unsettled(store, run.run_id) if base is None else Refusal(
+            run_id=run.run_id, code="prune.archived_run",
+            message=f"its events 1..{base.through} are in the archive "
+                    f"{as_typed(base.archive_name or '?')}: prune keeps a run whose history is split "
+                    "(keep it, or export it with `continuum export` and its archive files)")
+        if why is not None:
+            skipped.append(why)
             continue
         found.append(Candidate(run_id=run.run_id, goal=run.goal, status=str(run.status),
                                events=run.head_sequence, last_event_at=last.timestamp,
                                head=f"{run.head_sequence}:{run.head_hash}"))
-    return found
+    return found, skipped
+
+
+def _unsettled(store: Storage, run_id: str) -> Refusal | None:
+    """Why ``run_id`` still needs a person (None if nothing of it does)."""
+    open_actions = [row.record.get("action_key") or row.action_id
+                    for row in store.list_actions(run_id)
+                    if ActionRecord.model_validate(row.record).needs_human]
+    if open_actions:
+        return Refusal(run_id=run_id, code="prune.unsettled_actions",
+                       message=f"{len(open_actions)} action(s) are not settled (started, "
+                               "unknown, or failed on an agent's word): settle them first "
+                               f"(`continuum actions {as_typed(run_id)}`, then `continuum reconcile`)")
+    waiting = store.list_approvals(run_id=run_id, status="requested", limit=1)
+    if waiting:
+        return Refusal(run_id=run_id, code="prune.pending_approvals",
+                       message="an approval is waiting for a person's decision "
+                               f"(`continuum approvals {as_typed(run_id)}`): decide it first")
+    return None
 
 
 def archive_files(runs: list[Candidate], *, to_dir: str | None,

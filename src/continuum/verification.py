@@ -10,7 +10,7 @@ then compared with the fold (an edited index is caught) and every checkpoint wit
 from __future__ import annotations
 
 import gc
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,7 +19,7 @@ from continuum.chain import DamageKind, VerifyReport, Violation, check_anchor, w
 from continuum.errors import IntegrityError, UsageError
 from continuum.projection import empty_plain, fold_plain
 from continuum.store import CheckpointRow, Storage
-from continuum.store.approval_outbox import approval_record
+from continuum.store.approval_outbox import approval_column_problem, approval_record
 from continuum.store.core import action_record
 
 
@@ -151,11 +151,15 @@ def index_row_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) -> li
     return out + index_violations(acc, records, unreadable=unreadable)
 
 
-def approval_index_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) -> list[Violation]:
+def approval_index_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]], *,
+                              normalize: Callable[[dict[str, Any]], Any] | None = None
+                              ) -> list[Violation]:
     """The approval index (``approval_index_rows``) against the fold's approvals: a row
-    that differs, one the log does not explain, or an approval the index lacks is an
-    ``index_mismatch`` (an edited index could otherwise grant a call)."""
-    folded: dict[str, dict[str, Any]] = acc["approvals"]
+    that differs (its record, or a lookup column that does not follow from it), one the
+    log does not explain, or an approval the index lacks is an ``index_mismatch`` (an
+    edited index could otherwise grant a call). ``normalize``: applied to each row's record
+    before comparing (the fold's records are then in that form too)."""
+    folded: dict[str, Any] = acc["approvals"]
     out: list[Violation] = []
     seen: set[str] = set()
     for row in rows:
@@ -169,7 +173,12 @@ def approval_index_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) 
             seen.add(approval_id or "")
             continue
         seen.add(record["id"])
-        if mine != record:
+        problem = approval_column_problem(row, record) if len(row) > 3 else None
+        if problem is not None:
+            where = (mine or {}).get("provenance", {}).get("sequence") or acc["sequence"]
+            out.append(Violation(sequence=where, kind=DamageKind.INDEX_MISMATCH,
+                                 detail=f"approval index row {record['id']}: {problem}"))
+        elif mine != (normalize(record) if normalize is not None else record):
             where = (mine or {}).get("provenance", {}).get("sequence") or acc["sequence"]
             out.append(Violation(sequence=where, kind=DamageKind.INDEX_MISMATCH,
                                  detail=f"approval index row {record['id']} disagrees with the log"))

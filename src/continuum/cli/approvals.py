@@ -33,7 +33,7 @@ from continuum.notices import decide_command
 from continuum.outbox import DeliveryReport, deliver_loop
 from continuum.store.base import MAX_PAGE, OUTBOX_STATUSES, OutboxRow
 from continuum.types import Origin
-from continuum.untrusted import json_safe, quoted
+from continuum.untrusted import as_typed, json_safe, quoted
 
 
 def approval_json(a: ApprovalInfo) -> dict[str, Any]:
@@ -41,9 +41,34 @@ def approval_json(a: ApprovalInfo) -> dict[str, Any]:
     return {"approval_id": a.id, **data, "command": decide_command(a.id) if a.pending else None}
 
 
-def _arguments_line(a: ApprovalInfo) -> str:
-    text = json_safe(json.dumps(a.arguments, ensure_ascii=False, sort_keys=True))
-    return f"    arguments: {quoted(text, limit=400)}"
+DEFAULT_APPROVALS = 50  # ``approvals --limit``
+LIST_ARGUMENT_CHARS = 400  # one line per approval in a listing
+PROMPT_ARGUMENT_CHARS = 16_000  # what ``decide`` shows before it says it stopped
+
+
+def _arguments_lines(a: ApprovalInfo, *, detail: bool) -> list[Line]:
+    """The arguments as the agent sent them. In a listing: one line, shortened (and saying
+    so). For a decision (``detail``): in full, as indented JSON, each line marked as the
+    agent's; past ``PROMPT_ARGUMENT_CHARS`` it stops and says so, with the digest the
+    approval is bound to and where to read the rest: never cut silently."""
+    if not detail:
+        text = json_safe(json.dumps(a.arguments, ensure_ascii=False, sort_keys=True))
+        more = (f"  (shortened; in full: continuum approvals {as_typed(a.run_id)} --all --json)"
+                if len(text) > LIST_ARGUMENT_CHARS else "")
+        return [f"    arguments: {quoted(text, limit=LIST_ARGUMENT_CHARS)}{more}"]
+    pretty = json_safe(json.dumps(a.arguments, ensure_ascii=False, sort_keys=True, indent=2))
+    shown = pretty[:PROMPT_ARGUMENT_CHARS]
+    lines: list[Line] = ["    arguments: in full, as JSON written by the agent (each line "
+                         "marked |):"]
+    # JSON quotes every string and escapes its newlines, so no value can end the block or
+    # start a line of its own; ``render_line`` escapes any control character left.
+    lines += [f"      | {line}" for line in shown.split("\n")]
+    if len(pretty) > len(shown):
+        lines.append(f"    ARGUMENTS CUT: the first {len(shown)} of {len(pretty)} characters are "
+                     f"shown above. The approval is bound to arguments with sha256 digest "
+                     f"{a.arguments_hash}; read them all with `continuum approvals "
+                     f"{as_typed(a.run_id)} --all --json` before deciding")
+    return lines
 
 
 def approval_lines(a: ApprovalInfo, *, detail: bool = False) -> list[Line]:
@@ -57,7 +82,7 @@ def approval_lines(a: ApprovalInfo, *, detail: bool = False) -> list[Line]:
     if a.action_type is not None:
         lines.append(f"    action type: {quoted(a.action_type, limit=120)}"
                      + (f", key {quoted(a.key, limit=200)}" if a.key else ""))
-    lines.append(_arguments_line(a))
+    lines += _arguments_lines(a, detail=detail)
     if a.arguments_hash and detail:
         lines.append(f"    arguments sha256 digest: {a.arguments_hash}")
     if a.rule:
@@ -83,9 +108,14 @@ def approval_lines(a: ApprovalInfo, *, detail: bool = False) -> list[Line]:
               help="Also decided approvals, and those of finished runs.")
 @click.option("--rules", is_flag=True,
               help="Show the approval rules that apply here (approvals.toml) instead.")
+@click.option("--limit", type=click.IntRange(1, MAX_PAGE), default=DEFAULT_APPROVALS,
+              show_default=True,
+              help="Show at most this many, oldest request first; says how many more exist.")
 @common
-def approvals_cmd(s: Settings, run_id: str | None, show_all: bool, rules: bool) -> None:
-    """List approvals waiting for a person's decision (of RUN, or of every run).
+def approvals_cmd(s: Settings, run_id: str | None, show_all: bool, rules: bool,
+                  limit: int) -> None:
+    """List approvals waiting for a person's decision (of RUN, or of every run), in the
+    order they were requested (oldest first), at most --limit of them.
 
     Exit 20 when any is waiting. Decide each with `continuum decide ID --allow|--deny
     --reason TEXT`.
@@ -99,17 +129,23 @@ def approvals_cmd(s: Settings, run_id: str | None, show_all: bool, rules: bool) 
                             "description": r.description} for r in loaded.rules]},
              loaded.explain())
         return
-    found = rt.approvals(run_id, pending_only=not show_all)
-    pending = [a for a in found if a.pending]
+    every = rt.approvals(run_id, pending_only=not show_all, limit=MAX_PAGE)
+    found, more = every[:limit], len(every) - min(limit, len(every))
+    at_least = "at least " if len(every) >= MAX_PAGE else ""  # counted up to one full page
+    pending = [a for a in every if a.pending]
     lines: list[Line] = []
     for a in found:
         lines += approval_lines(a)
     if not found:
         lines.append("no approvals" if show_all else "no approval is waiting for a decision")
     elif pending:
-        lines.append(f"{len(pending)} waiting for a person's decision")
-    emit(s, {"approvals": [approval_json(a) for a in found], "pending": len(pending)}, lines,
-         code=20 if pending else 0)
+        lines.append(f"{at_least}{len(pending)} waiting for a person's decision")
+    if more:
+        lines.append(f"{at_least}{more} more not shown (oldest first; see them with --limit "
+                     f"{min(MAX_PAGE, limit + more)}, or decide these first)")
+    emit(s, {"approvals": [approval_json(a) for a in found], "pending": len(pending),
+             "shown": len(found), "more": more, "more_is_lower_bound": bool(at_least)},
+         lines, code=20 if pending else 0)
 
 
 @click.command("decide")
@@ -237,7 +273,7 @@ def deliver_cmd(s: Settings, loop: bool, poll: float) -> None:
     total = DeliveryReport()
 
     def add(report: DeliveryReport) -> None:
-        for name in ("claimed", "delivered", "retrying", "failed", "sent"):
+        for name in ("claimed", "delivered", "retrying", "failed", "sent", "lost"):
             setattr(total, name, getattr(total, name) + getattr(report, name))
         total.errors += report.errors
         if report.claimed and loop and not s.json:

@@ -9,8 +9,20 @@ import click
 from continuum.cli.common import common, runtime
 from continuum.cli.output import AGENT_TEXT_NOTICE, Line, Settings, ask, emit, write_lines
 from continuum.errors import UsageError
-from continuum.prune import Candidate, PruneReport, archive_files, candidates, parse_before, prune
+from continuum.prune import (
+    Candidate,
+    PruneReport,
+    Refusal,
+    archive_files,
+    parse_before,
+    prune,
+    select,
+)
 from continuum.untrusted import as_typed, quoted
+
+
+def _skipped(skipped: list[Refusal]) -> list[Line]:
+    return [f"skipped {quoted(r.run_id)}: {r.message} [{r.code}]" for r in skipped]
 
 
 def _listed(runs: list[Candidate]) -> list[Line]:
@@ -59,16 +71,18 @@ def prune_cmd(s: Settings, finished: bool, before_text: str, to_dir: str | None,
                              hint="run it in a terminal (it lists the runs and asks), or pass "
                                   "--yes from a person's own script; --dry-run lists them")
     rt = runtime(s)
-    runs = candidates(rt.store, before)
+    runs, skipped = select(rt.store, before)
     when = before.isoformat().replace("+00:00", "Z")
     if dry_run or not runs:
-        report = PruneReport(before=before.isoformat(), dry_run=dry_run, runs=runs)
+        report = PruneReport(before=before.isoformat(), dry_run=dry_run, runs=runs,
+                             skipped=skipped)
         head = (f"would archive and delete {len(runs)} finished run(s) whose last event is "
                 f"before {when}" if runs else
-                f"no completed or aborted run has its last event before {when}; nothing to do")
+                f"no completed or aborted run that can be pruned has its last event before "
+                f"{when}; nothing to do")
         emit(s, report.model_dump(mode="json"),
-             [head, *_listed(runs)] + (["dry run: nothing was written or deleted"]
-                                       if dry_run else []))
+             [head, *_listed(runs), *_skipped(skipped)]
+             + (["dry run: nothing was written or deleted"] if dry_run else []))
         return
     files = archive_files(runs, to_dir=to_dir, archive=archive)
     if not yes:
@@ -79,7 +93,7 @@ def prune_cmd(s: Settings, finished: bool, before_text: str, to_dir: str | None,
         if not ask(s, f"Archive them to {where} and delete them from the store?"):
             raise UsageError("pruning declined; nothing was archived or deleted",
                              code="usage.declined", hint="run again when you are sure")
-    report = prune(rt.store, runs, files, before=before)
+    report = prune(rt.store, runs, files, before=before).model_copy(update={"skipped": skipped})
     lines: list[Line] = [f"archived {len(runs)} run(s), every chain verified in the archive; "
                          f"deleted {len(report.pruned)}"]
     for run in runs:
@@ -89,6 +103,7 @@ def prune_cmd(s: Settings, finished: bool, before_text: str, to_dir: str | None,
                      + ("" if gone else "  (kept: refused)"))
     for refusal in report.refused:
         lines.append(f"refused {quoted(refusal.run_id)}: {refusal.message} [{refusal.code}]")
+    lines += _skipped(report.skipped)
     if report.pruned:
         lines.append("bring a run back with `continuum import FILE`")
     emit(s, report.model_dump(mode="json"), lines, code=1 if report.refused else 0)

@@ -38,7 +38,7 @@ from continuum.hooks.registry import BUILTINS, Registry, Rule, render_key, rende
 from continuum.ledger import InterceptResult, process_start
 from continuum.projection import ActionRecord
 from continuum.runtime import Continuum
-from continuum.store import open_store
+from continuum.store import is_postgres_url, open_store
 from continuum.types import ActionStatus, Origin
 from continuum.untrusted import quoted
 
@@ -180,12 +180,35 @@ def _record(rt: Continuum, run_id: str, action_id: str) -> ActionRecord | None:
     return ActionRecord.model_validate(row.record) if row is not None else None
 
 
+def shown_db(url: str) -> str:
+    """The store URL as the gate may print it (to the agent, the host's transcript, a
+    log): a PostgreSQL URL's password becomes ``***`` (``postgresql://user:***@host/db``,
+    and ``password=***`` in its query); a file path is shown as it is."""
+    if not is_postgres_url(url):
+        return url
+    scheme, _, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}{':***' if colon else ''}@{host}"
+    path, question, query = tail.partition("?")
+    if question:
+        query = "&".join(f"{p.partition('=')[0]}=***" if p.partition("=")[0].lower()
+                         == "password" else p for p in query.split("&"))
+    return f"{scheme}://{netloc}{slash}{path}{question}{query}"
+
+
+def _db(args: HookArgs) -> str:
+    return shlex.quote(shown_db(args.db))
+
+
 def reconcile_commands(args: HookArgs, project: str, action_id: str, has_probe: bool) -> str:
-    base = f"continuum --db {shlex.quote(args.db)} reconcile {shlex.quote(args.run)} {action_id}"
+    base = f"continuum --db {_db(args)} reconcile {shlex.quote(args.run)} {action_id}"
     text = f"`{base} --occurred` (it happened) or `{base} --not-occurred` (it did not)"
     if has_probe:
         text += (f", or let continuum check with the rule's probe: `continuum --db "
-                 f"{shlex.quote(args.db)} reconcile --probe {shlex.quote(args.run)} {action_id} "
+                 f"{_db(args)} reconcile --probe {shlex.quote(args.run)} {action_id} "
                  f"--dir {shlex.quote(project)}`")
     return text
 
@@ -224,7 +247,7 @@ def refusal(args: HookArgs, project: str, rule: Rule, r: InterceptResult,
     if r.status == "awaiting_approval" and r.approval_id:
         return (f"{what} needs a person's decision first (approval {r.approval_id}). Do not run "
                 "it, and do not decide it yourself: ask the user to run "
-                f"`continuum --db {shlex.quote(args.db)} decide {r.approval_id} --allow "
+                f"`continuum --db {_db(args)} decide {r.approval_id} --allow "
                 "--reason TEXT` (or --deny), then make exactly the same call again.")
     if r.status == "denied" and r.approval_id:
         why = f" Their reason: {quoted(r.denial_reason, limit=300)}." if r.denial_reason else ""

@@ -29,6 +29,9 @@ T = TypeVar("T")
 Execute = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 
 APPROVAL_COLUMNS = "run_id, approval_id, record"
+# What ``verify`` reads: the record and the columns derived from it, which the lookups use
+# (an edited column must be caught as surely as an edited record).
+APPROVAL_INDEX_COLUMNS = APPROVAL_COLUMNS + ", binding, status, run_grant"
 OUTBOX_COLUMNS = ("delivery_id, run_id, sequence, kind, body, created_at, status, attempts, "
                   "next_attempt, claimed_until, delivered_to, last_error, delivered_at")
 APPROVAL_STATUSES = ("requested", "granted", "denied", "revoked")
@@ -115,7 +118,7 @@ def _damaged(run_id: Any, what: str, detail: str, code: str, **fields: Any) -> I
 
 def approval_record(row: tuple[Any, ...]) -> dict[str, Any]:
     """An approval index row's record, which must be the fold's record of *this* approval."""
-    run_id, approval_id, record_text = row
+    run_id, approval_id, record_text = row[:3]
     try:
         record = json.loads(record_text)
         if not isinstance(record, dict) or record.get("id") != approval_id:
@@ -124,6 +127,21 @@ def approval_record(row: tuple[Any, ...]) -> dict[str, Any]:
     except (ValueError, TypeError) as e:  # derived from the log: refuse a bad row
         raise _damaged(run_id, f"approval index row {approval_id!r}", str(e),
                        "integrity.index_mismatch", approval_id=str(approval_id)) from e
+
+
+def approval_column_problem(row: tuple[Any, ...], record: dict[str, Any]) -> str | None:
+    """What is wrong with the lookup columns of an index row (``APPROVAL_INDEX_COLUMNS``)
+    given its record, or None: each must be what ``approval_values`` derives from it."""
+    try:
+        expected = approval_values(ApprovalRow(run_id=str(row[0]), approval_id=str(row[1]),
+                                               record=record))[2:5]
+    except (KeyError, TypeError, ValueError) as e:
+        return f"its record cannot be indexed ({type(e).__name__})"
+    for name, got, want in zip(("binding", "status", "run_grant"), row[3:6], expected,
+                               strict=True):
+        if got != want:
+            return f"its {name} column is {got!r}, its record says {want!r}"
+    return None
 
 
 def approval_from_row(row: tuple[Any, ...]) -> ApprovalRow:
@@ -211,8 +229,8 @@ class ApprovalOutboxStore:
 
     def approval_index_rows(self, run_id: str) -> list[tuple[Any, ...]]:
         d = self._dialect
-        return self._read(f"SELECT {APPROVAL_COLUMNS} FROM {d.approvals} WHERE run_id = {d.p}"
-                          f" ORDER BY {d.order}", (run_id,))
+        return self._read(f"SELECT {APPROVAL_INDEX_COLUMNS} FROM {d.approvals}"
+                          f" WHERE run_id = {d.p} ORDER BY {d.order}", (run_id,))
 
     # -- the outbox -------------------------------------------------------------------------
 
@@ -255,15 +273,28 @@ class ApprovalOutboxStore:
 
     def record_delivery(self, delivery_id: str, *, status: str, attempts: int,
                         next_attempt: float, delivered_to: list[str], last_error: str | None,
-                        delivered_at: str | None) -> None:
+                        delivered_at: str | None, claim: OutboxRow | None = None) -> bool:
         _one_of(status, OUTBOX_STATUSES, "outbox status")
         d = self._dialect
-        self._transact(lambda execute: execute(
+        # Compare and set: the claim is (claimed_until, attempts) as claimed. Another
+        # deliverer that took the row over after the claim lapsed wrote its own
+        # claimed_until (and, once it recorded, attempts + 1), so a late writer matches
+        # nothing and cannot overwrite what the newer one recorded.
+        held = ""
+        params: tuple[Any, ...] = ()
+        if claim is not None:
+            if claim.delivery_id != delivery_id or claim.claimed_until is None:
+                raise UsageError("a claim is the row claim_outbox returned for this delivery",
+                                 code="usage.bad_claim", hint="pass the claimed row")
+            held = f" AND claimed_until = {d.p} AND attempts = {d.p} AND status = 'pending'"
+            params = (claim.claimed_until, claim.attempts)
+        rows = self._transact(lambda execute: execute(
             f"UPDATE {d.outbox} SET status = {d.p}, attempts = {d.p}, next_attempt = {d.p},"
             f" delivered_to = {d.p}, last_error = {d.p}, delivered_at = {d.p},"
-            f" claimed_until = NULL WHERE delivery_id = {d.p}",
+            f" claimed_until = NULL WHERE delivery_id = {d.p}{held} RETURNING delivery_id",
             (status, attempts, next_attempt, canonical_json(sorted(set(delivered_to))),
-             last_error, delivered_at, delivery_id)))
+             last_error, delivered_at, delivery_id, *params)))
+        return bool(rows)
 
     def requeue_outbox(self, delivery_ids: Sequence[str] | None = None) -> int:
         d = self._dialect

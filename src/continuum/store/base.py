@@ -338,7 +338,8 @@ class Storage(Protocol):
         ...
 
     def approval_index_rows(self, run_id: str) -> list[tuple[Any, ...]]:
-        """Every approval index row of the run as stored: ``(run_id, approval_id, record)``."""
+        """Every approval index row of the run as stored: ``(run_id, approval_id, record,
+        binding, status, run_grant)`` (the record and the lookup columns derived from it)."""
         ...
 
     # -- the notification outbox ----------------------------------------------------------
@@ -359,8 +360,10 @@ class Storage(Protocol):
 
     def record_delivery(self, delivery_id: str, *, status: str, attempts: int,
                         next_attempt: float, delivered_to: list[str], last_error: str | None,
-                        delivered_at: str | None) -> None:
-        """Record the outcome of one delivery attempt and release the claim."""
+                        delivered_at: str | None, claim: OutboxRow | None = None) -> bool:
+        """Record the outcome of one delivery attempt and release the claim. With ``claim``
+        (the row as ``claim_outbox`` returned it), only while that claim still holds the
+        row: a deliverer whose claim lapsed and was taken over records nothing (False)."""
         ...
 
     def requeue_outbox(self, delivery_ids: Sequence[str] | None = None) -> int:
