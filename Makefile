@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # Tests that need PostgreSQL use this server (the machine kind starts it; CI too).
 export CONTINUUM_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/postgres
 
-.PHONY: setup test crash demo lint typecheck clean
+.PHONY: setup browser test crash demo lint typecheck clean
 
 setup: $(STAMP)
 
@@ -16,16 +16,27 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,postgres,adapters]'
 	touch $(STAMP)
 
-# Lint and strict typing first (fast), then the whole suite: the in-process suites under
+# The operator page's tests drive Debian's chromium through chromedriver (Selenium): installed
+# here when missing (as root, or with sudo). Checked on every run, not stamped: a new
+# machine with an old .venv still gets them.
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	fi
+
+# Lint and typing first (fast: mypy strict over src, then tests/mypy.ini over the test
+# code), then the whole suite: the in-process suites under
 # branch coverage (their report is printed at the end), then the ones that work through
 # real subprocesses (crashes, MCP over stdio, hooks, adapters, e2e), which coverage of
 # this process would not see anyway. The adapters' tests fail (not skip) when an extra
 # is missing.
 IN_PROCESS := tests/unit tests/property tests/contract tests/cli
 test: export CONTINUUM_REQUIRE_EXTRAS = 1
-test: $(STAMP)
+test: $(STAMP) browser
 	$(VENV)/bin/ruff check src tests scripts
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --config-file tests/mypy.ini tests
 	$(PY) -m coverage run --branch --source=continuum -m pytest -q -p no:cacheprovider $(IN_PROCESS)
 	$(PY) -m pytest -q -p no:cacheprovider $(addprefix --ignore=,$(IN_PROCESS))
 	@echo "branch coverage of the in-process suites ($(IN_PROCESS)):"
@@ -46,6 +57,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --config-file tests/mypy.ini tests
 
 # Also what the e2e kit wrote: its working directory (1-setup.sh makes it; a KIT_WORK
 # elsewhere is yours to remove) and its scripts' bytecode.

@@ -119,6 +119,7 @@ REFUSED = {"outbox deliver": "outbox.no_webhooks"}
 NO_JSON = {
     "hook": "a host hook: its stdout is the host's own hook protocol, not continuum's JSON",
     "benchmark": "crashes real agents for minutes; its --json is tested in test_bench_scenarios",
+    "ui": "a server that runs until stopped (tests/e2e/test_operator_page_http.py)",
 }
 
 

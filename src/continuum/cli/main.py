@@ -24,6 +24,7 @@ from continuum.cli import (
     recovery,
     runs,
     transfer,
+    ui,
 )
 from continuum.cli.common import suggest_run
 from continuum.cli.output import Exit, Settings, emit_error
@@ -65,7 +66,7 @@ def cli(ctx: click.Context, db: str | None, as_json: bool, no_color: bool,
 
 
 for module in (runs, recovery, ledger, integrity, history, live, mcp_install, hooks, transfer,
-               prune, approvals, operations, benchmark):
+               prune, approvals, operations, benchmark, ui):
     for command in module.COMMANDS:
         cli.add_command(command)
 

@@ -7,9 +7,10 @@ What a request meets, outermost first:
    streams, which stay open for a session's life, are bounded by ``MAX_SESSIONS``
    instead); more are answered ``503`` with JSON-RPC error ``-32050`` (busy).
 2. ``BearerAuth``: ``roles.authenticate`` on every request, on loopback too: no
-   ``Authorization: Bearer TOKEN`` (or a token in the query string or another header)
-   and nothing else is looked at (``401`` with ``WWW-Authenticate: Bearer``, or ``400``;
-   the body a JSON-RPC error saying where the token goes; logged without the token). The request's ``Grant`` (role, token-file line) goes into the ASGI scope,
+   ``Authorization: Bearer TOKEN`` (or a token in the URL's path or query string, or in
+   another header) and nothing else is looked at (``401`` with ``WWW-Authenticate:
+   Bearer``, or ``400``; the body a JSON-RPC error saying where the token goes; logged
+   without the token, the query string, or any path the server does not serve). The request's ``Grant`` (role, token-file line) goes into the ASGI scope,
    where the tools read it (``roles.grant_from_context``); the SDK's session manager
    also binds each session to the token that opened it.
 3. The Starlette app: the SDK's streamable HTTP session manager at ``/mcp`` (both
@@ -17,8 +18,8 @@ What a request meets, outermost first:
    per-request envelope), bodies over ``--max-message-bytes`` refused with ``413``, and
    on a loopback bind the SDK's Host/Origin checks against DNS rebinding.
 
-Adding routes (the hook a later ``--ui`` uses): ``build_app(..., extra_routes=[...])``
-takes Starlette routes; they sit behind the same bearer check (a path listed in
+Adding routes (``--ui`` does, through ``operator_page``): ``build_app(...,
+extra_routes=[...])`` takes Starlette routes; they sit behind the same bearer check (a path listed in
 ``open_paths`` skips it: such a route must check its own credentials), and a handler
 reads the caller's role with ``request_grant(request)`` and checks it with
 ``roles.allows(grant.role, "continuum_confirm")`` (or any name in ``roles.ROLE_TOOLS``).
@@ -74,11 +75,13 @@ from continuum.mcp.roles import (
     Grant,
     Refusal,
     TokenTable,
+    allows,
     authenticate,
     check_confirm_token_apart,
     load_token_file,
 )
 from continuum.mcp.transport import MAX_IN_FLIGHT_FLAG, SERVER_BUSY
+from continuum.ui import Principal, operator_routes, ui_paths
 
 __all__ = [
     "AUTH_REFUSED",
@@ -95,6 +98,8 @@ __all__ = [
     "build_app",
     "flag_problem",
     "load_http_config",
+    "loggable_path",
+    "operator_page",
     "parse_listen",
     "request_grant",
     "serve",
@@ -311,11 +316,23 @@ def _peer(scope: Scope) -> str | None:
     return f"{client[0]}:{client[1]}" if client else None
 
 
-class BearerAuth:
-    """Every request must carry a valid bearer token (``roles.authenticate``)."""
+def loggable_path(path: object, known: frozenset[str]) -> str:
+    """``path`` if it is one the server serves, else a placeholder: any other path may hold
+    a token (``/mcp/TOKEN``), and a log line must never carry one."""
+    if isinstance(path, str) and path in known:
+        return path
+    return "(another path, not logged)"
 
-    def __init__(self, app: ASGIApp, tokens: TokenTable, open_paths: Sequence[str] = ()) -> None:
+
+class BearerAuth:
+    """Every request must carry a valid bearer token (``roles.authenticate``).
+
+    ``known_paths``: the paths a refusal may name in the log (any other is not logged)."""
+
+    def __init__(self, app: ASGIApp, tokens: TokenTable, open_paths: Sequence[str] = (),
+                 known_paths: Sequence[str] = (MCP_PATH,)) -> None:
         self.app, self.tokens, self.open_paths = app, tokens, frozenset(open_paths)
+        self.known_paths = frozenset(known_paths) | self.open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -329,13 +346,14 @@ class BearerAuth:
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         try:
             grant = authenticate(headers, scope.get("query_string", b"").decode("latin-1"),
-                                 self.tokens)
+                                 self.tokens, str(scope.get("path") or ""))
         except Refusal as refusal:
-            # Method and path only: the query string may hold a token. JSON keeps the
-            # peer's text inert in a terminal.
+            # Method and a known path only: the query string, or another path, may hold a
+            # token. JSON keeps the peer's text inert in a terminal.
             with suppress(Exception):
                 _log.warning("mcp.http_refused", code=refusal.code, status=refusal.status,
-                             method=scope.get("method"), path=scope.get("path"),
+                             method=scope.get("method"),
+                             path=loggable_path(scope.get("path"), self.known_paths),
                              peer=_peer(scope))
             error = "invalid_token" if refusal.status == 401 else "invalid_request"
             challenge = f'Bearer realm="continuum-mcp", error="{error}"'
@@ -422,7 +440,24 @@ def build_app(server: LowLevelServer[Any], config: HttpConfig, *,
     routes: list[BaseRoute] = [Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager)),
                                *extra_routes]
     app = Starlette(routes=routes, lifespan=lifespan)
-    return InFlightLimit(BearerAuth(app, config.tokens, open_paths), config.max_in_flight)
+    known = [route.path for route in routes if isinstance(route, Route)]
+    return InFlightLimit(BearerAuth(app, config.tokens, open_paths, known), config.max_in_flight)
+
+
+def operator_page(config: HttpConfig, store_url: str) -> tuple[list[BaseRoute], list[str]]:
+    """The operator page's routes (``--ui``, ``continuum ui``) and their paths, which skip
+    the bearer check: the page logs in with a token from the same token file, POSTed in a
+    form, and acts only for a role that may call ``continuum_confirm``."""
+
+    def principal(token: str) -> Principal | None:
+        grant = config.tokens.lookup(token) if token else None
+        if grant is None:
+            return None
+        return Principal(grant.role.value, allows(grant.role, "continuum_confirm"),
+                         f"token-file line {grant.line}")
+
+    return (operator_routes(store_url, principal, secure=config.tls is not None),
+            ui_paths())
 
 
 # --- serving -----------------------------------------------------------------------

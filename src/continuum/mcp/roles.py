@@ -20,8 +20,8 @@ out. ``continuum_confirm`` still needs the human's confirm token as well (see
 - Bearer check (``authenticate``): pure over the request's headers and query string, so
   any HTTP surface (the MCP endpoint, a later operator page) can reuse it. Comparison
   is over SHA-256 digests with ``hmac.compare_digest`` against every entry, so neither
-  a token's content nor its length shows in the timing. A token in the query string
-  or in another header is refused, and the refusal says where it must go.
+  a token's content nor its length shows in the timing. A token in the URL (path or
+  query string) or in another header is refused, and the refusal says where it must go.
 
 Imports nothing from the server stack at run time.
 """
@@ -184,6 +184,11 @@ class TokenTable:
         return any(_digest(piece) in self._digests for piece in _PIECES.findall(text)
                    if len(piece) >= MIN_TOKEN_CHARS)
 
+    def found_in_path(self, path: str) -> bool:
+        """Whether a URL path holds a configured token, whole or as one of its segments
+        (best effort, like ``found_in``: such a path is refused and never logged anyway)."""
+        return self.found_in(path) or any(self.found_in(part) for part in path.split("/"))
+
     def shares_a_token_with(self, secret: Secret) -> bool:
         digest = secret.digest()
         return any(hmac.compare_digest(digest, e.digest) for e in self._entries)
@@ -313,15 +318,19 @@ _WHERE = "send it only as the header 'Authorization: Bearer <token>'"
 
 
 def authenticate(headers: Iterable[tuple[str, str]], query_string: str,
-                 table: TokenTable) -> Grant:
+                 table: TokenTable, path: str = "") -> Grant:
     """The ``Grant`` of a request's bearer token; ``Refusal`` otherwise.
 
-    ``headers`` are (name, value) pairs as received (any case). Refused: a token-like
-    parameter or any configured token in the query string (URLs end up in logs and
-    histories), a token in another header, no ``Authorization`` header, a scheme other
-    than ``Bearer``, two ``Authorization`` headers, an unknown token.
+    ``headers`` are (name, value) pairs as received (any case). Refused: a configured
+    token in the URL path (``/mcp/TOKEN``), a token-like parameter or any configured
+    token in the query string (URLs end up in logs and histories), a token in another
+    header, no ``Authorization`` header, a scheme other than ``Bearer``, two
+    ``Authorization`` headers, an unknown token.
     """
     pairs = [(name.lower(), value) for name, value in headers]
+    if path and table.found_in_path(path):
+        raise Refusal(400, "token_in_url", "a token was sent in the URL's path; "
+                      f"{_WHERE} (URLs are logged and cached: replace a token sent this way)")
     for key, value in parse_qsl(query_string, keep_blank_values=True):
         if key.lower() in TOKEN_QUERY_NAMES or table.found_in(key) or table.found_in(value):
             raise Refusal(400, "token_in_url", "a token was sent in the URL's query string; "

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import anyio
+import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
@@ -101,6 +102,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--tls-key", default=None, metavar="PEM", help="streamable-http: private key")
     ap.add_argument("--tls-client-ca", default=None, metavar="PEM",
                     help="streamable-http: require client certificates signed by this CA")
+    ap.add_argument("--ui", action="store_true",
+                    help="streamable-http: also serve the operator page at /ui/ (log in with a "
+                         "token of the token file; see references/operators.md)")
     ap.add_argument("--max-message-bytes", type=int, default=DEFAULT_MAX_MESSAGE_BYTES,
                     metavar="N", help="largest JSON-RPC message accepted (default 1 MiB)")
     ap.add_argument(MAX_IN_FLIGHT_FLAG, dest="max_in_flight", type=int, default=None,
@@ -150,13 +154,17 @@ def doctor(db: str | None, client_names: list[str]) -> tuple[int, dict[str, Any]
     return 0, {**report, "starts": True}
 
 
-async def renew_leases(tools: Tools) -> None:
+async def renew_leases(tools: Tools, interval: float = LEASE_RENEW_SECONDS) -> None:
     """Keep the leases of actions this server is performing fresh (other hosts judge
-    liveness by the lease alone); a store error here must never stop the server."""
+    liveness by the lease alone); a store error here must never stop the server.
+
+    The store work runs on a worker thread: on the event loop a slow store (a PostgreSQL
+    round trip, a locked SQLite file) would stall every session the server is serving.
+    """
     while True:
-        await anyio.sleep(LEASE_RENEW_SECONDS)
+        await anyio.sleep(interval)
         try:
-            tools.renew_leases()
+            await anyio.to_thread.run_sync(tools.renew_leases)
         except ContinuumError as e:
             get_logger("continuum.mcp").warning("mcp.lease_renewal_failed", code=e.code)
 
@@ -197,7 +205,9 @@ def serve_http(args: argparse.Namespace) -> int:
     tools = Tools(url, Policy(confirm_token=config.confirm_token), by_role=True)
     server = build_server(tools)
     where = config.listen.url(sock.getsockname()[1], config.tls is not None)
+    ui_routes, ui_paths = http.operator_page(config, url) if args.ui else ([], [])
     app = http.build_app(server._lowlevel_server, config,  # SDK 2.3: no public accessor
+                         extra_routes=ui_routes, open_paths=ui_paths,
                          background=[lambda: renew_leases(tools)],
                          on_ready=lambda: http.announce(where, config))
     level = check_level(args.log_level or os.environ.get(LEVEL_ENV) or "warning")
@@ -221,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     problem = http.flag_problem(args.transport, {
         "--listen": args.listen, "--token-file": args.token_file, "--tls-cert": args.tls_cert,
         "--tls-key": args.tls_key, "--tls-client-ca": args.tls_client_ca})
+    if problem is None and args.ui and args.transport != "streamable-http":
+        problem = "--ui is for --transport streamable-http (the page is served over HTTP)"
     if problem:
         print(_refusal(problem, "usage.bad_flags", "see continuum-mcp --help"), file=sys.stderr)
         return 1

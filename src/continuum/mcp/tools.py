@@ -27,6 +27,7 @@ from continuum.errors import ContinuumError, NotFoundError
 from continuum.ledger import InterceptResult
 from continuum.log import get_logger
 from continuum.mcp.auth import Caller, Policy, caller_from_context, log_denial
+from continuum.mcp.owners import OwnedRuntimes
 from continuum.mcp.roles import authorize_call, grant_from_context, log_role_denial
 from continuum.runtime import Continuum, Recovery
 from continuum.store import DEFAULT_PAGE, MAX_PAGE, open_store
@@ -190,6 +191,7 @@ class Tools:
                  by_role: bool = False) -> None:
         self.url, self.policy, self.cwd, self.by_role = url, policy, cwd, by_role
         self._agent: Continuum | None = None
+        self._owners: OwnedRuntimes | None = None  # over HTTP: one runtime per owner
         # Tools run on worker threads (HTTP serves many clients at once): one runtime,
         # so the leases of the actions it holds are the ones renew_leases keeps fresh.
         self._opening = threading.Lock()
@@ -210,7 +212,29 @@ class Tools:
             return self._agent
 
     def renew_leases(self) -> int:
-        return self._agent.ledger.renew_held_leases() if self._agent is not None else 0
+        """Renew the leases of the actions being performed (blocking store I/O: the server
+        calls it on a worker thread, never on the event loop)."""
+        held = self._agent.ledger.renew_held_leases() if self._agent is not None else 0
+        return held + (self._owners.renew_leases() if self._owners is not None else 0)
+
+    @contextmanager
+    def acting(self, ctx: Context | None) -> Iterator[Continuum]:
+        """The runtime whose ledger owns what this call intercepts and may settle: over stdio
+        the process's (``writer``); over HTTP the call's session, or for a per-request call
+        its token and client name (``owners.py``)."""
+        if not self.by_role:
+            yield self.writer()
+            return
+        grant = grant_from_context(ctx)
+        if grant is None or ctx is None:  # authorize() refuses such a call first; no guessing
+            raise ToolError("the request carried no verified bearer token; nothing was done")
+        store = self.writer().store
+        with self._opening:
+            if self._owners is None:
+                self._owners = OwnedRuntimes(store)
+            owners = self._owners
+        with owners.use(ctx, grant, caller_from_context(ctx)) as rt:
+            yield rt
 
     def writer(self) -> Continuum:
         rt = self.runtime(create=True)
@@ -364,7 +388,8 @@ class Tools:
                                                           "e.g. invoice:INV-001 (recommended).")] = None,
                          replay: Literal["never", "safe", "idempotent", "reconcile"] | None = None,
                          ) -> InterceptResult:
-        return self.writer().intercept(run_id, action_type, arguments, key=key, replay=replay)
+        with self.acting(ctx) as rt:
+            return rt.intercept(run_id, action_type, arguments, key=key, replay=replay)
 
     def _action(self, run_id: str, rec: Any, guidance: str) -> ActionResult:
         return ActionResult(run_id=run_id, action_key=rec.action_key, action_id=rec.action_id,
@@ -381,7 +406,8 @@ class Tools:
                         result: Annotated[Any, Field(description="Any JSON result to keep."),
                                           AfterValidator(_shallow_json)] = None,
                         ) -> ActionResult:
-        rec = self.writer().complete(run_id, action_key, external_id=external_id, result=result)
+        with self.acting(ctx) as rt:
+            rec = rt.complete(run_id, action_key, external_id=external_id, result=result)
         return self._action(run_id, rec, "Recorded as done; a later intercept returns "
                                           "proceed=false with this result.")
 
@@ -395,7 +421,8 @@ class Tools:
                     error: Annotated[str | None, Field(description="What went wrong.")] = None,
                     certain: Annotated[bool, Field(strict=True, description="True only if the effect "
                                                    "certainly did NOT happen.")] = False) -> ActionResult:
-        rec = self.writer().fail(run_id, action_key, error=error, certain=certain)
+        with self.acting(ctx) as rt:
+            rec = rt.fail(run_id, action_key, error=error, certain=certain)
         return self._action(run_id, rec, _NOT_DONE_ON_YOUR_WORD
                             if certain else "Outcome unknown: check the external system, then "
                             "call continuum_reconcile_action.")
@@ -413,8 +440,9 @@ class Tools:
                          external_id: Annotated[str | None, Field(description="Its external id.")] = None,
                          note: Annotated[str | None, Field(description="How it was checked.")] = None,
                          ) -> ActionResult:
-        rec = self.writer().reconcile(run_id, action_key, occurred=occurred,
-                                      external_id=external_id, note=note)
+        with self.acting(ctx) as rt:
+            rec = rt.reconcile(run_id, action_key, occurred=occurred, external_id=external_id,
+                               note=note)
         return self._action(run_id, rec, _NOT_DONE_ON_YOUR_WORD if rec.failure_unconfirmed
                             else "Settled. Call continuum_resume for the verdict.")
 
