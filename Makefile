@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # Tests that need PostgreSQL use this server (the machine kind starts it; CI too).
 export CONTINUUM_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/postgres
 
-.PHONY: setup browser test crash demo lint typecheck clean
+.PHONY: setup browser test crash demo lint format typecheck clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,7 @@ IN_PROCESS := tests/unit tests/property tests/contract tests/cli
 test: export CONTINUUM_REQUIRE_EXTRAS = 1
 test: $(STAMP) browser
 	$(VENV)/bin/ruff check src tests scripts
+	$(VENV)/bin/ruff format --check src tests scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --config-file tests/mypy.ini tests
 	$(PY) -m coverage run --branch --source=continuum -m pytest -q -p no:cacheprovider $(IN_PROCESS)
@@ -54,6 +55,11 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests scripts
+	$(VENV)/bin/ruff format --check src tests scripts
+
+# Rewrites the code in the house format (ruff format; line length in pyproject.toml).
+format: $(STAMP)
+	$(VENV)/bin/ruff format src tests scripts
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

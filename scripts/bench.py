@@ -96,12 +96,25 @@ def summary(samples: list[float], unit: str, digits: int = 3) -> dict[str, Any]:
     def r(x: float) -> float:
         return round(x, digits)
 
-    return {"median": r(statistics.median(s)), "min": r(s[0]), "max": r(s[-1]),
-            "q1": r(q[0]), "q3": r(q[2]), "n": len(s), "unit": unit}
+    return {
+        "median": r(statistics.median(s)),
+        "min": r(s[0]),
+        "max": r(s[-1]),
+        "q1": r(q[0]),
+        "q3": r(q[2]),
+        "n": len(s),
+        "unit": unit,
+    }
 
 
-def judged(fig: dict[str, Any], *, ratio: float | None = None, ratio_to: str | None = None,
-           target: str, ok: bool | None) -> dict[str, Any]:
+def judged(
+    fig: dict[str, Any],
+    *,
+    ratio: float | None = None,
+    ratio_to: str | None = None,
+    target: str,
+    ok: bool | None,
+) -> dict[str, Any]:
     fig = dict(fig)
     if ratio is not None:
         fig["ratio"] = round(ratio, 3)
@@ -167,11 +180,22 @@ class Backend:
         if self.kind == "sqlite":
             return {"kind": "sqlite", "where": str(self.work)}
         with self._admin() as conn:
-            settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
-                        for name in ("server_version", "fsync", "synchronous_commit",
-                                     "wal_sync_method", "shared_buffers")}
-        return {"kind": "postgresql", "server": redact_url(self.server or ""),
-                "databases": f"{self.prefix}_*", **settings}
+            settings = {
+                name: conn.execute(f"SHOW {name}").fetchone()[0]
+                for name in (
+                    "server_version",
+                    "fsync",
+                    "synchronous_commit",
+                    "wal_sync_method",
+                    "shared_buffers",
+                )
+            }
+        return {
+            "kind": "postgresql",
+            "server": redact_url(self.server or ""),
+            "databases": f"{self.prefix}_*",
+            **settings,
+        }
 
     def close(self, keep: bool) -> None:
         if self.kind != "postgresql" or not self.created:
@@ -183,8 +207,11 @@ class Backend:
 
         with self._admin() as conn:
             for dbname in self.created:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                    sql.Identifier(dbname)))
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        sql.Identifier(dbname)
+                    )
+                )
         self.created = []
 
 
@@ -252,8 +279,9 @@ def build_action_store(url: str, actions: int) -> None:
         with rt.store.write(RUN) as tx:
             shared.tx = tx
             for _ in range(min(5_000, actions - done)):
-                r = ledger.intercept(RUN, "send_invoice", {"invoice": f"F-{done}"},
-                                     key=f"invoice:F-{done}")
+                r = ledger.intercept(
+                    RUN, "send_invoice", {"invoice": f"F-{done}"}, key=f"invoice:F-{done}"
+                )
                 ledger.complete(RUN, r.action_key, external_id=f"x-{done}")
                 done += 1
             shared.tx = None
@@ -342,7 +370,9 @@ def open_bare(path: Path) -> apsw.Connection:
     conn = apsw.Connection(str(path))
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE IF NOT EXISTS actions (id TEXT PRIMARY KEY, status TEXT, record TEXT)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS actions (id TEXT PRIMARY KEY, status TEXT, record TEXT)"
+    )
     return conn
 
 
@@ -366,7 +396,9 @@ def open_bare_pg(url: str) -> Any:
     import psycopg
 
     conn = psycopg.connect(url)
-    conn.execute("CREATE TABLE IF NOT EXISTS actions (id TEXT PRIMARY KEY, status TEXT, record TEXT)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS actions (id TEXT PRIMARY KEY, status TEXT, record TEXT)"
+    )
     conn.commit()
     return conn
 
@@ -409,8 +441,9 @@ def agent_worker(url: str, index: int, conn: Any, barriers: dict[int, Any]) -> N
     barrier, then runs ``pairs`` intercept+complete pairs and reports its times."""
     rt = Continuum.open(url, create=False)
     try:
-        warm = rt.intercept(f"agent-{index}", "send_invoice", {"invoice": "warm"},
-                            key=f"invoice:warm-{index}")
+        warm = rt.intercept(
+            f"agent-{index}", "send_invoice", {"invoice": "warm"}, key=f"invoice:warm-{index}"
+        )
         rt.complete(f"agent-{index}", warm.action_key, external_id="warm")
         conn.send(("ready", os.getpid()))
         while (command := conn.recv()) is not None:
@@ -432,8 +465,9 @@ def agent_worker(url: str, index: int, conn: Any, barriers: dict[int, Any]) -> N
         rt.close()
 
 
-def agents_figures(label: str, url: str, configs: list[tuple[str, int, bool]], pairs: int,
-                   rounds: int) -> dict[str, Any]:
+def agents_figures(
+    label: str, url: str, configs: list[tuple[str, int, bool]], pairs: int, rounds: int
+) -> dict[str, Any]:
     """Total pairs/s of ``n`` agent processes, each on its own run or all on one run.
 
     ``configs``: (name, processes, shared run). The processes are spawned once (the
@@ -461,8 +495,9 @@ def agents_figures(label: str, url: str, configs: list[tuple[str, int, bool]], p
         try:
             got = pipe.recv()
         except EOFError:
-            raise RuntimeError(f"an agent process on {label} exited (its traceback is above)"
-                               ) from None
+            raise RuntimeError(
+                f"an agent process on {label} exited (its traceback is above)"
+            ) from None
         if isinstance(got, tuple) and got and got[0] == "failed":
             raise RuntimeError(f"an agent process on {label} failed: {got[1]}")
         return got
@@ -498,12 +533,17 @@ def agents_figures(label: str, url: str, configs: list[tuple[str, int, bool]], p
     one = next((rates[name] for name, n, _ in configs if n == 1), None)
     out: dict[str, Any] = {}
     for name, n, shared in configs:
-        fig = {**summary(rates[name], "pairs/s", 1), "pass": None, "backend": label,
-               "processes": n, "shared_run": shared,
-               "client_cpu_us_per_pair": round(_median(cpu[name]), 1),
-               "target": f"(sizing: {n} process{'es' if n > 1 else ''}, "
-                         f"{'one shared run' if shared else 'a run each'}, {pairs} pairs "
-                         "each, total)"}
+        fig = {
+            **summary(rates[name], "pairs/s", 1),
+            "pass": None,
+            "backend": label,
+            "processes": n,
+            "shared_run": shared,
+            "client_cpu_us_per_pair": round(_median(cpu[name]), 1),
+            "target": f"(sizing: {n} process{'es' if n > 1 else ''}, "
+            f"{'one shared run' if shared else 'a run each'}, {pairs} pairs "
+            "each, total)",
+        }
         if one is not None and n > 1:
             fig["ratio"] = round(_median(rates[name]) / _median(one), 3)
             fig["ratio_to"] = f"agents_{label}_1"
@@ -529,8 +569,9 @@ class RawClient:
     """A minimal JSON-RPC client on a server's pipes: it adds next to nothing to a latency."""
 
     def __init__(self, cmd: list[str], env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env)
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        )
         self._id = 0
 
     def send(self, message: dict[str, Any]) -> None:
@@ -563,9 +604,14 @@ class RawClient:
                 return answer
 
     def initialize(self) -> dict[str, Any]:
-        answer = self.request("initialize", {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "continuum-bench", "version": "1"}})
+        answer = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "continuum-bench", "version": "1"},
+            },
+        )
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return answer
 
@@ -600,7 +646,9 @@ def spawn_to_initialized(cmd: list[str]) -> float:
 
 def resume_call(client: RawClient) -> float:
     start = time.perf_counter()
-    answer = client.request("tools/call", {"name": "continuum_resume", "arguments": {"run_id": RUN}})
+    answer = client.request(
+        "tools/call", {"name": "continuum_resume", "arguments": {"run_id": RUN}}
+    )
     elapsed = time.perf_counter() - start
     result = answer.get("result", {})
     if result.get("isError") or result.get("structuredContent", {}).get("mode") != "resume":
@@ -635,14 +683,24 @@ def mcp_pairs(client: RawClient, pairs: int, tag: str) -> float:
     start = time.perf_counter()
     for i in range(pairs):
         key = f"invoice:{tag}-{i}"
-        r = tool_call(client, "continuum_intercept_action",
-                      {"run_id": RUN, "action_type": "send_invoice",
-                       "arguments": {"invoice": key}, "key": key})
+        r = tool_call(
+            client,
+            "continuum_intercept_action",
+            {
+                "run_id": RUN,
+                "action_type": "send_invoice",
+                "arguments": {"invoice": key},
+                "key": key,
+            },
+        )
         sc = r["structuredContent"]
         if sc.get("proceed") is not True:
             raise RuntimeError(f"intercept of a new key did not proceed: {str(sc)[:300]}")
-        tool_call(client, "continuum_complete_action",
-                  {"run_id": RUN, "action_key": sc["action_key"], "external_id": f"x-{key}"})
+        tool_call(
+            client,
+            "continuum_complete_action",
+            {"run_id": RUN, "action_key": sc["action_key"], "external_id": f"x-{key}"},
+        )
     return 2 * pairs / (time.perf_counter() - start)
 
 
@@ -673,9 +731,15 @@ def memory_under(db: str, line_bytes: int, count: int) -> int:
     try:
         client.initialize()
         for i in range(count):
-            head = {"jsonrpc": "2.0", "id": 1000 + i, "method": "tools/call",
-                    "params": {"name": "continuum_validate",
-                               "arguments": {"run_id": RUN, "env": {"pad": ""}}}}
+            head = {
+                "jsonrpc": "2.0",
+                "id": 1000 + i,
+                "method": "tools/call",
+                "params": {
+                    "name": "continuum_validate",
+                    "arguments": {"run_id": RUN, "env": {"pad": ""}},
+                },
+            }
             empty = len(json.dumps(head).encode())
             head["params"]["arguments"]["env"]["pad"] = "x" * max(line_bytes - empty, 0)
             data = json.dumps(head).encode()
@@ -711,10 +775,16 @@ def machine(directory: Path) -> dict[str, Any]:
             dev, mnt, kind = line.split()[:3]
             if str(directory.resolve()).startswith(mnt) and len(mnt) >= len(best):
                 best, fs = mnt, f"{kind} on {dev} (mounted at {mnt})"
-    return {"python": platform.python_version(), "sqlite": apsw.sqlite_lib_version(),
-            "apsw": apsw.apswversion(), "cpus": os.cpu_count(), "platform": platform.platform(),
-            "filesystem": fs, "free_gib": round(st.f_bavail * st.f_frsize / 2**30, 1),
-            "loadavg": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "python": platform.python_version(),
+        "sqlite": apsw.sqlite_lib_version(),
+        "apsw": apsw.apswversion(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "filesystem": fs,
+        "free_gib": round(st.f_bavail * st.f_frsize / 2**30, 1),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -736,16 +806,20 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
     figures: dict[str, Any] = {}
     growth: dict[int, dict[str, Any]] = {n: {"size": n} for n in sizes}
     evaluated = not quick  # the targets are stated at 100,000: a quick run only shows trends
-    figures["cpu_calibration"] = {**summary([calibrate() for _ in range(3)], "s"),
-                                  "target": "(machine speed: a fixed Python workload)",
-                                  "pass": None}
+    figures["cpu_calibration"] = {
+        **summary([calibrate() for _ in range(3)], "s"),
+        "target": "(machine speed: a fixed Python workload)",
+        "pass": None,
+    }
 
     def store_figure(name: str, fig: dict[str, Any]) -> None:
         figures[name] = {**fig, "backend": backend.kind}
 
     # 1. durable append vs write+fsync (SQLite) and a bare one-row commit loop, interleaved
-    progress(f"durable append ({backend.kind}) vs a bare one-row-per-commit loop"
-             + ("" if pg else " and the disk's write+fsync limit"))
+    progress(
+        f"durable append ({backend.kind}) vs a bare one-row-per-commit loop"
+        + ("" if pg else " and the disk's write+fsync limit")
+    )
     append_rt = Continuum.open(backend.url("append"))
     append_rt.start_run(RUN, "append")
     bare_pg = open_bare_pg(backend.url("bare")) if pg else None
@@ -770,34 +844,71 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
     if commits is not None:
         commits.close()
         fs_rates = fs_over if _median(fs_over) >= _median(fs_append) else fs_append
-        figures["fsync_limit"] = {**summary(fs_rates, "records/s", 1), "pass": None,
-                                  "append_median": round(_median(fs_append), 1),
-                                  "overwrite_median": round(_median(fs_over), 1),
-                                  "target": "the limit: write + fsync of a 121-byte record, the "
-                                            "faster of append / overwrite-in-place"}
+        figures["fsync_limit"] = {
+            **summary(fs_rates, "records/s", 1),
+            "pass": None,
+            "append_median": round(_median(fs_append), 1),
+            "overwrite_median": round(_median(fs_over), 1),
+            "target": "the limit: write + fsync of a 121-byte record, the "
+            "faster of append / overwrite-in-place",
+        }
         sq = _median(sq_rates) / _median(fs_rates)
-        store_figure(commit_name, {**summary(sq_rates, "commits/s", 1), "ratio": round(sq, 3),
-                                   "ratio_to": "fsync_limit", "pass": None,
-                                   "target": "(baseline: bare apsw, one row per commit)"})
+        store_figure(
+            commit_name,
+            {
+                **summary(sq_rates, "commits/s", 1),
+                "ratio": round(sq, 3),
+                "ratio_to": "fsync_limit",
+                "pass": None,
+                "target": "(baseline: bare apsw, one row per commit)",
+            },
+        )
         ratio = _median(ap_rates) / _median(fs_rates)
-        store_figure("durable_append", judged(
-            summary(ap_rates, "appends/s", 1), ratio=ratio, ratio_to="fsync_limit",
-            target=">= 0.90 x fsync_limit", ok=ratio >= 0.90))
+        store_figure(
+            "durable_append",
+            judged(
+                summary(ap_rates, "appends/s", 1),
+                ratio=ratio,
+                ratio_to="fsync_limit",
+                target=">= 0.90 x fsync_limit",
+                ok=ratio >= 0.90,
+            ),
+        )
     else:
-        store_figure(commit_name, {**summary(sq_rates, "commits/s", 1), "pass": None,
-                                   "target": "(baseline: bare psycopg, one INSERT per commit, "
-                                             "same server)"})
-        store_figure("durable_append", {**summary(ap_rates, "appends/s", 1), "pass": None,
-                                        "target": "(the server fsyncs its own WAL: judged "
-                                                  "against pg_commit_loop below)"})
+        store_figure(
+            commit_name,
+            {
+                **summary(sq_rates, "commits/s", 1),
+                "pass": None,
+                "target": "(baseline: bare psycopg, one INSERT per commit, same server)",
+            },
+        )
+        store_figure(
+            "durable_append",
+            {
+                **summary(ap_rates, "appends/s", 1),
+                "pass": None,
+                "target": "(the server fsyncs its own WAL: judged against pg_commit_loop below)",
+            },
+        )
     figures["durable_append"]["cpu_us_per_append"] = round(_median(ap_cpu), 1)
     per_round = [a / s for a, s in zip(ap_rates, sq_rates, strict=True)]
-    store_figure("durable_append_vs_commit_loop", judged(
-        summary(per_round, "ratio"), target=f">= 0.80 x {commit_name} (per interleaved round)",
-        ok=_median(per_round) >= 0.80))
-    store_figure("durable_append_cpu", judged(
-        summary(ap_cpu, "us CPU/append", 1), target="<= 120 us CPU per durable append"
-        + (" (client side)" if pg else ""), ok=_median(ap_cpu) <= 120))
+    store_figure(
+        "durable_append_vs_commit_loop",
+        judged(
+            summary(per_round, "ratio"),
+            target=f">= 0.80 x {commit_name} (per interleaved round)",
+            ok=_median(per_round) >= 0.80,
+        ),
+    )
+    store_figure(
+        "durable_append_cpu",
+        judged(
+            summary(ap_cpu, "us CPU/append", 1),
+            target="<= 120 us CPU per durable append" + (" (client side)" if pg else ""),
+            ok=_median(ap_cpu) <= 120,
+        ),
+    )
 
     # 2. intercept+complete at 1k/10k/100k actions vs a bare two-commit loop, interleaved
     for n in sizes:
@@ -805,8 +916,11 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
         t = timed(lambda n=n: build_action_store(backend.url(f"actions-{n}"), n))
         growth[n]["build_actions_s"] = round(t, 1)
         backend.analyze(f"actions-{n}")
-    progress("intercept+complete pairs/s at " + " / ".join(f"{n:,}" for n in sizes)
-             + f" actions ({backend.kind}), and the bare two-commit loop")
+    progress(
+        "intercept+complete pairs/s at "
+        + " / ".join(f"{n:,}" for n in sizes)
+        + f" actions ({backend.kind}), and the bare two-commit loop"
+    )
     rts = {n: Continuum.open(backend.url(f"actions-{n}"), create=False) for n in sizes}
     bare = None if pg else open_bare(work / "bare.db")
     pairs = 100 if quick else 150
@@ -816,16 +930,16 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
     for r in range(fast_rounds):  # the order flips every round
         for n in (sizes if r % 2 else [0, *sizes]) + ([0] if r % 2 else []):
             if n:
-                rate, cpu = cpu_us_per_op(lambda n=n, r=r: pair_loop(rts[n], pairs, f"m{r}"),
-                                          pairs)
+                rate, cpu = cpu_us_per_op(lambda n=n, r=r: pair_loop(rts[n], pairs, f"m{r}"), pairs)
                 pair_rates[n].append(rate)
                 pair_cpu[n].append(cpu)
                 continue
             if bare is not None:
                 rate, cpu = cpu_us_per_op(lambda r=r: bare_pair_loop(bare, pairs, r * pairs), pairs)
             else:
-                rate, cpu = cpu_us_per_op(lambda r=r: pg_pair_loop(bare_pg, pairs, r * pairs),
-                                          pairs)
+                rate, cpu = cpu_us_per_op(
+                    lambda r=r: pg_pair_loop(bare_pg, pairs, r * pairs), pairs
+                )
             bare_rates.append(rate)
             bare_cpu.append(cpu)
     if bare is not None:
@@ -834,11 +948,18 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
         bare_pg.close()
     for rt in rts.values():
         rt.close()
-    store_figure("bare_pair_loop", {
-        **summary(bare_rates, "pairs/s", 1), "pass": None,
-        "cpu_us_per_pair": round(_median(bare_cpu), 1),
-        "target": "the baseline (psycopg: INSERT; COMMIT then UPDATE; COMMIT)" if pg
-        else "the baseline (apsw, WAL + synchronous=FULL)"})
+    store_figure(
+        "bare_pair_loop",
+        {
+            **summary(bare_rates, "pairs/s", 1),
+            "pass": None,
+            "cpu_us_per_pair": round(_median(bare_cpu), 1),
+            "target": "the baseline (psycopg: INSERT; COMMIT then UPDATE; COMMIT)"
+            if pg
+            else "the baseline (apsw, WAL + synchronous=FULL)",
+        },
+    )
+
     def per_round(top: list[float], bottom: list[float]) -> float:
         """The median of the ratios taken round by round (both sides ran seconds apart)."""
         return _median([a / b for a, b in zip(top, bottom, strict=True)])
@@ -848,51 +969,79 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
         growth[n]["intercept_pairs_per_s"] = round(med, 1)
         growth[n]["intercept_cpu_us_per_pair"] = round(_median(pair_cpu[n]), 1)
         ratio = per_round(pair_rates[n], bare_rates)
-        fig = judged(summary(pair_rates[n], "pairs/s", 1), ratio=ratio,
-                     ratio_to="bare_pair_loop", target=">= 0.80 x bare_pair_loop (per round)",
-                     ok=ratio >= 0.80 if evaluated else None)
+        fig = judged(
+            summary(pair_rates[n], "pairs/s", 1),
+            ratio=ratio,
+            ratio_to="bare_pair_loop",
+            target=">= 0.80 x bare_pair_loop (per round)",
+            ok=ratio >= 0.80 if evaluated else None,
+        )
         fig["cpu_us_per_pair"] = round(_median(pair_cpu[n]), 1)
         fig["flat_ratio_to_1k"] = round(per_round(pair_rates[n], pair_rates[sizes[0]]), 3)
         store_figure(f"intercept_complete_{n}", fig)
     flat = per_round(pair_rates[big], pair_rates[sizes[0]])
     flat_cpu = _median(pair_cpu[sizes[0]]) / _median(pair_cpu[big])
-    store_figure("intercept_flatness", {"median": round(flat, 3), "unit": "ratio",
-                                        "cpu_ratio": round(flat_cpu, 3),
-                                        "detail": f"pairs/s at {big:,} / at {sizes[0]:,} actions, "
-                                                  "median of the per-round ratios (cpu_ratio: "
-                                                  "CPU per pair, 1,000 / largest)",
-                                        "target": ">= 0.80 (within 20%)",
-                                        "pass": flat >= 0.80 if evaluated else None})
-    store_figure("intercept_complete_cpu", judged(
-        summary(pair_cpu[sizes[0]], "us CPU/pair", 1),
-        target=f"<= 400 us CPU per pair ({sizes[0]:,}-action store"
-        + (", client side)" if pg else ")"), ok=_median(pair_cpu[sizes[0]]) <= 400))
+    store_figure(
+        "intercept_flatness",
+        {
+            "median": round(flat, 3),
+            "unit": "ratio",
+            "cpu_ratio": round(flat_cpu, 3),
+            "detail": f"pairs/s at {big:,} / at {sizes[0]:,} actions, "
+            "median of the per-round ratios (cpu_ratio: "
+            "CPU per pair, 1,000 / largest)",
+            "target": ">= 0.80 (within 20%)",
+            "pass": flat >= 0.80 if evaluated else None,
+        },
+    )
+    store_figure(
+        "intercept_complete_cpu",
+        judged(
+            summary(pair_cpu[sizes[0]], "us CPU/pair", 1),
+            target=f"<= 400 us CPU per pair ({sizes[0]:,}-action store"
+            + (", client side)" if pg else ")"),
+            ok=_median(pair_cpu[sizes[0]]) <= 400,
+        ),
+    )
 
     # 3. continuum_resume over MCP stdio at 1k/10k/100k events with a checkpoint: a run of
     #    work items (the SPEC 11 shape), and a run where every event is a ledger transition
     for n in sizes:
         progress(f"building runs of {n:,} events with checkpoints (work items; ledger)")
-        growth[n]["build_events_s"] = round(timed(
-            lambda n=n: build_event_store(backend.url(f"events-{n}"), n)), 1)
-        growth[n]["build_ledger_s"] = round(timed(
-            lambda n=n: build_ledger_store(backend.url(f"ledger-{n}"), n)), 1)
+        growth[n]["build_events_s"] = round(
+            timed(lambda n=n: build_event_store(backend.url(f"events-{n}"), n)), 1
+        )
+        growth[n]["build_ledger_s"] = round(
+            timed(lambda n=n: build_ledger_store(backend.url(f"ledger-{n}"), n)), 1
+        )
         backend.analyze(f"events-{n}")
         backend.analyze(f"ledger-{n}")
         growth[n]["checkpoint_events_kib"] = round(
-            checkpoint_bytes(backend.url(f"events-{n}")) / KIB, 1)
+            checkpoint_bytes(backend.url(f"events-{n}")) / KIB, 1
+        )
         growth[n]["checkpoint_ledger_kib"] = round(
-            checkpoint_bytes(backend.url(f"ledger-{n}")) / KIB, 1)
+            checkpoint_bytes(backend.url(f"ledger-{n}")) / KIB, 1
+        )
     settled = big // 2 - 1
     cp_kib = growth[big]["checkpoint_ledger_kib"]
-    store_figure(f"checkpoint_ledger_{big}", judged(
-        {"median": cp_kib, "unit": "KiB", "settled_actions": settled,
-         "detail": "newest checkpoint's state_json (the one at the head)"},
-        target=f"< 64 KiB at {settled:,} settled actions",
-        ok=cp_kib < 64 if evaluated else None))
+    store_figure(
+        f"checkpoint_ledger_{big}",
+        judged(
+            {
+                "median": cp_kib,
+                "unit": "KiB",
+                "settled_actions": settled,
+                "detail": "newest checkpoint's state_json (the one at the head)",
+            },
+            target=f"< 64 KiB at {settled:,} settled actions",
+            ok=cp_kib < 64 if evaluated else None,
+        ),
+    )
     progress("continuum_resume latency over MCP stdio")
     for kind, calls in (("events", 20 if quick else 60), ("ledger", 5 if quick else 20)):
-        clients = {n: RawClient([*continuum_mcp(), "--db", backend.url(f"{kind}-{n}")])
-                   for n in sizes}
+        clients = {
+            n: RawClient([*continuum_mcp(), "--db", backend.url(f"{kind}-{n}")]) for n in sizes
+        }
         latencies: dict[int, list[float]] = {n: [] for n in sizes}
         try:
             for c in clients.values():
@@ -910,10 +1059,16 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
             med = _median(latencies[n])
             growth[n][f"{label}_ms"] = round(med, 2)
             ok = med < 10.0 and med <= first * 1.2
-            store_figure(f"{label}_{n}", judged(
-                summary(latencies[n], "ms", 2), ratio=med / first, ratio_to=f"{label}_{sizes[0]}",
-                target="median < 10 ms and within 20% of 1,000",
-                ok=ok if (n == big and evaluated) else None))
+            store_figure(
+                f"{label}_{n}",
+                judged(
+                    summary(latencies[n], "ms", 2),
+                    ratio=med / first,
+                    ratio_to=f"{label}_{sizes[0]}",
+                    target="median < 10 ms and within 20% of 1,000",
+                    ok=ok if (n == big and evaluated) else None,
+                ),
+            )
 
     # 4. continuum_list_actions, first page: a 1,000-action store, and the ledger runs
     progress("continuum_list_actions latency over MCP stdio (first page, default limit)")
@@ -933,15 +1088,27 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
         for c in clients.values():
             c.close()
     base = _median(listed[0])
-    store_figure("list_actions_1000", {**summary(listed[0], "ms", 2), "pass": None,
-                                       "target": "the baseline: a store of 1,000 actions"})
+    store_figure(
+        "list_actions_1000",
+        {
+            **summary(listed[0], "ms", 2),
+            "pass": None,
+            "target": "the baseline: a store of 1,000 actions",
+        },
+    )
     for n in sizes:
         growth[n]["list_actions_ms"] = round(_median(listed[n]), 2)
     med = _median(listed[big])
-    store_figure(f"list_actions_{big // 2}", judged(
-        summary(listed[big], "ms", 2), ratio=med / base, ratio_to="list_actions_1000",
-        target=f"costs the page: {settled:,} actions <= 1.5 x list_actions_1000 or < 10 ms",
-        ok=(med <= 1.5 * base or med < 10.0) if evaluated else None))
+    store_figure(
+        f"list_actions_{big // 2}",
+        judged(
+            summary(listed[big], "ms", 2),
+            ratio=med / base,
+            ratio_to="list_actions_1000",
+            target=f"costs the page: {settled:,} actions <= 1.5 x list_actions_1000 or < 10 ms",
+            ok=(med <= 1.5 * base or med < 10.0) if evaluated else None,
+        ),
+    )
 
     # 5. verify and fold from the store (plain; with models; full_state) at every size
     progress("verify and fold from the store")
@@ -953,8 +1120,9 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
             verify, fold, models, full, pure = [], [], [], [], []
             for _ in range(reps):  # interleaved
                 verify.append(timed(lambda rt=rt: rt.verify(RUN)))
-                fold.append(timed(lambda rt=rt: fold_plain(empty_plain(RUN),
-                                                           rt.store.iter_raw(RUN))))
+                fold.append(
+                    timed(lambda rt=rt: fold_plain(empty_plain(RUN), rt.store.iter_raw(RUN)))
+                )
                 models.append(timed(lambda rt=rt: project(RUN, rt.store.iter_events(RUN))))
                 full.append(timed(lambda rt=rt: rt.full_state(RUN)))
             events = rt.store.read_events(RUN)
@@ -962,26 +1130,46 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
             del events
             assert rt.verify(RUN).ok
             rt.close()
-            growth[n].update({f"verify{suffix}_s": round(_median(verify), 3),
-                              f"fold{suffix}_s": round(_median(fold), 3),
-                              f"fold_models{suffix}_s": round(_median(models), 3),
-                              f"full_state{suffix}_s": round(_median(full), 3),
-                              f"fold_in_memory{suffix}_s": round(_median(pure), 3)})
+            growth[n].update(
+                {
+                    f"verify{suffix}_s": round(_median(verify), 3),
+                    f"fold{suffix}_s": round(_median(fold), 3),
+                    f"fold_models{suffix}_s": round(_median(models), 3),
+                    f"full_state{suffix}_s": round(_median(full), 3),
+                    f"fold_in_memory{suffix}_s": round(_median(pure), 3),
+                }
+            )
             if n != big:
                 continue
-            store_figure(f"verify{suffix}_{n}", judged(
-                summary(verify, "s"), target="< 1 s",
-                ok=_median(verify) < 1.0 if evaluated else None))
-            store_figure(f"fold{suffix}_{n}", judged(
-                summary(fold, "s"),
-                target="< 1 s (fold_plain of store.iter_raw: read, chain checked, plain dicts)",
-                ok=_median(fold) < 1.0 if evaluated else None))
+            store_figure(
+                f"verify{suffix}_{n}",
+                judged(
+                    summary(verify, "s"),
+                    target="< 1 s",
+                    ok=_median(verify) < 1.0 if evaluated else None,
+                ),
+            )
+            store_figure(
+                f"fold{suffix}_{n}",
+                judged(
+                    summary(fold, "s"),
+                    target="< 1 s (fold_plain of store.iter_raw: read, chain checked, plain dicts)",
+                    ok=_median(fold) < 1.0 if evaluated else None,
+                ),
+            )
             for name, samples, what in (
-                    ("fold_models", models, "project(store.iter_events): a model per event"),
-                    ("full_state", full, "Continuum.full_state: the fold, then a State model"),
-                    ("fold_in_memory", pure, "project over Event models already in memory")):
-                store_figure(f"{name}{suffix}_{n}", {**summary(samples, "s"), "pass": None,
-                                                     "target": f"(shown, not judged: {what})"})
+                ("fold_models", models, "project(store.iter_events): a model per event"),
+                ("full_state", full, "Continuum.full_state: the fold, then a State model"),
+                ("fold_in_memory", pure, "project over Event models already in memory"),
+            ):
+                store_figure(
+                    f"{name}{suffix}_{n}",
+                    {
+                        **summary(samples, "s"),
+                        "pass": None,
+                        "target": f"(shown, not judged: {what})",
+                    },
+                )
 
     # 6. MCP per call: intercept+complete over one allowed stdio session vs a bare SDK tool
     progress("MCP calls/s: intercept+complete over continuum-mcp vs a bare SDK tool")
@@ -1000,7 +1188,7 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
         mcp_hello(theirs, 6)
         for r in range(rounds + 1):
             order = [("ours", ours), ("theirs", theirs)]
-            for who, client in (order if r % 2 == 0 else order[::-1]):
+            for who, client in order if r % 2 == 0 else order[::-1]:
                 c0 = server_cpu_s(client)
                 if who == "ours":
                     our_rates.append(mcp_pairs(client, block, f"r{r}"))
@@ -1011,28 +1199,54 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
     finally:
         ours.close()
         theirs.close()
-    figures["mcp_call_hello"] = {**summary(their_rates, "calls/s", 1), "pass": None,
-                                 "server_cpu_us_per_call": round(_median(their_cpu)),
-                                 "target": "the baseline: a bare SDK tool (bench_hello_server.py)"}
+    figures["mcp_call_hello"] = {
+        **summary(their_rates, "calls/s", 1),
+        "pass": None,
+        "server_cpu_us_per_call": round(_median(their_cpu)),
+        "target": "the baseline: a bare SDK tool (bench_hello_server.py)",
+    }
     ratio = _median([a / b for a, b in zip(our_rates, their_rates, strict=True)])
-    store_figure("mcp_call_intercept_complete", judged(
-        summary(our_rates, "calls/s", 1), ratio=ratio, ratio_to="mcp_call_hello",
-        target=">= 0.70 x mcp_call_hello (per round; 2 calls per pair, one session)",
-        ok=ratio >= 0.70))
+    store_figure(
+        "mcp_call_intercept_complete",
+        judged(
+            summary(our_rates, "calls/s", 1),
+            ratio=ratio,
+            ratio_to="mcp_call_hello",
+            target=">= 0.70 x mcp_call_hello (per round; 2 calls per pair, one session)",
+            ok=ratio >= 0.70,
+        ),
+    )
     figures["mcp_call_intercept_complete"]["server_cpu_us_per_call"] = round(_median(our_cpu))
 
     # 7. many agents, one store
     agent_pairs, agent_rounds = (20, 2) if quick else (100, 3)
     progress(f"many agents: 1 and 4 processes on one SQLite file ({agent_pairs} pairs each)")
-    figures.update(agents_figures("sqlite", str(work / "agents.db"),
-                                  [("1", 1, False), ("4_runs", 4, False),
-                                   ("4_shared_run", 4, True)], agent_pairs, agent_rounds))
+    figures.update(
+        agents_figures(
+            "sqlite",
+            str(work / "agents.db"),
+            [("1", 1, False), ("4_runs", 4, False), ("4_shared_run", 4, True)],
+            agent_pairs,
+            agent_rounds,
+        )
+    )
     if agents_pg is not None:
         progress(f"many agents: 1, 4 and 16 processes on PostgreSQL ({agent_pairs} pairs each)")
-        figures.update(agents_figures(
-            "postgresql", agents_pg.url("agents"),
-            [("1", 1, False), ("4_runs", 4, False), ("4_shared_run", 4, True),
-             ("16_runs", 16, False), ("16_shared_run", 16, True)], agent_pairs, agent_rounds))
+        figures.update(
+            agents_figures(
+                "postgresql",
+                agents_pg.url("agents"),
+                [
+                    ("1", 1, False),
+                    ("4_runs", 4, False),
+                    ("4_shared_run", 4, True),
+                    ("16_runs", 16, False),
+                    ("16_shared_run", 16, True),
+                ],
+                agent_pairs,
+                agent_rounds,
+            )
+        )
 
     # 8. spawn-to-initialized: continuum-mcp vs a bare hello server, interleaved
     progress("continuum-mcp spawn-to-initialized vs a bare hello server")
@@ -1041,58 +1255,84 @@ def run(work: Path, quick: bool, backend: Backend, agents_pg: Backend | None) ->
     ours_cpu: list[float] = []
     theirs_cpu: list[float] = []
     for i in range(8 if quick else 20):
-        pair = [(ours_ms, ours_cpu, [*continuum_mcp(), "--db", backend.url(f"events-{sizes[0]}")]),
-                (theirs_ms, theirs_cpu, hello_server())]
-        for samples, cpu_ms, cmd in (pair if i % 2 == 0 else pair[::-1]):
+        pair = [
+            (ours_ms, ours_cpu, [*continuum_mcp(), "--db", backend.url(f"events-{sizes[0]}")]),
+            (theirs_ms, theirs_cpu, hello_server()),
+        ]
+        for samples, cpu_ms, cmd in pair if i % 2 == 0 else pair[::-1]:
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             samples.append(spawn_to_initialized(cmd) * 1000)
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu_ms.append((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1000)
-    figures["startup_hello"] = {**summary(theirs_ms, "ms", 1), "pass": None,
-                                "cpu_ms": round(_median(theirs_cpu), 1),
-                                "target": "the baseline (scripts/bench_hello_server.py)"}
+    figures["startup_hello"] = {
+        **summary(theirs_ms, "ms", 1),
+        "pass": None,
+        "cpu_ms": round(_median(theirs_cpu), 1),
+        "target": "the baseline (scripts/bench_hello_server.py)",
+    }
     ratio = _median(ours_ms) / _median(theirs_ms)
-    figures["startup_continuum_mcp"] = judged(summary(ours_ms, "ms", 1), ratio=ratio,
-                                              ratio_to="startup_hello",
-                                              target="<= 1.15 x startup_hello", ok=ratio <= 1.15)
+    figures["startup_continuum_mcp"] = judged(
+        summary(ours_ms, "ms", 1),
+        ratio=ratio,
+        ratio_to="startup_hello",
+        target="<= 1.15 x startup_hello",
+        ok=ratio <= 1.15,
+    )
     figures["startup_continuum_mcp"].update(
         cpu_ms=round(_median(ours_cpu), 1),
-        cpu_ratio=round(_median(ours_cpu) / _median(theirs_cpu), 3))
+        cpu_ratio=round(_median(ours_cpu) / _median(theirs_cpu), 3),
+    )
 
     # 9. peak memory of the server under maximum-size and oversized lines
     progress("MCP server peak memory under 1 MiB messages and oversized lines")
     db = backend.url(f"events-{sizes[0]}")
     idle = memory_under(db, 0, 0)
     at_limit = memory_under(db, MIB, 10 if quick else 30)
-    oversize = [(mib, memory_under(db, mib * MIB, 3)) for mib in ((4, 16) if quick else (4, 16, 64))]
+    oversize = [
+        (mib, memory_under(db, mib * MIB, 3)) for mib in ((4, 16) if quick else (4, 16, 64))
+    ]
     largest = oversize[-1][1]
     growth_kib = largest - at_limit
-    store_figure("mcp_peak_memory", {
-        "median": round(largest / 1024, 1), "unit": "MiB VmHWM",
-        "idle_mib": round(idle / 1024, 1), "at_limit_mib": round(at_limit / 1024, 1),
-        "oversized_mib": {f"{mib} MiB lines": round(kib / 1024, 1) for mib, kib in oversize},
-        "growth_beyond_limit_mib": round(growth_kib / 1024, 1),
-        "target": f"bounded: {oversize[-1][0]} MiB lines add < 2 MiB over 1 MiB messages",
-        "pass": growth_kib < 2 * 1024})
+    store_figure(
+        "mcp_peak_memory",
+        {
+            "median": round(largest / 1024, 1),
+            "unit": "MiB VmHWM",
+            "idle_mib": round(idle / 1024, 1),
+            "at_limit_mib": round(at_limit / 1024, 1),
+            "oversized_mib": {f"{mib} MiB lines": round(kib / 1024, 1) for mib, kib in oversize},
+            "growth_beyond_limit_mib": round(growth_kib / 1024, 1),
+            "target": f"bounded: {oversize[-1][0]} MiB lines add < 2 MiB over 1 MiB messages",
+            "pass": growth_kib < 2 * 1024,
+        },
+    )
     figures.update(hook_figures(work, 15 if quick else 30))
     if backend.kind == "sqlite":  # continuum-mcp over streamable HTTP with bearer tokens (issue 16)
         progress("continuum-mcp over HTTP/HTTPS with bearer tokens, next to stdio")
         from bench_http import http_figures  # scripts/ is this script's own directory
+
         (work / "http").mkdir(exist_ok=True)
         figures.update(http_figures(work / "http", quick))
-    figures["cpu_calibration_end"] = {**summary([calibrate() for _ in range(3)], "s"),
-                                      "target": "(machine speed at the end)", "pass": None}
+    figures["cpu_calibration_end"] = {
+        **summary([calibrate() for _ in range(3)], "s"),
+        "target": "(machine speed at the end)",
+        "pass": None,
+    }
     return {"figures": figures, "growth": [growth[n] for n in sizes]}
 
 
-HOOK_REGISTRY = (HERE.parent / "src" / "continuum" / "hooks" / "effects.example.toml").read_text(
-    encoding="utf-8") + """
+HOOK_REGISTRY = (
+    (HERE.parent / "src" / "continuum" / "hooks" / "effects.example.toml").read_text(
+        encoding="utf-8"
+    )
+    + """
 [[effect]]
 tool = "Bash"
 match = { command = '^\\./send ' }
 action_type = "send_invoice"
 key = "{command}"
 """
+)
 
 
 def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
@@ -1106,8 +1346,19 @@ def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
     db = work / "hooks.db"
 
     def command(kind: str) -> list[str]:
-        return [*hook, "hook", kind, "--host", "claude-code", "--db", str(db), "--run", "bench",
-                "--project", str(project)]
+        return [
+            *hook,
+            "hook",
+            kind,
+            "--host",
+            "claude-code",
+            "--db",
+            str(db),
+            "--run",
+            "bench",
+            "--project",
+            str(project),
+        ]
 
     def call(argv: list[str], payload: dict[str, Any]) -> float:
         data = json.dumps({"session_id": "bench", "cwd": str(project), **payload}).encode()
@@ -1126,58 +1377,141 @@ def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
         if python3:
             bare_path.append(call([python3, "-c", "pass"], {}))
         no_match.append(call(command("pre-tool"), echo))
-        send = {"tool_name": "Bash", "tool_input": {"command": f"./send INV-{i}"},
-                "tool_use_id": f"t{i}"}
+        send = {
+            "tool_name": "Bash",
+            "tool_input": {"command": f"./send INV-{i}"},
+            "tool_use_id": f"t{i}",
+        }
         post = {**send, "tool_response": {"stdout": "", "stderr": "", "interrupted": False}}
         effect.append(call(command("pre-tool"), send) + call(command("post-tool"), post))
     ratio = _median(no_match) / _median(bare)
     out = {
-        "hook_bare_interpreter": {**summary(bare, "ms"), "target": f"(baseline: {sys.executable} "
-                                  "-c pass)", "pass": None},
-        "hook_no_match": judged(summary(no_match, "ms"), ratio=ratio, ratio_to="bare interpreter",
-                                target="<= 2 x a bare interpreter start", ok=ratio <= 2.0),
-        "hook_effect_pre_post": judged(summary(effect, "ms"),
-                                       target="pre-tool + post-tool median < 250 ms",
-                                       ok=_median(effect) < 250),
+        "hook_bare_interpreter": {
+            **summary(bare, "ms"),
+            "target": f"(baseline: {sys.executable} -c pass)",
+            "pass": None,
+        },
+        "hook_no_match": judged(
+            summary(no_match, "ms"),
+            ratio=ratio,
+            ratio_to="bare interpreter",
+            target="<= 2 x a bare interpreter start",
+            ok=ratio <= 2.0,
+        ),
+        "hook_effect_pre_post": judged(
+            summary(effect, "ms"),
+            target="pre-tool + post-tool median < 250 ms",
+            ok=_median(effect) < 250,
+        ),
     }
     if bare_path:
-        out["hook_python3_on_path"] = {**summary(bare_path, "ms"), "pass": None,
-                                       "target": f"(`python3 -c pass` as found on PATH: {python3})"}
+        out["hook_python3_on_path"] = {
+            **summary(bare_path, "ms"),
+            "pass": None,
+            "target": f"(`python3 -c pass` as found on PATH: {python3})",
+        }
     return out
 
 
 # -- output ------------------------------------------------------------------------------
 
-ORDER = ["cpu_calibration", "fsync_limit", "sqlite_commit_loop", "pg_commit_loop",
-         "durable_append", "durable_append_vs_commit_loop", "durable_append_cpu",
-         "bare_pair_loop", "intercept_complete_1000", "intercept_complete_10000",
-         "intercept_complete_100000", "intercept_flatness", "intercept_complete_cpu",
-         "resume_mcp_1000", "resume_mcp_10000", "resume_mcp_100000", "resume_mcp_ledger_1000",
-         "resume_mcp_ledger_10000", "resume_mcp_ledger_100000", "checkpoint_ledger_10000",
-         "checkpoint_ledger_100000", "list_actions_1000", "list_actions_5000",
-         "list_actions_50000", "verify_10000", "fold_10000", "fold_models_10000",
-         "full_state_10000", "fold_in_memory_10000", "verify_ledger_10000", "fold_ledger_10000",
-         "fold_models_ledger_10000", "full_state_ledger_10000", "fold_in_memory_ledger_10000",
-         "verify_100000", "fold_100000", "fold_models_100000", "full_state_100000",
-         "fold_in_memory_100000", "verify_ledger_100000", "fold_ledger_100000",
-         "fold_models_ledger_100000", "full_state_ledger_100000", "fold_in_memory_ledger_100000",
-         "mcp_call_hello", "mcp_call_intercept_complete", "agents_sqlite_1",
-         "agents_sqlite_4_runs", "agents_sqlite_4_shared_run", "agents_postgresql_1",
-         "agents_postgresql_4_runs", "agents_postgresql_4_shared_run",
-         "agents_postgresql_16_runs", "agents_postgresql_16_shared_run", "startup_hello",
-         "startup_continuum_mcp", "mcp_peak_memory", "hook_bare_interpreter",
-         "hook_python3_on_path", "hook_no_match", "hook_effect_pre_post", "cpu_calibration_end"]
+ORDER = [
+    "cpu_calibration",
+    "fsync_limit",
+    "sqlite_commit_loop",
+    "pg_commit_loop",
+    "durable_append",
+    "durable_append_vs_commit_loop",
+    "durable_append_cpu",
+    "bare_pair_loop",
+    "intercept_complete_1000",
+    "intercept_complete_10000",
+    "intercept_complete_100000",
+    "intercept_flatness",
+    "intercept_complete_cpu",
+    "resume_mcp_1000",
+    "resume_mcp_10000",
+    "resume_mcp_100000",
+    "resume_mcp_ledger_1000",
+    "resume_mcp_ledger_10000",
+    "resume_mcp_ledger_100000",
+    "checkpoint_ledger_10000",
+    "checkpoint_ledger_100000",
+    "list_actions_1000",
+    "list_actions_5000",
+    "list_actions_50000",
+    "verify_10000",
+    "fold_10000",
+    "fold_models_10000",
+    "full_state_10000",
+    "fold_in_memory_10000",
+    "verify_ledger_10000",
+    "fold_ledger_10000",
+    "fold_models_ledger_10000",
+    "full_state_ledger_10000",
+    "fold_in_memory_ledger_10000",
+    "verify_100000",
+    "fold_100000",
+    "fold_models_100000",
+    "full_state_100000",
+    "fold_in_memory_100000",
+    "verify_ledger_100000",
+    "fold_ledger_100000",
+    "fold_models_ledger_100000",
+    "full_state_ledger_100000",
+    "fold_in_memory_ledger_100000",
+    "mcp_call_hello",
+    "mcp_call_intercept_complete",
+    "agents_sqlite_1",
+    "agents_sqlite_4_runs",
+    "agents_sqlite_4_shared_run",
+    "agents_postgresql_1",
+    "agents_postgresql_4_runs",
+    "agents_postgresql_4_shared_run",
+    "agents_postgresql_16_runs",
+    "agents_postgresql_16_shared_run",
+    "startup_hello",
+    "startup_continuum_mcp",
+    "mcp_peak_memory",
+    "hook_bare_interpreter",
+    "hook_python3_on_path",
+    "hook_no_match",
+    "hook_effect_pre_post",
+    "cpu_calibration_end",
+]
 
-GROWTH_COLUMNS = ["size", "intercept_pairs_per_s", "intercept_cpu_us_per_pair", "resume_mcp_ms",
-                  "resume_mcp_ledger_ms", "list_actions_ms", "checkpoint_ledger_kib", "verify_s",
-                  "fold_s", "fold_models_s", "verify_ledger_s", "fold_ledger_s",
-                  "fold_models_ledger_s", "full_state_ledger_s"]
+GROWTH_COLUMNS = [
+    "size",
+    "intercept_pairs_per_s",
+    "intercept_cpu_us_per_pair",
+    "resume_mcp_ms",
+    "resume_mcp_ledger_ms",
+    "list_actions_ms",
+    "checkpoint_ledger_kib",
+    "verify_s",
+    "fold_s",
+    "fold_models_s",
+    "verify_ledger_s",
+    "fold_ledger_s",
+    "fold_models_ledger_s",
+    "full_state_ledger_s",
+]
 
 
 def render(doc: dict[str, Any], previous: dict[str, Any] | None) -> list[str]:
     figs = doc["figures"]
-    rows = [["figure", "store", "median", "spread (min..max)", "unit", "vs limit/baseline",
-             "target", "result"]]
+    rows = [
+        [
+            "figure",
+            "store",
+            "median",
+            "spread (min..max)",
+            "unit",
+            "vs limit/baseline",
+            "target",
+            "result",
+        ]
+    ]
     names = [n for n in ORDER if n in figs] + [n for n in figs if n not in ORDER]
     for name in names:
         f = figs[name]
@@ -1186,88 +1520,152 @@ def render(doc: dict[str, Any], previous: dict[str, Any] | None) -> list[str]:
         result = {True: "PASS", False: "FAIL", None: "-"}[f.get("pass")]
         if f.get("errors"):
             result += f" (errors: {f['errors']})"
-        if previous and name in previous.get("figures", {}) and previous["figures"][name].get("median"):
+        if (
+            previous
+            and name in previous.get("figures", {})
+            and previous["figures"][name].get("median")
+        ):
             before = previous["figures"][name]["median"]
             result += f" (prev {before})"
-        rows.append([name, f.get("backend", "-"), str(f["median"]), spread, f["unit"], ratio,
-                     f["target"], result])
+        rows.append(
+            [
+                name,
+                f.get("backend", "-"),
+                str(f["median"]),
+                spread,
+                f["unit"],
+                ratio,
+                f["target"],
+                result,
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     mem = figs.get("mcp_peak_memory")
     if mem:
-        lines += ["", f"MCP server VmHWM: idle {mem['idle_mib']} MiB, after 1 MiB messages "
-                  f"{mem['at_limit_mib']} MiB, " + ", ".join(
-                      f"{k}: {v} MiB" for k, v in mem["oversized_mib"].items())]
-    cpu = ["CPU per operation (user + system; a busy machine distorts it far less than wall "
-           "time):"]
+        lines += [
+            "",
+            f"MCP server VmHWM: idle {mem['idle_mib']} MiB, after 1 MiB messages "
+            f"{mem['at_limit_mib']} MiB, "
+            + ", ".join(f"{k}: {v} MiB" for k, v in mem["oversized_mib"].items()),
+        ]
+    cpu = ["CPU per operation (user + system; a busy machine distorts it far less than wall time):"]
     if "durable_append" in figs:
         fs = figs.get("fsync_limit")
-        limit = (f"raw write+fsync: append {fs['append_median']}/s, overwrite "
-                 f"{fs['overwrite_median']}/s" if fs else "client side; the server's share "
-                 "is not counted")
+        limit = (
+            f"raw write+fsync: append {fs['append_median']}/s, overwrite {fs['overwrite_median']}/s"
+            if fs
+            else "client side; the server's share is not counted"
+        )
         cpu.append(f"  durable append {figs['durable_append']['cpu_us_per_append']} us ({limit})")
-    pair_cpu = [f"{n.rsplit('_', 1)[1]}: {figs[n]['cpu_us_per_pair']} us" for n in names
-                if re.fullmatch(r"intercept_complete_\d+", n)]
+    pair_cpu = [
+        f"{n.rsplit('_', 1)[1]}: {figs[n]['cpu_us_per_pair']} us"
+        for n in names
+        if re.fullmatch(r"intercept_complete_\d+", n)
+    ]
     if pair_cpu:
-        cpu.append(f"  intercept+complete pair {', '.join(pair_cpu)}; bare two-commit pair "
-                   f"{figs['bare_pair_loop']['cpu_us_per_pair']} us")
+        cpu.append(
+            f"  intercept+complete pair {', '.join(pair_cpu)}; bare two-commit pair "
+            f"{figs['bare_pair_loop']['cpu_us_per_pair']} us"
+        )
     if "mcp_call_intercept_complete" in figs:
-        cpu.append(f"  MCP server per call: intercept/complete "
-                   f"{figs['mcp_call_intercept_complete']['server_cpu_us_per_call']} us, "
-                   f"bare SDK tool {figs['mcp_call_hello']['server_cpu_us_per_call']} us")
-    agents = [f"{n[len('agents_'):]} {figs[n]['client_cpu_us_per_pair']} us" for n in names
-              if n.startswith("agents_")]
+        cpu.append(
+            f"  MCP server per call: intercept/complete "
+            f"{figs['mcp_call_intercept_complete']['server_cpu_us_per_call']} us, "
+            f"bare SDK tool {figs['mcp_call_hello']['server_cpu_us_per_call']} us"
+        )
+    agents = [
+        f"{n[len('agents_') :]} {figs[n]['client_cpu_us_per_pair']} us"
+        for n in names
+        if n.startswith("agents_")
+    ]
     if agents:
         cpu.append(f"  many agents, client CPU per pair: {', '.join(agents)}")
     if "startup_continuum_mcp" in figs:
         st = figs["startup_continuum_mcp"]
-        cpu.append(f"  start-up (whole process): continuum-mcp {st['cpu_ms']} ms, hello "
-                   f"{figs['startup_hello']['cpu_ms']} ms, ratio {st['cpu_ratio']}")
+        cpu.append(
+            f"  start-up (whole process): continuum-mcp {st['cpu_ms']} ms, hello "
+            f"{figs['startup_hello']['cpu_ms']} ms, ratio {st['cpu_ratio']}"
+        )
     if "cpu_calibration" in figs:
-        cpu.append(f"  calibration workload {figs['cpu_calibration']['median']} s at the start, "
-                   f"{figs.get('cpu_calibration_end', {}).get('median', '-')} s at the end")
+        cpu.append(
+            f"  calibration workload {figs['cpu_calibration']['median']} s at the start, "
+            f"{figs.get('cpu_calibration_end', {}).get('median', '-')} s at the end"
+        )
     lines += ["", *cpu]
     if doc["growth"]:
-        lines += ["", "How cost grows with the size of the work (list_actions: the ledger run "
-                  "of N events, N/2 actions):"]
-        grid = [GROWTH_COLUMNS] + [[str(g.get(c, "-")) for c in GROWTH_COLUMNS]
-                                   for g in doc["growth"]]
+        lines += [
+            "",
+            "How cost grows with the size of the work (list_actions: the ledger run "
+            "of N events, N/2 actions):",
+        ]
+        grid = [GROWTH_COLUMNS] + [
+            [str(g.get(c, "-")) for c in GROWTH_COLUMNS] for g in doc["growth"]
+        ]
         w = [max(len(r[i]) for r in grid) for i in range(len(GROWTH_COLUMNS))]
         lines += ["  ".join(c.rjust(x) for c, x in zip(r, w, strict=True)) for r in grid]
     verdicts = [f.get("pass") for f in figs.values() if f.get("pass") is not None]
     store = doc.get("backend", {})
-    where = (f"PostgreSQL {store.get('server_version')} at {store.get('server')} "
-             f"(fsync {store.get('fsync')}, synchronous_commit {store.get('synchronous_commit')})"
-             if store.get("kind") == "postgresql" else "SQLite files")
-    lines += ["", f"{sum(verdicts)}/{len(verdicts)} targets met; store: {where}; machine: "
-              f"{doc['machine']['cpus']} CPUs, load {doc['machine']['loadavg']} -> "
-              f"{doc['machine_end_loadavg']}, {doc['machine']['filesystem']}; "
-              f"{doc['seconds']:.0f} s"]
+    where = (
+        f"PostgreSQL {store.get('server_version')} at {store.get('server')} "
+        f"(fsync {store.get('fsync')}, synchronous_commit {store.get('synchronous_commit')})"
+        if store.get("kind") == "postgresql"
+        else "SQLite files"
+    )
+    lines += [
+        "",
+        f"{sum(verdicts)}/{len(verdicts)} targets met; store: {where}; machine: "
+        f"{doc['machine']['cpus']} CPUs, load {doc['machine']['loadavg']} -> "
+        f"{doc['machine_end_loadavg']}, {doc['machine']['filesystem']}; "
+        f"{doc['seconds']:.0f} s",
+    ]
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    ap.add_argument("--quick", action="store_true",
-                    help="1,000 and 10,000 only, fewer repeats (targets at 100,000 not judged)")
-    ap.add_argument("--db", default=None, metavar="URL",
-                    help="postgresql://USER@HOST:PORT/DB: measure the store-based figures on "
-                         "that server, in private databases created (and dropped) by this run; "
-                         "default: SQLite files")
-    ap.add_argument("--agents-pg", default=None, metavar="URL",
-                    help="a PostgreSQL server for the many-agent figures when --db is SQLite "
-                         "(with --db postgresql://..., that server is used)")
-    ap.add_argument("--dir", type=Path, default=None,
-                    help="where to build the stores and probe fsync (default: a temporary "
-                         "directory); the figures are for that file system")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="1,000 and 10,000 only, fewer repeats (targets at 100,000 not judged)",
+    )
+    ap.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="postgresql://USER@HOST:PORT/DB: measure the store-based figures on "
+        "that server, in private databases created (and dropped) by this run; "
+        "default: SQLite files",
+    )
+    ap.add_argument(
+        "--agents-pg",
+        default=None,
+        metavar="URL",
+        help="a PostgreSQL server for the many-agent figures when --db is SQLite "
+        "(with --db postgresql://..., that server is used)",
+    )
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where to build the stores and probe fsync (default: a temporary "
+        "directory); the figures are for that file system",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the stores afterwards")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON document here")
-    ap.add_argument("--hooks-only", action="store_true",
-                    help="measure only the host hooks' latency (a minute, not the whole set)")
-    ap.add_argument("--previous", type=Path, default=None,
-                    help="a JSON document of an earlier run, shown next to each figure")
+    ap.add_argument(
+        "--hooks-only",
+        action="store_true",
+        help="measure only the host hooks' latency (a minute, not the whole set)",
+    )
+    ap.add_argument(
+        "--previous",
+        type=Path,
+        default=None,
+        help="a JSON document of an earlier run, shown next to each figure",
+    )
     args = ap.parse_args(argv)
     for flag, url in (("--db", args.db), ("--agents-pg", args.agents_pg)):
         if url is not None and not is_postgres_url(url):
@@ -1280,8 +1678,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         info = machine(work)
         store = backend.describe()
-        measured = ({"figures": hook_figures(work, 30), "growth": []} if args.hooks_only
-                    else run(work, args.quick, backend, agents_pg))
+        measured = (
+            {"figures": hook_figures(work, 30), "growth": []}
+            if args.hooks_only
+            else run(work, args.quick, backend, agents_pg)
+        )
         doc = {"version": 2, "quick": args.quick, "machine": info, "backend": store, **measured}
     finally:
         for b in {id(b): b for b in (backend, agents_pg) if b is not None}.values():

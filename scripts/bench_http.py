@@ -65,9 +65,15 @@ def progress(message: str) -> None:
 def summary(samples: list[float], unit: str, digits: int = 1) -> dict[str, Any]:
     s = sorted(samples)
     q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0], s[0], s[0]]
-    return {"median": round(statistics.median(s), digits), "min": round(s[0], digits),
-            "max": round(s[-1], digits), "q1": round(q[0], digits), "q3": round(q[2], digits),
-            "n": len(s), "unit": unit}
+    return {
+        "median": round(statistics.median(s), digits),
+        "min": round(s[0], digits),
+        "max": round(s[-1], digits),
+        "q1": round(q[0], digits),
+        "q3": round(q[2], digits),
+        "n": len(s),
+        "unit": unit,
+    }
 
 
 def server_command() -> list[str]:
@@ -112,19 +118,32 @@ def make_certificate(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "continuum-bench")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_path = write_private(directory / "bench-cert.pem",
-                              cert.public_bytes(serialization.Encoding.PEM))
-    key_path = write_private(directory / "bench-key.pem", key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path = write_private(
+        directory / "bench-cert.pem", cert.public_bytes(serialization.Encoding.PEM)
+    )
+    key_path = write_private(
+        directory / "bench-key.pem",
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
     return cert_path, key_path
 
 
@@ -140,10 +159,23 @@ class HttpServer:
         extra = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
         with self.log.open("wb") as err:
             self.proc = subprocess.Popen(
-                [*server_command(), "--db", url, "--transport", "streamable-http", "--listen",
-                 "127.0.0.1:0", "--token-file", str(tokens), *extra],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                env=clean_env())
+                [
+                    *server_command(),
+                    "--db",
+                    url,
+                    "--transport",
+                    "streamable-http",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--token-file",
+                    str(tokens),
+                    *extra,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=clean_env(),
+            )
         deadline = time.monotonic() + START_SECONDS
         while not (found := ANNOUNCE.search(self.log.read_text(errors="replace"))):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -163,23 +195,38 @@ class HttpServer:
 
 
 @asynccontextmanager
-async def http_session(url: str, mode: str, verify: ssl.SSLContext | bool = False
-                       ) -> AsyncIterator[Client]:
-    hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, verify=verify,
-                            trust_env=False, timeout=httpx2.Timeout(60))
-    async with hc, Client(streamable_http_client(url, http_client=hc), mode=mode,
-                          client_info=Implementation(name=CLIENT, version="1")) as client:
+async def http_session(
+    url: str, mode: str, verify: ssl.SSLContext | bool = False
+) -> AsyncIterator[Client]:
+    hc = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        verify=verify,
+        trust_env=False,
+        timeout=httpx2.Timeout(60),
+    )
+    async with (
+        hc,
+        Client(
+            streamable_http_client(url, http_client=hc),
+            mode=mode,
+            client_info=Implementation(name=CLIENT, version="1"),
+        ) as client,
+    ):
         yield client
 
 
 @asynccontextmanager
 async def stdio_session(url: str) -> AsyncIterator[Client]:
     cmd = server_command()
-    params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "--db", url],
-                                   env={"CONTINUUM_MCP_MUTATING_CLIENTS": CLIENT})
+    params = StdioServerParameters(
+        command=cmd[0], args=[*cmd[1:], "--db", url], env={"CONTINUUM_MCP_MUTATING_CLIENTS": CLIENT}
+    )
     with open(os.devnull, "w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy",
-                          client_info=Implementation(name=CLIENT, version="1")) as client:
+        async with Client(
+            stdio_client(params, errlog=errlog),
+            mode="legacy",
+            client_info=Implementation(name=CLIENT, version="1"),
+        ) as client:
             yield client
 
 
@@ -215,24 +262,38 @@ async def pair_calls(client: Client, n: int, tag: str) -> float:
     start = time.perf_counter()
     for i in range(pairs):
         key = f"invoice:{tag}-{i}"
-        got = await checked(client, "continuum_intercept_action",
-                            {"run_id": RUN, "action_type": "send_invoice", "key": key,
-                             "arguments": {"invoice": key}})
+        got = await checked(
+            client,
+            "continuum_intercept_action",
+            {
+                "run_id": RUN,
+                "action_type": "send_invoice",
+                "key": key,
+                "arguments": {"invoice": key},
+            },
+        )
         if got.get("proceed") is not True:
             raise RuntimeError(f"intercept of a new key did not proceed: {str(got)[:300]}")
-        await checked(client, "continuum_complete_action",
-                      {"run_id": RUN, "action_key": got["action_key"], "external_id": key})
+        await checked(
+            client,
+            "continuum_complete_action",
+            {"run_id": RUN, "action_key": got["action_key"], "external_id": key},
+        )
     return 2 * pairs / (time.perf_counter() - start)
 
 
 Measure = Callable[[Client, int, str], Awaitable[float]]
 
 
-async def measure_all(clients: dict[str, Client], rounds: int, block: int
-                      ) -> dict[str, dict[str, list[float]]]:
+async def measure_all(
+    clients: dict[str, Client], rounds: int, block: int
+) -> dict[str, dict[str, list[float]]]:
     """Interleaved blocks: for each measure, every client in turn, order flipped each round."""
-    measures: dict[str, Measure] = {"resume": resume_calls, "list_actions": list_calls,
-                                    "intercept_complete": pair_calls}
+    measures: dict[str, Measure] = {
+        "resume": resume_calls,
+        "list_actions": list_calls,
+        "intercept_complete": pair_calls,
+    }
     rates: dict[str, dict[str, list[float]]] = {m: {c: [] for c in clients} for m in measures}
     names = list(clients)
     for name in names:  # warm up: imports, first store open, connection set-up
@@ -274,21 +335,28 @@ def http_figures(work: Path, quick: bool) -> dict[str, Any]:
         plain.close()
         tls.close()
     figures: dict[str, Any] = {}
-    labels = {"http": "HTTP on loopback, bearer token, handshake era (sessions)",
-              "https": "HTTPS (TLS 1.3) on loopback, bearer token, handshake era",
-              "http_2026": "HTTP on loopback, bearer token, 2026-07-28 era (no session)"}
+    labels = {
+        "http": "HTTP on loopback, bearer token, handshake era (sessions)",
+        "https": "HTTPS (TLS 1.3) on loopback, bearer token, handshake era",
+        "http_2026": "HTTP on loopback, bearer token, 2026-07-28 era (no session)",
+    }
     for what, by_client in rates.items():
         unit = "calls/s" if what == "intercept_complete" else "requests/s"
         base = statistics.median(by_client["stdio"])
-        figures[f"stdio_{what}_rps"] = {**summary(by_client["stdio"], unit), "pass": None,
-                                        "target": "(shown: the same calls over stdio, the "
-                                                  "same client)"}
+        figures[f"stdio_{what}_rps"] = {
+            **summary(by_client["stdio"], unit),
+            "pass": None,
+            "target": "(shown: the same calls over stdio, the same client)",
+        }
         for name, label in labels.items():
             fig = summary(by_client[name], unit)
             figures[f"{name}_{what}_rps"] = {
-                **fig, "ratio": round(statistics.median(by_client[name]) / base, 3),
-                "ratio_to": f"stdio_{what}_rps", "pass": None,
-                "target": f"(shown, not judged: {label})"}
+                **fig,
+                "ratio": round(statistics.median(by_client[name]) / base, 3),
+                "ratio_to": f"stdio_{what}_rps",
+                "pass": None,
+                "target": f"(shown, not judged: {label})",
+            }
     return figures
 
 
@@ -296,8 +364,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer and shorter rounds")
     ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    ap.add_argument("--dir", type=Path, default=None, help="where the store goes (default: "
-                    "a temporary directory)")
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where the store goes (default: a temporary directory)",
+    )
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="continuum-bench-http-", dir=args.dir))
     try:
@@ -309,8 +381,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for name, fig in sorted(figures.items()):
         ratio = f"  {fig['ratio']:.2f}x stdio" if "ratio" in fig else ""
-        print(f"{name:40} {fig['median']:>9.1f} {fig['unit']:<11} "
-              f"(q1 {fig['q1']:.1f}, q3 {fig['q3']:.1f}, n {fig['n']}){ratio}")
+        print(
+            f"{name:40} {fig['median']:>9.1f} {fig['unit']:<11} "
+            f"(q1 {fig['q1']:.1f}, q3 {fig['q3']:.1f}, n {fig['n']}){ratio}"
+        )
     return 0
 
 

@@ -59,8 +59,15 @@ def summary(samples: list[float], unit: str, digits: int = 3) -> dict[str, Any]:
     def r(x: float) -> float:
         return round(x, digits)
 
-    return {"median": r(statistics.median(s)), "min": r(s[0]), "max": r(s[-1]),
-            "q1": r(q[0]), "q3": r(q[2]), "n": len(s), "unit": unit}
+    return {
+        "median": r(statistics.median(s)),
+        "min": r(s[0]),
+        "max": r(s[-1]),
+        "q1": r(q[0]),
+        "q3": r(q[2]),
+        "n": len(s),
+        "unit": unit,
+    }
 
 
 def sized(value: float, unit: str, digits: int = 3) -> dict[str, Any]:
@@ -147,37 +154,55 @@ def ops_figures(work: Path, quick: bool) -> dict[str, dict[str, Any]]:
             rmbs.append(size / MIB / seconds)
             dest.unlink()
             target.unlink()
-        figures["backup_mb_per_s"] = {**summary(mbs, "MB/s", 1), "pass": None,
-                                      "data_bytes": size, "events": events}
+        figures["backup_mb_per_s"] = {
+            **summary(mbs, "MB/s", 1),
+            "pass": None,
+            "data_bytes": size,
+            "events": events,
+        }
         figures["backup_events_per_s"] = {**summary(eps, "events/s", 0), "pass": None}
         figures["verify_backup_mb_per_s"] = {**summary(vmbs, "MB/s", 1), "pass": None}
         figures["verify_backup_events_per_s"] = {**summary(veps, "events/s", 0), "pass": None}
         figures["restore_mb_per_s"] = {**summary(rmbs, "MB/s", 1), "pass": None}
 
         head = rt.store.get_run(RUN).head_sequence
-        before = {"events": rt.store.count_events(RUN), "table": events_table_bytes(db),
-                  "file": db.stat().st_size, "vacuumed": vacuumed_bytes(db, work)}
+        before = {
+            "events": rt.store.count_events(RUN),
+            "table": events_table_bytes(db),
+            "file": db.stat().st_size,
+            "vacuumed": vacuumed_bytes(db, work),
+        }
         keep = max(events // 100, 10)
         archive = work / "history.jsonl"
         progress(f"archiving events 1..{head - keep}")
         seconds, result = timed(lambda: rt.archive(RUN, before=head - keep + 1, to=archive))
-        after = {"events": rt.store.count_events(RUN), "table": events_table_bytes(db),
-                 "file": db.stat().st_size, "vacuumed": vacuumed_bytes(db, work)}
+        after = {
+            "events": rt.store.count_events(RUN),
+            "table": events_table_bytes(db),
+            "file": db.stat().st_size,
+            "vacuumed": vacuumed_bytes(db, work),
+        }
         figures["archive_seconds"] = {**sized(seconds, "s"), "archived_events": result.events}
         figures["archive_locked_seconds"] = sized(result.locked_seconds, "s")
         figures["archive_events_per_s"] = sized(result.events / seconds, "events/s", 0)
         figures["archive_file_bytes"] = sized(archive.stat().st_size, "bytes", 0)
-        for name, unit in (("events", "events"), ("table", "bytes"), ("file", "bytes"),
-                           ("vacuumed", "bytes")):
+        for name, unit in (
+            ("events", "events"),
+            ("table", "bytes"),
+            ("file", "bytes"),
+            ("vacuumed", "bytes"),
+        ):
             figures[f"live_{name}_before_archive"] = sized(before[name], unit, 0)
             figures[f"live_{name}_after_archive"] = {
                 **sized(after[name], unit, 0),
-                "ratio_to_before": round(after[name] / before[name], 4) if before[name] else None}
+                "ratio_to_before": round(after[name] / before[name], 4) if before[name] else None,
+            }
         seconds, report = timed(lambda: Continuum.open(str(db), create=False).verify(RUN))
         assert report.ok
         figures["verify_live_after_archive_s"] = sized(seconds, "s")
-        seconds, report = timed(lambda: Continuum.open(str(db), create=False).verify(
-            RUN, archives=[archive]))
+        seconds, report = timed(
+            lambda: Continuum.open(str(db), create=False).verify(RUN, archives=[archive])
+        )
         assert report.ok and report.events_checked == head + 2
         figures["verify_with_archive_s"] = sized(seconds, "s")
         again = rt.intercept(RUN, "send_invoice", {"n": 1}, key="invoice:1")
@@ -210,9 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    doc = {"version": 1, "quick": args.quick, "figures": figures,
-           "loadavg": [round(x, 2) for x in os.getloadavg()],
-           "seconds": round(time.perf_counter() - started, 1)}
+    doc = {
+        "version": 1,
+        "quick": args.quick,
+        "figures": figures,
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     print(json.dumps(doc, indent=2, sort_keys=True) if args.json else "\n".join(render(figures)))
     return 0
 

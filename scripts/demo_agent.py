@@ -30,8 +30,11 @@ AGENT_NAME = "demo-agent"
 def server_params(store: str) -> StdioServerParameters:
     exe = Path(sys.executable).parent / "continuum-mcp"
     command, args = (str(exe), []) if exe.exists() else (sys.executable, ["-m", "continuum.mcp"])
-    return StdioServerParameters(command=command, args=[*args, "--db", store],
-                                 env={**os.environ, "CONTINUUM_MCP_MUTATING_CLIENTS": AGENT_NAME})
+    return StdioServerParameters(
+        command=command,
+        args=[*args, "--db", store],
+        env={**os.environ, "CONTINUUM_MCP_MUTATING_CLIENTS": AGENT_NAME},
+    )
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -43,30 +46,51 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def run(store: str, outbox: Path, pause_after: str | None) -> int:
-    async with Client(server_params(store), client_info=Implementation(name=AGENT_NAME, version="1"),
-                      mode="legacy") as client:
+    async with Client(
+        server_params(store),
+        client_info=Implementation(name=AGENT_NAME, version="1"),
+        mode="legacy",
+    ) as client:
         state = await call(client, "continuum_resume", run_id=None)
         say(f"resume -> {state['mode']} (next: {state['next_allowed_action']})")
         if state["run_id"] is None:
-            await call(client, "continuum_record_progress", run_id=RUN, total=len(INVOICES),
-                       goal="send invoices INV-001..INV-005 exactly once")
+            await call(
+                client,
+                "continuum_record_progress",
+                run_id=RUN,
+                total=len(INVOICES),
+                goal="send invoices INV-001..INV-005 exactly once",
+            )
         for action in state.get("uncertain_actions", []):
             invoice = action["arguments"]["invoice"]
             if not (outbox / f"{invoice}.txt").exists():  # check the external system
                 # An agent may settle an action as *occurred*; its word that one did NOT
                 # happen would not let it be sent again: that takes a person.
-                say(f"ASK A PERSON: {invoice} is not in the outbox; a person must check and run "
-                    f"`continuum reconcile {RUN} {action['action_key']} --not-occurred`")
+                say(
+                    f"ASK A PERSON: {invoice} is not in the outbox; a person must check and run "
+                    f"`continuum reconcile {RUN} {action['action_key']} --not-occurred`"
+                )
                 return 3
-            await call(client, "continuum_reconcile_action", run_id=RUN,
-                       action_key=action["action_key"], occurred=True,
-                       external_id=f"outbox:{invoice}", note="found in the outbox")
+            await call(
+                client,
+                "continuum_reconcile_action",
+                run_id=RUN,
+                action_key=action["action_key"],
+                occurred=True,
+                external_id=f"outbox:{invoice}",
+                note="found in the outbox",
+            )
             say(f"reconciled {invoice}: occurred=True (found in the outbox)")
         done = 0
         for invoice in INVOICES:
-            r = await call(client, "continuum_intercept_action", run_id=RUN,
-                           action_type="send_invoice", key=f"invoice:{invoice}",
-                           arguments={"invoice": invoice, "to": "billing@example.test"})
+            r = await call(
+                client,
+                "continuum_intercept_action",
+                run_id=RUN,
+                action_type="send_invoice",
+                key=f"invoice:{invoice}",
+                arguments={"invoice": invoice, "to": "billing@example.test"},
+            )
             if not r["proceed"]:
                 say(f"SKIP {invoice}: {r['status']}")
                 done += r["status"] == "completed"
@@ -77,8 +101,13 @@ async def run(store: str, outbox: Path, pause_after: str | None) -> int:
             if invoice == pause_after:
                 say(f"SENT {invoice}")
                 await asyncio.to_thread(sys.stdin.readline)  # killed here by the demo
-            await call(client, "continuum_complete_action", run_id=RUN, action_key=r["action_key"],
-                       external_id=f"outbox:{invoice}")
+            await call(
+                client,
+                "continuum_complete_action",
+                run_id=RUN,
+                action_key=r["action_key"],
+                external_id=f"outbox:{invoice}",
+            )
             done += 1
             await call(client, "continuum_record_progress", run_id=RUN, completed=done)
             say(f"DONE {invoice}")

@@ -48,15 +48,34 @@ from tests.crash.test_tamper import RUNS, build_reference, run_flips  # noqa: E4
 
 # Per phase: the figures that must stay 0 for a chunk to pass.
 MUST_BE_ZERO = {
-    "F1": ("lost", "breaks", "double_effects", "silent_retries", "unsettled",
-           "ledger_world_mismatches"),
-    "F1c": ("lost", "breaks", "double_effects", "silent_retries", "unsettled",
-            "ledger_world_mismatches"),
+    "F1": (
+        "lost",
+        "breaks",
+        "double_effects",
+        "silent_retries",
+        "unsettled",
+        "ledger_world_mismatches",
+    ),
+    "F1c": (
+        "lost",
+        "breaks",
+        "double_effects",
+        "silent_retries",
+        "unsettled",
+        "ledger_world_mismatches",
+    ),
     "F2": ("lost", "integrity_failures", "chain_failures"),
     "F3": ("corrupt", "lost"),
     "F6": ("forks", "gaps", "double_proceeds", "double_effects", "lost", "order_violations"),
-    "F7": ("forks", "gaps", "double_proceeds", "double_effects", "lost", "order_violations",
-           "stale_locks"),
+    "F7": (
+        "forks",
+        "gaps",
+        "double_proceeds",
+        "double_effects",
+        "lost",
+        "order_violations",
+        "stale_locks",
+    ),
     "F13": ("undetected", "untranslated"),
 }
 
@@ -85,12 +104,16 @@ class Soak:
     def f2(self, d: Path, seed: int) -> Any:
         if self.shim is None:
             from tests.crash.test_power_loss import SHIM_SOURCE  # noqa: PLC0415
+
             if shutil.which("gcc") is None:
                 raise RuntimeError("gcc is needed for the power-loss shim")
             import subprocess  # noqa: PLC0415
+
             self.shim = self.workdir / "fsync_shim.so"
-            subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(self.shim),
-                            str(SHIM_SOURCE), "-ldl"], check=True)
+            subprocess.run(
+                ["gcc", "-shared", "-fPIC", "-O2", "-o", str(self.shim), str(SHIM_SOURCE), "-ldl"],
+                check=True,
+            )
         return run_f2(d, self.shim, cuts=60, seed=seed, max_kill_after=300)
 
     def f3(self, d: Path, seed: int) -> Any:
@@ -106,6 +129,7 @@ class Soak:
         if self.reference is None:
             from continuum.runtime import Continuum  # noqa: PLC0415
             from continuum.store import SQLiteStorage  # noqa: PLC0415
+
             ref = self.workdir / "tamper-reference.db"
             with SQLiteStorage(ref) as store:
                 app = Continuum(store)
@@ -135,8 +159,15 @@ class Soak:
         elapsed = time.monotonic() - started
         self.add(name, data, elapsed)
         if bad or problems:
-            self.failures.append({"phase": name, "seed": seed, "dir": str(d), "bad": bad,
-                                  "problems": [str(p)[:500] for p in problems[:5]]})
+            self.failures.append(
+                {
+                    "phase": name,
+                    "seed": seed,
+                    "dir": str(d),
+                    "bad": bad,
+                    "problems": [str(p)[:500] for p in problems[:5]],
+                }
+            )
             log(f"FAIL {name} seed={seed} dir={d}: {bad} {problems[:2]}")
         else:
             shutil.rmtree(d, ignore_errors=True)
@@ -164,8 +195,11 @@ def run_f7_wide(d: Path, seed: int) -> Any:
         effects.mkdir(parents=True)
         c.make_store(db)
         victims = rng.sample(range(8), 4)
-        faults = {w: f"{rng.choice(['before_append_commit', 'after_append_commit'])}"
-                     f"@{rng.randint(5, 120)}" for w in victims[:2]}
+        faults = {
+            w: f"{rng.choice(['before_append_commit', 'after_append_commit'])}"
+            f"@{rng.randint(5, 120)}"
+            for w in victims[:2]
+        }
         kill_at = {w: rng.randint(5, 200) for w in victims[2:]}
         procs = c.start_workers(db, effects, 8, 300, 60, seed * 10 + r, faults)
         history, statuses = c.drive(procs, kill_at=kill_at)
@@ -176,6 +210,7 @@ def run_f7_wide(d: Path, seed: int) -> Any:
         app = c.check_history(db, effects, history, figures, history_file=work / "history.jsonl")
         try:
             from continuum.store import SQLiteStorage  # noqa: PLC0415
+
             with SQLiteStorage(db, create=False, busy_timeout_ms=0) as probe:
                 try:
                     probe.append_event(c.RUN, "work_completed", {"probe": r})
@@ -189,26 +224,37 @@ def run_f7_wide(d: Path, seed: int) -> Any:
 
 def summary(name: str, d: dict[str, Any]) -> str:
     if name in ("F1", "F1c"):
-        return (f"{d.get('kills', 0):,} kills ({d.get('at_fault_points', 0):,} at fault points, "
-                f"{d.get('died_in_recovery', 0)} during recovery): {d.get('lost', 0)} lost, "
-                f"{d.get('breaks', 0)} breaks, {d.get('double_effects', 0)} double effects, "
-                f"{d.get('interrupted', 0)} interrupted all reported unknown"
-                if d.get("reported_unknown", 0) == d.get("interrupted", 0) else "MISMATCH")
+        return (
+            f"{d.get('kills', 0):,} kills ({d.get('at_fault_points', 0):,} at fault points, "
+            f"{d.get('died_in_recovery', 0)} during recovery): {d.get('lost', 0)} lost, "
+            f"{d.get('breaks', 0)} breaks, {d.get('double_effects', 0)} double effects, "
+            f"{d.get('interrupted', 0)} interrupted all reported unknown"
+            if d.get("reported_unknown", 0) == d.get("interrupted", 0)
+            else "MISMATCH"
+        )
     if name == "F2":
-        return (f"{d.get('cuts', 0):,} power cuts: {d.get('lost', 0)}/{d.get('acknowledged', 0):,}"
-                f" acknowledged lost, {d.get('integrity_failures', 0)} integrity failures")
+        return (
+            f"{d.get('cuts', 0):,} power cuts: {d.get('lost', 0)}/{d.get('acknowledged', 0):,}"
+            f" acknowledged lost, {d.get('integrity_failures', 0)} integrity failures"
+        )
     if name == "F3":
-        return (f"{d.get('images', 0):,} crash images ({d.get('crash_points', 0):,} points): "
-                f"{d.get('corrupt', 0)} corrupt, {d.get('lost', 0)} lost")
+        return (
+            f"{d.get('images', 0):,} crash images ({d.get('crash_points', 0):,} points): "
+            f"{d.get('corrupt', 0)} corrupt, {d.get('lost', 0)} lost"
+        )
     if name in ("F6", "F7"):
-        return (f"{d.get('calls', 0):,} calls, {d.get('kills', 0)} kills: {d.get('forks', 0)} forks,"
-                f" {d.get('gaps', 0)} gaps, {d.get('double_proceeds', 0)} double proceeds, "
-                f"{d.get('lost', 0)} lost, {d.get('stale_locks', 0)} stale locks, "
-                f"{d.get('order_violations', 0)} order violations")
+        return (
+            f"{d.get('calls', 0):,} calls, {d.get('kills', 0)} kills: {d.get('forks', 0)} forks,"
+            f" {d.get('gaps', 0)} gaps, {d.get('double_proceeds', 0)} double proceeds, "
+            f"{d.get('lost', 0)} lost, {d.get('stale_locks', 0)} stale locks, "
+            f"{d.get('order_violations', 0)} order violations"
+        )
     if name == "F13":
-        return (f"{d.get('flips', 0):,} flips: {d.get('undetected', 0)} undetected semantic "
-                f"changes ({d.get('harmless', 0):,} harmless, {d.get('untranslated', 0)} "
-                f"untranslated)")
+        return (
+            f"{d.get('flips', 0):,} flips: {d.get('undetected', 0)} undetected semantic "
+            f"changes ({d.get('harmless', 0):,} harmless, {d.get('untranslated', 0)} "
+            f"untranslated)"
+        )
     return json.dumps(d)
 
 
@@ -217,10 +263,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, required=True, help="time budget")
     parser.add_argument("--seed", type=int, default=None, help="master seed (default: random)")
     parser.add_argument("--json", action="store_true", help="JSON summary on stdout")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="where chunks run (default: a temporary directory on /dev/shm)")
-    parser.add_argument("--phases", default="F1,F1c,F2,F3,F6,F7,F13",
-                        help="comma-separated subset of phases to run")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where chunks run (default: a temporary directory on /dev/shm)",
+    )
+    parser.add_argument(
+        "--phases", default="F1,F1c,F2,F3,F6,F7,F13", help="comma-separated subset of phases to run"
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     # /dev/shm where there is one: the process-death rows need no disk, and the power-loss
@@ -229,8 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="continuum-soak-", dir=shm))
     workdir.mkdir(parents=True, exist_ok=True)
     soak = Soak(workdir, seed)
-    phases = {"F1": soak.f1, "F1c": soak.f1c, "F2": soak.f2, "F3": soak.f3, "F6": soak.f6,
-              "F7": soak.f7, "F13": soak.f13}
+    phases = {
+        "F1": soak.f1,
+        "F1c": soak.f1c,
+        "F2": soak.f2,
+        "F3": soak.f3,
+        "F6": soak.f6,
+        "F7": soak.f7,
+        "F13": soak.f13,
+    }
     chosen = [p for p in args.phases.split(",") if p]
     unknown = set(chosen) - set(phases)
     if unknown:
@@ -261,11 +319,21 @@ def main(argv: list[str] | None = None) -> int:
     if ok and args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:
-        print(json.dumps({"seed": seed, "minutes": args.minutes, "elapsed_s": round(elapsed, 1),
-                          "ok": ok, "command": " ".join(["scripts/soak.py", *sys.argv[1:]]),
-                          "phases": soak.totals, "failures": soak.failures,
-                          "summary": {n: summary(n, t) for n, t in soak.totals.items()}},
-                         indent=2))
+        print(
+            json.dumps(
+                {
+                    "seed": seed,
+                    "minutes": args.minutes,
+                    "elapsed_s": round(elapsed, 1),
+                    "ok": ok,
+                    "command": " ".join(["scripts/soak.py", *sys.argv[1:]]),
+                    "phases": soak.totals,
+                    "failures": soak.failures,
+                    "summary": {n: summary(n, t) for n, t in soak.totals.items()},
+                },
+                indent=2,
+            )
+        )
     else:
         for name, t in soak.totals.items():
             print(f"{name}: {summary(name, t)}")

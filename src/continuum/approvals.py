@@ -83,8 +83,11 @@ class ApprovalRule:
 
     def describe(self) -> str:
         """What the rule gates, in one line (recorded with each approval it asks for)."""
-        what = (f"action type {self.action_type}" if self.effect is None else
-                f"host effect {self.effect}")
+        what = (
+            f"action type {self.action_type}"
+            if self.effect is None
+            else f"host effect {self.effect}"
+        )
         conds = [f"{'.'.join(path)} ~ /{pattern.pattern}/" for path, pattern in self.match]
         text = what + (f" where {' and '.join(conds)}" if conds else "")
         return f"{self.where}: {text}" + (f" ({self.description})" if self.description else "")
@@ -111,7 +114,9 @@ class ApprovalRules:
     rules: tuple[ApprovalRule, ...] = ()
     sources: tuple[str, ...] = ()
 
-    def find(self, action_type: str, arguments: Any, effect: str | None = None) -> ApprovalRule | None:
+    def find(
+        self, action_type: str, arguments: Any, effect: str | None = None
+    ) -> ApprovalRule | None:
         """The first rule that asks a person to decide this call, or None."""
         for rule in self.rules:
             if rule.matches(action_type, arguments, effect):
@@ -122,9 +127,11 @@ class ApprovalRules:
         if not self.rules:
             where = ", ".join(self.sources) or APPROVALS_FILE
             return [f"no approval rules ({where}): no call needs a person's decision"]
-        return [f"{len(self.rules)} rule(s) from {', '.join(self.sources)}; a call matched by "
-                "any of them waits for a person's decision:",
-                *(f"  {r.describe()}" for r in self.rules)]
+        return [
+            f"{len(self.rules)} rule(s) from {', '.join(self.sources)}; a call matched by "
+            "any of them waits for a person's decision:",
+            *(f"  {r.describe()}" for r in self.rules),
+        ]
 
 
 def _at(arguments: Any, path: tuple[str, ...]) -> Any:
@@ -144,17 +151,26 @@ def _as_text(value: Any) -> str:
 
 
 def _bad(path: str, where: str, problem: str) -> UsageError:
-    return UsageError(f"approval rules {path}: {where}: {problem}", code="approvals.bad_rules",
-                      hint=f"fix {path} (`continuum approvals --rules` shows what is loaded); "
-                           "until then every intercept is refused", path=path)
+    return UsageError(
+        f"approval rules {path}: {where}: {problem}",
+        code="approvals.bad_rules",
+        hint=f"fix {path} (`continuum approvals --rules` shows what is loaded); "
+        "until then every intercept is refused",
+        path=path,
+    )
 
 
 def _header_lines(text: str) -> list[int]:
-    return [i for i, line in enumerate(text.splitlines(), 1)
-            if re.match(r"\s*\[\[\s*approval\s*\]\]", line)]
+    return [
+        i
+        for i, line in enumerate(text.splitlines(), 1)
+        if re.match(r"\s*\[\[\s*approval\s*\]\]", line)
+    ]
 
 
-def _flatten(table: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+def _flatten(
+    table: Mapping[str, Any], prefix: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], Any]]:
     out: list[tuple[tuple[str, ...], Any]] = []
     for name, value in table.items():
         path = prefix + tuple(part for part in str(name).split(".") if part)
@@ -169,8 +185,13 @@ def _name(path: str, where: str, what: str, value: Any) -> str:
     if not isinstance(value, str):
         raise _bad(path, where, f"{what} must be a string")
     try:
-        return check_identifier(unicodedata.normalize("NFC", value.strip()), what=what, code="approvals.bad_rules",
-                                max_length=200, hint="")
+        return check_identifier(
+            unicodedata.normalize("NFC", value.strip()),
+            what=what,
+            code="approvals.bad_rules",
+            max_length=200,
+            hint="",
+        )
     except UsageError as e:
         raise _bad(path, where, e.message) from None
 
@@ -181,18 +202,31 @@ def _rule(path: str, index: int, line: int, table: Any) -> ApprovalRule:
         raise _bad(path, where, "must be a table")
     unknown = sorted(set(table) - _FIELDS)
     if unknown:
-        raise _bad(path, where, f"unknown field(s) {', '.join(map(repr, unknown))}; a rule has "
-                                f"{', '.join(sorted(_FIELDS))}")
-    action_type = _name(path, where, "action_type", table["action_type"]) \
-        if "action_type" in table else None
+        raise _bad(
+            path,
+            where,
+            f"unknown field(s) {', '.join(map(repr, unknown))}; a rule has "
+            f"{', '.join(sorted(_FIELDS))}",
+        )
+    action_type = (
+        _name(path, where, "action_type", table["action_type"]) if "action_type" in table else None
+    )
     effect = _name(path, where, "effect", table["effect"]) if "effect" in table else None
     if action_type is None and effect is None:
-        raise _bad(path, where, "name what it gates: action_type = \"...\" (any path) or "
-                                "effect = \"...\" (a host effect rule's action_type)")
+        raise _bad(
+            path,
+            where,
+            'name what it gates: action_type = "..." (any path) or '
+            'effect = "..." (a host effect rule\'s action_type)',
+        )
     if action_type is not None and effect is not None and action_type != effect:
-        raise _bad(path, where, f"action_type {action_type!r} and effect {effect!r} differ, so "
-                                "the rule could never match; a host effect is recorded under "
-                                "its own action_type: keep one of them")
+        raise _bad(
+            path,
+            where,
+            f"action_type {action_type!r} and effect {effect!r} differ, so "
+            "the rule could never match; a host effect is recorded under "
+            "its own action_type: keep one of them",
+        )
     match = table.get("match", {})
     if not isinstance(match, dict):
         raise _bad(path, where, "match must be a table of argument = regex")
@@ -206,14 +240,21 @@ def _rule(path: str, index: int, line: int, table: Any) -> ApprovalRule:
         try:
             compiled.append((key, re.compile(pattern)))
         except re.error as e:
-            raise _bad(path, where, f"match.{name} {pattern!r} is not a valid regular expression "
-                                    f"({e})") from e
+            raise _bad(
+                path, where, f"match.{name} {pattern!r} is not a valid regular expression ({e})"
+            ) from e
     description = table.get("description")
     if description is not None and not isinstance(description, str):
         raise _bad(path, where, "description must be a string")
-    return ApprovalRule(path=path, index=index, line=line,
-                        action_type=None if effect is not None else action_type, effect=effect,
-                        match=tuple(compiled), description=description)
+    return ApprovalRule(
+        path=path,
+        index=index,
+        line=line,
+        action_type=None if effect is not None else action_type,
+        effect=effect,
+        match=tuple(compiled),
+        description=description,
+    )
 
 
 def parse_rules(text: str, path: str) -> tuple[ApprovalRule, ...]:
@@ -224,14 +265,19 @@ def parse_rules(text: str, path: str) -> tuple[ApprovalRule, ...]:
         raise _bad(path, "not valid TOML", str(e)) from e
     unknown = sorted(set(data) - {"approval"})
     if unknown:
-        raise _bad(path, "top level", f"unknown key(s) {', '.join(map(repr, unknown))}; write "
-                                      "each rule as an [[approval]] table")
+        raise _bad(
+            path,
+            "top level",
+            f"unknown key(s) {', '.join(map(repr, unknown))}; write "
+            "each rule as an [[approval]] table",
+        )
     tables = data.get("approval", [])
     if not isinstance(tables, list):
         raise _bad(path, "top level", "approval must be an array of tables: [[approval]]")
     lines = _header_lines(text)
-    return tuple(_rule(path, i, lines[i - 1] if i <= len(lines) else 0, t)
-                 for i, t in enumerate(tables, 1))
+    return tuple(
+        _rule(path, i, lines[i - 1] if i <= len(lines) else 0, t) for i, t in enumerate(tables, 1)
+    )
 
 
 Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
@@ -279,9 +325,13 @@ def _exists(path: str) -> bool:
 
 
 def _unsettled(path: str) -> UsageError:
-    return _bad(path, "cannot be read", "it kept changing while it was read (is something "
-                                       "rewriting it?); write it to a temporary file and "
-                                       "rename it into place")
+    return _bad(
+        path,
+        "cannot be read",
+        "it kept changing while it was read (is something "
+        "rewriting it?); write it to a temporary file and "
+        "rename it into place",
+    )
 
 
 def _read(path: str) -> str | None:
@@ -294,8 +344,9 @@ def load_rules(paths: Sequence[str]) -> ApprovalRules:
     return _load_stamped(paths)[0]
 
 
-def _load_stamped(paths: Sequence[str]) -> tuple[ApprovalRules, tuple[Stamp | None, ...],
-                                                   dict[str, tuple[ApprovalRule, ...]]]:
+def _load_stamped(
+    paths: Sequence[str],
+) -> tuple[ApprovalRules, tuple[Stamp | None, ...], dict[str, tuple[ApprovalRule, ...]]]:
     """The rules, the stamp of each file as read (None: absent), and each file's rules."""
     rules: list[ApprovalRule] = []
     sources: list[str] = []
@@ -317,7 +368,7 @@ def _load_stamped(paths: Sequence[str]) -> tuple[ApprovalRules, tuple[Stamp | No
 def store_dir(store_url: str) -> str | None:
     """The directory of a SQLite store (``sqlite:///d/a.db`` or a path), None for a server."""
     if store_url.startswith("sqlite://"):
-        return os.path.dirname(store_url[len("sqlite://"):]) or None
+        return os.path.dirname(store_url[len("sqlite://") :]) or None
     if "://" in store_url:
         return None
     return os.path.dirname(os.path.abspath(store_url))
@@ -383,8 +434,9 @@ class RuleFiles:
             self._rules, self._seen, self._held = rules, stamps, per_file
         return self._rules
 
-    def find(self, action_type: str, arguments: Any, effect: str | None = None
-             ) -> ApprovalRule | None:
+    def find(
+        self, action_type: str, arguments: Any, effect: str | None = None
+    ) -> ApprovalRule | None:
         """``ApprovalRules.find`` on the rules now; refused while a file is malformed, or
         for a call a vanished file's rules named (``approvals.rules_missing``)."""
         rule = self.current().find(action_type, arguments, effect)
@@ -393,14 +445,18 @@ class RuleFiles:
         for path, lost in self._gone.items():
             for old in lost:
                 if old.action_type == action_type or (
-                        old.effect is not None and old.effect in (action_type, effect)):
+                    old.effect is not None and old.effect in (action_type, effect)
+                ):
                     raise UsageError(
                         f"approval rules {path} are gone ({old.where} asked a person to "
                         f"decide {action_type} calls); this call is refused rather than run "
-                        "without that decision", code="approvals.rules_missing",
+                        "without that decision",
+                        code="approvals.rules_missing",
                         hint=f"put {path} back (or rewrite it without that rule if no "
-                             "decision is needed any more); nothing was recorded",
-                        path=path, action_type=action_type)
+                        "decision is needed any more); nothing was recorded",
+                        path=path,
+                        action_type=action_type,
+                    )
         return None
 
 
@@ -433,7 +489,9 @@ def _mismatch(grant: ApprovalRow, why: str) -> IntegrityError:
         f"call, but the log does not ({why}): nothing may proceed",
         code="integrity.index_mismatch",
         hint=f"run `continuum verify {grant.run_id}`; nothing was changed",
-        run_id=grant.run_id, approval_id=grant.approval_id)
+        run_id=grant.run_id,
+        approval_id=grant.approval_id,
+    )
 
 
 ReadKept = Callable[[str], "Mapping[str, Any] | None"]
@@ -447,10 +505,14 @@ def kept_approval(store: Storage, run_id: str, approval_id: str) -> dict[str, An
     hash recorded there and recomputed from the state. None without such a checkpoint or
     record. (What an archived approval event is checked against: ``ReadKept``.)"""
     for cp in store.list_checkpoints(run_id):  # newest first
-        sealed = next(iter(store.iter_raw(run_id, cp.event_sequence - 1,
-                                          upto=cp.event_sequence)), None)
-        if (sealed is None or sealed.type != EventType.CHECKPOINTED
-                or sealed.payload.get("state_hash") != cp.state_hash):
+        sealed = next(
+            iter(store.iter_raw(run_id, cp.event_sequence - 1, upto=cp.event_sequence)), None
+        )
+        if (
+            sealed is None
+            or sealed.type != EventType.CHECKPOINTED
+            or sealed.payload.get("state_hash") != cp.state_hash
+        ):
             continue
         try:
             state = parse_json(cp.state_json)
@@ -469,9 +531,13 @@ def kept_approval(store: Storage, run_id: str, approval_id: str) -> dict[str, An
     return None
 
 
-def _logged(grant: ApprovalRow, seq: Any, event_type: EventType,
-            read_event: Callable[[int], EventLike | None],
-            read_kept: ReadKept | None) -> tuple[Mapping[str, Any], Any] | None:
+def _logged(
+    grant: ApprovalRow,
+    seq: Any,
+    event_type: EventType,
+    read_event: Callable[[int], EventLike | None],
+    read_kept: ReadKept | None,
+) -> tuple[Mapping[str, Any], Any] | None:
     """(payload, origin) of the approval's event at ``seq``, read back from the verified
     log; for an archived event, the matching fields of the verified checkpoint's record
     (None when neither vouches for it)."""
@@ -497,9 +563,15 @@ def _logged(grant: ApprovalRow, seq: Any, event_type: EventType,
     return event.payload, event.source
 
 
-def _confirmed(grant: ApprovalRow, read_event: Callable[[int], EventLike | None], *,
-               action_type: str, binding: str | None, args_hash: str | None,
-               read_kept: ReadKept | None = None) -> str:
+def _confirmed(
+    grant: ApprovalRow,
+    read_event: Callable[[int], EventLike | None],
+    *,
+    action_type: str,
+    binding: str | None,
+    args_hash: str | None,
+    read_kept: ReadKept | None = None,
+) -> str:
     """The grant checked against the verified log, not the index: its request
     (``approval_requested``) must be for this action type and, for a call grant, bound to
     exactly this call (``binding``, ``args_hash``); its decision must be a person's (or
@@ -509,18 +581,21 @@ def _confirmed(grant: ApprovalRow, read_event: Callable[[int], EventLike | None]
     rec = grant.record
     if rec.get("status") != "granted":
         raise _mismatch(grant, "it is not granted")
-    asked = _logged(grant, rec.get("requested_sequence"), EventType.APPROVAL_REQUESTED,
-                    read_event, read_kept)
+    asked = _logged(
+        grant, rec.get("requested_sequence"), EventType.APPROVAL_REQUESTED, read_event, read_kept
+    )
     if asked is None:
         raise _mismatch(grant, "no request of it is recorded")
     request, _ = asked
     if request.get("action_type") != action_type:
         raise _mismatch(grant, "it was asked for another action type")
-    if binding is not None and (request.get("binding") != binding
-                                or request.get("arguments_hash") != args_hash):
+    if binding is not None and (
+        request.get("binding") != binding or request.get("arguments_hash") != args_hash
+    ):
         raise _mismatch(grant, "it was asked for other arguments")
-    decided = _logged(grant, rec.get("decided_sequence"), EventType.APPROVAL_GRANTED,
-                      read_event, read_kept)
+    decided = _logged(
+        grant, rec.get("decided_sequence"), EventType.APPROVAL_GRANTED, read_event, read_kept
+    )
     if decided is None:
         raise _mismatch(grant, "no grant of it is recorded")
     payload, source = decided
@@ -534,11 +609,21 @@ def _confirmed(grant: ApprovalRow, read_event: Callable[[int], EventLike | None]
     return grant.approval_id
 
 
-def judge_call(tx: WriteTx, *, rule: ApprovalRule, action_type: str, action_id: str,
-               action_key: str, key: str | None, arguments: Any, effect: str | None,
-               origin: Origin, under: str | None,
-               read_event: Callable[[int], EventLike | None],
-               read_kept: ReadKept | None = None) -> Verdict:
+def judge_call(
+    tx: WriteTx,
+    *,
+    rule: ApprovalRule,
+    action_type: str,
+    action_id: str,
+    action_key: str,
+    key: str | None,
+    arguments: Any,
+    effect: str | None,
+    origin: Origin,
+    under: str | None,
+    read_event: Callable[[int], EventLike | None],
+    read_kept: ReadKept | None = None,
+) -> Verdict:
     """Inside the intercept's write transaction: may this call run now?
 
     The latest approval bound to exactly this call decides first if it was denied (or
@@ -565,23 +650,51 @@ def judge_call(tx: WriteTx, *, rule: ApprovalRule, action_type: str, action_id: 
     if grant is not None:
         if grant.record.get("action_type") != action_type or grant.record.get("scope") != "run":
             raise _mismatch(grant, "its row is filed under another grant")
-        return Verdict("allow", _confirmed(grant, read_event, action_type=action_type,
-                                           binding=None, args_hash=None, read_kept=read_kept))
+        return Verdict(
+            "allow",
+            _confirmed(
+                grant,
+                read_event,
+                action_type=action_type,
+                binding=None,
+                args_hash=None,
+                read_kept=read_kept,
+            ),
+        )
     if found is not None and status == "requested":
         return Verdict("awaiting_approval", found.approval_id)
     if found is not None and status == "granted" and under != found.approval_id:
         if found.record.get("action_id") != action_id:
             raise _mismatch(found, "it was asked for another action")
-        return Verdict("allow", _confirmed(found, read_event, action_type=action_type,
-                                           binding=binding, args_hash=args_hash,
-                                           read_kept=read_kept))
+        return Verdict(
+            "allow",
+            _confirmed(
+                found,
+                read_event,
+                action_type=action_type,
+                binding=binding,
+                args_hash=args_hash,
+                read_kept=read_kept,
+            ),
+        )
     approval_id = "apr_" + secrets.token_hex(8)
-    tx.append(EventType.APPROVAL_REQUESTED, {
-        "approval_id": approval_id, "text": rule.description or f"{action_type} needs a "
-                                                                "person's decision",
-        "action_type": action_type, "action_id": action_id, "action_key": action_key,
-        "key": key, "arguments": arguments, "arguments_hash": args_hash, "binding": binding,
-        "rule": rule.describe(), "effect": effect}, source=origin)
+    tx.append(
+        EventType.APPROVAL_REQUESTED,
+        {
+            "approval_id": approval_id,
+            "text": rule.description or f"{action_type} needs a person's decision",
+            "action_type": action_type,
+            "action_id": action_id,
+            "action_key": action_key,
+            "key": key,
+            "arguments": arguments,
+            "arguments_hash": args_hash,
+            "binding": binding,
+            "rule": rule.describe(),
+            "effect": effect,
+        },
+        source=origin,
+    )
     return Verdict("awaiting_approval", approval_id)
 
 
@@ -608,14 +721,16 @@ def approval_info(store: Storage, row: ApprovalRow) -> ApprovalInfo:
     return ApprovalInfo(**rec.model_dump(), run_id=row.run_id, used_by=used_by)
 
 
-def list_approval_infos(store: Storage, run_id: str | None = None, *, pending_only: bool = True,
-                        limit: int = MAX_PAGE) -> list[ApprovalInfo]:
+def list_approval_infos(
+    store: Storage, run_id: str | None = None, *, pending_only: bool = True, limit: int = MAX_PAGE
+) -> list[ApprovalInfo]:
     """Approvals in the order they were requested. ``pending_only``: those still waiting
     for a decision, in runs that are still active (a finished run takes no new effects)."""
     if run_id is not None:
         store.get_run(run_id)  # a missing run is not one without approvals
-    rows = store.list_approvals(run_id=run_id, status="requested" if pending_only else None,
-                                limit=limit)
+    rows = store.list_approvals(
+        run_id=run_id, status="requested" if pending_only else None, limit=limit
+    )
     if pending_only:
         active: dict[str, bool] = {}
         for row in rows:
@@ -629,42 +744,65 @@ def find_approval_row(store: Storage, approval_id: str, run_id: str | None = Non
     """The approval ``approval_id`` (of ``run_id``, if given); ``not_found.approval``, or
     ``usage.ambiguous_approval`` when two runs hold that id (logs written by hand)."""
     if not isinstance(approval_id, str) or not approval_id:
-        raise UsageError("an approval id is required", code="usage.bad_approval_id",
-                         hint="list them with `continuum approvals`")
+        raise UsageError(
+            "an approval id is required",
+            code="usage.bad_approval_id",
+            hint="list them with `continuum approvals`",
+        )
     rows = [r for r in store.find_approvals(approval_id) if run_id is None or r.run_id == run_id]
     if not rows:
         where = f" in run {run_id!r}" if run_id is not None else ""
-        raise NotFoundError(f"approval {approval_id!r} not found{where}",
-                            code="not_found.approval",
-                            hint="list pending approvals with `continuum approvals`",
-                            approval_id=approval_id)
+        raise NotFoundError(
+            f"approval {approval_id!r} not found{where}",
+            code="not_found.approval",
+            hint="list pending approvals with `continuum approvals`",
+            approval_id=approval_id,
+        )
     if len(rows) > 1:
-        raise UsageError(f"approval id {approval_id!r} is in several runs "
-                         f"({', '.join(sorted(r.run_id for r in rows))})",
-                         code="usage.ambiguous_approval", hint="name the run with --run RUN",
-                         approval_id=approval_id)
+        raise UsageError(
+            f"approval id {approval_id!r} is in several runs "
+            f"({', '.join(sorted(r.run_id for r in rows))})",
+            code="usage.ambiguous_approval",
+            hint="name the run with --run RUN",
+            approval_id=approval_id,
+        )
     return rows[0]
 
 
 def _reason(reason: Any) -> str:
     if not isinstance(reason, str) or not reason.strip():
-        raise UsageError("a decision needs a reason", code="usage.bad_reason",
-                         hint="say why, e.g. --reason \"invoice checked with the customer\"")
+        raise UsageError(
+            "a decision needs a reason",
+            code="usage.bad_reason",
+            hint='say why, e.g. --reason "invoice checked with the customer"',
+        )
     text: str = reason.strip()
     if len(text) > MAX_REASON_CHARS:
-        raise UsageError(f"the reason is {len(text)} characters long (at most "
-                         f"{MAX_REASON_CHARS})", code="usage.bad_reason", hint="shorten it")
+        raise UsageError(
+            f"the reason is {len(text)} characters long (at most {MAX_REASON_CHARS})",
+            code="usage.bad_reason",
+            hint="shorten it",
+        )
     bad = unsafe_characters(text)
     if bad:
-        raise UsageError(f"the reason holds control, bidi or invisible characters "
-                         f"({', '.join(bad)})", code="usage.bad_reason",
-                         hint="write the reason as one line of plain text")
+        raise UsageError(
+            f"the reason holds control, bidi or invisible characters ({', '.join(bad)})",
+            code="usage.bad_reason",
+            hint="write the reason as one line of plain text",
+        )
     return text
 
 
-def record_decision(store: Storage, approval_id: str, *, allow: bool, reason: str,
-                    scope: str = "call", run_id: str | None = None,
-                    expect_binding: str | None = None) -> ApprovalInfo:
+def record_decision(
+    store: Storage,
+    approval_id: str,
+    *,
+    allow: bool,
+    reason: str,
+    scope: str = "call",
+    run_id: str | None = None,
+    expect_binding: str | None = None,
+) -> ApprovalInfo:
     """A person's decision on a pending approval, recorded with origin ``human``.
 
     ``scope="run"`` (allow only) grants the action type for the rest of the run, and
@@ -674,21 +812,28 @@ def record_decision(store: Storage, approval_id: str, *, allow: bool, reason: st
     decision stands, and a new call asks again.
     """
     if scope not in APPROVAL_SCOPES:
-        raise UsageError(f"scope {scope!r} is not call or run", code="usage.bad_scope",
-                         hint="use --scope call (this exact call) or --scope run (this action "
-                              "type for the rest of the run)")
+        raise UsageError(
+            f"scope {scope!r} is not call or run",
+            code="usage.bad_scope",
+            hint="use --scope call (this exact call) or --scope run (this action "
+            "type for the rest of the run)",
+        )
     if not allow and scope != "call":
-        raise UsageError("a denial covers one call (these exact arguments)",
-                         code="usage.bad_scope",
-                         hint="deny with --scope call (the default); to stop a whole run, "
-                              "abort it")
+        raise UsageError(
+            "a denial covers one call (these exact arguments)",
+            code="usage.bad_scope",
+            hint="deny with --scope call (the default); to stop a whole run, abort it",
+        )
     reason = _reason(reason)
     found = find_approval_row(store, approval_id, run_id)
     with store.write(found.run_id) as tx:
         current = tx.find_approval(approval_id=found.approval_id)
         if current is None:
-            raise NotFoundError(f"approval {approval_id!r} not found", code="not_found.approval",
-                                hint="list pending approvals with `continuum approvals`")
+            raise NotFoundError(
+                f"approval {approval_id!r} not found",
+                code="not_found.approval",
+                hint="list pending approvals with `continuum approvals`",
+            )
         rec = Approval.model_validate(current.record)
         if rec.status != "requested":
             by = f" by {rec.decided_by}" if rec.decided_by else ""
@@ -696,33 +841,66 @@ def record_decision(store: Storage, approval_id: str, *, allow: bool, reason: st
             raise InvalidTransitionError(
                 f"approval {approval_id} is already {rec.status}{by}{at}; nothing was recorded",
                 hint="a decision stands; the call asks again with new arguments",
-                approval_id=approval_id, status=rec.status)
+                approval_id=approval_id,
+                status=rec.status,
+            )
         if expect_binding is not None and rec.binding != expect_binding:
-            raise IntegrityError(f"approval {approval_id} is not the one that was shown; "
-                                 "nothing was recorded", code="integrity.approval_mismatch",
-                                 hint="list it again and decide what is shown")
+            raise IntegrityError(
+                f"approval {approval_id} is not the one that was shown; nothing was recorded",
+                code="integrity.approval_mismatch",
+                hint="list it again and decide what is shown",
+            )
         if scope == "run" and rec.action_type is None:
-            raise UsageError(f"approval {approval_id} names no action type, so it cannot be "
-                             "granted for the run", code="usage.bad_scope",
-                             hint="grant it for this call only (--scope call)")
+            raise UsageError(
+                f"approval {approval_id} names no action type, so it cannot be granted for the run",
+                code="usage.bad_scope",
+                hint="grant it for this call only (--scope call)",
+            )
         if not allow:
-            tx.append(EventType.APPROVAL_DENIED, {"approval_id": rec.id, "reason": reason},
-                      source=Origin.HUMAN)
+            tx.append(
+                EventType.APPROVAL_DENIED,
+                {"approval_id": rec.id, "reason": reason},
+                source=Origin.HUMAN,
+            )
         else:
-            tx.append(EventType.APPROVAL_GRANTED, {"approval_id": rec.id, "scope": scope,
-                                                   "reason": reason}, source=Origin.HUMAN)
+            tx.append(
+                EventType.APPROVAL_GRANTED,
+                {"approval_id": rec.id, "scope": scope, "reason": reason},
+                source=Origin.HUMAN,
+            )
             if scope == "run":
                 for other in store.list_approvals(run_id=found.run_id, status="requested"):
                     if other.record.get("action_type") == rec.action_type:
-                        tx.append(EventType.APPROVAL_GRANTED, {
-                            "approval_id": other.approval_id, "scope": "call",
-                            "reason": f"covered by the grant of {rec.id} for the rest of the "
-                                      f"run: {reason}"}, source=Origin.HUMAN)
+                        tx.append(
+                            EventType.APPROVAL_GRANTED,
+                            {
+                                "approval_id": other.approval_id,
+                                "scope": "call",
+                                "reason": f"covered by the grant of {rec.id} for the rest of the "
+                                f"run: {reason}",
+                            },
+                            source=Origin.HUMAN,
+                        )
     fault_point("after_decide_commit")
     return approval_info(store, find_approval_row(store, found.approval_id, found.run_id))
 
 
-__all__ = ["APPROVALS_FILE", "ApprovalInfo", "ApprovalRule", "ApprovalRules", "RuleFiles",
-           "Verdict", "approval_info", "arguments_hash", "binding_of", "find_approval_row",
-           "judge_call", "list_approval_infos", "load_rules", "parse_rules", "record_decision",
-           "rule_paths", "store_dir"]
+__all__ = [
+    "APPROVALS_FILE",
+    "ApprovalInfo",
+    "ApprovalRule",
+    "ApprovalRules",
+    "RuleFiles",
+    "Verdict",
+    "approval_info",
+    "arguments_hash",
+    "binding_of",
+    "find_approval_row",
+    "judge_call",
+    "list_approval_infos",
+    "load_rules",
+    "parse_rules",
+    "record_decision",
+    "rule_paths",
+    "store_dir",
+]

@@ -68,89 +68,158 @@ class ArchiveResult(BaseModel):
     locked_seconds: float  # how long the final transaction held the run's write lock
 
 
-def archive_run(store: Storage, run_id: str, before: int, dest: Path, *, origin: Origin,
-                progress: Progress | None = None) -> ArchiveResult:
+def archive_run(
+    store: Storage,
+    run_id: str,
+    before: int,
+    dest: Path,
+    *,
+    origin: Origin,
+    progress: Progress | None = None,
+) -> ArchiveResult:
     """Move events ``< before`` of ``run_id`` into the new file ``dest`` (module docstring)."""
     run = store.get_run(run_id)
     base = store.archive_base(run_id)
     start = base.through if base is not None else 0
     if type(before) is not int or not start + 2 <= before <= run.head_sequence + 1:
         low = start + 2
-        raise UsageError(f"--before {before!r} leaves nothing to archive or is past the head: "
-                         f"run {run_id!r} can archive events {start + 1}..N-1 for N from {low} "
-                         f"to {run.head_sequence + 1}", code="usage.bad_sequence",
-                         hint=f"pass --before between {low} and {run.head_sequence + 1}"
-                              + (f" (events 1..{start} are archived already)" if start else ""),
-                         run_id=run_id)
-    report = verify_archived(store, run_id, base) if base is not None else verify_run(store,
-                                                                                        run_id)
+        raise UsageError(
+            f"--before {before!r} leaves nothing to archive or is past the head: "
+            f"run {run_id!r} can archive events {start + 1}..N-1 for N from {low} "
+            f"to {run.head_sequence + 1}",
+            code="usage.bad_sequence",
+            hint=f"pass --before between {low} and {run.head_sequence + 1}"
+            + (f" (events 1..{start} are archived already)" if start else ""),
+            run_id=run_id,
+        )
+    report = verify_archived(store, run_id, base) if base is not None else verify_run(store, run_id)
     if not report.ok:
         v = report.violations[0]
-        raise IntegrityError(f"run {run_id!r} is damaged at sequence {v.sequence} ({v.kind}); "
-                             "a damaged log is not archived", code=f"integrity.{v.kind}",
-                             hint=f"run `continuum verify {run_id}`; nothing was written",
-                             run_id=run_id)
+        raise IntegrityError(
+            f"run {run_id!r} is damaged at sequence {v.sequence} ({v.kind}); "
+            "a damaged log is not archived",
+            code=f"integrity.{v.kind}",
+            hint=f"run `continuum verify {run_id}`; nothing was written",
+            run_id=run_id,
+        )
     through = before - 1
     through_hash = store.event_hash_at(run_id, through)
     if through_hash is None:
-        raise IntegrityError(f"event {through} of run {run_id!r} is missing",
-                             code="integrity.truncated", hint=f"run `continuum verify {run_id}`")
+        raise IntegrityError(
+            f"event {through} of run {run_id!r} is missing",
+            code="integrity.truncated",
+            hint=f"run `continuum verify {run_id}`",
+        )
     prev = base.through_hash if base is not None else None
-    events, checkpoints = write_archive(store, run_id, dest, start=start, prev=prev,
-                                      through=through, through_hash=through_hash,
-                                      progress=progress)
+    events, checkpoints = write_archive(
+        store,
+        run_id,
+        dest,
+        start=start,
+        prev=prev,
+        through=through,
+        through_hash=through_hash,
+        progress=progress,
+    )
     fault_point("archive_file_written")
     written = ArchiveFile.open(dest).scan()  # read back from disk, every check
-    if (written.run_id, written.from_sequence, written.through, written.through_hash,
-            written.prev_hash, written.events_read) != (run_id, start + 1, through, through_hash,
-                                                        prev, events):
+    if (
+        written.run_id,
+        written.from_sequence,
+        written.through,
+        written.through_hash,
+        written.prev_hash,
+        written.events_read,
+    ) != (run_id, start + 1, through, through_hash, prev, events):
         raise archive_error(dest, "it does not read back as written", "tampered")
     locked = time.monotonic()
     with store.write(run_id) as tx:
         now = store.archive_base(run_id)
         if (now.through if now is not None else 0) != start:
-            raise UsageError(f"run {run_id!r} was archived by someone else meanwhile; "
-                             f"{as_typed(str(dest))} is not used", code="usage.concurrent_archive",
-                             hint="run `continuum verify RUN` and archive again if needed")
+            raise UsageError(
+                f"run {run_id!r} was archived by someone else meanwhile; "
+                f"{as_typed(str(dest))} is not used",
+                code="usage.concurrent_archive",
+                hint="run `continuum verify RUN` and archive again if needed",
+            )
         if store.event_hash_at(run_id, through) != through_hash:
-            raise IntegrityError(f"event {through} of run {run_id!r} changed while it was "
-                                 "archived; nothing was removed", code="integrity.hash_mismatch",
-                                 hint=f"run `continuum verify {run_id}`")
-        marker = tx.append(EventType.HISTORY_ARCHIVED, marker_payload(
-            from_sequence=start + 1, through=through, through_hash=through_hash,
-            archive_sha256=written.sha256, events=events, checkpoints=checkpoints,
-            archive_name=dest.name), source=origin)
+            raise IntegrityError(
+                f"event {through} of run {run_id!r} changed while it was "
+                "archived; nothing was removed",
+                code="integrity.hash_mismatch",
+                hint=f"run `continuum verify {run_id}`",
+            )
+        marker = tx.append(
+            EventType.HISTORY_ARCHIVED,
+            marker_payload(
+                from_sequence=start + 1,
+                through=through,
+                through_hash=through_hash,
+                archive_sha256=written.sha256,
+                events=events,
+                checkpoints=checkpoints,
+                archive_name=dest.name,
+            ),
+            source=origin,
+        )
         state, _, _ = lean_state(store, run_id)  # through the marker, inside the transaction
         state_json, state_hash = checkpoint_body(state)
-        cp_event = tx.append(EventType.CHECKPOINTED, {
-            "through_sequence": state.sequence, "state_hash": state_hash,
-            "reason": f"history through {through} archived", "format": CHECKPOINT_FORMAT},
-            source=origin)
-        tx.put_checkpoint(CheckpointRow(run_id=run_id, sequence=state.sequence,
-                                        event_sequence=cp_event.sequence, state_json=state_json,
-                                        state_hash=state_hash, created_at=cp_event.timestamp))
+        cp_event = tx.append(
+            EventType.CHECKPOINTED,
+            {
+                "through_sequence": state.sequence,
+                "state_hash": state_hash,
+                "reason": f"history through {through} archived",
+                "format": CHECKPOINT_FORMAT,
+            },
+            source=origin,
+        )
+        tx.put_checkpoint(
+            CheckpointRow(
+                run_id=run_id,
+                sequence=state.sequence,
+                event_sequence=cp_event.sequence,
+                state_json=state_json,
+                state_hash=state_hash,
+                created_at=cp_event.timestamp,
+            )
+        )
         removed, _ = tx.drop_archived(marker)
         if removed != through - start:
-            raise IntegrityError(f"run {run_id!r} holds {removed} events before {before}, not "
-                                 f"{through - start}; nothing was removed",
-                                 code="integrity.sequence_gap",
-                                 hint=f"run `continuum verify {run_id}`")
+            raise IntegrityError(
+                f"run {run_id!r} holds {removed} events before {before}, not "
+                f"{through - start}; nothing was removed",
+                code="integrity.sequence_gap",
+                hint=f"run `continuum verify {run_id}`",
+            )
         fault_point("archive_before_commit")
     locked = time.monotonic() - locked
-    return ArchiveResult(run_id=run_id, file=str(dest), sha256=written.sha256,
-                         from_sequence=start + 1, through_sequence=through, events=events,
-                         checkpoints=checkpoints, marker_sequence=marker.sequence,
-                         checkpoint_sequence=cp_event.sequence,
-                         live_events=store.count_events(run_id),
-                         locked_seconds=round(locked, 3))
+    return ArchiveResult(
+        run_id=run_id,
+        file=str(dest),
+        sha256=written.sha256,
+        from_sequence=start + 1,
+        through_sequence=through,
+        events=events,
+        checkpoints=checkpoints,
+        marker_sequence=marker.sequence,
+        checkpoint_sequence=cp_event.sequence,
+        live_events=store.count_events(run_id),
+        locked_seconds=round(locked, 3),
+    )
 
 
 # -- verifying a run that has archived history ---------------------------------------------------
 
 
-def verify_archived(store: Storage, run_id: str, base: ArchiveBase,
-                    archives: Sequence[Path] = (), *,
-                    anchor: tuple[int, str] | None = None) -> VerifyReport:
+def verify_archived(
+    store: Storage,
+    run_id: str,
+    base: ArchiveBase,
+    archives: Sequence[Path] = (),
+    *,
+    anchor: tuple[int, str] | None = None,
+) -> VerifyReport:
     """Verify a run whose live log starts after ``base`` (its latest archive marker).
 
     Without ``archives``: the live chain from the marker's hash, the head, every
@@ -192,11 +261,14 @@ def verify_archived(store: Storage, run_id: str, base: ArchiveBase,
     for a in files:
         sha, where = markers.get(a.through, ("", 0))
         if sha != a.sha256:
-            raise archive_error(a.path, f"it is not the file the marker at sequence {where} "
-                                 f"recorded for events {a.from_sequence}..{a.through}"
-                                 if where else f"no marker in the log records events "
-                                 f"{a.from_sequence}..{a.through}", "tampered" if where
-                                 else "mismatch")
+            raise archive_error(
+                a.path,
+                f"it is not the file the marker at sequence {where} "
+                f"recorded for events {a.from_sequence}..{a.through}"
+                if where
+                else f"no marker in the log records events {a.from_sequence}..{a.through}",
+                "tampered" if where else "mismatch",
+            )
     extra: list[Violation] = []
     if anchor is not None:
         seq, hash_ = anchor
@@ -205,7 +277,8 @@ def verify_archived(store: Storage, run_id: str, base: ArchiveBase,
                 f"the anchor's event {seq} of run {run_id!r} is archived (events 1..{base.through}"
                 f" are in {quoted(base.archive_name)} and earlier archives)",
                 code="usage.anchor_archived",
-                hint=f"pass every archive file: continuum verify {run_id} --archive FILE ...")
+                hint=f"pass every archive file: continuum verify {run_id} --archive FILE ...",
+            )
         stored = found.get(seq) if seq <= base.through else store.event_hash_at(run_id, seq)
         v = check_anchor(seq, hash_, stored, report.head_sequence)
         if v is not None:
@@ -214,8 +287,9 @@ def verify_archived(store: Storage, run_id: str, base: ArchiveBase,
     if files:
         extra += index_row_violations(acc, rows)
         extra += approval_index_violations(acc, store.approval_index_rows(run_id))
-        report = report.model_copy(update={"events_checked": report.events_checked + sum(
-            a.events_read for a in files)})
+        report = report.model_copy(
+            update={"events_checked": report.events_checked + sum(a.events_read for a in files)}
+        )
     else:
         extra += _partial_index_violations(acc, rows, base, touched)
         extra += _partial_approval_violations(store, run_id, acc)
@@ -231,26 +305,38 @@ def _ordered(run_id: str, base: ArchiveBase, archives: Sequence[Path]) -> list[A
     expected, link = 1, None
     for a in files:
         if a.run_id != run_id:
-            raise archive_error(a.path, f"it holds run {quoted(a.run_id)}, not {quoted(run_id)}",
-                                 "mismatch")
+            raise archive_error(
+                a.path, f"it holds run {quoted(a.run_id)}, not {quoted(run_id)}", "mismatch"
+            )
         if a.from_sequence != expected:
-            raise archive_error(a.path, f"it starts at event {a.from_sequence}; the history "
-                                 f"needs event {expected} next (an archive file is missing or "
-                                 "given twice)", "mismatch")
+            raise archive_error(
+                a.path,
+                f"it starts at event {a.from_sequence}; the history "
+                f"needs event {expected} next (an archive file is missing or "
+                "given twice)",
+                "mismatch",
+            )
         if a.prev_hash != link:
-            raise archive_error(a.path, f"its first event does not link to event {expected - 1} "
-                                 "of the file before it", "tampered")
+            raise archive_error(
+                a.path,
+                f"its first event does not link to event {expected - 1} of the file before it",
+                "tampered",
+            )
         expected, link = a.through + 1, a.through_hash
     last = files[-1]
     if last.through != base.through or last.through_hash != base.through_hash:
-        raise archive_error(last.path, f"the files end at event {last.through}; the live log "
-                             f"starts after {base.through} (an archive file is missing)",
-                             "mismatch")
+        raise archive_error(
+            last.path,
+            f"the files end at event {last.through}; the live log "
+            f"starts after {base.through} (an archive file is missing)",
+            "mismatch",
+        )
     return files
 
 
-def _partial_index_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]],
-                              base: ArchiveBase, touched: dict[str, int]) -> list[Violation]:
+def _partial_index_violations(
+    acc: dict[str, Any], rows: list[tuple[Any, ...]], base: ArchiveBase, touched: dict[str, int]
+) -> list[Violation]:
     """The action index against a fold of the live log only: an action intercepted there
     must match exactly; an archived one's row must end at its last live transition (or
     before the archive point if the live log never touched it)."""
@@ -261,8 +347,11 @@ def _partial_index_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]],
         try:
             record = action_record(row)
         except IntegrityError as e:
-            out.append(Violation(sequence=acc["sequence"], kind=DamageKind.INDEX_MISMATCH,
-                                 detail=e.message))
+            out.append(
+                Violation(
+                    sequence=acc["sequence"], kind=DamageKind.INDEX_MISMATCH, detail=e.message
+                )
+            )
             continue
         action_id = record["action_id"]
         seen.add(action_id)
@@ -275,12 +364,20 @@ def _partial_index_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]],
         expected_last = last if last else None
         got = record.get("last_sequence")
         if type(got) is not int or (got != expected_last if expected_last else got > base.through):
-            out.append(_index_violation(None, acc, action_id,
-                                        "its last transition is not the one the log records"))
+            out.append(
+                _index_violation(
+                    None, acc, action_id, "its last transition is not the one the log records"
+                )
+            )
     for action_id, folded in live.items():
         if action_id not in seen:
-            out.append(Violation(sequence=folded["last_sequence"], kind=DamageKind.INDEX_MISMATCH,
-                                 detail=f"action {action_id} is in the log but not in the index"))
+            out.append(
+                Violation(
+                    sequence=folded["last_sequence"],
+                    kind=DamageKind.INDEX_MISMATCH,
+                    detail=f"action {action_id} is in the log but not in the index",
+                )
+            )
     return out
 
 
@@ -291,8 +388,9 @@ def _approval_json(record: dict[str, Any]) -> Any:
         return None
 
 
-def _partial_approval_violations(store: Storage, run_id: str,
-                                 acc: dict[str, Any]) -> list[Violation]:
+def _partial_approval_violations(
+    store: Storage, run_id: str, acc: dict[str, Any]
+) -> list[Violation]:
     """The approval index against the state the live log vouches for: the checkpoint the
     archive took (its hash sealed in the live log) plus the live events after it. Approvals
     requested or decided in the archived part are held by that checkpoint, so an edited
@@ -305,14 +403,24 @@ def _partial_approval_violations(store: Storage, run_id: str,
     if cp_sequence is None:
         return []
     folded = {k: a.model_dump(mode="json") for k, a in state.approvals.items()}
-    return approval_index_violations({"approvals": folded, "sequence": acc["sequence"]},
-                                     store.approval_index_rows(run_id), normalize=_approval_json)
+    return approval_index_violations(
+        {"approvals": folded, "sequence": acc["sequence"]},
+        store.approval_index_rows(run_id),
+        normalize=_approval_json,
+    )
 
 
-def _index_violation(folded: dict[str, Any] | None, acc: dict[str, Any], action_id: str,
-                     why: str = "disagrees with the log") -> Violation:
-    return Violation(sequence=folded["last_sequence"] if folded else acc["sequence"],
-                     kind=DamageKind.INDEX_MISMATCH, detail=f"action index row {action_id} {why}")
+def _index_violation(
+    folded: dict[str, Any] | None,
+    acc: dict[str, Any],
+    action_id: str,
+    why: str = "disagrees with the log",
+) -> Violation:
+    return Violation(
+        sequence=folded["last_sequence"] if folded else acc["sequence"],
+        kind=DamageKind.INDEX_MISMATCH,
+        detail=f"action index row {action_id} {why}",
+    )
 
 
 def _checkpoint_violations(store: Storage, run_id: str, sequence: int) -> list[Violation]:
@@ -320,6 +428,12 @@ def _checkpoint_violations(store: Storage, run_id: str, sequence: int) -> list[V
         checkpoints = store.list_checkpoints(run_id)
     except IntegrityError as e:
         return [Violation(sequence=sequence, kind=DamageKind.CHECKPOINT_MISMATCH, detail=e.message)]
-    return [Violation(sequence=cp.event_sequence, kind=DamageKind.CHECKPOINT_MISMATCH,
-                      detail=f"checkpoint through {cp.sequence} fails its hash")
-            for cp in checkpoints if state_digest(cp) != cp.state_hash]
+    return [
+        Violation(
+            sequence=cp.event_sequence,
+            kind=DamageKind.CHECKPOINT_MISMATCH,
+            detail=f"checkpoint through {cp.sequence} fails its hash",
+        )
+        for cp in checkpoints
+        if state_digest(cp) != cp.state_hash
+    ]

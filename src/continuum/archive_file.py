@@ -53,15 +53,21 @@ def archive_error(path: Path, why: str, kind: str, **fields: Any) -> IntegrityEr
         "tampered": "the file is not the one that was archived: use an unchanged copy",
         "mismatch": "pass the archive files of this run, every one, from event 1 on",
     }
-    return IntegrityError(f"archive {as_typed(str(path))} is refused: {why}",
-                          code=f"integrity.archive_{kind}", hint=hints[kind],
-                          file=str(path), **fields)
+    return IntegrityError(
+        f"archive {as_typed(str(path))} is refused: {why}",
+        code=f"integrity.archive_{kind}",
+        hint=hints[kind],
+        file=str(path),
+        **fields,
+    )
 
 
 def _not_an_archive(path: Path, why: str) -> UsageError:
-    return UsageError(f"{as_typed(str(path))} is not a continuum archive: {why}",
-                      code="usage.not_an_archive",
-                      hint="pass a file written by `continuum archive`")
+    return UsageError(
+        f"{as_typed(str(path))} is not a continuum archive: {why}",
+        code="usage.not_an_archive",
+        hint="pass a file written by `continuum archive`",
+    )
 
 
 # -- reading an archive file ----------------------------------------------------------------
@@ -89,8 +95,11 @@ class ArchiveFile:
             with open(path, "rb") as f:
                 first = f.readline()
         except OSError as e:
-            raise UsageError(f"cannot read {as_typed(str(path))}: {e.strerror}",
-                             code="usage.bad_path", hint="check the path") from e
+            raise UsageError(
+                f"cannot read {as_typed(str(path))}: {e.strerror}",
+                code="usage.bad_path",
+                hint="check the path",
+            ) from e
         if not first:
             raise archive_error(path, "the file is empty", "truncated")
         if not first.endswith(b"\n"):
@@ -99,17 +108,26 @@ class ArchiveFile:
             header = parse_json(first.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as e:
             raise _not_an_archive(path, "its first line is not JSON") from e
-        if not isinstance(header, dict) or header.get("kind") != "header" \
-                or header.get("format") != FORMAT:
+        if (
+            not isinstance(header, dict)
+            or header.get("kind") != "header"
+            or header.get("format") != FORMAT
+        ):
             raise _not_an_archive(path, "no archive header")
         if header.get("version") != FORMAT_VERSION:
-            raise UsageError(f"archive format version {header.get('version')!r} is not "
-                             f"supported (this continuum reads {FORMAT_VERSION})",
-                             code="usage.not_an_archive", hint="upgrade continuum")
+            raise UsageError(
+                f"archive format version {header.get('version')!r} is not "
+                f"supported (this continuum reads {FORMAT_VERSION})",
+                code="usage.not_an_archive",
+                hint="upgrade continuum",
+            )
         a = cls(path=path, header=header)
         try:
             a.run_id = _str(header["run_id"])
-            a.from_sequence, a.through = _int(header["from_sequence"]), _int(header["through_sequence"])
+            a.from_sequence, a.through = (
+                _int(header["from_sequence"]),
+                _int(header["through_sequence"]),
+            )
             a.prev_hash = None if header["prev_hash"] is None else _str(header["prev_hash"])
             a.through_hash = _str(header["through_hash"])
         except (KeyError, TypeError) as e:
@@ -124,8 +142,9 @@ class ArchiveFile:
         hash. Raises ``IntegrityError`` (``integrity.archive_*``) on the first problem."""
         path = self.path
         whole, body = hashlib.sha256(), hashlib.sha256()
-        verifier = ChainVerifier(self.run_id, after=self.from_sequence - 1,
-                                 prev_hash=self.prev_hash)
+        verifier = ChainVerifier(
+            self.run_id, after=self.from_sequence - 1, prev_hash=self.prev_hash
+        )
         sealed: dict[int, dict[str, Any]] = {}  # checkpointed events: sequence -> payload
         end: dict[str, Any] | None = None
         self.checkpoints = []
@@ -133,11 +152,13 @@ class ArchiveFile:
             for number, line in enumerate(_lines(f), start=1):
                 whole.update(line)
                 if end is not None:
-                    raise archive_error(path, f"line {number} comes after the end record",
-                                         "tampered", line=number)
+                    raise archive_error(
+                        path, f"line {number} comes after the end record", "tampered", line=number
+                    )
                 if not line.endswith(b"\n"):
-                    raise archive_error(path, f"the file ends inside line {number}",
-                                         "truncated", line=number)
+                    raise archive_error(
+                        path, f"the file ends inside line {number}", "truncated", line=number
+                    )
                 record = _record(path, line, number)
                 kind = record.get("kind")
                 if number == 1:
@@ -146,8 +167,9 @@ class ArchiveFile:
                 if kind == "end":
                     end = record
                     if record.get("digest") != body.hexdigest():
-                        raise archive_error(path, "its lines do not match the digest in its "
-                                             "end record", "tampered")
+                        raise archive_error(
+                            path, "its lines do not match the digest in its end record", "tampered"
+                        )
                     continue
                 body.update(line)
                 if kind == "event":
@@ -155,16 +177,29 @@ class ArchiveFile:
                     try:  # the hash over the payload's canonical text (as stores hash it)
                         payload_text = canonical_json_parsed(raw.payload)
                     except ValueError as e:
-                        raise archive_error(path, f"line {number} holds a number JSON cannot",
-                                             "tampered", line=number) from e
+                        raise archive_error(
+                            path,
+                            f"line {number} holds a number JSON cannot",
+                            "tampered",
+                            line=number,
+                        ) from e
                     violation = verifier.feed(raw, payload_text)
                     if violation is not None:
-                        raise archive_error(path, f"event {violation.sequence} does not verify "
-                                             f"({violation.kind}: {violation.detail})", "tampered",
-                                             sequence=violation.sequence, damage=str(violation.kind))
+                        raise archive_error(
+                            path,
+                            f"event {violation.sequence} does not verify "
+                            f"({violation.kind}: {violation.detail})",
+                            "tampered",
+                            sequence=violation.sequence,
+                            damage=str(violation.kind),
+                        )
                     if raw.sequence > self.through:
-                        raise archive_error(path, f"event {raw.sequence} is past the header's "
-                                             f"range (through {self.through})", "tampered")
+                        raise archive_error(
+                            path,
+                            f"event {raw.sequence} is past the header's "
+                            f"range (through {self.through})",
+                            "tampered",
+                        )
                     if raw.type == EventType.CHECKPOINTED:
                         sealed[raw.sequence] = raw.payload
                     self.events_read += 1
@@ -172,19 +207,31 @@ class ArchiveFile:
                 elif kind == "checkpoint":
                     self.checkpoints.append(_checkpoint(path, record, number, sealed, self.run_id))
                 else:
-                    raise archive_error(path, f"line {number} has unexpected kind {kind!r}",
-                                         "tampered", line=number)
+                    raise archive_error(
+                        path, f"line {number} has unexpected kind {kind!r}", "tampered", line=number
+                    )
         if end is None:
-            raise archive_error(path, "the end record is missing (the file was cut short)",
-                                 "truncated")
-        if (end.get("events"), end.get("checkpoints")) != (self.events_read,
-                                                             len(self.checkpoints)):
-            raise archive_error(path, f"the end record counts {end.get('events')} events and "
-                                 f"{end.get('checkpoints')} checkpoints; the file holds "
-                                 f"{self.events_read} and {len(self.checkpoints)}", "tampered")
-        if verifier.expected_sequence - 1 != self.through or verifier.prev_hash != self.through_hash:
-            raise archive_error(path, f"its events end at {verifier.expected_sequence - 1}, not "
-                                 f"at the header's {self.through} with its hash", "tampered")
+            raise archive_error(
+                path, "the end record is missing (the file was cut short)", "truncated"
+            )
+        if (end.get("events"), end.get("checkpoints")) != (self.events_read, len(self.checkpoints)):
+            raise archive_error(
+                path,
+                f"the end record counts {end.get('events')} events and "
+                f"{end.get('checkpoints')} checkpoints; the file holds "
+                f"{self.events_read} and {len(self.checkpoints)}",
+                "tampered",
+            )
+        if (
+            verifier.expected_sequence - 1 != self.through
+            or verifier.prev_hash != self.through_hash
+        ):
+            raise archive_error(
+                path,
+                f"its events end at {verifier.expected_sequence - 1}, not "
+                f"at the header's {self.through} with its hash",
+                "tampered",
+            )
         self.sha256 = whole.hexdigest()
 
     def scan(self) -> ArchiveFile:
@@ -222,28 +269,49 @@ def _raw_event(path: Path, data: Any, number: int) -> RawEvent:
             raise TypeError("bad payload or sequence")
         texts = [data[k] for k in ("event_id", "run_id", "type", "timestamp", "hash")]
         if not all(isinstance(t, str) for t in texts) or not all(
-                v is None or isinstance(v, str) for v in (data["causer_event_id"], data["prev_hash"])):
+            v is None or isinstance(v, str) for v in (data["causer_event_id"], data["prev_hash"])
+        ):
             raise TypeError("a text field holds something else")
     except (KeyError, TypeError) as e:
-        raise archive_error(path, f"line {number} is not a valid event ({e})", "tampered",
-                             line=number) from e
-    return RawEvent(data["event_id"], data["run_id"], seq, data["type"], data["timestamp"],
-                    payload, data["causer_event_id"], source, data["prev_hash"], data["hash"])
+        raise archive_error(
+            path, f"line {number} is not a valid event ({e})", "tampered", line=number
+        ) from e
+    return RawEvent(
+        data["event_id"],
+        data["run_id"],
+        seq,
+        data["type"],
+        data["timestamp"],
+        payload,
+        data["causer_event_id"],
+        source,
+        data["prev_hash"],
+        data["hash"],
+    )
 
 
-def _checkpoint(path: Path, record: dict[str, Any], number: int,
-                sealed: dict[int, dict[str, Any]], run_id: str) -> CheckpointRow:
+def _checkpoint(
+    path: Path, record: dict[str, Any], number: int, sealed: dict[int, dict[str, Any]], run_id: str
+) -> CheckpointRow:
     try:
         cp = CheckpointRow.model_validate(record["checkpoint"])
     except (KeyError, ValueError) as e:
-        raise archive_error(path, f"line {number} is not a valid checkpoint", "tampered",
-                             line=number) from e
+        raise archive_error(
+            path, f"line {number} is not a valid checkpoint", "tampered", line=number
+        ) from e
     payload = sealed.get(cp.event_sequence, {})
-    if (cp.run_id != run_id or state_digest(cp) != cp.state_hash
-            or payload.get("state_hash") != cp.state_hash
-            or payload.get("through_sequence") != cp.sequence):
-        raise archive_error(path, f"checkpoint {cp.sequence} does not match its hash or its "
-                             "sealing event", "tampered", sequence=cp.event_sequence)
+    if (
+        cp.run_id != run_id
+        or state_digest(cp) != cp.state_hash
+        or payload.get("state_hash") != cp.state_hash
+        or payload.get("through_sequence") != cp.sequence
+    ):
+        raise archive_error(
+            path,
+            f"checkpoint {cp.sequence} does not match its hash or its sealing event",
+            "tampered",
+            sequence=cp.event_sequence,
+        )
     return cp
 
 
@@ -265,23 +333,61 @@ def _int(v: Any) -> int:
 def _event_line(e: RawEvent) -> bytes:
     # Every value here was read from the store as JSON (or is a checked column): the key
     # checks of ``canonical_json`` cannot fail, and cost more than the encoding.
-    return (canonical_json_parsed({"kind": "event", "event": {
-        "event_id": e.event_id, "run_id": e.run_id, "sequence": e.sequence, "type": e.type,
-        "timestamp": e.timestamp, "payload": e.payload, "causer_event_id": e.causer_event_id,
-        "source": e.source.value, "prev_hash": e.prev_hash, "hash": e.hash}}) + "\n").encode()
+    return (
+        canonical_json_parsed(
+            {
+                "kind": "event",
+                "event": {
+                    "event_id": e.event_id,
+                    "run_id": e.run_id,
+                    "sequence": e.sequence,
+                    "type": e.type,
+                    "timestamp": e.timestamp,
+                    "payload": e.payload,
+                    "causer_event_id": e.causer_event_id,
+                    "source": e.source.value,
+                    "prev_hash": e.prev_hash,
+                    "hash": e.hash,
+                },
+            }
+        )
+        + "\n"
+    ).encode()
 
 
-def write_archive(store: Storage, run_id: str, dest: Path, *, start: int, prev: str | None,
-                through: int, through_hash: str, progress: Progress | None) -> tuple[int, int]:
+def write_archive(
+    store: Storage,
+    run_id: str,
+    dest: Path,
+    *,
+    start: int,
+    prev: str | None,
+    through: int,
+    through_hash: str,
+    progress: Progress | None,
+) -> tuple[int, int]:
     """Write events start+1..through and the checkpoints they sealed; (events, checkpoints)."""
-    header = canonical_json({
-        "kind": "header", "format": FORMAT, "version": FORMAT_VERSION, "run_id": run_id,
-        "from_sequence": start + 1, "through_sequence": through, "prev_hash": prev,
-        "through_hash": through_hash, "source": store.url,
-        "created_at": format_timestamp(datetime.now(UTC))}) + "\n"
+    header = (
+        canonical_json(
+            {
+                "kind": "header",
+                "format": FORMAT,
+                "version": FORMAT_VERSION,
+                "run_id": run_id,
+                "from_sequence": start + 1,
+                "through_sequence": through,
+                "prev_hash": prev,
+                "through_hash": through_hash,
+                "source": store.url,
+                "created_at": format_timestamp(datetime.now(UTC)),
+            }
+        )
+        + "\n"
+    )
     body = hashlib.sha256()
     count = 0
     with written_whole(dest, "archive") as (f, _):
+
         def put(data: bytes) -> None:
             f.write(data)
             body.update(data)
@@ -295,17 +401,37 @@ def write_archive(store: Storage, run_id: str, dest: Path, *, start: int, prev: 
                 count += 1
                 link = raw.hash
             if count != upto - start:
-                raise IntegrityError(f"run {run_id!r} ended at {start + count} while it was "
-                                     f"archived through {through}", code="integrity.truncated",
-                                     hint=f"run `continuum verify {run_id}`; nothing changed")
+                raise IntegrityError(
+                    f"run {run_id!r} ended at {start + count} while it was "
+                    f"archived through {through}",
+                    code="integrity.truncated",
+                    hint=f"run `continuum verify {run_id}`; nothing changed",
+                )
             after = upto
             if progress is not None:
                 progress(count, through - start)
-        moved = sorted((cp for cp in store.list_checkpoints(run_id)
-                        if cp.event_sequence <= through), key=lambda cp: cp.sequence)
+        moved = sorted(
+            (cp for cp in store.list_checkpoints(run_id) if cp.event_sequence <= through),
+            key=lambda cp: cp.sequence,
+        )
         for cp in moved:
-            put((canonical_json({"kind": "checkpoint",
-                                 "checkpoint": cp.model_dump(mode="json")}) + "\n").encode())
-        f.write((canonical_json({"kind": "end", "events": count, "checkpoints": len(moved),
-                                 "digest": body.hexdigest()}) + "\n").encode())
+            put(
+                (
+                    canonical_json({"kind": "checkpoint", "checkpoint": cp.model_dump(mode="json")})
+                    + "\n"
+                ).encode()
+            )
+        f.write(
+            (
+                canonical_json(
+                    {
+                        "kind": "end",
+                        "events": count,
+                        "checkpoints": len(moved),
+                        "digest": body.hexdigest(),
+                    }
+                )
+                + "\n"
+            ).encode()
+        )
     return count, len(moved)

@@ -45,15 +45,34 @@ def archive_base_of(event: EventLike) -> ArchiveBase | None:
     if not (1 <= start <= through < event.sequence):
         return None  # a marker can only name events before itself
     name = p.get("archive_name")
-    return ArchiveBase(through=through, through_hash=p["through_hash"], from_sequence=start,
-                       archive_sha256=p["archive_sha256"],
-                       archive_name=name if isinstance(name, str) else None,
-                       marker_sequence=event.sequence, marker_hash=event.hash)
+    return ArchiveBase(
+        through=through,
+        through_hash=p["through_hash"],
+        from_sequence=start,
+        archive_sha256=p["archive_sha256"],
+        archive_name=name if isinstance(name, str) else None,
+        marker_sequence=event.sequence,
+        marker_hash=event.hash,
+    )
 
 
-def marker_payload(*, from_sequence: int, through: int, through_hash: str, archive_sha256: str,
-                   events: int, checkpoints: int, archive_name: str) -> dict[str, object]:
+def marker_payload(
+    *,
+    from_sequence: int,
+    through: int,
+    through_hash: str,
+    archive_sha256: str,
+    events: int,
+    checkpoints: int,
+    archive_name: str,
+) -> dict[str, object]:
     """The payload of the marker for one archive file."""
-    return {"from_sequence": from_sequence, "through_sequence": through,
-            "through_hash": through_hash, "archive_sha256": archive_sha256, "events": events,
-            "checkpoints": checkpoints, "archive_name": archive_name}
+    return {
+        "from_sequence": from_sequence,
+        "through_sequence": through,
+        "through_hash": through_hash,
+        "archive_sha256": archive_sha256,
+        "events": events,
+        "checkpoints": checkpoints,
+        "archive_name": archive_name,
+    }

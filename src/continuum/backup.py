@@ -81,44 +81,63 @@ from continuum.version import __version__
 # -- describing and verifying a store ----------------------------------------------------------
 
 
-def verify_all(store: Storage, run_ids: Iterable[str] | None = None,
-               progress: Progress | None = None) -> dict[str, dict[str, Any]]:
+def verify_all(
+    store: Storage, run_ids: Iterable[str] | None = None, progress: Progress | None = None
+) -> dict[str, dict[str, Any]]:
     """Verify every run (chain, indexes, checkpoints; a run with archived history from its
     marker on) and describe it as a manifest does; ``IntegrityError`` on any damage."""
     runs = store.list_runs() if run_ids is None else [store.get_run(r) for r in run_ids]
     out: dict[str, dict[str, Any]] = {}
     for i, run in enumerate(runs):
         base = store.archive_base(run.run_id)
-        report: VerifyReport = (verify_run(store, run.run_id) if base is None
-                                else verify_archived(store, run.run_id, base))
+        report: VerifyReport = (
+            verify_run(store, run.run_id)
+            if base is None
+            else verify_archived(store, run.run_id, base)
+        )
         if not report.ok:
             v = report.violations[0]
-            raise IntegrityError(f"run {run.run_id!r} does not verify at sequence {v.sequence} "
-                                 f"({v.kind}: {v.detail})", code=f"integrity.{v.kind}",
-                                 hint=f"run `continuum verify {run.run_id}`",
-                                 run_id=run.run_id, sequence=v.sequence)
+            raise IntegrityError(
+                f"run {run.run_id!r} does not verify at sequence {v.sequence} "
+                f"({v.kind}: {v.detail})",
+                code=f"integrity.{v.kind}",
+                hint=f"run `continuum verify {run.run_id}`",
+                run_id=run.run_id,
+                sequence=v.sequence,
+            )
         out[run.run_id] = {
-            "head_sequence": run.head_sequence, "head_hash": run.head_hash,
-            "status": str(run.status), "events": store.count_events(run.run_id),
+            "head_sequence": run.head_sequence,
+            "head_hash": run.head_hash,
+            "status": str(run.status),
+            "events": store.count_events(run.run_id),
             "archived_through": base.through if base is not None else 0,
             "actions": len(store.action_index_rows(run.run_id)),
-            "checkpoints": len(store.list_checkpoints(run.run_id))}
+            "checkpoints": len(store.list_checkpoints(run.run_id)),
+        }
         if progress is not None:
             progress("verify", i + 1, len(runs))
     return out
 
 
 def _totals(runs: dict[str, dict[str, Any]]) -> dict[str, int]:
-    return {"runs": len(runs), "events": sum(r["events"] for r in runs.values()),
-            "actions": sum(r["actions"] for r in runs.values()),
-            "checkpoints": sum(r["checkpoints"] for r in runs.values())}
+    return {
+        "runs": len(runs),
+        "events": sum(r["events"] for r in runs.values()),
+        "actions": sum(r["actions"] for r in runs.values()),
+        "checkpoints": sum(r["checkpoints"] for r in runs.values()),
+    }
 
 
 # -- taking a backup ----------------------------------------------------------------------------
 
 
-def backup_store(store: Storage, dest: Path, *, run_ids: list[str] | None = None,
-                 progress: Progress | None = None) -> dict[str, Any]:
+def backup_store(
+    store: Storage,
+    dest: Path,
+    *,
+    run_ids: list[str] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Write a backup of ``store`` (or of ``run_ids`` only) to the new file ``dest``; returns
     its manifest. Writers may go on meanwhile: the copy is of one moment."""
     refuse_existing(dest, "backup")
@@ -129,9 +148,13 @@ def backup_store(store: Storage, dest: Path, *, run_ids: list[str] | None = None
         create_private(data).close()
         if kind == "sqlite":
             assert isinstance(store, SQLiteStorage)
-            snapshot_copy(store.path, data,
-                          progress=None if progress is None
-                          else (lambda done, total: progress("copy", done, total)))
+            snapshot_copy(
+                store.path,
+                data,
+                progress=None
+                if progress is None
+                else (lambda done, total: progress("copy", done, total)),
+            )
             fsync_file(data)
             copy = SQLiteStorage(data, create=False)
             try:
@@ -149,12 +172,20 @@ def backup_store(store: Storage, dest: Path, *, run_ids: list[str] | None = None
             schema = None
         fault_point("backup_data_written")
         size, sha = os.path.getsize(data), sha256_of(data)
-        manifest = seal_manifest({
-            "format": FORMAT, "version": FORMAT_VERSION, "kind": kind,
-            "created_at": format_timestamp(datetime.now(UTC)),
-            "source": redact_url(store.url), "continuum": __version__, "schema_version": schema,
-            "runs": runs, "totals": _totals(runs),
-            "data": {"name": DATA_NAMES[kind], "bytes": size, "sha256": sha}})
+        manifest = seal_manifest(
+            {
+                "format": FORMAT,
+                "version": FORMAT_VERSION,
+                "kind": kind,
+                "created_at": format_timestamp(datetime.now(UTC)),
+                "source": redact_url(store.url),
+                "continuum": __version__,
+                "schema_version": schema,
+                "runs": runs,
+                "totals": _totals(runs),
+                "data": {"name": DATA_NAMES[kind], "bytes": size, "sha256": sha},
+            }
+        )
         with written_whole(dest, "backup") as (f, _):
             pack(f, manifest, data, progress)
     finally:
@@ -167,8 +198,11 @@ def discard_wal(path: Path) -> None:
     for suffix in ("-wal", "-journal"):
         side = path.with_name(path.name + suffix)
         if side.exists() and side.stat().st_size > 0:
-            raise IntegrityError(f"the copy {as_typed(str(path))} still has a {suffix} file",
-                                 code="integrity.backup_data", hint="take the backup again")
+            raise IntegrityError(
+                f"the copy {as_typed(str(path))} still has a {suffix} file",
+                code="integrity.backup_data",
+                hint="take the backup again",
+            )
         with contextlib.suppress(OSError):
             side.unlink()
     with contextlib.suppress(OSError):
@@ -209,15 +243,19 @@ def _check_runs(path: Path, manifest: dict[str, Any], found: dict[str, dict[str,
     claimed = manifest["runs"]
     if canonical_json_parsed(claimed) != canonical_json_parsed(found):
         differ = sorted(r for r in {*claimed, *found} if claimed.get(r) != found.get(r))
-        raise backup_refused(path, f"the manifest does not describe the data (runs differ: "
-                       f"{', '.join(differ[:5])})", "manifest")
+        raise backup_refused(
+            path,
+            f"the manifest does not describe the data (runs differ: {', '.join(differ[:5])})",
+            "manifest",
+        )
     if manifest.get("totals") != _totals(found):
         raise backup_refused(path, "the manifest's totals do not match its runs", "manifest")
 
 
 @contextlib.contextmanager
-def _checked(path: Path, data: Path, check: Path, progress: Progress | None
-             ) -> Iterator[tuple[dict[str, Any], Path]]:
+def _checked(
+    path: Path, data: Path, check: Path, progress: Progress | None
+) -> Iterator[tuple[dict[str, Any], Path]]:
     """Every check of a backup; yields (manifest, the verified data as a SQLite store file:
     ``data`` itself for kind sqlite, else ``check``, a store the JSONL data was imported
     into). Both files are removed afterwards unless the caller moved them away."""
@@ -228,8 +266,9 @@ def _checked(path: Path, data: Path, check: Path, progress: Progress | None
             try:
                 store = SQLiteStorage(data, create=False)
             except ContinuumError as e:
-                raise backup_refused(path, f"the data is not a usable store ({e.message})",
-                               "data") from e
+                raise backup_refused(
+                    path, f"the data is not a usable store ({e.message})", "data"
+                ) from e
         else:
             store = SQLiteStorage(check)
             try:
@@ -254,10 +293,17 @@ def verify_backup(path: Path, *, progress: Progress | None = None) -> dict[str, 
     scratch = Path(tempfile.mkdtemp(prefix="continuum-verify-"))
     try:
         with _checked(path, scratch / "data", scratch / "check.db", progress) as (manifest, _):
-            return {"file": str(path), "ok": True, "kind": manifest["kind"],
-                    "created_at": manifest.get("created_at"), "source": manifest.get("source"),
-                    "runs": manifest["runs"], "totals": manifest["totals"],
-                    "data": manifest["data"], "manifest_digest": manifest["manifest_digest"]}
+            return {
+                "file": str(path),
+                "ok": True,
+                "kind": manifest["kind"],
+                "created_at": manifest.get("created_at"),
+                "source": manifest.get("source"),
+                "runs": manifest["runs"],
+                "totals": manifest["totals"],
+                "data": manifest["data"],
+                "manifest_digest": manifest["manifest_digest"],
+            }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -265,8 +311,7 @@ def verify_backup(path: Path, *, progress: Progress | None = None) -> dict[str, 
 # -- restoring ---------------------------------------------------------------------------------
 
 
-def restore_backup(path: Path, target: str, *, progress: Progress | None = None
-                   ) -> dict[str, Any]:
+def restore_backup(path: Path, target: str, *, progress: Progress | None = None) -> dict[str, Any]:
     """Restore a backup into a new store at ``target`` (a SQLite path that does not exist,
     or a PostgreSQL database without a store or without runs); every chain verified."""
     from continuum.store import sqlite_path_from_url
@@ -276,8 +321,10 @@ def restore_backup(path: Path, target: str, *, progress: Progress | None = None
     final = sqlite_path_from_url(target)
     refuse_existing(final, "restore")
     staged = partial_name(final, "restore")
-    with _checked(path, partial_name(final, "extract"), partial_name(final, "check"),
-                  progress) as (manifest, verified):
+    with _checked(path, partial_name(final, "extract"), partial_name(final, "check"), progress) as (
+        manifest,
+        verified,
+    ):
         try:
             discard_wal(verified)
             os.replace(verified, staged)
@@ -294,8 +341,13 @@ def restore_backup(path: Path, target: str, *, progress: Progress | None = None
         except BaseException:
             discard(staged)
             raise
-    return {"file": str(path), "store": str(final), "kind": manifest["kind"], "runs": runs,
-            "totals": _totals(runs)}
+    return {
+        "file": str(path),
+        "store": str(final),
+        "kind": manifest["kind"],
+        "runs": runs,
+        "totals": _totals(runs),
+    }
 
 
 def _restore_postgres(path: Path, target: str, progress: Progress | None) -> dict[str, Any]:
@@ -305,16 +357,20 @@ def _restore_postgres(path: Path, target: str, progress: Progress | None) -> dic
     if existing is not None:
         try:
             if existing.list_runs():
-                raise UsageError(f"{redact_url(target)} already holds a store with runs; a "
-                                 "backup is restored into a new store only",
-                                 code="usage.store_exists",
-                                 hint="restore into an empty database; nothing was written")
+                raise UsageError(
+                    f"{redact_url(target)} already holds a store with runs; a "
+                    "backup is restored into a new store only",
+                    code="usage.store_exists",
+                    hint="restore into an empty database; nothing was written",
+                )
         finally:
             existing.close()
     scratch = Path(tempfile.mkdtemp(prefix="continuum-restore-"))
     try:
-        with _checked(path, scratch / "data", scratch / "check.db", progress) as (manifest,
-                                                                                 verified):
+        with _checked(path, scratch / "data", scratch / "check.db", progress) as (
+            manifest,
+            verified,
+        ):
             checked = SQLiteStorage(verified, create=False)
             try:
                 bundles = list(_bundles(checked))
@@ -324,17 +380,24 @@ def _restore_postgres(path: Path, target: str, progress: Progress | None) -> dic
             new = open_store(target)
             try:
                 if new.list_runs():
-                    raise UsageError(f"{redact_url(target)} got runs meanwhile; nothing was "
-                                     "restored", code="usage.store_exists",
-                                     hint="restore into an empty database")
+                    raise UsageError(
+                        f"{redact_url(target)} got runs meanwhile; nothing was restored",
+                        code="usage.store_exists",
+                        hint="restore into an empty database",
+                    )
                 new.import_runs(bundles)  # one transaction, chains re-verified inside it
                 runs = _verified(new, path, progress)
             finally:
                 new.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return {"file": str(path), "store": redact_url(target), "kind": manifest["kind"],
-            "runs": runs, "totals": _totals(runs)}
+    return {
+        "file": str(path),
+        "store": redact_url(target),
+        "kind": manifest["kind"],
+        "runs": runs,
+        "totals": _totals(runs),
+    }
 
 
 def _bundles(store: Storage) -> Iterator[RunExport]:

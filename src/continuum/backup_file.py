@@ -45,39 +45,62 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 def backup_refused(path: Path, why: str, kind: str, **fields: Any) -> IntegrityError:
     hints = {
         "truncated": "the file is incomplete (an interrupted backup or copy): use another "
-                     "backup, or take a new one",
+        "backup, or take a new one",
         "manifest": "the manifest was changed after the backup was written: do not trust "
-                    "this file; use another backup",
+        "this file; use another backup",
         "data": "the data is not what the backup wrote, or does not verify: do not trust "
-                "this file; use another backup",
+        "this file; use another backup",
     }
-    return IntegrityError(f"backup {as_typed(str(path))} is refused: {why}",
-                          code=f"integrity.backup_{kind}", hint=hints[kind], file=str(path),
-                          **fields)
+    return IntegrityError(
+        f"backup {as_typed(str(path))} is refused: {why}",
+        code=f"integrity.backup_{kind}",
+        hint=hints[kind],
+        file=str(path),
+        **fields,
+    )
 
 
 def not_a_backup(path: Path, why: str) -> UsageError:
-    return UsageError(f"{as_typed(str(path))} is not a continuum backup: {why}",
-                      code="usage.not_a_backup", hint="pass a file written by `continuum backup`")
+    return UsageError(
+        f"{as_typed(str(path))} is not a continuum backup: {why}",
+        code="usage.not_a_backup",
+        hint="pass a file written by `continuum backup`",
+    )
 
 
 def data_line(kind: str, **fields: Any) -> bytes:
     return (canonical_json({"kind": kind, **fields}) + "\n").encode("utf-8")
 
 
-def dump_runs(store: Storage, out: IO[bytes], run_ids: Iterable[str] | None = None,
-              progress: Progress | None = None) -> int:
+def dump_runs(
+    store: Storage,
+    out: IO[bytes],
+    run_ids: Iterable[str] | None = None,
+    progress: Progress | None = None,
+) -> int:
     """Write runs (events exactly as sealed from the archive base on, checkpoints, the
     action and approval indexes as stored) to ``out``; call inside ``store.snapshot()``
     for a consistent copy. Returns the number of events written."""
     runs = store.list_runs() if run_ids is None else [store.get_run(r) for r in run_ids]
-    out.write(data_line("header", format=DATA_FORMAT, version=FORMAT_VERSION, source=store.url,
-                    runs=[r.run_id for r in runs]))
+    out.write(
+        data_line(
+            "header",
+            format=DATA_FORMAT,
+            version=FORMAT_VERSION,
+            source=store.url,
+            runs=[r.run_id for r in runs],
+        )
+    )
     counts = {"runs": 0, "events": 0, "checkpoints": 0, "actions": 0, "approvals": 0}
     for i, run in enumerate(runs):
         base = store.archive_base(run.run_id)
-        out.write(data_line("run", run=run.model_dump(mode="json"),
-                        archived_through=base.through if base is not None else 0))
+        out.write(
+            data_line(
+                "run",
+                run=run.model_dump(mode="json"),
+                archived_through=base.through if base is not None else 0,
+            )
+        )
         after = base.through if base is not None else 0
         for raw in store.iter_raw(run.run_id, after):
             out.write(data_line("event", event={**raw._asdict(), "source": raw.source.value}))
@@ -87,8 +110,12 @@ def dump_runs(store: Storage, out: IO[bytes], run_ids: Iterable[str] | None = No
             counts["checkpoints"] += 1
         for row in store.action_index_rows(run.run_id):
             a = action_from_row(row)
-            out.write(data_line("action", action={"run_id": a.run_id, "action_id": a.action_id,
-                                              "record": a.record}))
+            out.write(
+                data_line(
+                    "action",
+                    action={"run_id": a.run_id, "action_id": a.action_id, "record": a.record},
+                )
+            )
             counts["actions"] += 1
         for row in store.approval_index_rows(run.run_id):
             ap = approval_from_row(row)
@@ -130,8 +157,14 @@ def load_runs(path: Path, lines: Iterable[bytes]) -> list[RunExport]:
                 bundles[-1].checkpoints.append(CheckpointRow.model_validate(record["checkpoint"]))
             elif kind == "action":
                 a = record["action"]
-                bundles[-1].actions.append(ActionRow(run_id=a["run_id"], action_id=a["action_id"],
-                                                     record=a["record"], lease_expires=None))
+                bundles[-1].actions.append(
+                    ActionRow(
+                        run_id=a["run_id"],
+                        action_id=a["action_id"],
+                        record=a["record"],
+                        lease_expires=None,
+                    )
+                )
             elif kind == "approval":
                 bundles[-1].approvals.append(ApprovalRow.model_validate(record["approval"]))
             else:
@@ -139,13 +172,15 @@ def load_runs(path: Path, lines: Iterable[bytes]) -> list[RunExport]:
             if kind in ("run", "event", "checkpoint", "action", "approval"):
                 counts[kind + "s" if kind != "approval" else "approvals"] += 1
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-            raise backup_refused(path, f"data line {number} is not a valid record ({e})", "data",
-                           line=number) from e
+            raise backup_refused(
+                path, f"data line {number} is not a valid record ({e})", "data", line=number
+            ) from e
     if end is None:
         raise backup_refused(path, "the data's end record is missing", "truncated")
     if {k: end.get(k) for k in counts} != counts:
-        raise backup_refused(path, f"the data's end record counts {end} but the data holds {counts}",
-                       "data")
+        raise backup_refused(
+            path, f"the data's end record counts {end} but the data holds {counts}", "data"
+        )
     return bundles
 
 
@@ -198,8 +233,11 @@ def open_members(path: Path, out: Path) -> dict[str, Any]:
         size = os.path.getsize(path)
         raw = open(path, "rb")  # noqa: SIM115 - closed by the with below
     except OSError as e:
-        raise UsageError(f"cannot read {as_typed(str(path))}: {e.strerror}",
-                         code="usage.bad_path", hint="check the path") from e
+        raise UsageError(
+            f"cannot read {as_typed(str(path))}: {e.strerror}",
+            code="usage.bad_path",
+            hint="check the path",
+        ) from e
     with raw:
         if size == 0:
             raise backup_refused(path, "the file is empty", "truncated")
@@ -209,7 +247,9 @@ def open_members(path: Path, out: Path) -> dict[str, Any]:
             first = tarfile.TarInfo.frombuf(head, tarfile.ENCODING, "surrogateescape")
         except tarfile.HeaderError as e:
             if len(head) < BLOCK:
-                raise backup_refused(path, "the file ends inside its first header", "truncated") from e
+                raise backup_refused(
+                    path, "the file ends inside its first header", "truncated"
+                ) from e
             raise not_a_backup(path, "it is not a tar file") from e
         if first.name not in (MANIFEST, "././@PaxHeader") and not first.name.endswith(MANIFEST):
             raise not_a_backup(path, f"its first member is {first.name!r}, not {MANIFEST}")
@@ -228,15 +268,24 @@ def open_members(path: Path, out: Path) -> dict[str, Any]:
         try:
             d = tar.next()
         except tarfile.ReadError as e:
-            raise backup_refused(path, f"the data member's header is cut short ({e})", "truncated") from e
+            raise backup_refused(
+                path, f"the data member's header is cut short ({e})", "truncated"
+            ) from e
         if d is None:
             raise backup_refused(path, "the data member is missing", "truncated")
         if d.name != want["name"] or not d.isfile():
-            raise backup_refused(path, f"the data member is {d.name!r}, the manifest names "
-                           f"{want['name']!r}", "manifest")
+            raise backup_refused(
+                path,
+                f"the data member is {d.name!r}, the manifest names {want['name']!r}",
+                "manifest",
+            )
         if d.offset_data + d.size > size:
-            raise backup_refused(path, f"the data member holds {d.size} bytes but the file ends "
-                           f"{d.offset_data + d.size - size} bytes short", "truncated")
+            raise backup_refused(
+                path,
+                f"the data member holds {d.size} bytes but the file ends "
+                f"{d.offset_data + d.size - size} bytes short",
+                "truncated",
+            )
         h = hashlib.sha256()
         with create_private(out) as dst:
             src = tar.extractfile(d)
@@ -254,13 +303,18 @@ def open_members(path: Path, out: Path) -> dict[str, Any]:
         trailer = raw.read(2 * BLOCK)
         if len(trailer) < 2 * BLOCK or trailer.strip(b"\0"):
             if len(trailer) < 2 * BLOCK and not trailer.strip(b"\0"):
-                raise backup_refused(path, "the tar end marker is missing (the file was cut short)",
-                               "truncated")
+                raise backup_refused(
+                    path, "the tar end marker is missing (the file was cut short)", "truncated"
+                )
             raise backup_refused(path, "something follows the data member", "data")
         if d.size != want["bytes"] or h.hexdigest() != want["sha256"]:
-            raise backup_refused(path, f"the data ({d.size} bytes, sha256 {h.hexdigest()[:16]}...) is "
-                           f"not what the manifest recorded ({want['bytes']} bytes, sha256 "
-                           f"{str(want['sha256'])[:16]}...)", "data")
+            raise backup_refused(
+                path,
+                f"the data ({d.size} bytes, sha256 {h.hexdigest()[:16]}...) is "
+                f"not what the manifest recorded ({want['bytes']} bytes, sha256 "
+                f"{str(want['sha256'])[:16]}...)",
+                "data",
+            )
         return manifest
 
 
@@ -273,17 +327,23 @@ def _check_schema(path: Path, manifest: dict[str, Any]) -> None:
     if schema is None and not sqlite:
         return
     if type(schema) is not int or schema < 1:
-        raise UsageError(f"backup {as_typed(str(path))} names no store schema version this "
-                         f"continuum understands ({schema!r}); nothing was restored",
-                         code="usage.backup_schema_unknown",
-                         hint="use a backup written by `continuum backup`, or the continuum "
-                              "that wrote it", file=str(path))
+        raise UsageError(
+            f"backup {as_typed(str(path))} names no store schema version this "
+            f"continuum understands ({schema!r}); nothing was restored",
+            code="usage.backup_schema_unknown",
+            hint="use a backup written by `continuum backup`, or the continuum that wrote it",
+            file=str(path),
+        )
     if schema > SCHEMA_VERSION:
-        raise UsageError(f"backup {as_typed(str(path))} holds a store of schema version "
-                         f"{schema}, newer than this continuum knows ({SCHEMA_VERSION}); "
-                         "nothing was restored", code="store.schema_too_new",
-                         hint="upgrade continuum, then verify or restore it again",
-                         file=str(path), schema_version=schema)
+        raise UsageError(
+            f"backup {as_typed(str(path))} holds a store of schema version "
+            f"{schema}, newer than this continuum knows ({SCHEMA_VERSION}); "
+            "nothing was restored",
+            code="store.schema_too_new",
+            hint="upgrade continuum, then verify or restore it again",
+            file=str(path),
+            schema_version=schema,
+        )
 
 
 def check_manifest(path: Path, body: bytes) -> dict[str, Any]:
@@ -294,9 +354,12 @@ def check_manifest(path: Path, body: bytes) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise not_a_backup(path, "its manifest is not a backup manifest")
     if manifest.get("version") != FORMAT_VERSION:
-        raise UsageError(f"backup format version {manifest.get('version')!r} is not supported "
-                         f"(this continuum reads {FORMAT_VERSION})", code="usage.not_a_backup",
-                         hint="upgrade continuum")
+        raise UsageError(
+            f"backup format version {manifest.get('version')!r} is not supported "
+            f"(this continuum reads {FORMAT_VERSION})",
+            code="usage.not_a_backup",
+            hint="upgrade continuum",
+        )
     try:
         sealed = seal_manifest(manifest)["manifest_digest"]
     except ContinuumError as e:
@@ -305,8 +368,13 @@ def check_manifest(path: Path, body: bytes) -> dict[str, Any]:
         raise backup_refused(path, "the manifest does not match its manifest_digest", "manifest")
     _check_schema(path, manifest)
     data, runs = manifest.get("data"), manifest.get("runs")
-    if (manifest.get("kind") not in DATA_NAMES or not isinstance(data, dict)
-            or not isinstance(runs, dict) or data.get("name") != DATA_NAMES[manifest["kind"]]
-            or type(data.get("bytes")) is not int or not isinstance(data.get("sha256"), str)):
+    if (
+        manifest.get("kind") not in DATA_NAMES
+        or not isinstance(data, dict)
+        or not isinstance(runs, dict)
+        or data.get("name") != DATA_NAMES[manifest["kind"]]
+        or type(data.get("bytes")) is not int
+        or not isinstance(data.get("sha256"), str)
+    ):
         raise backup_refused(path, "the manifest lacks its kind, runs or data fields", "manifest")
     return manifest

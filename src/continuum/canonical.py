@@ -93,11 +93,13 @@ def _direct_encoder() -> Callable[[Any], str] | None:
     every action of a run."""
     if c_make_encoder is None:  # a Python without the C accelerator
         return None
-    encoder = c_make_encoder(None, _ENCODER.default, encode_basestring, None, ":", ",",
-                             True, False, False)
+    encoder = c_make_encoder(
+        None, _ENCODER.default, encode_basestring, None, ":", ",", True, False, False
+    )
 
     def encode(value: Any) -> str:
         return "".join(encoder(value, 0))
+
     return encode
 
 

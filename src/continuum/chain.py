@@ -106,11 +106,14 @@ class ChainVerifier:
                 f"expected sequence {self.expected_sequence}, found {event.sequence}",
                 event,
             )
-        computed = (event_hash(event) if payload_text is None
-                    else stored_event_hash(event, payload_text))
+        computed = (
+            event_hash(event) if payload_text is None else stored_event_hash(event, payload_text)
+        )
         if computed != event.hash:
             return self._violate(
-                event.sequence, DamageKind.HASH_MISMATCH, "stored hash does not match the content",
+                event.sequence,
+                DamageKind.HASH_MISMATCH,
+                "stored hash does not match the content",
                 event,
             )
         if event.prev_hash != self.prev_hash:
@@ -126,8 +129,9 @@ class ChainVerifier:
             self.trusted_through = event.sequence
         return None
 
-    def _violate(self, sequence: int, kind: DamageKind, detail: str,
-                 event: EventLike | None = None) -> Violation:
+    def _violate(
+        self, sequence: int, kind: DamageKind, detail: str, event: EventLike | None = None
+    ) -> Violation:
         v = Violation(sequence=sequence, kind=kind, detail=detail)
         self.violations.append(v)
         # After damage the rest cannot be trusted, but keep following the stored sequence
@@ -150,7 +154,9 @@ class ChainVerifier:
                 )
             )
         elif head_sequence < last_seq or (
-            head_sequence == last_seq and head_sequence > 0 and head_hash != self.prev_hash
+            head_sequence == last_seq
+            and head_sequence > 0
+            and head_hash != self.prev_hash
             and not self.violations
         ):
             bad = min(head_sequence, last_seq) or 1
@@ -184,8 +190,9 @@ def verify_chain(
     return verifier.finish(head_sequence, head_hash)
 
 
-def check_anchor(anchor_seq: int, anchor_hash: str, stored_hash: str | None,
-                 last_sequence: int) -> Violation | None:
+def check_anchor(
+    anchor_seq: int, anchor_hash: str, stored_hash: str | None, last_sequence: int
+) -> Violation | None:
     """An anchor SEQ:HASH exported earlier must still be in the chain, unchanged."""
     if stored_hash is None or anchor_seq > last_sequence:
         return Violation(
@@ -208,5 +215,6 @@ def with_violations(report: VerifyReport, extra: list[Violation]) -> VerifyRepor
         return report
     violations = sorted([*report.violations, *extra], key=lambda v: v.sequence)
     trusted = min([report.trusted_through, *(v.sequence - 1 for v in extra)])
-    return report.model_copy(update={"ok": False, "violations": violations,
-                                     "trusted_through": max(trusted, 0)})
+    return report.model_copy(
+        update={"ok": False, "violations": violations, "trusted_through": max(trusted, 0)}
+    )

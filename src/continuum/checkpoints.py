@@ -40,8 +40,9 @@ CHECKPOINT_FORMAT = 2
 def is_open(record: ActionRecord) -> bool:
     """Does the recovery engine still need this action? Unresolved, failed on an agent's
     word, or completed under an approval (its revocation asks for a rollback)."""
-    return (record.needs_human or (record.status == ActionStatus.COMPLETED
-                                   and record.approval_id is not None))
+    return record.needs_human or (
+        record.status == ActionStatus.COMPLETED and record.approval_id is not None
+    )
 
 
 def lean(state: State) -> State:
@@ -78,8 +79,9 @@ def checkpoint_through(store: Storage, run_id: str, event_sequence: int | None) 
     return None
 
 
-def valid_checkpoint(store: Storage, run_id: str, upto: int | None = None
-                     ) -> tuple[tuple[CheckpointRow, State] | None, list[str]]:
+def valid_checkpoint(
+    store: Storage, run_id: str, upto: int | None = None
+) -> tuple[tuple[CheckpointRow, State] | None, list[str]]:
     """The latest checkpoint (at or below ``upto``) whose hash matches and whose sealing
     event agrees, restored as a lean state; and a warning for each newer one not used."""
     warnings: list[str] = []
@@ -87,16 +89,20 @@ def valid_checkpoint(store: Storage, run_id: str, upto: int | None = None
         if upto is not None and cp.sequence > upto:
             continue
         sealed = _checkpoint_event(store, cp)
-        payload = sealed.payload if sealed is not None and sealed.type == EventType.CHECKPOINTED \
-            else {}
+        payload = (
+            sealed.payload if sealed is not None and sealed.type == EventType.CHECKPOINTED else {}
+        )
         if state_digest(cp) != cp.state_hash or payload.get("state_hash") != cp.state_hash:
-            warnings.append(f"checkpoint at sequence {cp.sequence} failed its hash and was not "
-                            "used")
+            warnings.append(
+                f"checkpoint at sequence {cp.sequence} failed its hash and was not used"
+            )
             continue
         fmt = payload.get("format", 1)
         if fmt not in (1, CHECKPOINT_FORMAT):
-            warnings.append(f"checkpoint at sequence {cp.sequence} has format {fmt}, newer than "
-                            "this continuum knows; the state was folded from the log instead")
+            warnings.append(
+                f"checkpoint at sequence {cp.sequence} has format {fmt}, newer than "
+                "this continuum knows; the state was folded from the log instead"
+            )
             continue
         return (cp, lean(State.model_validate_json(cp.state_json))), warnings
     return None, warnings
@@ -128,15 +134,19 @@ def advance(store: Storage, run_id: str, start: State, events: Sequence[EventLik
             actions[action_id] = record
         else:
             actions.pop(action_id, None)
-    update: dict[str, Any] = {"actions": actions, "malformed_events": malformed,
-                              "first_malformed": first}
+    update: dict[str, Any] = {
+        "actions": actions,
+        "malformed_events": malformed,
+        "first_malformed": first,
+    }
     if events and events[-1].sequence > state.sequence:
         update.update(sequence=events[-1].sequence, head_hash=events[-1].hash)
     return state.model_copy(update=update)
 
 
-def lean_state(store: Storage, run_id: str, *, upto: int | None = None,
-               start: State | None = None) -> tuple[State, int | None, list[str]]:
+def lean_state(
+    store: Storage, run_id: str, *, upto: int | None = None, start: State | None = None
+) -> tuple[State, int | None, list[str]]:
     """The lean state of ``run_id`` (at ``upto``, else at its head), the sequence of the
     checkpoint it was restored from, and the checkpoint warnings.
 
@@ -149,9 +159,12 @@ def lean_state(store: Storage, run_id: str, *, upto: int | None = None,
     if upto is not None:
         head = store.get_run(run_id).head_sequence
         if not 1 <= upto <= head:
-            raise UsageError(f"run {run_id!r} has no event {upto} (its log ends at {head})",
-                             code="usage.bad_sequence", hint=f"use a sequence from 1 to {head}",
-                             run_id=run_id)
+            raise UsageError(
+                f"run {run_id!r} has no event {upto} (its log ends at {head})",
+                code="usage.bad_sequence",
+                hint=f"use a sequence from 1 to {head}",
+                run_id=run_id,
+            )
     if start is None:
         found, warnings = valid_checkpoint(store, run_id, upto)
         if found is None:
@@ -180,13 +193,19 @@ def _fold_full_from(store: Storage, run_id: str, start: State, upto: int) -> Sta
     """``start`` plus events up to ``upto``, every action event folded; the actions a
     lean start omitted are taken from the log where these events refer to them."""
     events = list(store.iter_raw(run_id, start.sequence, prev_hash=start.head_hash, upto=upto))
-    missing = {e.payload.get("action_id") for e in events if e.type.startswith("action_")
-               and e.type != EventType.ACTION_INTERCEPTED} - set(start.actions)
+    missing = {
+        e.payload.get("action_id")
+        for e in events
+        if e.type.startswith("action_") and e.type != EventType.ACTION_INTERCEPTED
+    } - set(start.actions)
     if missing:  # a settled action touched again: rebuild from the log, exactly
         return project(run_id, store.iter_raw(run_id, upto=upto))
     state = fold(start, events)
     if state.sequence != upto:
-        raise UsageError(f"run {run_id!r} has no event {upto} (its log ends at {state.sequence})",
-                         code="usage.bad_sequence", hint=f"use a sequence from 1 to {state.sequence}",
-                         run_id=run_id)
+        raise UsageError(
+            f"run {run_id!r} has no event {upto} (its log ends at {state.sequence})",
+            code="usage.bad_sequence",
+            hint=f"use a sequence from 1 to {state.sequence}",
+            run_id=run_id,
+        )
     return state

@@ -58,11 +58,11 @@ UNCERTAIN = frozenset({"unknown", "reconcile_required", "needs_confirmation"})
 UNRECORDED = "continuum_unrecorded_result"
 _REFUSED_HINTS = {
     "in_progress": "another live process is performing it right now: do not perform it; "
-                   "try again once it has finished",
+    "try again once it has finished",
     "compensated": "it was done and later undone (compensated): use a new key to do it again",
     "possible_duplicate": "an earlier action of this type had the same values under other "
-                          "field names; if it is a different effect, give it a key that tells "
-                          "them apart (key=...)",
+    "field names; if it is a different effect, give it a key that tells "
+    "them apart (key=...)",
 }
 
 _current: ContextVar[EffectScope | None] = ContextVar("continuum_effect", default=None)
@@ -91,10 +91,12 @@ class EffectScope:
     def record(self, result: Any = None, *, external_id: str | None = None) -> None:
         """Set what ``complete`` records when the ``with`` block ends without an exception."""
         if self.replayed:
-            raise UsageError(f"effect {self.action_key} was already performed; nothing to record",
-                             code="usage.effect_replayed",
-                             hint="check scope.replayed and use scope.result instead of "
-                                  "performing the effect again")
+            raise UsageError(
+                f"effect {self.action_key} was already performed; nothing to record",
+                code="usage.effect_replayed",
+                hint="check scope.replayed and use scope.result instead of "
+                "performing the effect again",
+            )
         self.result, self.external_id = result, external_id
 
 
@@ -114,20 +116,30 @@ class Effect:
     for a program's own code).
     """
 
-    def __init__(self, ledger: ActionLedger, run_id: str, action_type: str, *,
-                 key: str | Callable[..., str | None] | None = None,
-                 arguments: Any = None, replay: ReplayContract | str | None = None,
-                 certain_on: tuple[type[BaseException], ...] = (),
-                 encode: Callable[[Any], Any] | None = None,
-                 decode: Callable[[Any], Any] | None = None,
-                 external_id: Callable[[Any], str | None] | None = None,
-                 origin: Origin | None = None) -> None:
+    def __init__(
+        self,
+        ledger: ActionLedger,
+        run_id: str,
+        action_type: str,
+        *,
+        key: str | Callable[..., str | None] | None = None,
+        arguments: Any = None,
+        replay: ReplayContract | str | None = None,
+        certain_on: tuple[type[BaseException], ...] = (),
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
+        external_id: Callable[[Any], str | None] | None = None,
+        origin: Origin | None = None,
+    ) -> None:
         if not isinstance(certain_on, tuple) or not all(
-                isinstance(t, type) and issubclass(t, BaseException) for t in certain_on):
-            raise UsageError("certain_on must be a tuple of exception types",
-                             code="usage.bad_certain_on",
-                             hint="e.g. certain_on=(ValueError,) for errors raised before "
-                                  "the effect could happen")
+            isinstance(t, type) and issubclass(t, BaseException) for t in certain_on
+        ):
+            raise UsageError(
+                "certain_on must be a tuple of exception types",
+                code="usage.bad_certain_on",
+                hint="e.g. certain_on=(ValueError,) for errors raised before "
+                "the effect could happen",
+            )
         self.ledger, self.run_id, self.action_type = ledger, run_id, action_type
         self.key, self.arguments, self.replay = key, arguments, replay
         self.certain_on, self.encode, self.decode = certain_on, encode, decode
@@ -151,40 +163,65 @@ class Effect:
                 f"the arguments of effect {self.action_type!r} are not JSON: {e}",
                 code="usage.effect_arguments",
                 hint="pass arguments=... (a function of the call's arguments that returns JSON) "
-                     "to say what the ledger records") from None
-        answer = self.ledger.intercept(self.run_id, self.action_type, arguments, key=key,
-                                       replay=self.replay, origin=self.origin)
+                "to say what the ledger records",
+            ) from None
+        answer = self.ledger.intercept(
+            self.run_id,
+            self.action_type,
+            arguments,
+            key=key,
+            replay=self.replay,
+            origin=self.origin,
+        )
         if answer.proceed:
             return EffectScope(answer, self.run_id)
         if answer.status == "completed":
             return EffectScope(answer, self.run_id, self._replayed(answer))
         if answer.status in UNCERTAIN:
-            raise EffectUncertain(run_id=self.run_id, action_key=answer.action_key,
-                                  action_id=answer.action_id, status=answer.status)
+            raise EffectUncertain(
+                run_id=self.run_id,
+                action_key=answer.action_key,
+                action_id=answer.action_id,
+                status=answer.status,
+            )
         if answer.status == "awaiting_approval" and answer.approval_id is not None:
-            raise EffectAwaitingApproval(run_id=self.run_id, action_key=answer.action_key,
-                                         action_id=answer.action_id,
-                                         approval_id=answer.approval_id)
+            raise EffectAwaitingApproval(
+                run_id=self.run_id,
+                action_key=answer.action_key,
+                action_id=answer.action_id,
+                approval_id=answer.approval_id,
+            )
         if answer.status == "denied" and answer.approval_id is not None:
-            raise EffectDenied(run_id=self.run_id, action_key=answer.action_key,
-                               action_id=answer.action_id, approval_id=answer.approval_id,
-                               reason=answer.denial_reason)
-        raise LedgerError(f"effect {answer.action_key} of run {self.run_id} was not performed: "
-                          f"it is {answer.status}", code=f"ledger.effect_{answer.status}",
-                          hint=_REFUSED_HINTS.get(answer.status, answer.guidance),
-                          run_id=self.run_id, action_key=answer.action_key,
-                          action_id=answer.action_id, status=answer.status,
-                          similar_action=answer.similar_action)
+            raise EffectDenied(
+                run_id=self.run_id,
+                action_key=answer.action_key,
+                action_id=answer.action_id,
+                approval_id=answer.approval_id,
+                reason=answer.denial_reason,
+            )
+        raise LedgerError(
+            f"effect {answer.action_key} of run {self.run_id} was not performed: "
+            f"it is {answer.status}",
+            code=f"ledger.effect_{answer.status}",
+            hint=_REFUSED_HINTS.get(answer.status, answer.guidance),
+            run_id=self.run_id,
+            action_key=answer.action_key,
+            action_id=answer.action_id,
+            status=answer.status,
+            similar_action=answer.similar_action,
+        )
 
     def _replayed(self, answer: InterceptResult) -> Any:
         recorded = answer.previous_result
         if isinstance(recorded, dict) and set(recorded) == {UNRECORDED}:
             raise UsageError(
                 f"effect {answer.action_key} happened, but its result was not JSON and was not "
-                "recorded", code="usage.effect_result_unrecorded",
+                "recorded",
+                code="usage.effect_result_unrecorded",
                 hint="the effect is not run again: read what you need from the external system "
-                     f"(external id {answer.external_id!r}); pass encode=/decode= for new effects",
-                action_key=answer.action_key)
+                f"(external id {answer.external_id!r}); pass encode=/decode= for new effects",
+                action_key=answer.action_key,
+            )
         if recorded is None or self.decode is None:
             return recorded  # None: no result recorded (e.g. a person reconciled it)
         return self.decode(recorded)
@@ -196,11 +233,18 @@ class Effect:
         if error is not None:
             certain = isinstance(error, self.certain_on)
             try:
-                self.ledger.fail(self.run_id, scope.action_id, error=_describe(error),
-                                 certain=certain, origin=self.origin)
+                self.ledger.fail(
+                    self.run_id,
+                    scope.action_id,
+                    error=_describe(error),
+                    certain=certain,
+                    origin=self.origin,
+                )
             except ContinuumError as e:  # the original error is the one the caller must see
-                error.add_note(f"continuum could not record this failure ({e.code}); the "
-                               f"action {scope.action_key} will read as unknown")
+                error.add_note(
+                    f"continuum could not record this failure ({e.code}); the "
+                    f"action {scope.action_key} will read as unknown"
+                )
             return
         fault_point("after_effect")
         external_id = scope.external_id
@@ -210,23 +254,34 @@ class Effect:
             encoded = self.encode(scope.result) if self.encode is not None else scope.result
             canonical_json(encoded)
         except (TypeError, ValueError, UsageError) as e:
-            self.ledger.complete(self.run_id, scope.action_id, external_id=external_id,
-                                 result={UNRECORDED: type(scope.result).__name__},
-                                 origin=self.origin)
+            self.ledger.complete(
+                self.run_id,
+                scope.action_id,
+                external_id=external_id,
+                result={UNRECORDED: type(scope.result).__name__},
+                origin=self.origin,
+            )
             raise UsageError(
                 f"effect {scope.action_key} happened and is recorded as completed, but its "
                 f"result ({type(scope.result).__name__}) is not JSON, so it was not recorded",
                 code="usage.effect_result_not_json",
                 hint="return JSON (dict, list, str, number, bool, None), or pass encode= and "
-                     "decode= to effect(); the effect is not run again",
-                action_key=scope.action_key) from e
-        self.ledger.complete(self.run_id, scope.action_id, external_id=external_id,
-                             result=encoded, origin=self.origin)
+                "decode= to effect(); the effect is not run again",
+                action_key=scope.action_key,
+            ) from e
+        self.ledger.complete(
+            self.run_id,
+            scope.action_id,
+            external_id=external_id,
+            result=encoded,
+            origin=self.origin,
+        )
 
     # -- call forms --------------------------------------------------------------------------
 
-    def _identity(self, fn: Callable[..., Any] | None, args: tuple[Any, ...],
-                  kwargs: dict[str, Any]) -> tuple[str | None, Any]:
+    def _identity(
+        self, fn: Callable[..., Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[str | None, Any]:
         key = self.key(*args, **kwargs) if callable(self.key) else self.key
         if callable(self.arguments):
             arguments = self.arguments(*args, **kwargs)
@@ -291,15 +346,22 @@ class Effect:
 
     def __enter__(self) -> EffectScope:
         if callable(self.key) or callable(self.arguments):
-            raise UsageError("a key or arguments function needs the call's arguments; in a "
-                             "with block give them as values", code="usage.effect_with_function",
-                             hint="effect(run, type, key='invoice:INV-1', arguments={...})")
+            raise UsageError(
+                "a key or arguments function needs the call's arguments; in a "
+                "with block give them as values",
+                code="usage.effect_with_function",
+                hint="effect(run, type, key='invoice:INV-1', arguments={...})",
+            )
         scope = self.begin(self.key, self.arguments)
         scope._token = _current.set(scope)
         return scope
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         # The scope this context entered (one Effect may be entered by many tasks at once).
         scope = _current.get()
         assert scope is not None and scope._token is not None, "__exit__ without __enter__"
@@ -310,8 +372,12 @@ class Effect:
     async def __aenter__(self) -> EffectScope:
         return self.__enter__()
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.__exit__(exc_type, exc, tb)
 
 

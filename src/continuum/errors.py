@@ -179,9 +179,13 @@ class EffectUncertain(LedgerError):
             f"effect {action_key} of run {run_id} is {status}: it was interrupted and may or "
             "may not have happened, so it was not run again",
             hint=f"check the external system, then run `{command} --occurred` if it happened "
-                 f"or `{command} --not-occurred` if it did not",
-            run_id=run_id, action_key=action_key, action_id=action_id, status=status,
-            command=command)
+            f"or `{command} --not-occurred` if it did not",
+            run_id=run_id,
+            action_key=action_key,
+            action_id=action_id,
+            status=status,
+            command=command,
+        )
         self.run_id, self.action_key, self.action_id = run_id, action_key, action_id
         self.status, self.command = status, command
 
@@ -203,9 +207,13 @@ class EffectAwaitingApproval(LedgerError):
             f"effect {action_key} of run {run_id} waits for a person's decision (approval "
             f"{approval_id}); it was not performed",
             hint=f"a person decides with `{command} --allow --reason TEXT` (or --deny); then "
-                 "call it again with exactly the same arguments",
-            run_id=run_id, action_key=action_key, action_id=action_id,
-            approval_id=approval_id, command=command)
+            "call it again with exactly the same arguments",
+            run_id=run_id,
+            action_key=action_key,
+            action_id=action_id,
+            approval_id=approval_id,
+            command=command,
+        )
         self.run_id, self.action_key, self.action_id = run_id, action_key, action_id
         self.approval_id, self.command = approval_id, command
 
@@ -216,14 +224,19 @@ class EffectDenied(LedgerError):
 
     code = "ledger.approval_denied"
 
-    def __init__(self, *, run_id: str, action_key: str, action_id: str, approval_id: str,
-                 reason: str | None) -> None:
+    def __init__(
+        self, *, run_id: str, action_key: str, action_id: str, approval_id: str, reason: str | None
+    ) -> None:
         super().__init__(
             f"effect {action_key} of run {run_id} was denied by a person (approval "
             f"{approval_id}); it was not performed",
             hint="do not perform it; different arguments ask a person again",
-            run_id=run_id, action_key=action_key, action_id=action_id,
-            approval_id=approval_id, reason=reason)
+            run_id=run_id,
+            action_key=action_key,
+            action_id=action_id,
+            approval_id=approval_id,
+            reason=reason,
+        )
         self.run_id, self.action_key, self.action_id = run_id, action_key, action_id
         self.approval_id, self.reason = approval_id, reason
 

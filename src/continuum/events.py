@@ -176,9 +176,18 @@ class EventLike(Protocol):
     def hash(self) -> str: ...
 
 
-def row_hash(*, event_id: str, run_id: str, sequence: int, type: str, timestamp: str,
-             payload_text: str, causer_event_id: str | None, source: str,
-             prev_hash: str | None) -> str:
+def row_hash(
+    *,
+    event_id: str,
+    run_id: str,
+    sequence: int,
+    type: str,
+    timestamp: str,
+    payload_text: str,
+    causer_event_id: str | None,
+    source: str,
+    prev_hash: str | None,
+) -> str:
     """The hash of a stored row: SHA-256 of the canonical JSON of its hashed fields with the
     stored payload text as the payload's encoding.
 
@@ -187,12 +196,14 @@ def row_hash(*, event_id: str, run_id: str, sequence: int, type: str, timestamp:
     form) no longer matches the hash it was sealed with. The hashed fields' keys in sorted
     order, each value as ``json`` encodes it: no re-encoding of the payload.
     """
-    text = (f'{{"causer_event_id":{_json_or_null(causer_event_id)}'
-            f',"event_id":{_json_string(event_id)},"payload":{payload_text}'
-            f',"prev_hash":{_json_or_null(prev_hash)}'
-            f',"run_id":{_json_string(run_id)},"sequence":{int.__repr__(sequence)}'
-            f',"source":{_json_string(source)}'
-            f',"timestamp":{_json_string(timestamp)},"type":{_json_string(type)}}}')
+    text = (
+        f'{{"causer_event_id":{_json_or_null(causer_event_id)}'
+        f',"event_id":{_json_string(event_id)},"payload":{payload_text}'
+        f',"prev_hash":{_json_or_null(prev_hash)}'
+        f',"run_id":{_json_string(run_id)},"sequence":{int.__repr__(sequence)}'
+        f',"source":{_json_string(source)}'
+        f',"timestamp":{_json_string(timestamp)},"type":{_json_string(type)}}}'
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -201,21 +212,32 @@ def raw_hash(event: RawEvent, payload_text: str) -> str:
     the sequence an int): positional, no checks, for the verify loop's intact path. Raises
     ``UnicodeEncodeError`` on a lone surrogate (the caller takes the checked path)."""
     causer, prev = event.causer_event_id, event.prev_hash
-    text = (f'{{"causer_event_id":{"null" if causer is None else _json_string(causer)}'
-            f',"event_id":{_json_string(event.event_id)},"payload":{payload_text}'
-            f',"prev_hash":{"null" if prev is None else _json_string(prev)}'
-            f',"run_id":{_json_string(event.run_id)},"sequence":{int.__repr__(event.sequence)}'
-            f',"source":{_json_string(event.source.value)}'
-            f',"timestamp":{_json_string(event.timestamp)},"type":{_json_string(event.type)}}}')
+    text = (
+        f'{{"causer_event_id":{"null" if causer is None else _json_string(causer)}'
+        f',"event_id":{_json_string(event.event_id)},"payload":{payload_text}'
+        f',"prev_hash":{"null" if prev is None else _json_string(prev)}'
+        f',"run_id":{_json_string(event.run_id)},"sequence":{int.__repr__(event.sequence)}'
+        f',"source":{_json_string(event.source.value)}'
+        f',"timestamp":{_json_string(event.timestamp)},"type":{_json_string(event.type)}}}'
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def event_hash(event: EventLike) -> str:
     """SHA-256 of the canonical JSON of every field but ``hash`` (the definition)."""
-    return digest(hashed_fields(
-        event_id=event.event_id, run_id=event.run_id, sequence=event.sequence, type=event.type,
-        timestamp=event.timestamp, payload=event.payload, causer_event_id=event.causer_event_id,
-        source=str(event.source), prev_hash=event.prev_hash))
+    return digest(
+        hashed_fields(
+            event_id=event.event_id,
+            run_id=event.run_id,
+            sequence=event.sequence,
+            type=event.type,
+            timestamp=event.timestamp,
+            payload=event.payload,
+            causer_event_id=event.causer_event_id,
+            source=str(event.source),
+            prev_hash=event.prev_hash,
+        )
+    )
 
 
 def stored_event_hash(event: EventLike, payload_text: str) -> str:
@@ -226,13 +248,22 @@ def stored_event_hash(event: EventLike, payload_text: str) -> str:
     row fails verification. A field of an unusual type (a damaged row) falls back to the
     canonical hash of the parsed event, or its error.
     """
-    if type(event.sequence) is int and all(type(v) is str for v in (
-            event.event_id, event.run_id, event.type, event.timestamp, payload_text)):
+    if type(event.sequence) is int and all(
+        type(v) is str
+        for v in (event.event_id, event.run_id, event.type, event.timestamp, payload_text)
+    ):
         try:
-            return row_hash(event_id=event.event_id, run_id=event.run_id,
-                            sequence=event.sequence, type=event.type, timestamp=event.timestamp,
-                            payload_text=payload_text, causer_event_id=event.causer_event_id,
-                            source=str(event.source), prev_hash=event.prev_hash)
+            return row_hash(
+                event_id=event.event_id,
+                run_id=event.run_id,
+                sequence=event.sequence,
+                type=event.type,
+                timestamp=event.timestamp,
+                payload_text=payload_text,
+                causer_event_id=event.causer_event_id,
+                source=str(event.source),
+                prev_hash=event.prev_hash,
+            )
         except (TypeError, UnicodeEncodeError):
             pass
     return event_hash(event)

@@ -105,8 +105,11 @@ def _path_field(field: str | None) -> bool:
 def _looks_like_path(value: str, field: str | None = None) -> bool:
     if not value or "://" in value or any(c.isspace() for c in value) or len(value) > 4096:
         return False
-    return (value.startswith(("/", "./", "../", "~/")) or "/" in value
-            or (_path_field(field) and value not in (".", "..")))
+    return (
+        value.startswith(("/", "./", "../", "~/"))
+        or "/" in value
+        or (_path_field(field) and value not in (".", ".."))
+    )
 
 
 def _text(value: str) -> str:
@@ -171,7 +174,7 @@ def normalize_key(action_type: str, key: str) -> str:
     text = _text(key)
     prefix = action_type + ":"
     if text.startswith(prefix) and len(text) > len(prefix):
-        text = text[len(prefix):]
+        text = text[len(prefix) :]
     return text
 
 
@@ -186,8 +189,9 @@ class ActionIdentity(BaseModel):
     normalized_arguments: Any
 
 
-def action_identity(run_id: str, action_type: str, arguments: Any, key: str | None,
-                    cwd: str) -> ActionIdentity:
+def action_identity(
+    run_id: str, action_type: str, arguments: Any, key: str | None, cwd: str
+) -> ActionIdentity:
     """Stable identity of an action: from the business key, else from its arguments.
 
     Without a key, a fallback key built from the multiset of leaf values (field names
@@ -241,9 +245,11 @@ def current_owner() -> dict[str, Any]:
 def same_owner(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Is ``a`` the process (or host session) ``b`` names? Compared on every field both have."""
     keys = ("host", "pid", "start", "session")
-    return bool(a) and all(a.get(k) == b.get(k) for k in keys
-                           if a.get(k) is not None and b.get(k) is not None) and (
-        a.get("host"), a.get("pid")) == (b.get("host"), b.get("pid"))
+    return (
+        bool(a)
+        and all(a.get(k) == b.get(k) for k in keys if a.get(k) is not None and b.get(k) is not None)
+        and (a.get("host"), a.get("pid")) == (b.get("host"), b.get("pid"))
+    )
 
 
 def describe_owner(owner: dict[str, Any]) -> str:
@@ -283,7 +289,8 @@ def _damaged_index(run_id: str, action_id: str, detail: str) -> IntegrityError:
         f"the action index of run {run_id!r} is damaged at {action_id}: {detail}",
         code="integrity.index_mismatch",
         hint=f"run `continuum verify {run_id}`; nothing was changed and nothing may proceed",
-        run_id=run_id, action_id=action_id,
+        run_id=run_id,
+        action_id=action_id,
     )
 
 
@@ -315,35 +322,45 @@ _GUIDANCE = {
     "started": "Perform the side effect now, then call complete (or fail) with this action_key.",
     "completed": "Already done: do not perform it again; use the stored result and external_id.",
     "in_progress": "Another live process is performing this action right now: do not perform it; "
-                   "check again later.",
+    "check again later.",
     "unknown": "This action was interrupted and may or may not have happened. Do not perform it "
-               "again: check the external system, then reconcile it (occurred true/false).",
+    "again: check the external system, then reconcile it (occurred true/false).",
     "reconcile_required": "This action was interrupted; its contract requires reconciliation: check "
-                          "the external system, then call reconcile with occurred true/false.",
+    "the external system, then call reconcile with occurred true/false.",
     "compensated": "This action was done and later undone (compensated); use a new key to redo it.",
     "needs_confirmation": "This action was reported as not done by an agent, not by a person. "
-                          "Do not perform it: only a person (or continuum's own probe) may confirm "
-                          "that it did not happen; ask a person to check the external system and "
-                          "run `continuum reconcile` for it.",
+    "Do not perform it: only a person (or continuum's own probe) may confirm "
+    "that it did not happen; ask a person to check the external system and "
+    "run `continuum reconcile` for it.",
     "possible_duplicate": "Not performed: an earlier action of this type had the same values under "
-                          "other field names (see similar_action). If it is the same effect, it is "
-                          "already recorded there: do not perform it again. If it is a different "
-                          "effect, intercept again with an explicit key that tells them apart.",
+    "other field names (see similar_action). If it is the same effect, it is "
+    "already recorded there: do not perform it again. If it is a different "
+    "effect, intercept again with an explicit key that tells them apart.",
     "awaiting_approval": "Not performed: this call needs a person's decision first. Do not perform "
-                         "it and do not try to decide it yourself: ask a person to run `{command}`, "
-                         "then intercept again with exactly the same arguments (changed arguments "
-                         "ask a person again).",
+    "it and do not try to decide it yourself: ask a person to run `{command}`, "
+    "then intercept again with exactly the same arguments (changed arguments "
+    "ask a person again).",
     "denied": "Not performed: a person denied this call{reason}. Do not perform it. Changed "
-              "arguments ask a person again.",
+    "arguments ask a person again.",
 }
 
 
 class _Gate:
     """The approval check of one intercept, inside its transaction (``judge_call``)."""
 
-    def __init__(self, ledger: ActionLedger, tx: WriteTx, rule: ApprovalRule,
-                 ident: ActionIdentity, action_type: str, key: str | None, arguments: Any,
-                 effect: str | None, origin: Origin, requested: ReplayContract | None) -> None:
+    def __init__(
+        self,
+        ledger: ActionLedger,
+        tx: WriteTx,
+        rule: ApprovalRule,
+        ident: ActionIdentity,
+        action_type: str,
+        key: str | None,
+        arguments: Any,
+        effect: str | None,
+        origin: Origin,
+        requested: ReplayContract | None,
+    ) -> None:
         self.store = ledger.store
         self.tx, self.rule, self.ident, self.action_type = tx, rule, ident, action_type
         self.key, self.arguments, self.effect, self.origin = key, arguments, effect, origin
@@ -360,11 +377,20 @@ class _Gate:
             # sealing event (in the live log) vouches for holds the fold's record of it.
             return kept_approval(store, run_id, approval_id)
 
-        return judge_call(self.tx, rule=self.rule, action_type=self.action_type,
-                          action_id=self.ident.action_id, action_key=self.ident.action_key,
-                          key=self.key, arguments=self.arguments, effect=self.effect,
-                          origin=self.origin, under=rec.approval_id if rec else None,
-                          read_event=read_event, read_kept=read_kept)
+        return judge_call(
+            self.tx,
+            rule=self.rule,
+            action_type=self.action_type,
+            action_id=self.ident.action_id,
+            action_key=self.ident.action_key,
+            key=self.key,
+            arguments=self.arguments,
+            effect=self.effect,
+            origin=self.origin,
+            under=rec.approval_id if rec else None,
+            read_event=read_event,
+            read_kept=read_kept,
+        )
 
     def stopped(self, verdict: Verdict, rec: ActionRecord | None) -> InterceptResult:
         """The answer for a call that may not run now (nothing of the action is written)."""
@@ -372,14 +398,22 @@ class _Gate:
         text = _GUIDANCE[status].format(
             command=decide_command(verdict.approval_id),
             reason=f" (approval {verdict.approval_id}; their reason: "
-                   f"{quoted(verdict.reason, limit=500)})" if verdict.reason else
-                   f" (approval {verdict.approval_id})")
+            f"{quoted(verdict.reason, limit=500)})"
+            if verdict.reason
+            else f" (approval {verdict.approval_id})",
+        )
         replay = ReplayContract(rec.replay) if rec else self.requested or ReplayContract.NEVER
         return InterceptResult(
-            proceed=False, status=status, action_id=self.ident.action_id,
-            action_key=self.ident.action_key, attempt=rec.attempt if rec else 0, replay=replay,
+            proceed=False,
+            status=status,
+            action_id=self.ident.action_id,
+            action_key=self.ident.action_key,
+            attempt=rec.attempt if rec else 0,
+            replay=replay,
             approval_id=verdict.approval_id,
-            denial_reason=verdict.reason if status == "denied" else None, guidance=text)
+            denial_reason=verdict.reason if status == "denied" else None,
+            guidance=text,
+        )
 
 
 class ActionLedger:
@@ -391,11 +425,17 @@ class ActionLedger:
     host trusts that owner without hearing from it.
     """
 
-    def __init__(self, store: Storage, *, origin: Origin = Origin.DETERMINISTIC,
-                 lease_seconds: float = DEFAULT_LEASE_SECONDS, cwd: str | None = None,
-                 clock: Callable[[], float] = time.time,
-                 owner: dict[str, Any] | None = None,
-                 approvals: RuleFiles | ApprovalRules | None = None) -> None:
+    def __init__(
+        self,
+        store: Storage,
+        *,
+        origin: Origin = Origin.DETERMINISTIC,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        cwd: str | None = None,
+        clock: Callable[[], float] = time.time,
+        owner: dict[str, Any] | None = None,
+        approvals: RuleFiles | ApprovalRules | None = None,
+    ) -> None:
         self.store, self.origin, self.lease_seconds = store, origin, lease_seconds
         self.cwd = cwd or os.getcwd()
         self.clock = clock
@@ -403,23 +443,46 @@ class ActionLedger:
         # Which calls wait for a person's decision: by default the approvals.toml files of
         # ``cwd`` and beside the store, read again when they change (``approvals.py``).
         self.approvals: RuleFiles | ApprovalRules = (
-            approvals if approvals is not None else RuleFiles.around(self.cwd, store.url))
+            approvals if approvals is not None else RuleFiles.around(self.cwd, store.url)
+        )
         # Actions this ledger started and has not settled: their leases are ours to renew.
         self.held: set[tuple[str, str]] = set()
 
-    def _apply(self, tx: WriteTx, row: ActionRow | None, type: EventType,
-               payload: dict[str, Any], origin: Origin, lease: float | None) -> ActionRecord:
+    def _apply(
+        self,
+        tx: WriteTx,
+        row: ActionRow | None,
+        type: EventType,
+        payload: dict[str, Any],
+        origin: Origin,
+        lease: float | None,
+    ) -> ActionRecord:
         event = tx.append(type, payload, source=origin)
         record = apply_action_event(row.record if row else None, event)
         assert record is not None
-        tx.put_action(ActionRow(run_id=tx.run.run_id, action_id=record["action_id"],
-                                record=record, lease_expires=lease))
+        tx.put_action(
+            ActionRow(
+                run_id=tx.run.run_id,
+                action_id=record["action_id"],
+                record=record,
+                lease_expires=lease,
+            )
+        )
         return ActionRecord.model_validate(record)
 
-    def intercept(self, run_id: str, action_type: str, arguments: Any = None, *,
-                  key: str | None = None, replay: ReplayContract | str | None = None,
-                  approval_id: str | None = None, origin: Origin | None = None,
-                  effect: str | None = None, approval_arguments: Any = _SAME) -> InterceptResult:
+    def intercept(
+        self,
+        run_id: str,
+        action_type: str,
+        arguments: Any = None,
+        *,
+        key: str | None = None,
+        replay: ReplayContract | str | None = None,
+        approval_id: str | None = None,
+        origin: Origin | None = None,
+        effect: str | None = None,
+        approval_arguments: Any = _SAME,
+    ) -> InterceptResult:
         """Ask before a side effect; ``proceed`` is true for exactly one caller per action.
 
         A call an approval rule matches proceeds only under a person's grant: the first
@@ -434,18 +497,27 @@ class ActionLedger:
         """
         action_type = check_identifier(
             _text(action_type) if isinstance(action_type, str) else action_type,
-            what="action_type", code="usage.bad_action_type", max_length=200,
-            hint="name the kind of side effect in printable text, e.g. send_invoice")
+            what="action_type",
+            code="usage.bad_action_type",
+            max_length=200,
+            hint="name the kind of side effect in printable text, e.g. send_invoice",
+        )
         if key is not None:
             key = check_identifier(
-                normalize_key(action_type, key) if isinstance(key, str) else key, what="key",
-                code="usage.bad_key", max_length=1000,
-                hint="use a stable business key in printable text, e.g. invoice:INV-001")
+                normalize_key(action_type, key) if isinstance(key, str) else key,
+                what="key",
+                code="usage.bad_key",
+                max_length=1000,
+                hint="use a stable business key in printable text, e.g. invoice:INV-001",
+            )
         try:
             requested = ReplayContract(replay) if replay is not None else None
         except ValueError:
-            raise UsageError(f"replay {replay!r} is not a replay contract", code="usage.bad_replay",
-                             hint="use never, reconcile, idempotent or safe") from None
+            raise UsageError(
+                f"replay {replay!r} is not a replay contract",
+                code="usage.bad_replay",
+                hint="use never, reconcile, idempotent or safe",
+            ) from None
         canonical_json(arguments)  # refuse non-JSON arguments before locking
         bound = arguments if approval_arguments is _SAME else approval_arguments
         if bound is not arguments:
@@ -460,17 +532,27 @@ class ActionLedger:
                     f"run {run_id!r} is {tx.run.status}: it takes no new side effects",
                     code="ledger.run_finished",
                     hint="start a new run for new work; settling earlier actions still works",
-                    run_id=run_id, status=str(tx.run.status))
+                    run_id=run_id,
+                    status=str(tx.run.status),
+                )
             # Two lookups, one per unique key, each on its own: a damaged index (or a row
             # edited under one key) must not hide a done action behind the other.
-            row = _found_once(run_id, tx.find_action(action_id=ident.action_id),
-                              tx.find_action(dedup_key=ident.dedup_key))
+            row = _found_once(
+                run_id,
+                tx.find_action(action_id=ident.action_id),
+                tx.find_action(dedup_key=ident.dedup_key),
+            )
             if row is None and ident.fallback_key is not None:
                 similar = tx.find_action(fallback_key=ident.fallback_key)
                 if similar is not None:  # a suspicion, never an answer: nothing is written
                     return self._possible_duplicate(_record(similar))
-            gate = None if rule is None else _Gate(self, tx, rule, ident, action_type, key,
-                                                   bound, effect, origin, requested)
+            gate = (
+                None
+                if rule is None
+                else _Gate(
+                    self, tx, rule, ident, action_type, key, bound, effect, origin, requested
+                )
+            )
             verdict = gate.judge(None) if gate is not None and row is None else None
             if verdict is not None and verdict.status != "allow":
                 assert gate is not None
@@ -479,24 +561,39 @@ class ActionLedger:
                 contract = requested or ReplayContract.NEVER
                 if verdict is not None:
                     approval_id = verdict.approval_id
-                rec = self._apply(tx, None, EventType.ACTION_INTERCEPTED, {
-                    "action_id": ident.action_id, "action_key": ident.action_key,
-                    "action_type": action_type, "key": key, "dedup_key": ident.dedup_key,
-                    "fallback_key": ident.fallback_key, "arguments": arguments,
-                    "replay": str(contract), "operation_key": ident.operation_key,
-                    "owner": self.owner, "approval_id": approval_id,
-                }, origin, now + self.lease_seconds)
+                rec = self._apply(
+                    tx,
+                    None,
+                    EventType.ACTION_INTERCEPTED,
+                    {
+                        "action_id": ident.action_id,
+                        "action_key": ident.action_key,
+                        "action_type": action_type,
+                        "key": key,
+                        "dedup_key": ident.dedup_key,
+                        "fallback_key": ident.fallback_key,
+                        "arguments": arguments,
+                        "replay": str(contract),
+                        "operation_key": ident.operation_key,
+                        "owner": self.owner,
+                        "approval_id": approval_id,
+                    },
+                    origin,
+                    now + self.lease_seconds,
+                )
                 result = self._result(rec, True, "started", None)
             else:
-                result = self._decide(tx, row, requested, origin, now,
-                                      "key" if key is not None else "arguments", gate)
+                result = self._decide(
+                    tx, row, requested, origin, now, "key" if key is not None else "arguments", gate
+                )
         if result.proceed:
             self.held.add((run_id, result.action_id))
         fault_point("after_intercept_commit")
         return result
 
-    def identity(self, run_id: str, action_type: str, key: str | None = None,
-                 arguments: Any = None) -> ActionIdentity:
+    def identity(
+        self, run_id: str, action_type: str, key: str | None = None, arguments: Any = None
+    ) -> ActionIdentity:
         """The identity ``intercept`` gives this call (key normalized, paths against cwd)."""
         action_type = _text(action_type)
         if key is not None:
@@ -505,27 +602,54 @@ class ActionLedger:
 
     def _possible_duplicate(self, rec: ActionRecord) -> InterceptResult:
         return InterceptResult(
-            proceed=False, status="possible_duplicate", action_id=rec.action_id,
-            action_key=rec.action_key, attempt=rec.attempt, replay=ReplayContract(rec.replay),
-            matched_by="fallback", guidance=_GUIDANCE["possible_duplicate"],
-            similar_action={"action_id": rec.action_id, "action_key": rec.action_key,
-                            "status": str(rec.status), "arguments": rec.arguments,
-                            "external_id": rec.external_id})
-
-    def _result(self, rec: ActionRecord, proceed: bool, status: str, matched: str | None,
-                extra: str = "") -> InterceptResult:
-        replay = ReplayContract(rec.replay)
-        return InterceptResult(
-            proceed=proceed, status=status, action_id=rec.action_id, action_key=rec.action_key,
-            attempt=rec.attempt, replay=replay,
-            operation_key=rec.operation_key if proceed or replay == ReplayContract.IDEMPOTENT else None,
-            external_id=rec.external_id, previous_result=rec.result if status == "completed" else None,
-            matched_by=matched, approval_id=rec.approval_id, guidance=(_GUIDANCE[status] + extra),
+            proceed=False,
+            status="possible_duplicate",
+            action_id=rec.action_id,
+            action_key=rec.action_key,
+            attempt=rec.attempt,
+            replay=ReplayContract(rec.replay),
+            matched_by="fallback",
+            guidance=_GUIDANCE["possible_duplicate"],
+            similar_action={
+                "action_id": rec.action_id,
+                "action_key": rec.action_key,
+                "status": str(rec.status),
+                "arguments": rec.arguments,
+                "external_id": rec.external_id,
+            },
         )
 
-    def _decide(self, tx: WriteTx, row: ActionRow, requested: ReplayContract | None,
-                origin: Origin, now: float, matched: str,
-                gate: _Gate | None = None) -> InterceptResult:
+    def _result(
+        self, rec: ActionRecord, proceed: bool, status: str, matched: str | None, extra: str = ""
+    ) -> InterceptResult:
+        replay = ReplayContract(rec.replay)
+        return InterceptResult(
+            proceed=proceed,
+            status=status,
+            action_id=rec.action_id,
+            action_key=rec.action_key,
+            attempt=rec.attempt,
+            replay=replay,
+            operation_key=rec.operation_key
+            if proceed or replay == ReplayContract.IDEMPOTENT
+            else None,
+            external_id=rec.external_id,
+            previous_result=rec.result if status == "completed" else None,
+            matched_by=matched,
+            approval_id=rec.approval_id,
+            guidance=(_GUIDANCE[status] + extra),
+        )
+
+    def _decide(
+        self,
+        tx: WriteTx,
+        row: ActionRow,
+        requested: ReplayContract | None,
+        origin: Origin,
+        now: float,
+        matched: str,
+        gate: _Gate | None = None,
+    ) -> InterceptResult:
         rec = _record(row)
         stored = ReplayContract(rec.replay)
         if requested is not None and requested.width > stored.width:
@@ -533,7 +657,9 @@ class ActionLedger:
                 f"action {rec.action_key} was intercepted with replay={stored}; "
                 f"a later intercept may not widen it to {requested}",
                 hint=f"intercept again with replay={stored} (or narrower), or use a new key",
-                action_key=rec.action_key, stored=str(stored), requested=str(requested),
+                action_key=rec.action_key,
+                stored=str(stored),
+                requested=str(requested),
             )
         contract = requested if requested is not None else stored
         status = rec.status
@@ -551,8 +677,11 @@ class ActionLedger:
             # Certainly not done (a person or trusted code said so), or the contract allows
             # running it again: a new attempt (under a person's grant, where a rule says so).
             retry: dict[str, Any] = {
-                "action_id": rec.action_id, "attempt": rec.attempt + 1, "owner": self.owner,
-                "reason": "failed" if status == ActionStatus.FAILED else f"replay={contract}"}
+                "action_id": rec.action_id,
+                "attempt": rec.attempt + 1,
+                "owner": self.owner,
+                "reason": "failed" if status == ActionStatus.FAILED else f"replay={contract}",
+            }
             if gate is not None:
                 verdict = gate.judge(rec)
                 if verdict.status != "allow":
@@ -561,102 +690,195 @@ class ActionLedger:
             rec = self._apply(tx, row, EventType.ACTION_RETRIED, retry, origin, lease)
             return self._result(rec, True, "started", matched)
         if status == ActionStatus.STARTED:
-            rec = self._apply(tx, row, EventType.ACTION_MARKED_UNKNOWN, {
-                "action_id": rec.action_id,
-                "reason": "interrupted: the process that intercepted it is gone",
-            }, origin, None)
+            rec = self._apply(
+                tx,
+                row,
+                EventType.ACTION_MARKED_UNKNOWN,
+                {
+                    "action_id": rec.action_id,
+                    "reason": "interrupted: the process that intercepted it is gone",
+                },
+                origin,
+                None,
+            )
         if contract == ReplayContract.RECONCILE:
             return self._result(rec, False, "reconcile_required", matched)
         return self._result(rec, False, "unknown", matched)
 
     # -- transitions by reference -----------------------------------------------------------
 
-    def _transition(self, run_id: str, action_ref: str, allowed: set[ActionStatus],
-                    type: EventType, payload: dict[str, Any], origin: Origin | None,
-                    verb: str, *, force: bool = False,
-                    also: Callable[[ActionRecord], bool] | None = None) -> ActionRecord:
+    def _transition(
+        self,
+        run_id: str,
+        action_ref: str,
+        allowed: set[ActionStatus],
+        type: EventType,
+        payload: dict[str, Any],
+        origin: Origin | None,
+        verb: str,
+        *,
+        force: bool = False,
+        also: Callable[[ActionRecord], bool] | None = None,
+    ) -> ActionRecord:
         origin = origin or self.origin
         with self.store.write(run_id) as tx:
             row = tx.find_action(action_id=action_ref) or tx.find_action(action_key=action_ref)
             if row is None:
                 raise NotFoundError(
-                    f"action {action_ref!r} not found in run {run_id!r}", code="not_found.action",
+                    f"action {action_ref!r} not found in run {run_id!r}",
+                    code="not_found.action",
                     hint=f"list actions with `continuum actions {run_id}`",
-                    run_id=run_id, action=action_ref)
+                    run_id=run_id,
+                    action=action_ref,
+                )
             rec = _record(row)
             if rec.status not in allowed and not (also is not None and also(rec)):
                 raise InvalidTransitionError(
                     f"cannot {verb} action {rec.action_key}: it is {rec.status}",
                     hint="list actions to see its state; "
-                         + ("it is already settled" if not rec.status.unresolved else
-                            "reconcile it instead"),
-                    action_key=rec.action_key, status=str(rec.status))
-            if (rec.status == ActionStatus.STARTED and not same_owner(rec.owner, self.owner)
-                    and not force and owner_alive(rec.owner, row.lease_expires, self.clock())):
+                    + (
+                        "it is already settled"
+                        if not rec.status.unresolved
+                        else "reconcile it instead"
+                    ),
+                    action_key=rec.action_key,
+                    status=str(rec.status),
+                )
+            if (
+                rec.status == ActionStatus.STARTED
+                and not same_owner(rec.owner, self.owner)
+                and not force
+                and owner_alive(rec.owner, row.lease_expires, self.clock())
+            ):
                 # Only the process performing it knows how it ends; another writer settling
                 # it would let a second caller proceed while the first one still runs.
                 raise ActionOwnedError(
                     f"cannot {verb} action {rec.action_key}: {describe_owner(rec.owner)} is "
                     "performing it right now (its owner is alive), and only the owner may settle it",
                     hint="wait until it finishes and check again; a person who knows its outcome "
-                         "can settle it anyway with `continuum reconcile ... --force`",
-                    action_key=rec.action_key, owner=rec.owner)
+                    "can settle it anyway with `continuum reconcile ... --force`",
+                    action_key=rec.action_key,
+                    owner=rec.owner,
+                )
             new = self._apply(tx, row, type, {"action_id": rec.action_id, **payload}, origin, None)
         if new.status != ActionStatus.STARTED:
             self.held.discard((run_id, new.action_id))
         fault_point(f"after_{verb}_commit")
         return new
 
-    def complete(self, run_id: str, action_ref: str, *, external_id: str | None = None,
-                 result: Any = None, origin: Origin | None = None) -> ActionRecord:
+    def complete(
+        self,
+        run_id: str,
+        action_ref: str,
+        *,
+        external_id: str | None = None,
+        result: Any = None,
+        origin: Origin | None = None,
+    ) -> ActionRecord:
         """Record that the effect happened. Only the owner may complete a started action
         while the owner is alive (``ledger.owner_alive`` otherwise)."""
         canonical_json(result)
-        return self._transition(run_id, action_ref, {ActionStatus.STARTED}, EventType.ACTION_COMPLETED,
-                                {"external_id": external_id, "result": result}, origin, "complete")
+        return self._transition(
+            run_id,
+            action_ref,
+            {ActionStatus.STARTED},
+            EventType.ACTION_COMPLETED,
+            {"external_id": external_id, "result": result},
+            origin,
+            "complete",
+        )
 
-    def fail(self, run_id: str, action_ref: str, *, error: str | None = None,
-             certain: bool = False, origin: Origin | None = None) -> ActionRecord:
+    def fail(
+        self,
+        run_id: str,
+        action_ref: str,
+        *,
+        error: str | None = None,
+        certain: bool = False,
+        origin: Origin | None = None,
+    ) -> ActionRecord:
         """Record a failure; without ``certain`` the effect may have happened: ``unknown``.
 
         A certain failure from a self-certified origin (an agent) is recorded, but the
         action may not run again until a person confirms it (``needs_confirmation``).
         """
         if certain:
-            return self._transition(run_id, action_ref, {ActionStatus.STARTED, ActionStatus.UNKNOWN},
-                                    EventType.ACTION_FAILED, {"error": error, "certain": True},
-                                    origin, "fail")
-        return self._transition(run_id, action_ref, {ActionStatus.STARTED},
-                                EventType.ACTION_MARKED_UNKNOWN,
-                                {"reason": error or "failed; outcome uncertain"}, origin, "fail")
+            return self._transition(
+                run_id,
+                action_ref,
+                {ActionStatus.STARTED, ActionStatus.UNKNOWN},
+                EventType.ACTION_FAILED,
+                {"error": error, "certain": True},
+                origin,
+                "fail",
+            )
+        return self._transition(
+            run_id,
+            action_ref,
+            {ActionStatus.STARTED},
+            EventType.ACTION_MARKED_UNKNOWN,
+            {"reason": error or "failed; outcome uncertain"},
+            origin,
+            "fail",
+        )
 
-    def reconcile(self, run_id: str, action_ref: str, *, occurred: bool,
-                  external_id: str | None = None, note: str | None = None,
-                  origin: Origin | None = None, force: bool = False,
-                  probe: dict[str, Any] | None = None) -> ActionRecord:
+    def reconcile(
+        self,
+        run_id: str,
+        action_ref: str,
+        *,
+        occurred: bool,
+        external_id: str | None = None,
+        note: str | None = None,
+        origin: Origin | None = None,
+        force: bool = False,
+        probe: dict[str, Any] | None = None,
+    ) -> ActionRecord:
         """Settle an interrupted action (or an agent's unconfirmed failure) after checking
         the external system. ``force`` settles a started action whose owner is alive."""
-        payload: dict[str, Any] = {"occurred": bool(occurred), "external_id": external_id,
-                                   "note": note}
+        payload: dict[str, Any] = {
+            "occurred": bool(occurred),
+            "external_id": external_id,
+            "note": note,
+        }
         if probe is not None:
             payload["probe"] = probe
-        return self._transition(run_id, action_ref, {ActionStatus.UNKNOWN, ActionStatus.STARTED},
-                                EventType.ACTION_RECONCILED, payload, origin, "reconcile",
-                                force=force, also=lambda r: r.failure_unconfirmed)
+        return self._transition(
+            run_id,
+            action_ref,
+            {ActionStatus.UNKNOWN, ActionStatus.STARTED},
+            EventType.ACTION_RECONCILED,
+            payload,
+            origin,
+            "reconcile",
+            force=force,
+            also=lambda r: r.failure_unconfirmed,
+        )
 
-    def compensate(self, run_id: str, action_ref: str, *, note: str | None = None,
-                   origin: Origin | None = None) -> ActionRecord:
+    def compensate(
+        self, run_id: str, action_ref: str, *, note: str | None = None, origin: Origin | None = None
+    ) -> ActionRecord:
         """Record that a completed action's effect was undone; ``ledger.invalid_transition``
         unless it is ``completed``."""
-        return self._transition(run_id, action_ref, {ActionStatus.COMPLETED},
-                                EventType.ACTION_COMPENSATED, {"note": note}, origin, "compensate")
+        return self._transition(
+            run_id,
+            action_ref,
+            {ActionStatus.COMPLETED},
+            EventType.ACTION_COMPENSATED,
+            {"note": note},
+            origin,
+            "compensate",
+        )
 
     def renew_lease(self, run_id: str, action_ref: str) -> None:
         """Extend one action's lease by ``lease_seconds``; ``not_found.action`` if unknown."""
         row = self.store.get_action(run_id, action_ref)
         if row is None:
-            raise NotFoundError(f"action {action_ref!r} not found", code="not_found.action",
-                                hint="check the action_key")
+            raise NotFoundError(
+                f"action {action_ref!r} not found",
+                code="not_found.action",
+                hint="check the action_key",
+            )
         self.store.renew_lease(run_id, row.action_id, self.clock() + self.lease_seconds)
 
     def renew_held_leases(self) -> int:
@@ -675,8 +897,9 @@ class ActionLedger:
         self.store.get_run(run_id)
         return [_record(r) for r in self.store.list_actions(run_id)]
 
-    def page(self, run_id: str, *, cursor: str | None = None,
-             limit: int = DEFAULT_PAGE) -> tuple[list[ActionRecord], str | None]:
+    def page(
+        self, run_id: str, *, cursor: str | None = None, limit: int = DEFAULT_PAGE
+    ) -> tuple[list[ActionRecord], str | None]:
         """One page of the run's actions, open ones first (``Storage.action_page``)."""
         rows, next_cursor = self.store.action_page(run_id, cursor=cursor, limit=limit)
         return [_record(r) for r in rows], next_cursor

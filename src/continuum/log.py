@@ -46,8 +46,7 @@ def check_level(level: str, *, source: str = "--log-level") -> str:
     naming ``source`` (the flag or the variable it came from) and the allowed levels."""
     name = level.strip().lower()
     if name not in LEVELS:
-        raise BadLogLevel(f"{source} {level!r} is not a log level; use one of "
-                          f"{', '.join(LEVELS)}")
+        raise BadLogLevel(f"{source} {level!r} is not a log level; use one of {', '.join(LEVELS)}")
     return name
 
 

@@ -197,6 +197,7 @@ class _Mapper:
         def mapper(p: dict[str, Any]) -> Out:
             reason = _text(p.get("reason"))
             return [(type_, {"reason": reason} if reason is not None else {})]
+
         return mapper
 
     def task_updated(self, p: dict[str, Any]) -> Out:
@@ -233,17 +234,28 @@ class _Mapper:
 
     def work_added(self, p: dict[str, Any]) -> Out:
         if self.work_total_seen:
-            raise Unmappable("the run has a total, which the original keeps apart from its work "
-                             "items; continuum would add the item to it")
-        return [(EventType.WORK_ADDED, {"item_id": _need(p, "task_id"),
-                                        "text": _need(p, "description"),
-                                        "cites": _str_list(p.get("prerequisite"))})]
+            raise Unmappable(
+                "the run has a total, which the original keeps apart from its work "
+                "items; continuum would add the item to it"
+            )
+        return [
+            (
+                EventType.WORK_ADDED,
+                {
+                    "item_id": _need(p, "task_id"),
+                    "text": _need(p, "description"),
+                    "cites": _str_list(p.get("prerequisite")),
+                },
+            )
+        ]
 
     # -- findings, decisions, evidence ----------------------------------------------------
 
     def evidence_added(self, p: dict[str, Any]) -> Out:
-        out: dict[str, Any] = {"evidence_id": _need(p, "evidence_id"),
-                               "text": str(p.get("summary", ""))}
+        out: dict[str, Any] = {
+            "evidence_id": _need(p, "evidence_id"),
+            "text": str(p.get("summary", "")),
+        }
         source = p.get("source")
         if isinstance(source, str) and source in self.resources:
             out["dependencies"] = [source]  # evidence from a declared resource goes stale with it
@@ -252,15 +264,30 @@ class _Mapper:
     def finding_added(self, p: dict[str, Any]) -> Out:
         finding_id = _need(p, "finding_id")
         self.findings.add(finding_id)
-        return [(EventType.FINDING_ADDED, {"finding_id": finding_id, "text": _need(p, "claim"),
-                                           "evidence": _str_list(p.get("evidence"))})]
+        return [
+            (
+                EventType.FINDING_ADDED,
+                {
+                    "finding_id": finding_id,
+                    "text": _need(p, "claim"),
+                    "evidence": _str_list(p.get("evidence")),
+                },
+            )
+        ]
 
     def decision_created(self, p: dict[str, Any]) -> Out:
         cited = _str_list(p.get("evidence"))  # the original cites evidence or findings here
-        return [(EventType.DECISION_CREATED, {
-            "decision_id": _need(p, "decision_id"), "text": _need(p, "decision"),
-            "findings": [c for c in cited if c in self.findings],
-            "evidence": [c for c in cited if c not in self.findings]})]
+        return [
+            (
+                EventType.DECISION_CREATED,
+                {
+                    "decision_id": _need(p, "decision_id"),
+                    "text": _need(p, "decision"),
+                    "findings": [c for c in cited if c in self.findings],
+                    "evidence": [c for c in cited if c not in self.findings],
+                },
+            )
+        ]
 
     def invalidated(self, type_: EventType, id_field: str) -> Callable[[dict[str, Any]], Out]:
         def mapper(p: dict[str, Any]) -> Out:
@@ -268,6 +295,7 @@ class _Mapper:
             if isinstance(p.get("reason"), str):
                 out["reason"] = p["reason"]
             return [(type_, out)]
+
         return mapper
 
     def dependency_declared(self, p: dict[str, Any]) -> Out:
@@ -285,6 +313,7 @@ class _Mapper:
             if isinstance(p.get("subject"), str):
                 out["text"] = p["subject"]
             return [(type_, out)]
+
         return mapper
 
     def model_changed(self, p: dict[str, Any]) -> Out:
@@ -294,8 +323,12 @@ class _Mapper:
         return [(EventType.MODEL_CHANGED, {"model": model})]
 
     def model_assumption(self, p: dict[str, Any]) -> Out:
-        return [(EventType.MODEL_ASSUMPTION_RECORDED, {"assumption_id": _need(p, "item_id"),
-                                                       "text": _need(p, "description")})]
+        return [
+            (
+                EventType.MODEL_ASSUMPTION_RECORDED,
+                {"assumption_id": _need(p, "item_id"), "text": _need(p, "description")},
+            )
+        ]
 
     # -- the action ledger ----------------------------------------------------------------
 
@@ -304,8 +337,9 @@ class _Mapper:
         continuum ledger step(s) that lead there."""
         key, record = p.get("key"), p.get("action")
         if not isinstance(key, str) or not key or not isinstance(record, dict):
-            raise Unmappable("not a ledger record (no key or action): the original's fold "
-                             "skips it too")
+            raise Unmappable(
+                "not a ledger record (no key or action): the original's fold skips it too"
+            )
         status = record.get("status")
         target = _ACTION_STATUS.get(status) if isinstance(status, str) else None
         if target is None:
@@ -319,36 +353,71 @@ class _Mapper:
         action_id, current = known
         if target == "started":
             if current != "started" and not out:
-                out.append((EventType.ACTION_RETRIED, {
-                    "action_id": action_id,
-                    "reason": "the original recorded the action started again"}))
+                out.append(
+                    (
+                        EventType.ACTION_RETRIED,
+                        {
+                            "action_id": action_id,
+                            "reason": "the original recorded the action started again",
+                        },
+                    )
+                )
         elif target == current:
             pass
         elif target == "completed":
             external = _text(record.get("external_id"))
             if reconciled:
-                out.append((EventType.ACTION_RECONCILED, {"action_id": action_id, "occurred": True,
-                                                          "external_id": external}))
+                out.append(
+                    (
+                        EventType.ACTION_RECONCILED,
+                        {"action_id": action_id, "occurred": True, "external_id": external},
+                    )
+                )
             else:
-                out.append((EventType.ACTION_COMPLETED, {"action_id": action_id,
-                                                         "external_id": external,
-                                                         "result": record.get("result")}))
+                out.append(
+                    (
+                        EventType.ACTION_COMPLETED,
+                        {
+                            "action_id": action_id,
+                            "external_id": external,
+                            "result": record.get("result"),
+                        },
+                    )
+                )
         elif target == "failed":
             error = _text(record.get("last_error"))
             if reconciled:
-                out.append((EventType.ACTION_RECONCILED, {"action_id": action_id,
-                                                          "occurred": False, "note": error}))
+                out.append(
+                    (
+                        EventType.ACTION_RECONCILED,
+                        {"action_id": action_id, "occurred": False, "note": error},
+                    )
+                )
             else:
-                out.append((EventType.ACTION_FAILED, {"action_id": action_id, "error": error,
-                                                      "certain": True}))
+                out.append(
+                    (
+                        EventType.ACTION_FAILED,
+                        {"action_id": action_id, "error": error, "certain": True},
+                    )
+                )
         elif target == "unknown":
-            out.append((EventType.ACTION_MARKED_UNKNOWN, {
-                "action_id": action_id,
-                "reason": _text(record.get("last_error"))
-                or f"the original recorded it {status} (it may or may not have happened)"}))
+            out.append(
+                (
+                    EventType.ACTION_MARKED_UNKNOWN,
+                    {
+                        "action_id": action_id,
+                        "reason": _text(record.get("last_error"))
+                        or f"the original recorded it {status} (it may or may not have happened)",
+                    },
+                )
+            )
         elif target == "compensated":
-            out.append((EventType.ACTION_COMPENSATED, {"action_id": action_id,
-                                                       "note": "compensated in the original"}))
+            out.append(
+                (
+                    EventType.ACTION_COMPENSATED,
+                    {"action_id": action_id, "note": "compensated in the original"},
+                )
+            )
         if not out:
             raise Unmappable("it repeats the action's status: no ledger step")
         known[1] = target
@@ -365,11 +434,21 @@ class _Mapper:
             ours = _digest_key(key)
             ident = action_identity(self.run_id, action_type, record.get("arguments"), ours, "/")
         self.action_ids.add(ident.action_id)
-        out.append((EventType.ACTION_INTERCEPTED, {
-            "action_id": ident.action_id, "action_key": ident.action_key,
-            "action_type": action_type, "key": ours, "dedup_key": ident.dedup_key,
-            "operation_key": ident.operation_key, "arguments": record.get("arguments"),
-            "replay": "never"}))
+        out.append(
+            (
+                EventType.ACTION_INTERCEPTED,
+                {
+                    "action_id": ident.action_id,
+                    "action_key": ident.action_key,
+                    "action_type": action_type,
+                    "key": ours,
+                    "dedup_key": ident.dedup_key,
+                    "operation_key": ident.operation_key,
+                    "arguments": record.get("arguments"),
+                    "replay": "never",
+                },
+            )
+        )
         known = [ident.action_id, "started"]
         self.actions[key] = known
         return known
@@ -400,9 +479,16 @@ def _need(p: dict[str, Any], name: str) -> str:
 
 # Original status -> the continuum ledger status it means (models.py ``ActionStatus``).
 # planned is treated as started (it may have begun), requires_review and expired as unknown.
-_ACTION_STATUS = {"planned": "started", "started": "started", "completed": "completed",
-                  "failed": "failed", "unknown": "unknown", "requires_review": "unknown",
-                  "expired": "unknown", "compensated": "compensated"}
+_ACTION_STATUS = {
+    "planned": "started",
+    "started": "started",
+    "completed": "completed",
+    "failed": "failed",
+    "unknown": "unknown",
+    "requires_review": "unknown",
+    "expired": "unknown",
+    "compensated": "compensated",
+}
 
 _MAPPERS: dict[str, Callable[[_Mapper, dict[str, Any]], Out]] = {
     "RUN_STARTED": _Mapper.run_started,
@@ -413,11 +499,13 @@ _MAPPERS: dict[str, Callable[[_Mapper, dict[str, Any]], Out]] = {
     "WORK_COMPLETED": _Mapper.work_completed,
     "EVIDENCE_ADDED": _Mapper.evidence_added,
     "FINDING_ADDED": _Mapper.finding_added,
-    "FINDING_INVALIDATED": lambda m, p: m.invalidated(EventType.FINDING_INVALIDATED,
-                                                      "finding_id")(p),
+    "FINDING_INVALIDATED": lambda m, p: m.invalidated(EventType.FINDING_INVALIDATED, "finding_id")(
+        p
+    ),
     "DECISION_CREATED": _Mapper.decision_created,
-    "DECISION_INVALIDATED": lambda m, p: m.invalidated(EventType.DECISION_INVALIDATED,
-                                                       "decision_id")(p),
+    "DECISION_INVALIDATED": lambda m, p: m.invalidated(
+        EventType.DECISION_INVALIDATED, "decision_id"
+    )(p),
     "DEPENDENCY_DECLARED": _Mapper.dependency_declared,
     "APPROVAL_REQUESTED": lambda m, p: m.approval(EventType.APPROVAL_REQUESTED)(p),
     "APPROVAL_GRANTED": lambda m, p: m.approval(EventType.APPROVAL_GRANTED)(p),
@@ -431,10 +519,10 @@ _MAPPERS: dict[str, Callable[[_Mapper, dict[str, Any]], Out]] = {
 
 _KEPT_WHY = {
     "STATE_CHECKPOINTED": "a checkpoint of the original's own state format (continuum "
-                          "checkpoints are sealed with their state; take one here)",
+    "checkpoints are sealed with their state; take one here)",
     "REVIEW_CONFIRMED": "a confirmation in the original: a person must confirm again here",
     "TOOL_CALLED": "a tool-call record the original's fold ignores (its side effects are "
-                   "ACTION_* records)",
+    "ACTION_* records)",
     "TOOL_COMPLETED": "a tool-call record the original's fold ignores",
     "TOOL_FAILED": "a tool-call record the original's fold ignores",
 }
@@ -445,10 +533,17 @@ _KEPT_WHY = {
 
 def _original_block(event: OriginalEvent, *, verified: bool) -> dict[str, Any]:
     block: dict[str, Any] = {
-        "type": event.type, "event_id": event.event_id, "run_id": event.run_id,
-        "sequence": event.sequence, "timestamp": event.timestamp, "source": event.source,
-        "causer_event_id": event.causer_event_id, "prev_hash": event.prev_hash,
-        "hash": event.hash, "payload": event.payload}
+        "type": event.type,
+        "event_id": event.event_id,
+        "run_id": event.run_id,
+        "sequence": event.sequence,
+        "timestamp": event.timestamp,
+        "source": event.source,
+        "causer_event_id": event.causer_event_id,
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
+        "payload": event.payload,
+    }
     if event.blob_payload is not None:
         block["blob_payload"] = event.blob_payload
     if event.archived:
@@ -472,8 +567,9 @@ def _timestamp(text: str | None, fallback: str) -> str:
         return fallback
 
 
-def build_run(run: OriginalRun, new_run_id: str, *, source: str,
-              schema_version: int) -> tuple[RunExport, RunReport]:
+def build_run(
+    run: OriginalRun, new_run_id: str, *, source: str, schema_version: int
+) -> tuple[RunExport, RunReport]:
     """The continuum form of one original run (sealed, not written) and what was mapped."""
     mapper = _Mapper(new_run_id)
     events: list[Event] = []
@@ -504,23 +600,39 @@ def build_run(run: OriginalRun, new_run_id: str, *, source: str,
             if part == 1:
                 body = {**body, "original": block}
             else:  # a further ledger step of the same original record
-                body = {**body, "original": {"event_id": original.event_id,
-                                             "sequence": original.sequence,
-                                             "type": original.type, "part": part}}
+                body = {
+                    **body,
+                    "original": {
+                        "event_id": original.event_id,
+                        "sequence": original.sequence,
+                        "type": original.type,
+                        "part": part,
+                    },
+                }
             causer = ours.get(original.causer_event_id or "")
             try:
                 canonical_bytes(body)
-                event = seal(event_id=_event_id(new_run_id, original.event_id, part),
-                             run_id=new_run_id, sequence=len(events) + 1, type=str(type_),
-                             timestamp=stamp, payload=body, causer_event_id=causer,
-                             source=Origin.IMPORTED, prev_hash=prev)
+                event = seal(
+                    event_id=_event_id(new_run_id, original.event_id, part),
+                    run_id=new_run_id,
+                    sequence=len(events) + 1,
+                    type=str(type_),
+                    timestamp=stamp,
+                    payload=body,
+                    causer_event_id=causer,
+                    source=Origin.IMPORTED,
+                    prev_hash=prev,
+                )
             except UsageError as e:
                 raise UsageError(
                     f"run {run.run_id!r} of the original store cannot be imported: its event at "
                     f"sequence {original.sequence} holds a value continuum cannot store "
-                    f"({e.message}); nothing was imported", code=e.code, run_id=run.run_id,
+                    f"({e.message}); nothing was imported",
+                    code=e.code,
+                    run_id=run.run_id,
                     sequence=original.sequence,
-                    hint="leave that run out (--run the others)") from None
+                    hint="leave that run out (--run the others)",
+                ) from None
             ours.setdefault(original.event_id, event.event_id)
             events.append(event)
             prev = event.hash
@@ -530,26 +642,53 @@ def build_run(run: OriginalRun, new_run_id: str, *, source: str,
             status = RunStatus(LIFECYCLE_STATUS[EventType(event.type)])
     last = run.events[-1] if run.events else None
     fallback = events[0].timestamp if events else format_timestamp(datetime.now(UTC))
-    metadata = {"imported_from": {
-        "format": SOURCE_FORMAT, "file": source, "schema_version": schema_version,
-        "run_id": run.run_id, "status": run.status, "created_at": run.created_at,
-        "updated_at": run.updated_at, "parent_run_id": run.parent_run_id,
-        "metadata": _storable(run.metadata), "verified": run.verified,
-        "head": f"{last.sequence}:{last.hash}" if last else None}}
-    info = RunInfo(run_id=new_run_id, goal=run.goal, status=status,
-                   created_at=_timestamp(run.created_at, fallback),
-                   head_sequence=len(events), head_hash=prev, metadata=metadata)
-    bundle = RunExport(run=info, events=events, actions=rebuild_actions(new_run_id, events),
-                       approvals=rebuild_approvals(new_run_id, events))
+    metadata = {
+        "imported_from": {
+            "format": SOURCE_FORMAT,
+            "file": source,
+            "schema_version": schema_version,
+            "run_id": run.run_id,
+            "status": run.status,
+            "created_at": run.created_at,
+            "updated_at": run.updated_at,
+            "parent_run_id": run.parent_run_id,
+            "metadata": _storable(run.metadata),
+            "verified": run.verified,
+            "head": f"{last.sequence}:{last.hash}" if last else None,
+        }
+    }
+    info = RunInfo(
+        run_id=new_run_id,
+        goal=run.goal,
+        status=status,
+        created_at=_timestamp(run.created_at, fallback),
+        head_sequence=len(events),
+        head_hash=prev,
+        metadata=metadata,
+    )
+    bundle = RunExport(
+        run=info,
+        events=events,
+        actions=rebuild_actions(new_run_id, events),
+        approvals=rebuild_approvals(new_run_id, events),
+    )
     report = RunReport(
-        run_id=new_run_id, original_run_id=run.run_id, original_status=run.status,
-        status=str(status), original_events=len(run.events), events=len(events),
-        verified=run.verified, head=f"{len(events)}:{prev}" if events else None,
-        missing_blobs=run.missing_blobs, mapped_events=mapped_originals,
+        run_id=new_run_id,
+        original_run_id=run.run_id,
+        original_status=run.status,
+        status=str(status),
+        original_events=len(run.events),
+        events=len(events),
+        verified=run.verified,
+        head=f"{len(events)}:{prev}" if events else None,
+        missing_blobs=run.missing_blobs,
+        mapped_events=mapped_originals,
         kept_events=sum(kept.values()),
-        mapped=[MappedCount(original_type=o, type=t, events=n)
-                for (o, t), n in sorted(mapped.items())],
-        kept=[KeptCount(original_type=o, events=n, why=w) for (o, w), n in sorted(kept.items())])
+        mapped=[
+            MappedCount(original_type=o, type=t, events=n) for (o, t), n in sorted(mapped.items())
+        ],
+        kept=[KeptCount(original_type=o, events=n, why=w) for (o, w), n in sorted(kept.items())],
+    )
     return bundle, report
 
 
@@ -564,9 +703,15 @@ def _storable(value: Any) -> Any:
 # -- the whole import -------------------------------------------------------------------------
 
 
-def import_original(path: str, target: Callable[[], Storage | None], *,
-                    run_ids: Iterable[str] = (), new_id: str | None = None,
-                    dry_run: bool = False, unverified: bool = False) -> MigrationReport:
+def import_original(
+    path: str,
+    target: Callable[[], Storage | None],
+    *,
+    run_ids: Iterable[str] = (),
+    new_id: str | None = None,
+    dry_run: bool = False,
+    unverified: bool = False,
+) -> MigrationReport:
     """Read the original store at ``path`` and import its runs (or ``run_ids``) into the
     store ``target()`` opens: every run in one transaction, re-verified, or nothing at all.
 
@@ -579,17 +724,22 @@ def import_original(path: str, target: Callable[[], Storage | None], *,
     """
     wanted = list(dict.fromkeys(run_ids))
     if new_id is not None and len(wanted) != 1:
-        raise UsageError("--as renames one run: name it with exactly one --run",
-                         code="usage.invalid",
-                         hint="continuum import --from-original FILE.db --run ORIGINAL --as NEW")
+        raise UsageError(
+            "--as renames one run: name it with exactly one --run",
+            code="usage.invalid",
+            hint="continuum import --from-original FILE.db --run ORIGINAL --as NEW",
+        )
     with OriginalReader(path) as reader:
         info = reader.info
         missing = [r for r in wanted if r not in info.run_ids]
         if missing:
-            raise NotFoundError(f"the original store has no run {missing[0]!r}",
-                                code="not_found.run", run_id=missing[0],
-                                hint="see its runs with `continuum import --from-original FILE "
-                                     "--dry-run`", runs=info.run_ids[:20])
+            raise NotFoundError(
+                f"the original store has no run {missing[0]!r}",
+                code="not_found.run",
+                run_id=missing[0],
+                hint="see its runs with `continuum import --from-original FILE --dry-run`",
+                runs=info.run_ids[:20],
+            )
         selected = wanted or info.run_ids
         source = str(Path(path).absolute())
         reports: list[RunReport] = []
@@ -598,13 +748,23 @@ def import_original(path: str, target: Callable[[], Storage | None], *,
             new_run = new_id or original_id
             try:
                 run = reader.read_run(original_id, unverified=unverified)
-                bundle, report = build_run(run, _usable_id(new_run, original_id, new_id),
-                                           source=source, schema_version=info.schema_version)
+                bundle, report = build_run(
+                    run,
+                    _usable_id(new_run, original_id, new_id),
+                    source=source,
+                    schema_version=info.schema_version,
+                )
             except (IntegrityError, UsageError) as e:
                 if not dry_run:
                     raise
-                reports.append(RunReport(run_id=new_run, original_run_id=original_id,
-                                         verified=False, refused=e.to_dict()))
+                reports.append(
+                    RunReport(
+                        run_id=new_run,
+                        original_run_id=original_id,
+                        verified=False,
+                        refused=e.to_dict(),
+                    )
+                )
                 continue
             bundles.append(bundle)
             reports.append(report)
@@ -614,8 +774,7 @@ def import_original(path: str, target: Callable[[], Storage | None], *,
         report.exists = report.run_id in existing
     if not dry_run and existing:
         taken = sorted(existing)[0]
-        raise _exists(taken, original=next(r.original_run_id for r in reports
-                                           if r.run_id == taken))
+        raise _exists(taken, original=next(r.original_run_id for r in reports if r.run_id == taken))
     if not dry_run and bundles:
         assert store is not None
         try:
@@ -625,22 +784,36 @@ def import_original(path: str, target: Callable[[], Storage | None], *,
                 raise
             raise _exists(str(e.fields.get("run_id", "")) or reports[0].run_id) from None
     return MigrationReport(
-        source=source, schema_version=info.schema_version, dry_run=dry_run, runs=reports,
-        totals={"runs": len(bundles), "refused": sum(r.refused is not None for r in reports),
-                "original_events": sum(r.original_events for r in reports),
-                "events": sum(r.events for r in reports),
-                "mapped": sum(r.mapped_events for r in reports),
-                "kept": sum(r.kept_events for r in reports)})
+        source=source,
+        schema_version=info.schema_version,
+        dry_run=dry_run,
+        runs=reports,
+        totals={
+            "runs": len(bundles),
+            "refused": sum(r.refused is not None for r in reports),
+            "original_events": sum(r.original_events for r in reports),
+            "events": sum(r.events for r in reports),
+            "mapped": sum(r.mapped_events for r in reports),
+            "kept": sum(r.kept_events for r in reports),
+        },
+    )
 
 
 def _usable_id(target: str, original_id: str, new_id: str | None) -> str:
     try:
         check_run_id(target)
     except UsageError as e:
-        hint = ("choose another id with --as" if new_id is not None else
-                f"import it under another id: --run {quoted(original_id, limit=60)} --as NEW_ID")
-        raise UsageError(f"{e.message} (original run {quoted(original_id, limit=60)})",
-                         code=e.code, hint=hint, run_id=original_id) from None
+        hint = (
+            "choose another id with --as"
+            if new_id is not None
+            else f"import it under another id: --run {quoted(original_id, limit=60)} --as NEW_ID"
+        )
+        raise UsageError(
+            f"{e.message} (original run {quoted(original_id, limit=60)})",
+            code=e.code,
+            hint=hint,
+            run_id=original_id,
+        ) from None
     return target
 
 
@@ -663,6 +836,8 @@ def _exists(run_id: str, original: str | None = None) -> UsageError:
     was = f" (original run {quoted(original, limit=60)})" if original and original != run_id else ""
     return UsageError(
         f"run {run_id!r}{was} already exists in this store; nothing was imported",
-        code="usage.run_exists", run_id=run_id,
+        code="usage.run_exists",
+        run_id=run_id,
         hint="it was imported before (see `continuum inspect RUN`); to import it again under "
-             "another id: --run ORIGINAL --as NEW_ID")
+        "another id: --run ORIGINAL --as NEW_ID",
+    )

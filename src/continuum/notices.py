@@ -32,9 +32,16 @@ KINDS = ("approval_requested", "action_unknown", "action_needs_confirmation", "r
 MAX_ARGUMENTS_CHARS = 4096  # larger arguments are named by their hash only
 
 # The event types that may call for a notification (a quick filter on every append).
-NOTIFYING = frozenset(str(t) for t in (
-    EventType.APPROVAL_REQUESTED, EventType.ACTION_MARKED_UNKNOWN, EventType.ACTION_FAILED,
-    EventType.ACTION_RECONCILED, EventType.RECOVERY_BLOCKED))
+NOTIFYING = frozenset(
+    str(t)
+    for t in (
+        EventType.APPROVAL_REQUESTED,
+        EventType.ACTION_MARKED_UNKNOWN,
+        EventType.ACTION_FAILED,
+        EventType.ACTION_RECONCILED,
+        EventType.RECOVERY_BLOCKED,
+    )
+)
 
 
 def delivery_id(event_id: str, kind: str) -> str:
@@ -67,8 +74,11 @@ def _kind(event: Event) -> str | None:
         return "action_unknown"
     if event.type == EventType.ACTION_FAILED and event.source.self_certified:
         return "action_needs_confirmation"
-    if (event.type == EventType.ACTION_RECONCILED and p.get("occurred") is False
-            and event.source.self_certified):
+    if (
+        event.type == EventType.ACTION_RECONCILED
+        and p.get("occurred") is False
+        and event.source.self_certified
+    ):
         return "action_needs_confirmation"
     if event.type == EventType.RECOVERY_BLOCKED:
         return "run_needs_human"
@@ -95,12 +105,19 @@ def notice_for(event: Event, action: dict[str, Any] | None = None) -> dict[str, 
     if kind == "approval_requested":
         approval_id = p["approval_id"]
         what = p.get("action_key") or p.get("action_type") or "an action"
-        details = {"approval_id": approval_id, "action_type": p.get("action_type"),
-                   "action_key": p.get("action_key"), "key": p.get("key"),
-                   "arguments_hash": p.get("arguments_hash"), "rule": p.get("rule"),
-                   **_arguments(p.get("arguments"))}
-        summary = (f"run {quoted(run)}: {quoted(what, limit=200)} waits for a person's "
-                   f"decision (approval {approval_id})")
+        details = {
+            "approval_id": approval_id,
+            "action_type": p.get("action_type"),
+            "action_key": p.get("action_key"),
+            "key": p.get("key"),
+            "arguments_hash": p.get("arguments_hash"),
+            "rule": p.get("rule"),
+            **_arguments(p.get("arguments")),
+        }
+        summary = (
+            f"run {quoted(run)}: {quoted(what, limit=200)} waits for a person's "
+            f"decision (approval {approval_id})"
+        )
         command = decide_command(approval_id)
     elif kind == "run_needs_human":
         details = {"reason": p.get("reason")}
@@ -111,26 +128,39 @@ def notice_for(event: Event, action: dict[str, Any] | None = None) -> dict[str, 
     else:
         action = action or {}
         action_key = action.get("action_key") or p.get("action_id")
-        details = {"action_id": p.get("action_id"), "action_key": action.get("action_key"),
-                   "action_type": action.get("action_type"),
-                   "reason": p.get("reason") if kind == "action_unknown" else
-                   (p.get("error") or p.get("note"))}
+        details = {
+            "action_id": p.get("action_id"),
+            "action_key": action.get("action_key"),
+            "action_type": action.get("action_type"),
+            "reason": p.get("reason")
+            if kind == "action_unknown"
+            else (p.get("error") or p.get("note")),
+        }
         if kind == "action_unknown":
-            summary = (f"run {quoted(run)}: action {quoted(str(action_key), limit=200)} was "
-                       "interrupted and may or may not have happened; a person must check and "
-                       "reconcile it")
+            summary = (
+                f"run {quoted(run)}: action {quoted(str(action_key), limit=200)} was "
+                "interrupted and may or may not have happened; a person must check and "
+                "reconcile it"
+            )
         else:
-            summary = (f"run {quoted(run)}: an agent ({event.source}) says action "
-                       f"{quoted(str(action_key), limit=200)} did not happen; only a person may "
-                       "confirm that")
+            summary = (
+                f"run {quoted(run)}: an agent ({event.source}) says action "
+                f"{quoted(str(action_key), limit=200)} did not happen; only a person may "
+                "confirm that"
+            )
         command = reconcile_command(run, str(action_key))
     return {
-        "delivery_id": delivery_id(event.event_id, kind), "kind": kind, "run_id": run,
-        "sequence": event.sequence, "event_id": event.event_id,
-        "recorded_at": event.timestamp, "origin": str(event.source),
-        "summary": summary, "command": command, "details": details,
+        "delivery_id": delivery_id(event.event_id, kind),
+        "kind": kind,
+        "run_id": run,
+        "sequence": event.sequence,
+        "event_id": event.event_id,
+        "recorded_at": event.timestamp,
+        "origin": str(event.source),
+        "summary": summary,
+        "command": command,
+        "details": details,
     }
 
 
-__all__ = ["KINDS", "NOTIFYING", "decide_command", "delivery_id", "notice_for",
-           "reconcile_command"]
+__all__ = ["KINDS", "NOTIFYING", "decide_command", "delivery_id", "notice_for", "reconcile_command"]

@@ -16,9 +16,14 @@ from continuum.store import Storage
 from continuum.verification import bulk_reading, issue_anchor, parse_anchor, verify_run
 
 
-def verify_history(store: Storage, run_id: str, *, expect_head: str | None = None,
-                   archives: Sequence[str | Path] = (),
-                   public_key: str | Path | None = None) -> VerifyReport:
+def verify_history(
+    store: Storage,
+    run_id: str,
+    *,
+    expect_head: str | None = None,
+    archives: Sequence[str | Path] = (),
+    public_key: str | Path | None = None,
+) -> VerifyReport:
     """``Continuum.verify``: the run's chain, head, indexes and checkpoints; an anchor
     (``SEQ:HASH``, or a signed anchor checked with ``public_key`` first); for a run whose
     old history was archived, the live log from its marker and, given the archive files,
@@ -29,27 +34,38 @@ def verify_history(store: Storage, run_id: str, *, expect_head: str | None = Non
 
         if is_signed(expect_head):
             if public_key is None:
-                raise UsageError("a signed anchor is checked with the signer's public key",
-                                 code="usage.public_key_needed",
-                                 hint="pass --public-key PUBFILE (the .pub of the signing key)")
+                raise UsageError(
+                    "a signed anchor is checked with the signer's public key",
+                    code="usage.public_key_needed",
+                    hint="pass --public-key PUBFILE (the .pub of the signing key)",
+                )
             anchor = check_signed_anchor(expect_head, Path(public_key), run_id)
         else:
             if public_key is not None:
-                raise UsageError("--public-key checks a signed anchor; this anchor is not signed",
-                                 code="usage.invalid",
-                                 hint="pass the signed_anchor of `continuum anchor RUN --sign "
-                                      "KEY`, or leave out --public-key")
+                raise UsageError(
+                    "--public-key checks a signed anchor; this anchor is not signed",
+                    code="usage.invalid",
+                    hint="pass the signed_anchor of `continuum anchor RUN --sign "
+                    "KEY`, or leave out --public-key",
+                )
             anchor = parse_anchor(expect_head)
     elif public_key is not None:
-        raise UsageError("--public-key needs a signed anchor to check",
-                         code="usage.invalid", hint="pass --expect-head SIGNED_ANCHOR")
+        raise UsageError(
+            "--public-key needs a signed anchor to check",
+            code="usage.invalid",
+            hint="pass --expect-head SIGNED_ANCHOR",
+        )
     base = store.archive_base(run_id)
     if base is None:
         if archives:
-            raise UsageError(f"run {run_id!r} has no archived history; --archive is not needed",
-                             code="usage.not_archived", hint=f"continuum verify {run_id}")
-        return verify_run(store, run_id,
-                          expect_head=None if anchor is None else f"{anchor[0]}:{anchor[1]}")
+            raise UsageError(
+                f"run {run_id!r} has no archived history; --archive is not needed",
+                code="usage.not_archived",
+                hint=f"continuum verify {run_id}",
+            )
+        return verify_run(
+            store, run_id, expect_head=None if anchor is None else f"{anchor[0]}:{anchor[1]}"
+        )
     from continuum.archive import verify_archived
 
     with bulk_reading():
@@ -63,10 +79,17 @@ def anchor_of(store: Storage, run_id: str, *, sign: str | Path | None = None) ->
     if sign is None:
         return anchor
     if anchor["hash"] is None:
-        raise UsageError(f"run {run_id!r} has no events yet; there is nothing to sign",
-                         code="usage.empty_run", hint="sign an anchor once the run has events")
+        raise UsageError(
+            f"run {run_id!r} has no events yet; there is nothing to sign",
+            code="usage.empty_run",
+            hint="sign an anchor once the run has events",
+        )
     from continuum.signing import sign_anchor
 
     signed = sign_anchor(run_id, anchor["sequence"], anchor["hash"], Path(sign))
-    return {**anchor, "signed_anchor": signed["signed_anchor"], "key_id": signed["key_id"],
-            "signed_at": signed["signed_at"]}
+    return {
+        **anchor,
+        "signed_anchor": signed["signed_anchor"],
+        "key_id": signed["key_id"],
+        "signed_at": signed["signed_at"],
+    }

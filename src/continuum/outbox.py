@@ -93,7 +93,9 @@ class DeliveryPolicy:
 
     def backoff(self, attempts: int) -> float:
         """Seconds before the next try after ``attempts`` failed ones: doubling, capped."""
-        return float(min(self.backoff_seconds * 2 ** max(attempts - 1, 0), self.max_backoff_seconds))
+        return float(
+            min(self.backoff_seconds * 2 ** max(attempts - 1, 0), self.max_backoff_seconds)
+        )
 
 
 @dataclass(frozen=True)
@@ -104,15 +106,21 @@ class NotifyConfig:
 
 
 def _bad(path: str, where: str, problem: str) -> UsageError:
-    return UsageError(f"notification settings {path}: {where}: {problem}",
-                      code="outbox.bad_config",
-                      hint=f"fix {path}; until then nothing is delivered (notifications wait in "
-                           "the outbox)", path=path)
+    return UsageError(
+        f"notification settings {path}: {where}: {problem}",
+        code="outbox.bad_config",
+        hint=f"fix {path}; until then nothing is delivered (notifications wait in the outbox)",
+        path=path,
+    )
 
 
 def _number(path: str, name: str, value: Any, *, whole: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or (
-            whole and not isinstance(value, int)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value <= 0
+        or (whole and not isinstance(value, int))
+    ):
         kind = "a whole number" if whole else "a number"
         raise _bad(path, "[delivery]", f"{name} must be {kind} above 0")
     return float(value)
@@ -124,8 +132,12 @@ def _webhook(path: str, index: int, table: Any) -> Webhook:
         raise _bad(path, where, "must be a table")
     unknown = sorted(set(table) - _WEBHOOK_FIELDS)
     if unknown:
-        raise _bad(path, where, f"unknown field(s) {', '.join(map(repr, unknown))}; a webhook has "
-                                f"{', '.join(sorted(_WEBHOOK_FIELDS))}")
+        raise _bad(
+            path,
+            where,
+            f"unknown field(s) {', '.join(map(repr, unknown))}; a webhook has "
+            f"{', '.join(sorted(_WEBHOOK_FIELDS))}",
+        )
     url = table.get("url")
     if not isinstance(url, str) or not url:
         raise _bad(path, where, "url is required (an http:// or https:// URL)")
@@ -135,15 +147,20 @@ def _webhook(path: str, index: int, table: Any) -> Webhook:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise _bad(path, where, "url must be an http:// or https:// URL with a host")
     if parts.username is not None or parts.password is not None:
-        raise _bad(path, where, "url must not hold a user name or password (the settings "
-                                "file is not a place for secrets); sign requests with "
-                                "secret_env = \"VARIABLE\" instead")
+        raise _bad(
+            path,
+            where,
+            "url must not hold a user name or password (the settings "
+            "file is not a place for secrets); sign requests with "
+            'secret_env = "VARIABLE" instead',
+        )
     port = _port(path, where, parts)
     # The default name (shown in the outbox, logs and errors) is scheme, host and port and
     # a digest of the whole URL: never its path or query, which may be a secret token.
     tag = hashlib.sha256(url.encode("utf-8")).hexdigest()[:10]
-    name = table.get("name", f"{parts.scheme}://{parts.hostname}"
-                             f"{':' + str(port) if port else ''}/#{tag}")
+    name = table.get(
+        "name", f"{parts.scheme}://{parts.hostname}{':' + str(port) if port else ''}/#{tag}"
+    )
     try:
         name = check_identifier(name, what="name", code="outbox.bad_config", hint="")
     except UsageError as e:
@@ -152,12 +169,17 @@ def _webhook(path: str, index: int, table: Any) -> Webhook:
     if not isinstance(kinds, list) or any(k not in KINDS for k in kinds):
         raise _bad(path, where, f"kinds must be a list of {', '.join(KINDS)}")
     secret_env = table.get("secret_env")
-    if secret_env is not None and (not isinstance(secret_env, str)
-                                   or not _ENV_NAME.fullmatch(secret_env)):
+    if secret_env is not None and (
+        not isinstance(secret_env, str) or not _ENV_NAME.fullmatch(secret_env)
+    ):
         # Not echoed: a secret pasted here by mistake must not reach a log or a screen.
-        raise _bad(path, where, "secret_env must be the NAME of an environment variable "
-                                "(letters, digits and _), not the secret itself; put the "
-                                "secret in that variable")
+        raise _bad(
+            path,
+            where,
+            "secret_env must be the NAME of an environment variable "
+            "(letters, digits and _), not the secret itself; put the "
+            "secret in that variable",
+        )
     return Webhook(name=name, url=url, kinds=tuple(kinds), secret_env=secret_env)
 
 
@@ -178,8 +200,12 @@ def parse_notify(text: str, path: str) -> tuple[tuple[Webhook, ...], DeliveryPol
         raise _bad(path, "not valid TOML", str(e)) from e
     unknown = sorted(set(data) - {"webhook", "delivery"})
     if unknown:
-        raise _bad(path, "top level", f"unknown key(s) {', '.join(map(repr, unknown))}; write "
-                                      "[[webhook]] tables and an optional [delivery] table")
+        raise _bad(
+            path,
+            "top level",
+            f"unknown key(s) {', '.join(map(repr, unknown))}; write "
+            "[[webhook]] tables and an optional [delivery] table",
+        )
     tables = data.get("webhook", [])
     if not isinstance(tables, list):
         raise _bad(path, "top level", "webhook must be an array of tables: [[webhook]]")
@@ -191,15 +217,23 @@ def parse_notify(text: str, path: str) -> tuple[tuple[Webhook, ...], DeliveryPol
             raise _bad(path, "[delivery]", f"holds only {', '.join(sorted(_DELIVERY_FIELDS))}")
         defaults = DeliveryPolicy()
         policy = DeliveryPolicy(
-            timeout_seconds=_number(path, "timeout_seconds",
-                                    d.get("timeout_seconds", defaults.timeout_seconds)),
-            max_attempts=int(_number(path, "max_attempts",
-                                     d.get("max_attempts", defaults.max_attempts), whole=True)),
-            backoff_seconds=_number(path, "backoff_seconds",
-                                    d.get("backoff_seconds", defaults.backoff_seconds)),
-            max_backoff_seconds=_number(path, "max_backoff_seconds",
-                                        d.get("max_backoff_seconds",
-                                              defaults.max_backoff_seconds)))
+            timeout_seconds=_number(
+                path, "timeout_seconds", d.get("timeout_seconds", defaults.timeout_seconds)
+            ),
+            max_attempts=int(
+                _number(
+                    path, "max_attempts", d.get("max_attempts", defaults.max_attempts), whole=True
+                )
+            ),
+            backoff_seconds=_number(
+                path, "backoff_seconds", d.get("backoff_seconds", defaults.backoff_seconds)
+            ),
+            max_backoff_seconds=_number(
+                path,
+                "max_backoff_seconds",
+                d.get("max_backoff_seconds", defaults.max_backoff_seconds),
+            ),
+        )
     return webhooks, policy
 
 
@@ -231,17 +265,22 @@ def load_notify(paths: Sequence[str]) -> NotifyConfig:
         found, own = parse_notify(text, path)
         for w in found:
             if any(w.name == other.name for other in webhooks):
-                raise _bad(path, f"webhook {w.name!r}", "is configured twice (names identify "
-                                                       "webhooks: give each its own name)")
+                raise _bad(
+                    path,
+                    f"webhook {w.name!r}",
+                    "is configured twice (names identify webhooks: give each its own name)",
+                )
         webhooks += found
         if own is not None:
             if policy is not None:
-                raise _bad(path, "[delivery]", f"is also set in {sources[-1]}; set it in one "
-                                               "file only")
+                raise _bad(
+                    path, "[delivery]", f"is also set in {sources[-1]}; set it in one file only"
+                )
             policy = own
         sources.append(path)
-    return NotifyConfig(webhooks=tuple(webhooks), policy=policy or DeliveryPolicy(),
-                        sources=tuple(sources))
+    return NotifyConfig(
+        webhooks=tuple(webhooks), policy=policy or DeliveryPolicy(), sources=tuple(sources)
+    )
 
 
 # -- sending --------------------------------------------------------------------------------
@@ -249,17 +288,29 @@ def load_notify(paths: Sequence[str]) -> NotifyConfig:
 
 def request_body(row: OutboxRow) -> bytes:
     """The POST body: the notification as ASCII JSON (agent text arrives escaped)."""
-    return json.dumps(row.body, ensure_ascii=True, sort_keys=True,
-                      separators=(",", ":")).encode("ascii")
+    return json.dumps(row.body, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode(
+        "ascii"
+    )
 
 
-def post(webhook: Webhook, row: OutboxRow, *, timeout: float, attempt: int,
-         environ: Mapping[str, str] = os.environ) -> str | None:
+def post(
+    webhook: Webhook,
+    row: OutboxRow,
+    *,
+    timeout: float,
+    attempt: int,
+    environ: Mapping[str, str] = os.environ,
+) -> str | None:
     """POST ``row`` to ``webhook``: None when it answered 2xx, else what went wrong."""
     body = request_body(row)
-    headers = {"Content-Type": "application/json", "User-Agent": f"continuum/{__version__}",
-               DELIVERY_HEADER: row.delivery_id, "Idempotency-Key": row.delivery_id,
-               "X-Continuum-Kind": row.kind, "X-Continuum-Attempt": str(attempt)}
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": f"continuum/{__version__}",
+        DELIVERY_HEADER: row.delivery_id,
+        "Idempotency-Key": row.delivery_id,
+        "X-Continuum-Kind": row.kind,
+        "X-Continuum-Attempt": str(attempt),
+    }
     if webhook.secret_env is not None:
         secret = environ.get(webhook.secret_env)
         if not secret:
@@ -296,8 +347,11 @@ def post(webhook: Webhook, row: OutboxRow, *, timeout: float, attempt: int,
 def _redacted(text: str, url: str) -> str:
     """``text`` without the webhook's path and query (they may hold its token)."""
     parts = urlsplit(url)
-    for secret in (parts.path + (f"?{parts.query}" if parts.query else ""), parts.path,
-                   parts.query):
+    for secret in (
+        parts.path + (f"?{parts.query}" if parts.query else ""),
+        parts.path,
+        parts.query,
+    ):
         if len(secret) > 1:
             text = text.replace(secret, "/***")
     return text
@@ -316,18 +370,29 @@ class DeliveryReport:
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"claimed": self.claimed, "delivered": self.delivered, "retrying": self.retrying,
-                "failed": self.failed, "sent": self.sent, "lost": self.lost,
-                "errors": list(self.errors)}
+        return {
+            "claimed": self.claimed,
+            "delivered": self.delivered,
+            "retrying": self.retrying,
+            "failed": self.failed,
+            "sent": self.sent,
+            "lost": self.lost,
+            "errors": list(self.errors),
+        }
 
 
 def _now_text(now: float) -> str:
     return format_timestamp(datetime.fromtimestamp(now, UTC))
 
 
-def deliver_due(store: Storage, config: NotifyConfig, *, limit: int = 50,
-                clock: Callable[[], float] = time.time,
-                sender: Callable[..., str | None] = post) -> DeliveryReport:
+def deliver_due(
+    store: Storage,
+    config: NotifyConfig,
+    *,
+    limit: int = 50,
+    clock: Callable[[], float] = time.time,
+    sender: Callable[..., str | None] = post,
+) -> DeliveryReport:
     """One pass: up to ``limit`` due notifications, each claimed, sent and recorded in turn.
 
     One at a time, so a claim lasts only as long as one notification's requests: a
@@ -367,19 +432,31 @@ def deliver_due(store: Storage, config: NotifyConfig, *, limit: int = 50,
             status, next_attempt = "pending", after + policy.backoff(attempt)
         if errors:
             report.errors += [f"{row.delivery_id} {e}" for e in errors]
-            _log.warning("outbox.delivery_failed", delivery_id=row.delivery_id, attempt=attempt,
-                         status=status, errors=errors)
+            _log.warning(
+                "outbox.delivery_failed",
+                delivery_id=row.delivery_id,
+                attempt=attempt,
+                status=status,
+                errors=errors,
+            )
         recorded = store.record_delivery(
-            row.delivery_id, status=status, attempts=attempt, next_attempt=next_attempt,
+            row.delivery_id,
+            status=status,
+            attempts=attempt,
+            next_attempt=next_attempt,
             delivered_to=sorted(delivered),
             last_error="; ".join(errors)[:MAX_ERROR_CHARS] if errors else None,
-            delivered_at=_now_text(after) if status == "delivered" else None, claim=row)
+            delivered_at=_now_text(after) if status == "delivered" else None,
+            claim=row,
+        )
         if not recorded:
             # Our claim lapsed and another deliverer took the notification over: what it
             # records stands (the receiver deduplicates a copy we may have sent).
             report.lost += 1
-            report.errors.append(f"{row.delivery_id} claim lapsed before the result was "
-                                 "recorded; another deliverer has it (nothing overwritten)")
+            report.errors.append(
+                f"{row.delivery_id} claim lapsed before the result was "
+                "recorded; another deliverer has it (nothing overwritten)"
+            )
             _log.warning("outbox.claim_lost", delivery_id=row.delivery_id, attempt=attempt)
         elif status == "delivered":
             report.delivered += 1
@@ -390,9 +467,15 @@ def deliver_due(store: Storage, config: NotifyConfig, *, limit: int = 50,
     return report
 
 
-def deliver_loop(store: Storage, load: Callable[[], NotifyConfig], *, stop: threading.Event,
-                 poll_seconds: float = 2.0, clock: Callable[[], float] = time.time,
-                 on_pass: Callable[[DeliveryReport], None] | None = None) -> None:
+def deliver_loop(
+    store: Storage,
+    load: Callable[[], NotifyConfig],
+    *,
+    stop: threading.Event,
+    poll_seconds: float = 2.0,
+    clock: Callable[[], float] = time.time,
+    on_pass: Callable[[DeliveryReport], None] | None = None,
+) -> None:
     """Deliver until ``stop`` is set: a pass, then wait ``poll_seconds`` (at once again
     when a pass was full). The settings are read again on each pass; a malformed file is
     logged and waited out, never a reason to drop a notification."""
@@ -408,6 +491,19 @@ def deliver_loop(store: Storage, load: Callable[[], NotifyConfig], *, stop: thre
             stop.wait(poll_seconds)
 
 
-__all__ = ["DELIVERY_HEADER", "NOTIFY_FILE", "SIGNATURE_HEADER", "DeliveryPolicy",
-           "DeliveryReport", "NotifyConfig", "Webhook", "deliver_due", "deliver_loop",
-           "load_notify", "notify_paths", "parse_notify", "post", "request_body"]
+__all__ = [
+    "DELIVERY_HEADER",
+    "NOTIFY_FILE",
+    "SIGNATURE_HEADER",
+    "DeliveryPolicy",
+    "DeliveryReport",
+    "NotifyConfig",
+    "Webhook",
+    "deliver_due",
+    "deliver_loop",
+    "load_notify",
+    "notify_paths",
+    "parse_notify",
+    "post",
+    "request_body",
+]

@@ -58,9 +58,12 @@ def _strings(v: Any) -> str | None:
 # For the fold's fast path (it checks every event of a long log): the Python types a
 # check can pass at all, and whether passing it is just being of one of them.
 _KINDS: dict[Check, tuple[frozenset[type] | None, bool]] = {
-    _string: (frozenset({str}), True), _name: (frozenset({str}), False),
-    _count: (frozenset({int}), False), _flag: (frozenset({bool}), True),
-    _object: (frozenset({dict}), True), _anything: (None, True),
+    _string: (frozenset({str}), True),
+    _name: (frozenset({str}), False),
+    _count: (frozenset({int}), False),
+    _flag: (frozenset({bool}), True),
+    _object: (frozenset({dict}), True),
+    _anything: (None, True),
     _strings: (frozenset({list}), False),
 }
 
@@ -68,6 +71,7 @@ _KINDS: dict[Check, tuple[frozenset[type] | None, bool]] = {
 def _one_of(*allowed: str) -> Check:
     def check(v: Any) -> str | None:
         return None if v in allowed else f"must be one of {', '.join(allowed)}"
+
     _KINDS[check] = (frozenset({str}), False)
     return check
 
@@ -75,11 +79,10 @@ def _one_of(*allowed: str) -> Check:
 def _nullable(check: Check) -> Check:
     def nullable(v: Any) -> str | None:
         return None if v is None else check(v)
+
     kinds, exact = _KINDS[check]
     _KINDS[nullable] = (None if kinds is None else kinds | {type(None)}, exact)
     return nullable
-
-
 
 
 _s, _ns, _n, _nn = _nullable(_string), _string, _nullable(_count), _count
@@ -94,58 +97,119 @@ SCHEMAS: dict[str, Schema] = {
     EventType.GOAL_SET: {"goal": (True, _ns)},
     EventType.RUN_COMPLETED: {"reason": (False, _s)},
     EventType.RUN_ABORTED: {"reason": (False, _s)},
-    EventType.PROGRESS_RECORDED: {"completed": (False, _n), "total": (False, _n),
-                                  "failed": (False, _n), "goal": (False, _s)},
+    EventType.PROGRESS_RECORDED: {
+        "completed": (False, _n),
+        "total": (False, _n),
+        "failed": (False, _n),
+        "goal": (False, _s),
+    },
     EventType.PLAN_SET: {"steps": (True, _strings)},
     EventType.WORK_ADDED: {"item_id": (False, _s), "cites": (False, _strings), **_ITEM},
     EventType.WORK_COMPLETED: {"item_id": (False, _s)},
     EventType.WORK_FAILED: {"item_id": (False, _s)},
-    EventType.DECISION_CREATED: {"decision_id": (False, _s), "findings": (False, _strings),
-                                 "evidence": (False, _strings), **_ITEM},
+    EventType.DECISION_CREATED: {
+        "decision_id": (False, _s),
+        "findings": (False, _strings),
+        "evidence": (False, _strings),
+        **_ITEM,
+    },
     EventType.DECISION_INVALIDATED: {"decision_id": (True, _name), "reason": (False, _s)},
-    EventType.EVIDENCE_ADDED: {"evidence_id": (False, _s), "dependencies": (False, _strings),
-                               "path": (False, _s), "sha256": (False, _s), "size": (False, _n),
-                               **_ITEM},
+    EventType.EVIDENCE_ADDED: {
+        "evidence_id": (False, _s),
+        "dependencies": (False, _strings),
+        "path": (False, _s),
+        "sha256": (False, _s),
+        "size": (False, _n),
+        **_ITEM,
+    },
     EventType.FINDING_ADDED: {"finding_id": (False, _s), "evidence": (False, _strings), **_ITEM},
     EventType.FINDING_INVALIDATED: {"finding_id": (True, _name), "reason": (False, _s)},
-    EventType.ENVIRONMENT_CHANGED: {"name": (True, _name),
-                                    "status": (False, _nullable(_one_of("changed", "removed")))},
+    EventType.ENVIRONMENT_CHANGED: {
+        "name": (True, _name),
+        "status": (False, _nullable(_one_of("changed", "removed"))),
+    },
     EventType.APPROVAL_REQUESTED: {
-        "approval_id": (True, _name), "action_type": (False, _s), "action_id": (False, _s),
-        "action_key": (False, _s), "key": (False, _s), "arguments": (False, _anything),
-        "arguments_hash": (False, _s), "binding": (False, _s), "rule": (False, _s),
-        "effect": (False, _s), **_ITEM},
-    EventType.APPROVAL_GRANTED: {"approval_id": (True, _name), "reason": (False, _s),
-                                 "scope": (False, _nullable(_one_of(*APPROVAL_SCOPES))), **_ITEM},
+        "approval_id": (True, _name),
+        "action_type": (False, _s),
+        "action_id": (False, _s),
+        "action_key": (False, _s),
+        "key": (False, _s),
+        "arguments": (False, _anything),
+        "arguments_hash": (False, _s),
+        "binding": (False, _s),
+        "rule": (False, _s),
+        "effect": (False, _s),
+        **_ITEM,
+    },
+    EventType.APPROVAL_GRANTED: {
+        "approval_id": (True, _name),
+        "reason": (False, _s),
+        "scope": (False, _nullable(_one_of(*APPROVAL_SCOPES))),
+        **_ITEM,
+    },
     EventType.APPROVAL_DENIED: {"approval_id": (True, _name), "reason": (False, _s), **_ITEM},
     EventType.APPROVAL_REVOKED: {"approval_id": (True, _name), "reason": (False, _s), **_ITEM},
     EventType.MODEL_CHANGED: {"model": (True, _name)},
     EventType.MODEL_ASSUMPTION_RECORDED: {
-        "assumption_id": (False, _s), "cites": (False, _strings),
-        "status": (False, _nullable(_one_of("active", "retracted"))), **_ITEM},
-    EventType.CHECKPOINTED: {"through_sequence": (True, _nn), "state_hash": (True, _name),
-                             "reason": (False, _s)},
-    EventType.HISTORY_ARCHIVED: {"from_sequence": (True, _nn), "through_sequence": (True, _nn),
-                                 "through_hash": (True, _name), "archive_sha256": (True, _name),
-                                 "events": (False, _n), "checkpoints": (False, _n),
-                                 "archive_name": (False, _s)},
-    EventType.REVIEW_CONFIRMED: {"through_sequence": (True, _nn), "through_hash": (False, _s),
-                                 "scope": (False, _strings), "confirmed": (False, _object)},
+        "assumption_id": (False, _s),
+        "cites": (False, _strings),
+        "status": (False, _nullable(_one_of("active", "retracted"))),
+        **_ITEM,
+    },
+    EventType.CHECKPOINTED: {
+        "through_sequence": (True, _nn),
+        "state_hash": (True, _name),
+        "reason": (False, _s),
+    },
+    EventType.HISTORY_ARCHIVED: {
+        "from_sequence": (True, _nn),
+        "through_sequence": (True, _nn),
+        "through_hash": (True, _name),
+        "archive_sha256": (True, _name),
+        "events": (False, _n),
+        "checkpoints": (False, _n),
+        "archive_name": (False, _s),
+    },
+    EventType.REVIEW_CONFIRMED: {
+        "through_sequence": (True, _nn),
+        "through_hash": (False, _s),
+        "scope": (False, _strings),
+        "confirmed": (False, _object),
+    },
     EventType.ACTION_INTERCEPTED: {
-        "action_id": (True, _name), "action_key": (True, _name), "action_type": (True, _name),
-        "dedup_key": (True, _name), "operation_key": (True, _name), "key": (False, _s),
-        "fallback_key": (False, _s), "replay": (False, _one_of(*REPLAYS)),
-        "owner": (False, _nullable(_object)), "approval_id": (False, _s),
-        "arguments": (False, _anything)},
-    EventType.ACTION_RETRIED: {**_ACTION, "attempt": (False, _n),
-                               "owner": (False, _nullable(_object)), "reason": (False, _s),
-                               "approval_id": (False, _s)},
-    EventType.ACTION_COMPLETED: {**_ACTION, "external_id": (False, _s),
-                                 "result": (False, _anything)},
+        "action_id": (True, _name),
+        "action_key": (True, _name),
+        "action_type": (True, _name),
+        "dedup_key": (True, _name),
+        "operation_key": (True, _name),
+        "key": (False, _s),
+        "fallback_key": (False, _s),
+        "replay": (False, _one_of(*REPLAYS)),
+        "owner": (False, _nullable(_object)),
+        "approval_id": (False, _s),
+        "arguments": (False, _anything),
+    },
+    EventType.ACTION_RETRIED: {
+        **_ACTION,
+        "attempt": (False, _n),
+        "owner": (False, _nullable(_object)),
+        "reason": (False, _s),
+        "approval_id": (False, _s),
+    },
+    EventType.ACTION_COMPLETED: {
+        **_ACTION,
+        "external_id": (False, _s),
+        "result": (False, _anything),
+    },
     EventType.ACTION_FAILED: {**_ACTION, "error": (False, _s), "certain": (False, _flag)},
     EventType.ACTION_MARKED_UNKNOWN: {**_ACTION, "reason": (False, _s)},
-    EventType.ACTION_RECONCILED: {**_ACTION, "occurred": (True, _flag), "external_id": (False, _s),
-                                  "note": (False, _s), "probe": (False, _nullable(_object))},
+    EventType.ACTION_RECONCILED: {
+        **_ACTION,
+        "occurred": (True, _flag),
+        "external_id": (False, _s),
+        "note": (False, _s),
+        "probe": (False, _nullable(_object)),
+    },
     EventType.ACTION_COMPENSATED: {**_ACTION, "note": (False, _s)},
 }
 
@@ -154,12 +218,16 @@ def _dependency_problem(dep: Any, where: str) -> str | None:
     if not isinstance(dep, dict):
         return f"{where} must be a JSON object with at least a name"
     if "name" not in dep:
-        return f"{where}.name is required (the dependency's name, e.g. \"dataset\")"
+        return f'{where}.name is required (the dependency\'s name, e.g. "dataset")'
     problem = _name(dep["name"])
     if problem:
         return f"{where}.name {problem}"
-    for field, check in (("provider", _nullable(_one_of(*PROVIDERS))), ("version", _s),
-                         ("checksum", _s), ("locator", _s)):
+    for field, check in (
+        ("provider", _nullable(_one_of(*PROVIDERS))),
+        ("version", _s),
+        ("checksum", _s),
+        ("locator", _s),
+    ):
         if field in dep and (problem := check(dep[field])):
             return f"{where}.{field} {problem}"
     return None
@@ -188,7 +256,8 @@ def _progress_problem(payload: dict[str, Any]) -> str | None:
 _MISSING = object()
 _FAST: dict[str, tuple[tuple[str, bool, frozenset[type] | None, bool, Check], ...]] = {
     str(t): tuple((f, req, *_KINDS[chk], chk) for f, (req, chk) in schema.items())
-    for t, schema in SCHEMAS.items()}
+    for t, schema in SCHEMAS.items()
+}
 
 
 def payload_problem(type_: str, payload: Any) -> str | None:
@@ -221,6 +290,10 @@ def check_payload(type: str, payload: Any) -> None:
     """Raise ``UsageError`` (``usage.bad_payload``) naming what is wrong; nothing is written."""
     problem = payload_problem(str(type), payload)
     if problem is not None:
-        raise UsageError(f"a {type} event cannot be recorded: {problem}", code="usage.bad_payload",
-                         hint=f"fix the payload (see references/concepts.md for the fields of "
-                              f"{type}); nothing was written", event_type=str(type))
+        raise UsageError(
+            f"a {type} event cannot be recorded: {problem}",
+            code="usage.bad_payload",
+            hint=f"fix the payload (see references/concepts.md for the fields of "
+            f"{type}); nothing was written",
+            event_type=str(type),
+        )

@@ -333,7 +333,9 @@ def _plan(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     _mark(acc, e, "plan")
 
 
-def _item(e: EventLike, p: dict[str, Any], id_field: str, status: str, cites: str) -> dict[str, Any]:
+def _item(
+    e: EventLike, p: dict[str, Any], id_field: str, status: str, cites: str
+) -> dict[str, Any]:
     return {
         "id": _str(p.get(id_field)) or e.event_id,
         "text": _str(p.get("text")) or "",
@@ -444,28 +446,53 @@ def _env_changed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
         dep["recorded_change"] = _str(p.get("status")) or "changed"
 
 
-_DECIDED = {str(EventType.APPROVAL_GRANTED): "granted", str(EventType.APPROVAL_DENIED): "denied",
-            str(EventType.APPROVAL_REVOKED): "revoked"}
+_DECIDED = {
+    str(EventType.APPROVAL_GRANTED): "granted",
+    str(EventType.APPROVAL_DENIED): "denied",
+    str(EventType.APPROVAL_REVOKED): "revoked",
+}
 _APPROVAL_SCOPES = ("call", "run")
 
 
 def _new_approval(e: EventLike, p: dict[str, Any]) -> dict[str, Any]:
     requested = e.type == EventType.APPROVAL_REQUESTED
     record = _item(e, p, "approval_id", "requested", "cites")
-    record.update({name: _str(p.get(name)) if requested else None for name in (
-        "action_type", "action_id", "action_key", "key", "arguments_hash", "binding", "rule",
-        "effect")})
-    record.update(arguments=p.get("arguments") if requested else None,
-                  requested_by=str(e.source) if requested else None,
-                  requested_at=e.timestamp if requested else None,
-                  requested_sequence=e.sequence if requested else None,
-                  scope=None, reason=None, decided_by=None, decided_at=None,
-                  decided_sequence=None, ignored_decisions=0)
+    record.update(
+        {
+            name: _str(p.get(name)) if requested else None
+            for name in (
+                "action_type",
+                "action_id",
+                "action_key",
+                "key",
+                "arguments_hash",
+                "binding",
+                "rule",
+                "effect",
+            )
+        }
+    )
+    record.update(
+        arguments=p.get("arguments") if requested else None,
+        requested_by=str(e.source) if requested else None,
+        requested_at=e.timestamp if requested else None,
+        requested_sequence=e.sequence if requested else None,
+        scope=None,
+        reason=None,
+        decided_by=None,
+        decided_at=None,
+        decided_sequence=None,
+        ignored_decisions=0,
+    )
     return record
 
 
-@_on(EventType.APPROVAL_REQUESTED, EventType.APPROVAL_GRANTED, EventType.APPROVAL_DENIED,
-     EventType.APPROVAL_REVOKED)
+@_on(
+    EventType.APPROVAL_REQUESTED,
+    EventType.APPROVAL_GRANTED,
+    EventType.APPROVAL_DENIED,
+    EventType.APPROVAL_REVOKED,
+)
 def _approval(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     approvals = acc["approvals"]
     record = approvals.get(_str(p.get("approval_id")) or e.event_id)
@@ -478,9 +505,14 @@ def _approval(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if e.source not in TRUSTED_ORIGINS:
         record["ignored_decisions"] += 1  # an agent may not decide its own approvals
         return
-    record.update(status=_DECIDED[e.type], reason=_str(p.get("reason")),
-                  decided_by=str(e.source), decided_at=e.timestamp, decided_sequence=e.sequence,
-                  provenance=_prov(e))
+    record.update(
+        status=_DECIDED[e.type],
+        reason=_str(p.get("reason")),
+        decided_by=str(e.source),
+        decided_at=e.timestamp,
+        decided_sequence=e.sequence,
+        provenance=_prov(e),
+    )
     if _str(p.get("text")):
         record["text"] = p["text"]
     if e.type == EventType.APPROVAL_GRANTED:
@@ -541,9 +573,16 @@ def _review(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
 
 _REPLAYS = ("never", "reconcile", "idempotent", "safe")
 # The statuses as the plain strings a record holds (the fold runs per event of long logs).
-_STARTED, _COMPLETED, _FAILED, _UNKNOWN, _COMPENSATED = (str(s) for s in (
-    ActionStatus.STARTED, ActionStatus.COMPLETED, ActionStatus.FAILED, ActionStatus.UNKNOWN,
-    ActionStatus.COMPENSATED))
+_STARTED, _COMPLETED, _FAILED, _UNKNOWN, _COMPENSATED = (
+    str(s)
+    for s in (
+        ActionStatus.STARTED,
+        ActionStatus.COMPLETED,
+        ActionStatus.FAILED,
+        ActionStatus.UNKNOWN,
+        ActionStatus.COMPENSATED,
+    )
+)
 
 
 @_on(EventType.ACTION_INTERCEPTED)
@@ -595,8 +634,9 @@ def _action(acc: Acc, e: EventLike, p: dict[str, Any]) -> dict[str, Any] | None:
 def _action_retried(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
         attempt = _int(p.get("attempt"))
-        rec.update(status=_STARTED, attempt=attempt or rec["attempt"] + 1,
-                   settled_by=None, settled_at=None)
+        rec.update(
+            status=_STARTED, attempt=attempt or rec["attempt"] + 1, settled_by=None, settled_at=None
+        )
         rec["owner"] = p.get("owner") if isinstance(p.get("owner"), dict) else {}
         if "approval_id" in p:  # this attempt runs under a (new) approval
             rec["approval_id"] = _str(p["approval_id"])
@@ -605,23 +645,30 @@ def _action_retried(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
 @_on(EventType.ACTION_COMPLETED)
 def _action_completed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=_COMPLETED, external_id=_str(p.get("external_id")),
-                   settled_by=str(e.source), settled_at=e.timestamp)
+        rec.update(
+            status=_COMPLETED,
+            external_id=_str(p.get("external_id")),
+            settled_by=str(e.source),
+            settled_at=e.timestamp,
+        )
         rec["result"] = p.get("result")
 
 
 @_on(EventType.ACTION_FAILED)
 def _action_failed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=_FAILED, error=_str(p.get("error")),
-                   settled_by=str(e.source), settled_at=e.timestamp)
+        rec.update(
+            status=_FAILED,
+            error=_str(p.get("error")),
+            settled_by=str(e.source),
+            settled_at=e.timestamp,
+        )
 
 
 @_on(EventType.ACTION_MARKED_UNKNOWN)
 def _action_unknown(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=_UNKNOWN, error=_str(p.get("reason")), settled_by=None,
-                   settled_at=None)
+        rec.update(status=_UNKNOWN, error=_str(p.get("reason")), settled_by=None, settled_at=None)
 
 
 @_on(EventType.ACTION_RECONCILED)
@@ -638,8 +685,12 @@ def _action_reconciled(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
 @_on(EventType.ACTION_COMPENSATED)
 def _action_compensated(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(status=_COMPENSATED, note=_str(p.get("note")),
-                   settled_by=str(e.source), settled_at=e.timestamp)
+        rec.update(
+            status=_COMPENSATED,
+            note=_str(p.get("note")),
+            settled_by=str(e.source),
+            settled_at=e.timestamp,
+        )
 
 
 # -- the fold ----------------------------------------------------------------------------
@@ -706,9 +757,15 @@ def apply_action_event(record: dict[str, Any] | None, event: EventLike) -> dict[
     return out
 
 
-APPROVAL_TYPES = frozenset(str(t) for t in (
-    EventType.APPROVAL_REQUESTED, EventType.APPROVAL_GRANTED, EventType.APPROVAL_DENIED,
-    EventType.APPROVAL_REVOKED))
+APPROVAL_TYPES = frozenset(
+    str(t)
+    for t in (
+        EventType.APPROVAL_REQUESTED,
+        EventType.APPROVAL_GRANTED,
+        EventType.APPROVAL_DENIED,
+        EventType.APPROVAL_REVOKED,
+    )
+)
 
 
 def apply_approval_event(record: dict[str, Any] | None, event: EventLike) -> dict[str, Any] | None:

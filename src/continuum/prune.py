@@ -70,28 +70,41 @@ class PruneReport(BaseModel):
 def parse_before(text: str) -> datetime:
     """``--before``: an ISO date (midnight UTC) or an ISO date-time with a zone (Z or
     +HH:MM); anything else, a time without a zone included, is refused."""
-    hint = "give an ISO date (2026-01-31, meaning 00:00 UTC) or a date-time with its zone " \
-           "(2026-01-31T12:00:00Z or 2026-01-31T12:00:00+02:00)"
+    hint = (
+        "give an ISO date (2026-01-31, meaning 00:00 UTC) or a date-time with its zone "
+        "(2026-01-31T12:00:00Z or 2026-01-31T12:00:00+02:00)"
+    )
     value = text.strip()
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
         try:
             day = date.fromisoformat(value)
         except ValueError as e:
-            raise UsageError(f"--before {as_typed(text)} is not a date: {e}",
-                             code="usage.bad_date", hint=hint) from None
+            raise UsageError(
+                f"--before {as_typed(text)} is not a date: {e}", code="usage.bad_date", hint=hint
+            ) from None
         return datetime(day.year, day.month, day.day, tzinfo=UTC)
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?"
-                        r"(Z|[+-]\d{2}:\d{2})?", value):
-        raise UsageError(f"--before {as_typed(text)} is not an ISO date or date-time",
-                         code="usage.bad_date", hint=hint)
+    if not re.fullmatch(
+        r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?"
+        r"(Z|[+-]\d{2}:\d{2})?",
+        value,
+    ):
+        raise UsageError(
+            f"--before {as_typed(text)} is not an ISO date or date-time",
+            code="usage.bad_date",
+            hint=hint,
+        )
     try:
         moment = datetime.fromisoformat(value)
     except ValueError as e:
-        raise UsageError(f"--before {as_typed(text)} is not a valid date-time: {e}",
-                         code="usage.bad_date", hint=hint) from None
+        raise UsageError(
+            f"--before {as_typed(text)} is not a valid date-time: {e}",
+            code="usage.bad_date",
+            hint=hint,
+        ) from None
     if moment.tzinfo is None:
-        raise UsageError(f"--before {as_typed(text)} has no time zone", code="usage.bad_date",
-                         hint=hint)
+        raise UsageError(
+            f"--before {as_typed(text)} has no time zone", code="usage.bad_date", hint=hint
+        )
     return moment.astimezone(UTC)
 
 
@@ -127,61 +140,94 @@ def select(store: Storage, before: datetime) -> tuple[list[Candidate], list[Refu
         moment = _moment(last.timestamp)
         if moment is None or moment >= before:
             continue
-        why = _unsettled(store, run.run_id) if base is None else Refusal(
-            run_id=run.run_id, code="prune.archived_run",
-            message=f"its events 1..{base.through} are in the archive "
-                    f"{as_typed(base.archive_name or '?')}: prune keeps a run whose history is split "
-                    "(keep it, or export it with `continuum export` and its archive files)")
+        why = (
+            _unsettled(store, run.run_id)
+            if base is None
+            else Refusal(
+                run_id=run.run_id,
+                code="prune.archived_run",
+                message=f"its events 1..{base.through} are in the archive "
+                f"{as_typed(base.archive_name or '?')}: prune keeps a run whose history is split "
+                "(keep it, or export it with `continuum export` and its archive files)",
+            )
+        )
         if why is not None:
             skipped.append(why)
             continue
-        found.append(Candidate(run_id=run.run_id, goal=run.goal, status=str(run.status),
-                               events=run.head_sequence, last_event_at=last.timestamp,
-                               head=f"{run.head_sequence}:{run.head_hash}"))
+        found.append(
+            Candidate(
+                run_id=run.run_id,
+                goal=run.goal,
+                status=str(run.status),
+                events=run.head_sequence,
+                last_event_at=last.timestamp,
+                head=f"{run.head_sequence}:{run.head_hash}",
+            )
+        )
     return found, skipped
 
 
 def _unsettled(store: Storage, run_id: str) -> Refusal | None:
     """Why ``run_id`` still needs a person (None if nothing of it does)."""
-    open_actions = [row.record.get("action_key") or row.action_id
-                    for row in store.list_actions(run_id)
-                    if ActionRecord.model_validate(row.record).needs_human]
+    open_actions = [
+        row.record.get("action_key") or row.action_id
+        for row in store.list_actions(run_id)
+        if ActionRecord.model_validate(row.record).needs_human
+    ]
     if open_actions:
-        return Refusal(run_id=run_id, code="prune.unsettled_actions",
-                       message=f"{len(open_actions)} action(s) are not settled (started, "
-                               "unknown, or failed on an agent's word): settle them first "
-                               f"(`continuum actions {as_typed(run_id)}`, then `continuum reconcile`)")
+        return Refusal(
+            run_id=run_id,
+            code="prune.unsettled_actions",
+            message=f"{len(open_actions)} action(s) are not settled (started, "
+            "unknown, or failed on an agent's word): settle them first "
+            f"(`continuum actions {as_typed(run_id)}`, then `continuum reconcile`)",
+        )
     waiting = store.list_approvals(run_id=run_id, status="requested", limit=1)
     if waiting:
-        return Refusal(run_id=run_id, code="prune.pending_approvals",
-                       message="an approval is waiting for a person's decision "
-                               f"(`continuum approvals {as_typed(run_id)}`): decide it first")
+        return Refusal(
+            run_id=run_id,
+            code="prune.pending_approvals",
+            message="an approval is waiting for a person's decision "
+            f"(`continuum approvals {as_typed(run_id)}`): decide it first",
+        )
     return None
 
 
-def archive_files(runs: list[Candidate], *, to_dir: str | None,
-                  archive: str | None) -> dict[str, Path]:
+def archive_files(
+    runs: list[Candidate], *, to_dir: str | None, archive: str | None
+) -> dict[str, Path]:
     """Where each run's export goes: all in ``archive``, or one file per run in
     ``to_dir`` (named after the run, or after its hash when the id is no safe file name).
     Refused if a file is already there: nothing is overwritten."""
     if (to_dir is None) == (archive is None):
-        raise UsageError("say where the runs are archived first: --to DIR or --archive FILE "
-                         "(one of them)", code="usage.no_archive",
-                         hint="continuum prune --finished --before 2026-01-01 --to archive/")
+        raise UsageError(
+            "say where the runs are archived first: --to DIR or --archive FILE (one of them)",
+            code="usage.no_archive",
+            hint="continuum prune --finished --before 2026-01-01 --to archive/",
+        )
     if archive is not None:
         path = Path(archive)
         if path.exists() or path.is_symlink():
-            raise UsageError(f"{as_typed(archive)} exists; nothing was archived or deleted",
-                             code="usage.file_exists", hint="choose a new archive file")
+            raise UsageError(
+                f"{as_typed(archive)} exists; nothing was archived or deleted",
+                code="usage.file_exists",
+                hint="choose a new archive file",
+            )
         if not path.parent.is_dir() and str(path.parent):
-            raise UsageError(f"directory {as_typed(str(path.parent))} does not exist",
-                             code="usage.no_directory", hint="create it first")
+            raise UsageError(
+                f"directory {as_typed(str(path.parent))} does not exist",
+                code="usage.no_directory",
+                hint="create it first",
+            )
         return {r.run_id: path for r in runs}
     assert to_dir is not None
     folder = Path(to_dir)
     if not folder.is_dir():
-        raise UsageError(f"{as_typed(to_dir)} is not a directory", code="usage.no_directory",
-                         hint="create it first (mkdir), or pass --archive FILE")
+        raise UsageError(
+            f"{as_typed(to_dir)} is not a directory",
+            code="usage.no_directory",
+            hint="create it first (mkdir), or pass --archive FILE",
+        )
     out: dict[str, Path] = {}
     taken: set[str] = set()
     for run in runs:
@@ -192,9 +238,11 @@ def archive_files(runs: list[Candidate], *, to_dir: str | None,
         out[run.run_id] = folder / f"{name}.jsonl"
     existing = [p for p in out.values() if p.exists() or p.is_symlink()]
     if existing:
-        raise UsageError(f"{as_typed(str(existing[0]))} exists; nothing was archived or deleted",
-                         code="usage.file_exists",
-                         hint="archive into an empty directory, or move the old archives away")
+        raise UsageError(
+            f"{as_typed(str(existing[0]))} exists; nothing was archived or deleted",
+            code="usage.file_exists",
+            hint="archive into an empty directory, or move the old archives away",
+        )
     return out
 
 
@@ -232,18 +280,25 @@ def write_verified(store: Storage, path: Path, runs: list[Candidate]) -> dict[st
         bundles = read_export(f)  # every chain verified against its head, checkpoints too
     read_back = {b.run.run_id: (b.run.head_sequence, b.run.head_hash) for b in bundles}
     if read_back != heads or set(heads) != {r.run_id for r in runs}:
-        raise IntegrityError(f"the archive {as_typed(str(path))} does not read back as written; "
-                             "nothing was deleted", code="integrity.archive_mismatch",
-                             hint="check the disk; the file was left for inspection")
+        raise IntegrityError(
+            f"the archive {as_typed(str(path))} does not read back as written; nothing was deleted",
+            code="integrity.archive_mismatch",
+            hint="check the disk; the file was left for inspection",
+        )
     return heads
 
 
-def prune(store: Storage, runs: list[Candidate], files: dict[str, Path], *,
-          before: datetime) -> PruneReport:
+def prune(
+    store: Storage, runs: list[Candidate], files: dict[str, Path], *, before: datetime
+) -> PruneReport:
     """Archive ``runs`` to ``files`` (each file verified), then delete each run whose head is
     still the one archived. A refusal keeps that run and is reported; the others go on."""
-    report = PruneReport(before=before.isoformat(), dry_run=False, runs=runs,
-                         archives={r: str(p) for r, p in files.items()})
+    report = PruneReport(
+        before=before.isoformat(),
+        dry_run=False,
+        runs=runs,
+        archives={r: str(p) for r, p in files.items()},
+    )
     by_file: dict[Path, list[Candidate]] = {}
     for run in runs:
         by_file.setdefault(files[run.run_id], []).append(run)

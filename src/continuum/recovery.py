@@ -59,46 +59,68 @@ SAFETY_STATUS = {
 }
 
 
-def _action_proposals(state: State, in_flight: set[str]) -> tuple[list[Proposal], list[ActionRecord]]:
+def _action_proposals(
+    state: State, in_flight: set[str]
+) -> tuple[list[Proposal], list[ActionRecord]]:
     proposals: list[Proposal] = []
     uncertain: list[ActionRecord] = []
     # Log order, not dict order: a state restored from a checkpoint has its keys sorted,
     # and the verdict must not depend on whether a checkpoint was used.
     for a in sorted(state.actions.values(), key=lambda x: (x.intercepted_sequence, x.action_id)):
         if a.status == ActionStatus.STARTED and a.action_id in in_flight:
-            proposals.append(Proposal(mode=Mode.WAIT, reason=f"action {a.action_key} is being "
-                                      "performed by a live process", actions=[f"wait_for_action:{a.action_id}"]))
+            proposals.append(
+                Proposal(
+                    mode=Mode.WAIT,
+                    reason=f"action {a.action_key} is being performed by a live process",
+                    actions=[f"wait_for_action:{a.action_id}"],
+                )
+            )
         elif a.status.unresolved:
             uncertain.append(a)
-            proposals.append(Proposal(
-                mode=Mode.REQUEST_HUMAN,
-                reason=f"action {a.action_key} was interrupted and may have happened: its "
-                       "status is unknown until reconciled",
-                actions=[f"reconcile_action:{a.action_id}"]))
+            proposals.append(
+                Proposal(
+                    mode=Mode.REQUEST_HUMAN,
+                    reason=f"action {a.action_key} was interrupted and may have happened: its "
+                    "status is unknown until reconciled",
+                    actions=[f"reconcile_action:{a.action_id}"],
+                )
+            )
         elif a.failure_unconfirmed:
             # Only a person (or continuum's own check) may turn "unknown" into "did not
             # happen": an agent's word that it failed does not let it run again.
             uncertain.append(a)
-            proposals.append(Proposal(
-                mode=Mode.REQUEST_HUMAN,
-                reason=f"action {a.action_key} was reported as not done by "
-                       f"{a.settled_by or 'an unknown writer'}; a person must confirm that "
-                       "before it may run again",
-                actions=[f"reconcile_action:{a.action_id}"]))
+            proposals.append(
+                Proposal(
+                    mode=Mode.REQUEST_HUMAN,
+                    reason=f"action {a.action_key} was reported as not done by "
+                    f"{a.settled_by or 'an unknown writer'}; a person must confirm that "
+                    "before it may run again",
+                    actions=[f"reconcile_action:{a.action_id}"],
+                )
+            )
         elif a.status == ActionStatus.COMPLETED and a.approval_id:
             approval = state.approvals.get(a.approval_id)
             if approval is not None and approval.status == "revoked":
-                proposals.append(Proposal(
-                    mode=Mode.ROLLBACK,
-                    reason=f"action {a.action_key} was done under approval {a.approval_id}, "
-                           "which was revoked: undo it in the external system, then record the "
-                           "undo (`continuum compensate`)",
-                    actions=[f"compensate_action:{a.action_id}"]))
+                proposals.append(
+                    Proposal(
+                        mode=Mode.ROLLBACK,
+                        reason=f"action {a.action_key} was done under approval {a.approval_id}, "
+                        "which was revoked: undo it in the external system, then record the "
+                        "undo (`continuum compensate`)",
+                        actions=[f"compensate_action:{a.action_id}"],
+                    )
+                )
     return proposals, uncertain
 
 
-def decide(state: State, validation: ValidationReport, chain: VerifyReport, *,
-           in_flight: set[str] | None = None, tolerate_unknown: bool = False) -> Decision:
+def decide(
+    state: State,
+    validation: ValidationReport,
+    chain: VerifyReport,
+    *,
+    in_flight: set[str] | None = None,
+    tolerate_unknown: bool = False,
+) -> Decision:
     """Turn the inputs into proposals and pick the most severe one (pure).
 
     Each real condition in ``state``, its ``validation`` and the ``chain`` report makes a
@@ -113,54 +135,96 @@ def decide(state: State, validation: ValidationReport, chain: VerifyReport, *,
     uncertain: list[ActionRecord] = []
     if not chain.ok:
         v = chain.violations[0]
-        proposals.append(Proposal(mode=Mode.ABORT, reason=f"the event log is damaged at sequence "
-                                  f"{v.sequence} ({v.kind}); trusted through {chain.trusted_through}",
-                                  actions=[f"inspect_damage:{state.run_id}"]))
+        proposals.append(
+            Proposal(
+                mode=Mode.ABORT,
+                reason=f"the event log is damaged at sequence "
+                f"{v.sequence} ({v.kind}); trusted through {chain.trusted_through}",
+                actions=[f"inspect_damage:{state.run_id}"],
+            )
+        )
     if state.status != RunStatus.ACTIVE and chain.ok:  # damage outranks "finished"
-        proposals.append(Proposal(mode=Mode.NOT_RESUMABLE,
-                                  reason=f"the run is {state.status}; there is nothing to resume"))
+        proposals.append(
+            Proposal(
+                mode=Mode.NOT_RESUMABLE,
+                reason=f"the run is {state.status}; there is nothing to resume",
+            )
+        )
     if state.malformed_events:
-        proposals.append(Proposal(
-            mode=Mode.REQUEST_HUMAN,
-            reason=f"{state.malformed_events} event(s) of known types could not be understood "
-                   f"(first at sequence {state.first_malformed}); the state may be missing facts",
-            actions=[f"review_malformed_events:{state.run_id}"]))
+        proposals.append(
+            Proposal(
+                mode=Mode.REQUEST_HUMAN,
+                reason=f"{state.malformed_events} event(s) of known types could not be understood "
+                f"(first at sequence {state.first_malformed}); the state may be missing facts",
+                actions=[f"review_malformed_events:{state.run_id}"],
+            )
+        )
     action_props, uncertain = _action_proposals(state, in_flight or set())
     proposals += action_props
     for ap in sorted(state.approvals.values(), key=lambda x: x.id):
         if ap.pending:  # only a person decides: `continuum decide ID --allow|--deny`
-            proposals.append(Proposal(mode=Mode.REQUEST_HUMAN,
-                                      reason=f"approval {ap.id} awaits a person's decision",
-                                      actions=[f"await_approval:{ap.id}"]))
+            proposals.append(
+                Proposal(
+                    mode=Mode.REQUEST_HUMAN,
+                    reason=f"approval {ap.id} awaits a person's decision",
+                    actions=[f"await_approval:{ap.id}"],
+                )
+            )
     review = validation.with_status(ComponentStatus.REQUIRES_REVIEW)
     if review:
         names = ", ".join(c.component for c in review)
-        proposals.append(Proposal(mode=Mode.REQUEST_HUMAN,
-                                  reason=f"self-reported state not confirmed by a human: {names}",
-                                  actions=[f"confirm_run:{state.run_id}"]))
+        proposals.append(
+            Proposal(
+                mode=Mode.REQUEST_HUMAN,
+                reason=f"self-reported state not confirmed by a human: {names}",
+                actions=[f"confirm_run:{state.run_id}"],
+            )
+        )
     for d in validation.dependencies:
         if d.status == DependencyStatus.UNKNOWN and not tolerate_unknown:
-            proposals.append(Proposal(mode=Mode.REQUEST_HUMAN,
-                                      reason=f"dependency {d.name} could not be checked now",
-                                      actions=[f"provide_environment:{d.name}"]))
+            proposals.append(
+                Proposal(
+                    mode=Mode.REQUEST_HUMAN,
+                    reason=f"dependency {d.name} could not be checked now",
+                    actions=[f"provide_environment:{d.name}"],
+                )
+            )
         elif d.status == DependencyStatus.REMOVED:
-            proposals.append(Proposal(mode=Mode.REPLAN, reason=f"dependency {d.name} was removed; "
-                                      "work derived from it is invalid",
-                                      actions=[f"replan_without:{d.name}"]))
+            proposals.append(
+                Proposal(
+                    mode=Mode.REPLAN,
+                    reason=f"dependency {d.name} was removed; work derived from it is invalid",
+                    actions=[f"replan_without:{d.name}"],
+                )
+            )
     repair: list[str] = []
     for c in validation.with_status(ComponentStatus.CONFLICTED, ComponentStatus.STALE):
         kind, _, ident = c.component.partition(":")
-        verb = {"dependency": "refresh_dependency", "evidence": "recompute_evidence",
-                "finding": "recheck_finding", "decision": "revisit_decision",
-                "model_assumption": "reverify_assumption"}.get(kind, "repair")
+        verb = {
+            "dependency": "refresh_dependency",
+            "evidence": "recompute_evidence",
+            "finding": "recheck_finding",
+            "decision": "revisit_decision",
+            "model_assumption": "reverify_assumption",
+        }.get(kind, "repair")
         repair.append(f"{verb}:{ident}")
     if repair:
-        proposals.append(Proposal(mode=Mode.REPAIR_AND_RESUME,
-                                  reason="derived state is stale or conflicted: repair in order",
-                                  actions=repair))
+        proposals.append(
+            Proposal(
+                mode=Mode.REPAIR_AND_RESUME,
+                reason="derived state is stale or conflicted: repair in order",
+                actions=repair,
+            )
+        )
     if not proposals:
-        proposals.append(Proposal(mode=Mode.RESUME, reason="log verified, environment unchanged, "
-                                  "no unresolved actions, state confirmed", actions=["continue"]))
+        proposals.append(
+            Proposal(
+                mode=Mode.RESUME,
+                reason="log verified, environment unchanged, "
+                "no unresolved actions, state confirmed",
+                actions=["continue"],
+            )
+        )
     ordered = sorted(proposals, key=lambda p: -p.mode.severity)  # stable within a mode
     top = ordered[0].mode
     required: list[str] = []
@@ -169,16 +233,26 @@ def decide(state: State, validation: ValidationReport, chain: VerifyReport, *,
             if act not in required:
                 required.append(act)
     reasons = [p.reason for p in ordered if p.mode == top]
-    return Decision(mode=top, proposals=ordered, required_actions=required,
-                    next_allowed_action=required[0] if required else "none",
-                    reason="; ".join(reasons),
-                    uncertain_actions=uncertain)
+    return Decision(
+        mode=top,
+        proposals=ordered,
+        required_actions=required,
+        next_allowed_action=required[0] if required else "none",
+        reason="; ".join(reasons),
+        uncertain_actions=uncertain,
+    )
 
 
-def build_contract(state: State, validation: ValidationReport, decision: Decision,
-                   chain: VerifyReport, *, checkpoint_version: int | None,
-                   observed_env: dict[str, str | None],
-                   env_sources: dict[str, str] | None = None) -> RecoveryContract:
+def build_contract(
+    state: State,
+    validation: ValidationReport,
+    decision: Decision,
+    chain: VerifyReport,
+    *,
+    checkpoint_version: int | None,
+    observed_env: dict[str, str | None],
+    env_sources: dict[str, str] | None = None,
+) -> RecoveryContract:
     """The sealed, deterministic contract for this decision (no clock inside the seal)."""
     body = RecoveryContract(
         run_id=state.run_id,
@@ -189,8 +263,10 @@ def build_contract(state: State, validation: ValidationReport, decision: Decisio
         head_sequence=chain.head_sequence,
         head_hash=chain.head_hash,
         verified_components=validation.verified,
-        invalidated_components=[InvalidatedComponent(component=c.component, status=str(c.status),
-                                                     reason=c.reason) for c in validation.invalidated],
+        invalidated_components=[
+            InvalidatedComponent(component=c.component, status=str(c.status), reason=c.reason)
+            for c in validation.invalidated
+        ],
         required_actions=decision.required_actions,
         next_allowed_action=decision.next_allowed_action,
         evidence={

@@ -135,7 +135,6 @@ class Recovery(BaseModel):
     files: FileEvidence | None = None
 
 
-
 class Evaluation(NamedTuple):
     """What ``Continuum.evaluate`` found, from one reading of the store and one observation
     of the environment."""
@@ -198,11 +197,17 @@ class Continuum:
     raises has written nothing.
     """
 
-    def __init__(self, store: Storage, *, origin: Origin = Origin.DETERMINISTIC,
-                 probes: Mapping[str, Probe] | None = None,
-                 lease_seconds: float = DEFAULT_LEASE_SECONDS, cwd: str | None = None,
-                 owner: dict[str, Any] | None = None,
-                 approvals: RuleFiles | ApprovalRules | None = None) -> None:
+    def __init__(
+        self,
+        store: Storage,
+        *,
+        origin: Origin = Origin.DETERMINISTIC,
+        probes: Mapping[str, Probe] | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        cwd: str | None = None,
+        owner: dict[str, Any] | None = None,
+        approvals: RuleFiles | ApprovalRules | None = None,
+    ) -> None:
         """Wrap an open ``store`` (see ``Continuum.open`` to open one by URL).
 
         ``probes`` are named callables that observe a dependency (``declare_dependencies
@@ -217,15 +222,27 @@ class Continuum:
         self.store = store
         self.origin = origin
         self.probes: dict[str, Probe] = dict(probes or {})
-        self.ledger = ActionLedger(store, origin=origin, lease_seconds=lease_seconds, cwd=cwd,
-                                   owner=owner, approvals=approvals)
+        self.ledger = ActionLedger(
+            store,
+            origin=origin,
+            lease_seconds=lease_seconds,
+            cwd=cwd,
+            owner=owner,
+            approvals=approvals,
+        )
         # The last state computed per run (lean, verified): a later state() reads only the
         # events after it. A long-lived object (the MCP server's) resumes in constant time.
         self._states: OrderedDict[str, State] = OrderedDict()
 
     @classmethod
-    def open(cls, url: str | None = None, *, create: bool = True,
-             origin: Origin = Origin.DETERMINISTIC, **kwargs: Any) -> Continuum:
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        create: bool = True,
+        origin: Origin = Origin.DETERMINISTIC,
+        **kwargs: Any,
+    ) -> Continuum:
         """Open the store at ``url`` and wrap it: ``with Continuum.open(url) as cx: ...``.
 
         ``url``: a file path, ``sqlite:///abs/path.db`` or ``postgresql://...``; None means
@@ -246,14 +263,25 @@ class Continuum:
     def __enter__(self) -> Continuum:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     # -- runs and events --------------------------------------------------------------------
 
-    def start_run(self, run_id: str, goal: str | None = None, *, total: int | None = None,
-                  metadata: dict[str, Any] | None = None, model: str | None = None) -> RunInfo:
+    def start_run(
+        self,
+        run_id: str,
+        goal: str | None = None,
+        *,
+        total: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        model: str | None = None,
+    ) -> RunInfo:
         """Create run ``run_id`` and record its ``run_started`` event (``goal``, ``total``
         work items, ``model``); returns the run's ``RunInfo``.
 
@@ -279,8 +307,13 @@ class Continuum:
         active = [r for r in self.store.list_runs() if r.status == RunStatus.ACTIVE]
         return active[-1].run_id if active else None
 
-    def append(self, run_id: str, type: EventType | str, payload: dict[str, Any],
-               causer_event_id: str | None = None) -> Event:
+    def append(
+        self,
+        run_id: str,
+        type: EventType | str,
+        payload: dict[str, Any],
+        causer_event_id: str | None = None,
+    ) -> Event:
         """Append one event (an ``EventType``, or a type of your own as a string) with this
         object's origin; returns the sealed ``Event`` once it is durable.
 
@@ -288,11 +321,13 @@ class Continuum:
         (a known type with a malformed payload), ``usage.not_json``,
         ``usage.non_finite_number``. See ``continuum event-types`` for the known types.
         """
-        return self.store.append_event(run_id, type, payload, source=self.origin,
-                                       causer_event_id=causer_event_id)
+        return self.store.append_event(
+            run_id, type, payload, source=self.origin, causer_event_id=causer_event_id
+        )
 
-    def append_events(self, run_id: str,
-                      events: Sequence[tuple[EventType | str, dict[str, Any]]]) -> list[Event]:
+    def append_events(
+        self, run_id: str, events: Sequence[tuple[EventType | str, dict[str, Any]]]
+    ) -> list[Event]:
         """Append several events in one transaction (bulk progress, imports): chained
         exactly as the same ``append`` calls would be, all durable when this returns, or
         none written (a bad payload is named by its position)."""
@@ -307,9 +342,15 @@ class Continuum:
         """
         return self.store.read_events(run_id, after)
 
-    def record_progress(self, run_id: str, *, completed: int | None = None,
-                        total: int | None = None, failed: int | None = None,
-                        goal: str | None = None) -> State:
+    def record_progress(
+        self,
+        run_id: str,
+        *,
+        completed: int | None = None,
+        total: int | None = None,
+        failed: int | None = None,
+        goal: str | None = None,
+    ) -> State:
         """Record absolute progress; creates the run on first use (references/contract.md
         §9). Returns the run's ``State`` after it.
 
@@ -317,14 +358,19 @@ class Continuum:
         or for completed + failed beyond the total; nothing is recorded then.
         """
         for name, value in (("completed", completed), ("total", total), ("failed", failed)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                raise UsageError(f"{name} must be a non-negative integer", code="usage.bad_progress",
-                                 hint=f"pass {name} as a whole number >= 0", field=name)
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 0
+            ):
+                raise UsageError(
+                    f"{name} must be a non-negative integer",
+                    code="usage.bad_progress",
+                    hint=f"pass {name} as a whole number >= 0",
+                    field=name,
+                )
         try:
             self.store.get_run(run_id)
         except NotFoundError:
-            if (total is not None and completed is not None
-                    and completed + (failed or 0) > total):
+            if total is not None and completed is not None and completed + (failed or 0) > total:
                 _progress_past_total(completed, failed or 0, total)
             self.start_run(run_id, goal, total=total)
             goal = None
@@ -335,8 +381,16 @@ class Continuum:
             lost = failed if failed is not None else now.failed
             if new_total is not None and done + lost > new_total:
                 _progress_past_total(done, lost, new_total)
-        payload = {k: v for k, v in (("completed", completed), ("total", total),
-                                     ("failed", failed), ("goal", goal)) if v is not None}
+        payload = {
+            k: v
+            for k, v in (
+                ("completed", completed),
+                ("total", total),
+                ("failed", failed),
+                ("goal", goal),
+            )
+            if v is not None
+        }
         if payload:
             self.append(run_id, EventType.PROGRESS_RECORDED, payload)
         return self.state(run_id)
@@ -360,8 +414,10 @@ class Continuum:
         """
         run = self.store.get_run(run_id)
         cached = self._states.get(run_id)
-        if cached is not None and (cached.sequence, cached.head_hash) == (run.head_sequence,
-                                                                          run.head_hash):
+        if cached is not None and (cached.sequence, cached.head_hash) == (
+            run.head_sequence,
+            run.head_hash,
+        ):
             self._states.move_to_end(run_id)
             return cached
         start = cached if cached is not None and cached.sequence < run.head_sequence else None
@@ -391,9 +447,15 @@ class Continuum:
         checkpoint or the log, and `verify` reports a failed hash as damage."""
         return valid_checkpoint(self.store, run_id)[1]
 
-    def declare_dependencies(self, run_id: str, *, env: Mapping[str, str] | None = None,
-                             files: list[str] | None = None, git: list[str] | None = None,
-                             callables: list[str] | None = None) -> Event | None:
+    def declare_dependencies(
+        self,
+        run_id: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        files: list[str] | None = None,
+        git: list[str] | None = None,
+        callables: list[str] | None = None,
+    ) -> Event | None:
         """Declare what the run depends on, so ``resume`` re-checks it first: ``env``
         static ``name: version`` pairs, ``files`` (content hash), ``git`` (a work tree's
         HEAD commit), ``callables`` (names of ``probes``). Returns the
@@ -407,8 +469,9 @@ class Continuum:
             return None
         return self.append(run_id, EventType.DEPENDENCY_DECLARED, {"dependencies": decls})
 
-    def checkpoint(self, run_id: str, *, reason: str | None = None,
-                   env: Mapping[str, str] | None = None) -> CheckpointInfo:
+    def checkpoint(
+        self, run_id: str, *, reason: str | None = None, env: Mapping[str, str] | None = None
+    ) -> CheckpointInfo:
         """Seal the run's state at its head as a checkpoint, so a later resume reads only
         what follows; ``env`` declares static dependencies in the same transaction.
         Returns ``CheckpointInfo``. Raises ``NotFoundError`` (``not_found.run``) and
@@ -417,24 +480,48 @@ class Continuum:
         decls = declarations(env=env, probes=self.probes) if env else []
         with self.store.write(run_id) as tx:
             if decls:
-                tx.append(EventType.DEPENDENCY_DECLARED, {"dependencies": decls}, source=self.origin)
+                tx.append(
+                    EventType.DEPENDENCY_DECLARED, {"dependencies": decls}, source=self.origin
+                )
             state = self.state(run_id)
             state_json, state_hash = checkpoint_body(state)  # settled actions left out
-            event = tx.append(EventType.CHECKPOINTED, {"through_sequence": state.sequence,
-                                                       "state_hash": state_hash, "reason": reason,
-                                                       "format": CHECKPOINT_FORMAT},
-                              source=self.origin)
-            tx.put_checkpoint(CheckpointRow(run_id=run_id, sequence=state.sequence,
-                                            event_sequence=event.sequence, state_json=state_json,
-                                            state_hash=state_hash, created_at=event.timestamp))
-        return CheckpointInfo(run_id=run_id, sequence=state.sequence,
-                              event_sequence=event.sequence, state_hash=state_hash)
+            event = tx.append(
+                EventType.CHECKPOINTED,
+                {
+                    "through_sequence": state.sequence,
+                    "state_hash": state_hash,
+                    "reason": reason,
+                    "format": CHECKPOINT_FORMAT,
+                },
+                source=self.origin,
+            )
+            tx.put_checkpoint(
+                CheckpointRow(
+                    run_id=run_id,
+                    sequence=state.sequence,
+                    event_sequence=event.sequence,
+                    state_json=state_json,
+                    state_hash=state_hash,
+                    created_at=event.timestamp,
+                )
+            )
+        return CheckpointInfo(
+            run_id=run_id,
+            sequence=state.sequence,
+            event_sequence=event.sequence,
+            state_hash=state_hash,
+        )
 
     # -- verification -----------------------------------------------------------------------
 
-    def verify(self, run_id: str, *, expect_head: str | None = None,
-               archives: Sequence[str | Path] = (),
-               public_key: str | Path | None = None) -> VerifyReport:
+    def verify(
+        self,
+        run_id: str,
+        *,
+        expect_head: str | None = None,
+        archives: Sequence[str | Path] = (),
+        public_key: str | Path | None = None,
+    ) -> VerifyReport:
         """Chain, head, optional anchor (``SEQ:HASH``), the action index against the fold,
         checkpoints: returns every finding in one ``VerifyReport`` (``ok``, ``trusted_through``,
         ``violations``; see ``verification.verify_run``). Damage is reported, not raised;
@@ -446,8 +533,9 @@ class Continuum:
         old history was archived (``archive``) is verified from its archive marker on, and
         from event 1 when ``archives`` names its archive files (``integrity.archive_*`` for
         a file that is not the one archived); see ``operations.verify_history``."""
-        return verify_history(self.store, run_id, expect_head=expect_head, archives=archives,
-                              public_key=public_key)
+        return verify_history(
+            self.store, run_id, expect_head=expect_head, archives=archives, public_key=public_key
+        )
 
     def anchor(self, run_id: str, *, sign: str | Path | None = None) -> dict[str, Any]:
         """Returns ``{"anchor": "SEQ:HASH", ...}`` for the run's head, to keep elsewhere and
@@ -459,8 +547,13 @@ class Continuum:
 
     # -- long-lived stores ------------------------------------------------------------------
 
-    def backup(self, dest: str | Path, *, run_ids: list[str] | None = None,
-               progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    def backup(
+        self,
+        dest: str | Path,
+        *,
+        run_ids: list[str] | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> dict[str, Any]:
         """Write a backup of the store (or of ``run_ids``) to the new file ``dest`` while
         writers go on: one consistent snapshot, verified, with a manifest (``backup.py``).
         Returns the manifest plus ``file`` and ``seconds``."""
@@ -468,23 +561,38 @@ class Continuum:
 
         return backup_store(self.store, Path(dest), run_ids=run_ids, progress=progress)
 
-    def archive(self, run_id: str, *, before: int, to: str | Path,
-                progress: Callable[[int, int], None] | None = None) -> ArchiveResult:
+    def archive(
+        self,
+        run_id: str,
+        *,
+        before: int,
+        to: str | Path,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ArchiveResult:
         """Move events ``< before`` of ``run_id`` into the new archive file ``to``, leaving a
         sealed ``history_archived`` marker and a checkpoint in the live log (``archive.py``).
         Returns an ``archive.ArchiveResult``. Settled actions stay answerable."""
         from continuum.archive import archive_run
 
         self._states.pop(run_id, None)
-        return archive_run(self.store, run_id, before, Path(to), origin=self.origin,
-                           progress=progress)
+        return archive_run(
+            self.store, run_id, before, Path(to), origin=self.origin, progress=progress
+        )
 
     # -- the ledger -------------------------------------------------------------------------
 
-    def intercept(self, run_id: str, action_type: str, arguments: Any = None, *,
-                  key: str | None = None, replay: str | None = None,
-                  approval_id: str | None = None, effect: str | None = None,
-                  approval_arguments: Any = None) -> InterceptResult:
+    def intercept(
+        self,
+        run_id: str,
+        action_type: str,
+        arguments: Any = None,
+        *,
+        key: str | None = None,
+        replay: str | None = None,
+        approval_id: str | None = None,
+        effect: str | None = None,
+        approval_arguments: Any = None,
+    ) -> InterceptResult:
         """Ask before a side effect; returns an ``InterceptResult``.
 
         Perform the effect only when ``proceed`` is true (exactly one caller per action
@@ -512,11 +620,20 @@ class Continuum:
         written when it raises.
         """
         extra = {} if approval_arguments is None else {"approval_arguments": approval_arguments}
-        return self.ledger.intercept(run_id, action_type, arguments, key=key, replay=replay,
-                                     approval_id=approval_id, effect=effect, **extra)
+        return self.ledger.intercept(
+            run_id,
+            action_type,
+            arguments,
+            key=key,
+            replay=replay,
+            approval_id=approval_id,
+            effect=effect,
+            **extra,
+        )
 
-    def complete(self, run_id: str, action: str, *, external_id: str | None = None,
-                 result: Any = None) -> ActionRecord:
+    def complete(
+        self, run_id: str, action: str, *, external_id: str | None = None, result: Any = None
+    ) -> ActionRecord:
         """Record that the side effect of ``action`` (its ``action_key`` or ``action_id``)
         happened, with the external system's id and a JSON ``result`` (returned to a later
         intercept as ``previous_result``); returns the updated ``ActionRecord``.
@@ -527,8 +644,9 @@ class Continuum:
         """
         return self.ledger.complete(run_id, action, external_id=external_id, result=result)
 
-    def fail(self, run_id: str, action: str, *, error: str | None = None,
-             certain: bool = False) -> ActionRecord:
+    def fail(
+        self, run_id: str, action: str, *, error: str | None = None, certain: bool = False
+    ) -> ActionRecord:
         """Record that the side effect of ``action`` failed; returns the ``ActionRecord``.
 
         Without ``certain`` it may have happened anyway, so the action becomes ``unknown``
@@ -539,9 +657,17 @@ class Continuum:
         """
         return self.ledger.fail(run_id, action, error=error, certain=certain)
 
-    def reconcile(self, run_id: str, action: str, *, occurred: bool,
-                  external_id: str | None = None, note: str | None = None,
-                  origin: Origin | None = None, force: bool = False) -> ActionRecord:
+    def reconcile(
+        self,
+        run_id: str,
+        action: str,
+        *,
+        occurred: bool,
+        external_id: str | None = None,
+        note: str | None = None,
+        origin: Origin | None = None,
+        force: bool = False,
+    ) -> ActionRecord:
         """Settle an interrupted action after checking the external system.
 
         From an agent (a self-certified origin), ``occurred=False`` is recorded but does not
@@ -553,23 +679,46 @@ class Continuum:
         Raises ``NotFoundError`` (``not_found.action``) and ``LedgerError``
         (``ledger.invalid_transition`` for an action that is already settled).
         """
-        return self.ledger.reconcile(run_id, action, occurred=occurred, external_id=external_id,
-                                     note=note, origin=origin, force=force)
+        return self.ledger.reconcile(
+            run_id,
+            action,
+            occurred=occurred,
+            external_id=external_id,
+            note=note,
+            origin=origin,
+            force=force,
+        )
 
-    def effect(self, run_id: str, action_type: str, *,
-               key: str | Callable[..., str | None] | None = None, arguments: Any = None,
-               replay: str | None = None, certain_on: tuple[type[BaseException], ...] = (),
-               encode: Callable[[Any], Any] | None = None,
-               decode: Callable[[Any], Any] | None = None,
-               external_id: Callable[[Any], str | None] | None = None) -> Effect:
+    def effect(
+        self,
+        run_id: str,
+        action_type: str,
+        *,
+        key: str | Callable[..., str | None] | None = None,
+        arguments: Any = None,
+        replay: str | None = None,
+        certain_on: tuple[type[BaseException], ...] = (),
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
+        external_id: Callable[[Any], str | None] | None = None,
+    ) -> Effect:
         """A side effect performed at most once: decorator, ``run``/``arun`` or ``with``.
 
         See ``continuum.effect.Effect``: a completed effect returns its recorded result, an
         interrupted one raises ``EffectUncertain``. Recorded with this facade's origin.
         """
-        return Effect(self.ledger, run_id, action_type, key=key, arguments=arguments,
-                      replay=replay, certain_on=certain_on, encode=encode, decode=decode,
-                      external_id=external_id)
+        return Effect(
+            self.ledger,
+            run_id,
+            action_type,
+            key=key,
+            arguments=arguments,
+            replay=replay,
+            certain_on=certain_on,
+            encode=encode,
+            decode=decode,
+            external_id=external_id,
+        )
 
     def compensate(self, run_id: str, action: str, *, note: str | None = None) -> ActionRecord:
         """Record that a completed action's effect was undone (a semantic undo performed
@@ -584,8 +733,9 @@ class Continuum:
         ``actions_page`` for a long run)."""
         return self.ledger.actions(run_id)
 
-    def actions_page(self, run_id: str, *, cursor: str | None = None,
-                     limit: int = DEFAULT_PAGE) -> ActionsPage:
+    def actions_page(
+        self, run_id: str, *, cursor: str | None = None, limit: int = DEFAULT_PAGE
+    ) -> ActionsPage:
         """One page of the run's actions: open ones (started, unknown, failed) first, then
         the settled ones, each in interception order; ``next_cursor`` gives the next page
         (None after the last). A page costs its rows, not the run's history; an action
@@ -596,20 +746,33 @@ class Continuum:
     def interrupted(self, run_id: str) -> set[str]:
         """Ids of ``started`` actions whose owner is gone: in effect ``unknown`` until the
         next intercept or a reconcile records it (reading never writes)."""
-        return {a.action_id for a in self.actions(run_id)
-                if a.status == ActionStatus.STARTED} - self._in_flight(run_id, self.state(run_id))
+        return {
+            a.action_id for a in self.actions(run_id) if a.status == ActionStatus.STARTED
+        } - self._in_flight(run_id, self.state(run_id))
 
     # -- recovery ---------------------------------------------------------------------------
 
-    def _inputs(self, run_id: str, env: Mapping[str, str] | None,
-                expected_model: str | None) -> tuple[State, ValidationReport, VerifyReport, int | None,
-                                                     tuple[dict[str, str | None], dict[str, str]]]:
+    def _inputs(
+        self, run_id: str, env: Mapping[str, str] | None, expected_model: str | None
+    ) -> tuple[
+        State,
+        ValidationReport,
+        VerifyReport,
+        int | None,
+        tuple[dict[str, str | None], dict[str, str]],
+    ]:
         run = self.store.get_run(run_id)
         try:
             state = self.state(run_id)
-            chain = VerifyReport(run_id=run_id, ok=True, events_checked=run.head_sequence,
-                                 trusted_through=run.head_sequence, head_sequence=run.head_sequence,
-                                 head_hash=run.head_hash, violations=[])
+            chain = VerifyReport(
+                run_id=run_id,
+                ok=True,
+                events_checked=run.head_sequence,
+                trusted_through=run.head_sequence,
+                head_sequence=run.head_sequence,
+                head_hash=run.head_hash,
+                violations=[],
+            )
         except IntegrityError:
             self._states.pop(run_id, None)
             chain = self.store.verify_events(run_id)
@@ -619,13 +782,17 @@ class Continuum:
         # log, whichever way (checkpoint, cache, log) the state was arrived at.
         cp_version = checkpoint_through(self.store, run_id, state.last_checkpoint)
         given = dict(env or {})
-        observed = {name: observe(dep, given, self.probes) for name, dep in state.dependencies.items()}
+        observed = {
+            name: observe(dep, given, self.probes) for name, dep in state.dependencies.items()
+        }
         validation = validate_state(state, observed, extra=given, expected_model=expected_model)
         observed_view = {n: _observed_value(o) for n, o in observed.items()}
         # Which values the caller supplied (an agent may supply any value it likes) and
         # which continuum observed itself: verify-contract re-observes the former.
-        sources = {n: "supplied" if n in given else "observed" if o is not None else "unobserved"
-                   for n, o in observed.items()}
+        sources = {
+            n: "supplied" if n in given else "observed" if o is not None else "unobserved"
+            for n, o in observed.items()
+        }
         return state, validation, chain, cp_version, (observed_view, sources)
 
     def _in_flight(self, run_id: str, state: State) -> set[str]:
@@ -638,29 +805,57 @@ class Continuum:
                 out.add(a.action_id)
         return out
 
-    def validate(self, run_id: str, *, env: Mapping[str, str] | None = None,
-                 expected_model: str | None = None) -> ValidationReport:
+    def validate(
+        self,
+        run_id: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        expected_model: str | None = None,
+    ) -> ValidationReport:
         """Returns the ``ValidationReport`` alone: each declared dependency compared with the
         environment now, and what is stale because of it (``evaluate`` gives it with the
         verdict, observed once). Raises ``NotFoundError`` (``not_found.run``)."""
         return self._inputs(run_id, env, expected_model)[1]
 
-    def evaluate(self, run_id: str, *, env: Mapping[str, str] | None = None,
-                 expected_model: str | None = None,
-                 tolerate_unknown: bool = False) -> Evaluation:
+    def evaluate(
+        self,
+        run_id: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        expected_model: str | None = None,
+        tolerate_unknown: bool = False,
+    ) -> Evaluation:
         """The state, its validation against the environment (observed once), the decision
         and the sealed contract, all from one reading of the store."""
         state, validation, chain, cp_version, (observed, sources) = self._inputs(
-            run_id, env, expected_model)
-        decision = decide(state, validation, chain, in_flight=self._in_flight(run_id, state),
-                          tolerate_unknown=tolerate_unknown)
-        contract = build_contract(state, validation, decision, chain,
-                                  checkpoint_version=cp_version, observed_env=observed,
-                                  env_sources=sources)
+            run_id, env, expected_model
+        )
+        decision = decide(
+            state,
+            validation,
+            chain,
+            in_flight=self._in_flight(run_id, state),
+            tolerate_unknown=tolerate_unknown,
+        )
+        contract = build_contract(
+            state,
+            validation,
+            decision,
+            chain,
+            checkpoint_version=cp_version,
+            observed_env=observed,
+            env_sources=sources,
+        )
         return Evaluation(state, validation, decision, contract)
 
-    def resume(self, run_id: str | None = None, *, env: Mapping[str, str] | None = None,
-               expected_model: str | None = None, tolerate_unknown: bool = False) -> Recovery:
+    def resume(
+        self,
+        run_id: str | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        expected_model: str | None = None,
+        tolerate_unknown: bool = False,
+    ) -> Recovery:
         """Read-only: may the run continue? Returns a ``Recovery``: the verdict (``mode``),
         why, what to do next and the sealed contract.
 
@@ -674,25 +869,46 @@ class Continuum:
         if run_id is None:
             run_id = self.latest_active_run()
             if run_id is None:
-                return Recovery(run_id=None, mode="no_active_run", safe=False,
-                                next_allowed_action=None, rationale="there is no active run in this store",
-                                required_actions=[], uncertain_actions=[], progress=None, contract=None)
-        state, _, decision, contract = self.evaluate(run_id, env=env,
-                                                     expected_model=expected_model,
-                                                     tolerate_unknown=tolerate_unknown)
-        uncertain = [{"action_id": a.action_id, "action_key": a.action_key,
-                      "action_type": a.action_type,
-                      "status": "needs_confirmation" if a.failure_unconfirmed else "unknown",
-                      "recorded_status": str(a.status), "attempt": a.attempt,
-                      "arguments": a.arguments,
-                      "next": f"reconcile_action:{a.action_id}"} for a in decision.uncertain_actions]
-        return Recovery(run_id=run_id, mode=decision.mode, safe=decision.safe,
-                        next_allowed_action=decision.next_allowed_action, rationale=decision.reason,
-                        required_actions=decision.required_actions, uncertain_actions=uncertain,
-                        progress=state.progress.model_dump(mode="json", exclude={"provenance"}),
-                        goal=state.goal.value if state.goal else None,
-                        contract=contract.model_dump(mode="json"),
-                        files=self.file_evidence(state))
+                return Recovery(
+                    run_id=None,
+                    mode="no_active_run",
+                    safe=False,
+                    next_allowed_action=None,
+                    rationale="there is no active run in this store",
+                    required_actions=[],
+                    uncertain_actions=[],
+                    progress=None,
+                    contract=None,
+                )
+        state, _, decision, contract = self.evaluate(
+            run_id, env=env, expected_model=expected_model, tolerate_unknown=tolerate_unknown
+        )
+        uncertain = [
+            {
+                "action_id": a.action_id,
+                "action_key": a.action_key,
+                "action_type": a.action_type,
+                "status": "needs_confirmation" if a.failure_unconfirmed else "unknown",
+                "recorded_status": str(a.status),
+                "attempt": a.attempt,
+                "arguments": a.arguments,
+                "next": f"reconcile_action:{a.action_id}",
+            }
+            for a in decision.uncertain_actions
+        ]
+        return Recovery(
+            run_id=run_id,
+            mode=decision.mode,
+            safe=decision.safe,
+            next_allowed_action=decision.next_allowed_action,
+            rationale=decision.reason,
+            required_actions=decision.required_actions,
+            uncertain_actions=uncertain,
+            progress=state.progress.model_dump(mode="json", exclude={"provenance"}),
+            goal=state.goal.value if state.goal else None,
+            contract=contract.model_dump(mode="json"),
+            files=self.file_evidence(state),
+        )
 
     def file_evidence(self, state: State, *, limit: int = 20) -> FileEvidence | None:
         """Compare the files recorded as evidence with the disk: verified, changed, missing
@@ -712,8 +928,14 @@ class Continuum:
             return None
         return FileEvidence(verified=verified, changed=changed[:limit], missing=missing[:limit])
 
-    def confirm(self, run_id: str, *, scope: str = "default", through_sequence: int | None = None,
-                expect_hash: str | None = None) -> ConfirmResult:
+    def confirm(
+        self,
+        run_id: str,
+        *,
+        scope: str = "default",
+        through_sequence: int | None = None,
+        expect_hash: str | None = None,
+    ) -> ConfirmResult:
         """A human vouches for self-reported state (references/contract.md §5): the state
         at ``through_sequence``. Writes as ``human``: for trusted edges only.
 
@@ -727,51 +949,89 @@ class Continuum:
         ``usage.bad_sequence``), ``NotFoundError`` (``not_found.run``) and
         ``IntegrityError`` (``integrity.confirm_mismatch``).
         """
-        scopes = {"default": list(DEFAULT_CONFIRM_SCOPE), "goal": ["goal"],
-                  "progress": ["progress"], "all": ["all"]}
+        scopes = {
+            "default": list(DEFAULT_CONFIRM_SCOPE),
+            "goal": ["goal"],
+            "progress": ["progress"],
+            "all": ["all"],
+        }
         if scope not in scopes:
-            raise UsageError(f"unknown scope {scope!r}", code="usage.bad_scope",
-                             hint="use --scope goal, progress or all")
-        if through_sequence is not None and (not isinstance(through_sequence, int)
-                                             or isinstance(through_sequence, bool)
-                                             or through_sequence < 1):
-            raise UsageError("through_sequence must be a positive integer",
-                             code="usage.bad_sequence", hint="pass the sequence that was reviewed")
+            raise UsageError(
+                f"unknown scope {scope!r}",
+                code="usage.bad_scope",
+                hint="use --scope goal, progress or all",
+            )
+        if through_sequence is not None and (
+            not isinstance(through_sequence, int)
+            or isinstance(through_sequence, bool)
+            or through_sequence < 1
+        ):
+            raise UsageError(
+                "through_sequence must be a positive integer",
+                code="usage.bad_sequence",
+                hint="pass the sequence that was reviewed",
+            )
         if expect_hash is not None and through_sequence is None:
-            raise UsageError("expect_hash needs through_sequence", code="usage.bad_sequence",
-                             hint="pass the sequence the hash belongs to")
+            raise UsageError(
+                "expect_hash needs through_sequence",
+                code="usage.bad_sequence",
+                hint="pass the sequence the hash belongs to",
+            )
         with self.store.write(run_id) as tx:
             head = tx.run.head_sequence
             upto = head if through_sequence is None else through_sequence
             if upto > head:
-                raise UsageError(f"run {run_id!r} has no event {upto} (its head is {head})",
-                                 code="usage.bad_sequence",
-                                 hint=f"use a sequence from 1 to {head}", run_id=run_id)
+                raise UsageError(
+                    f"run {run_id!r} has no event {upto} (its head is {head})",
+                    code="usage.bad_sequence",
+                    hint=f"use a sequence from 1 to {head}",
+                    run_id=run_id,
+                )
             if expect_hash is not None:
                 stored = self.store.event_hash_at(run_id, upto)
                 if stored != expect_hash:
                     raise IntegrityError(
                         f"event {upto} of run {run_id!r} is not the one that was reviewed "
                         f"(hash {(stored or 'none')[:12]}, reviewed {expect_hash[:12]}); "
-                        "nothing was confirmed", code="integrity.confirm_mismatch",
+                        "nothing was confirmed",
+                        code="integrity.confirm_mismatch",
                         hint=f"run `continuum verify {run_id}`, then review again with "
-                             f"`continuum confirm {run_id}`", run_id=run_id, sequence=upto)
+                        f"`continuum confirm {run_id}`",
+                        run_id=run_id,
+                        sequence=upto,
+                    )
             state = self.state_at(run_id, upto)
             covered = ALL_COMPONENTS if scope == "all" else scopes[scope]
-            confirmed: dict[str, Any] = {"goal": state.goal.value if state.goal else None,
-                         "progress": state.progress.model_dump(mode="json", exclude={"provenance"})}
+            confirmed: dict[str, Any] = {
+                "goal": state.goal.value if state.goal else None,
+                "progress": state.progress.model_dump(mode="json", exclude={"provenance"}),
+            }
             if scope == "all":
-                confirmed.update(findings=sorted(state.findings), decisions=sorted(state.decisions),
-                                 evidence=sorted(state.evidence), plan=state.plan, model=state.model)
+                confirmed.update(
+                    findings=sorted(state.findings),
+                    decisions=sorted(state.decisions),
+                    evidence=sorted(state.evidence),
+                    plan=state.plan,
+                    model=state.model,
+                )
             confirmed = {k: v for k, v in confirmed.items() if k in covered or scope == "all"}
-            payload: dict[str, Any] = {"through_sequence": upto, "scope": scopes[scope],
-                                       "confirmed": confirmed}
+            payload: dict[str, Any] = {
+                "through_sequence": upto,
+                "scope": scopes[scope],
+                "confirmed": confirmed,
+            }
             if state.head_hash is not None:
                 payload["through_hash"] = state.head_hash
             event = tx.append(EventType.REVIEW_CONFIRMED, payload, source=Origin.HUMAN)
-        return ConfirmResult(run_id=run_id, through_sequence=upto, scope=scopes[scope],
-                             confirmed=confirmed, event_sequence=event.sequence,
-                             through_hash=state.head_hash, head_sequence=head)
+        return ConfirmResult(
+            run_id=run_id,
+            through_sequence=upto,
+            scope=scopes[scope],
+            confirmed=confirmed,
+            event_sequence=event.sequence,
+            through_hash=state.head_hash,
+            head_sequence=head,
+        )
 
     # -- approvals (references/operators.md, "Approvals") -------------------------------------
 
@@ -781,8 +1041,9 @@ class Continuum:
         rules = self.ledger.approvals
         return rules.current() if isinstance(rules, RuleFiles) else rules
 
-    def approvals(self, run_id: str | None = None, *, pending_only: bool = True,
-                  limit: int = MAX_PAGE) -> list[ApprovalInfo]:
+    def approvals(
+        self, run_id: str | None = None, *, pending_only: bool = True, limit: int = MAX_PAGE
+    ) -> list[ApprovalInfo]:
         """Approvals in the order they were requested, of one run or of every run.
 
         ``pending_only`` (default): those waiting for a person's decision, in active
@@ -799,8 +1060,16 @@ class Continuum:
         runs hold the id: pass ``run_id``)."""
         return approval_info(self.store, find_approval_row(self.store, approval_id, run_id))
 
-    def decide(self, approval_id: str, *, allow: bool, reason: str, scope: str = "call",
-               run_id: str | None = None, expect_binding: str | None = None) -> ApprovalInfo:
+    def decide(
+        self,
+        approval_id: str,
+        *,
+        allow: bool,
+        reason: str,
+        scope: str = "call",
+        run_id: str | None = None,
+        expect_binding: str | None = None,
+    ) -> ApprovalInfo:
         """A person's decision on a pending approval, always recorded with origin ``human``
         (for trusted edges only: the CLI behind a terminal or ``--yes``, an operator's
         authenticated page; never an agent's tool).
@@ -814,13 +1083,21 @@ class Continuum:
         ``not_found.approval``, ``usage.bad_scope``, ``usage.bad_reason`` and
         ``ledger.invalid_transition`` (already decided); nothing is written then.
         """
-        return record_decision(self.store, approval_id, allow=allow, reason=reason, scope=scope,
-                               run_id=run_id, expect_binding=expect_binding)
+        return record_decision(
+            self.store,
+            approval_id,
+            allow=allow,
+            reason=reason,
+            scope=scope,
+            run_id=run_id,
+            expect_binding=expect_binding,
+        )
 
     # -- the notification outbox (references/operators.md, "Outbox") -------------------------
 
-    def outbox(self, *, status: str | None = None, run_id: str | None = None,
-               limit: int = MAX_PAGE) -> list[OutboxRow]:
+    def outbox(
+        self, *, status: str | None = None, run_id: str | None = None, limit: int = MAX_PAGE
+    ) -> list[OutboxRow]:
         """Notifications for a person, newest first: ``pending``, ``delivered`` or
         ``failed`` (``status`` filters). Each ``OutboxRow`` has the stable
         ``delivery_id``, ``kind``, ``run_id``, the ``body`` sent, ``attempts``,
@@ -836,12 +1113,14 @@ class Continuum:
         (``outbox.bad_config`` for a malformed file)."""
         return load_notify(notify_paths(self.ledger.cwd, self.store.url))
 
-    def deliver_outbox(self, config: NotifyConfig | None = None, *,
-                       limit: int = 50) -> DeliveryReport:
+    def deliver_outbox(
+        self, config: NotifyConfig | None = None, *, limit: int = 50
+    ) -> DeliveryReport:
         """One delivery pass: send what is due to every configured webhook, record each
         outcome (retries with backoff; ``failed`` after the configured attempts)."""
-        return deliver_due(self.store, config if config is not None else self.notify_config(),
-                           limit=limit)
+        return deliver_due(
+            self.store, config if config is not None else self.notify_config(), limit=limit
+        )
 
     def retry_outbox(self, delivery_ids: Sequence[str] | None = None) -> int:
         """Put failed notifications (these, or all) back to pending; returns how many."""
@@ -861,25 +1140,37 @@ class Continuum:
         try:
             contract = RecoveryContract.model_validate_json(contract_json)
         except ValueError as e:
-            raise UsageError("the file is not a recovery contract", code="usage.bad_contract",
-                             hint="pass a file written by `continuum show-contract RUN --json`") from e
+            raise UsageError(
+                "the file is not a recovery contract",
+                code="usage.bad_contract",
+                hint="pass a file written by `continuum show-contract RUN --json`",
+            ) from e
         if not contract.is_intact():
-            raise IntegrityError("the contract's integrity_hash does not match its content",
-                                 code="integrity.contract_tampered",
-                                 hint="the file was edited; get a fresh one with show-contract",
-                                 run_id=contract.run_id)
+            raise IntegrityError(
+                "the contract's integrity_hash does not match its content",
+                code="integrity.contract_tampered",
+                hint="the file was edited; get a fresh one with show-contract",
+                run_id=contract.run_id,
+            )
         run = self.store.get_run(contract.run_id)
-        stored = (self.store.event_hash_at(contract.run_id, contract.head_sequence)
-                  if contract.head_sequence else None)
+        stored = (
+            self.store.event_hash_at(contract.run_id, contract.head_sequence)
+            if contract.head_sequence
+            else None
+        )
         if contract.head_sequence and stored != contract.head_hash:
-            raise IntegrityError(f"the contract's head {contract.head_sequence} is not in this "
-                                 "store's chain", code="integrity.contract_foreign",
-                                 hint="check --db; the log or the contract does not belong here")
+            raise IntegrityError(
+                f"the contract's head {contract.head_sequence} is not in this store's chain",
+                code="integrity.contract_foreign",
+                hint="check --db; the log or the contract does not belong here",
+            )
         if run.head_sequence != contract.head_sequence:
-            raise IntegrityError(f"the contract was computed at sequence {contract.head_sequence} "
-                                 f"but the run is now at {run.head_sequence}",
-                                 code="integrity.contract_stale",
-                                 hint=f"get a current one: continuum show-contract {contract.run_id}")
+            raise IntegrityError(
+                f"the contract was computed at sequence {contract.head_sequence} "
+                f"but the run is now at {run.head_sequence}",
+                code="integrity.contract_stale",
+                hint=f"get a current one: continuum show-contract {contract.run_id}",
+            )
         # The seal only proves the file is unchanged since someone sealed it; anyone can
         # seal. So recompute the decision from this store and require the same contract.
         # Values the caller supplied are re-observed wherever a provider can observe them
@@ -893,16 +1184,28 @@ class Continuum:
                 f"where the file says {contract.verdict!r} ({contract.integrity_hash[:12]})",
                 code="integrity.contract_mismatch",
                 hint=f"the file was not produced from this log; trust `continuum resume "
-                     f"{contract.run_id}` instead", run_id=contract.run_id)
-        return {"ok": True, "run_id": contract.run_id, "verdict": contract.verdict,
-                "head_sequence": contract.head_sequence, "integrity_hash": contract.integrity_hash,
-                "reobserved": reobserved, "unverified_inputs": unverified}
+                f"{contract.run_id}` instead",
+                run_id=contract.run_id,
+            )
+        return {
+            "ok": True,
+            "run_id": contract.run_id,
+            "verdict": contract.verdict,
+            "head_sequence": contract.head_sequence,
+            "integrity_hash": contract.integrity_hash,
+            "reobserved": reobserved,
+            "unverified_inputs": unverified,
+        }
 
-    def _contract_env(self, contract: RecoveryContract) -> tuple[dict[str, str], list[str], list[str]]:
+    def _contract_env(
+        self, contract: RecoveryContract
+    ) -> tuple[dict[str, str], list[str], list[str]]:
         """The environment to recompute a contract with: (env, re-observed, taken on trust)."""
         recorded = contract.evidence.get("environment") or {}
         # A contract without sources (older format) is treated as all supplied.
-        sources = contract.evidence.get("environment_sources") or dict.fromkeys(recorded, "supplied")
+        sources = contract.evidence.get("environment_sources") or dict.fromkeys(
+            recorded, "supplied"
+        )
         dependencies = self.state(contract.run_id).dependencies
         env: dict[str, str] = {}
         reobserved: list[str] = []
@@ -936,7 +1239,11 @@ def _observable(dep: Dependency, probes: Mapping[str, Probe]) -> bool:
 
 
 def _progress_past_total(completed: int, failed: int, total: int) -> None:
-    raise UsageError(f"progress of {completed} completed and {failed} failed exceeds the total "
-                     f"of {total}; nothing was recorded", code="usage.bad_progress",
-                     hint="record absolute numbers that fit the total, or raise the total first "
-                          "(total=N in the same call)", field="completed")
+    raise UsageError(
+        f"progress of {completed} completed and {failed} failed exceeds the total "
+        f"of {total}; nothing was recorded",
+        code="usage.bad_progress",
+        hint="record absolute numbers that fit the total, or raise the total first "
+        "(total=N in the same call)",
+        field="completed",
+    )

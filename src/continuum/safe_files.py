@@ -26,14 +26,18 @@ CHUNK = 1 << 20
 def refuse_existing(path: Path, what: str) -> None:
     """A destination must be new: never overwrite a file (or a directory, or a link)."""
     if path.exists() or path.is_symlink():
-        raise UsageError(f"{as_typed(str(path))} exists; a {what} is only written to a new file",
-                         code="usage.file_exists",
-                         hint="choose a path that does not exist yet; nothing was written")
+        raise UsageError(
+            f"{as_typed(str(path))} exists; a {what} is only written to a new file",
+            code="usage.file_exists",
+            hint="choose a path that does not exist yet; nothing was written",
+        )
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise UsageError(f"the directory of {as_typed(str(path))} does not exist",
-                         code="usage.bad_path", hint="create the directory first, or choose "
-                         "another path; nothing was written")
+        raise UsageError(
+            f"the directory of {as_typed(str(path))} does not exist",
+            code="usage.bad_path",
+            hint="create the directory first, or choose another path; nothing was written",
+        )
 
 
 def partial_name(path: Path, tag: str = "partial") -> Path:
@@ -46,12 +50,17 @@ def create_private(path: Path) -> BinaryIO:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError as e:
-        raise UsageError(f"{as_typed(str(path))} exists", code="usage.file_exists",
-                         hint="remove the leftover of an interrupted run, or choose another "
-                              "path") from e
+        raise UsageError(
+            f"{as_typed(str(path))} exists",
+            code="usage.file_exists",
+            hint="remove the leftover of an interrupted run, or choose another path",
+        ) from e
     except OSError as e:
-        raise StoreIOError(f"cannot create {as_typed(str(path))}: {e.strerror}",
-                           code="store.io", hint="check the directory and its permissions") from e
+        raise StoreIOError(
+            f"cannot create {as_typed(str(path))}: {e.strerror}",
+            code="store.io",
+            hint="check the directory and its permissions",
+        ) from e
     os.fchmod(fd, 0o600)
     return os.fdopen(fd, "wb")
 
@@ -79,9 +88,11 @@ def publish(temporary: Path, final: Path) -> None:
     try:
         os.link(temporary, final)
     except FileExistsError as e:
-        raise UsageError(f"{as_typed(str(final))} appeared while it was being written; it was "
-                         "left as it is", code="usage.file_exists",
-                         hint=f"the complete copy is {as_typed(str(temporary))}") from e
+        raise UsageError(
+            f"{as_typed(str(final))} appeared while it was being written; it was left as it is",
+            code="usage.file_exists",
+            hint=f"the complete copy is {as_typed(str(temporary))}",
+        ) from e
     os.unlink(temporary)
     fsync_dir(final.parent)
 
@@ -89,8 +100,12 @@ def publish(temporary: Path, final: Path) -> None:
 def discard(*paths: Path) -> None:
     """Remove our own temporary files (and a SQLite copy's -wal/-shm) after a failure."""
     for path in paths:
-        for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"),
-                  path.with_name(path.name + "-journal")):
+        for p in (
+            path,
+            path.with_name(path.name + "-wal"),
+            path.with_name(path.name + "-shm"),
+            path.with_name(path.name + "-journal"),
+        ):
             with contextlib.suppress(OSError):
                 p.unlink()
 

@@ -81,8 +81,11 @@ def generate_keypair(private_path: Path, public_path: Path) -> dict[str, Any]:
     )
 
     if private_path.absolute() == public_path.absolute():
-        raise UsageError("the private and the public key need two different files",
-                         code="usage.invalid", hint="e.g. --private anchor.key --public anchor.pub")
+        raise UsageError(
+            "the private and the public key need two different files",
+            code="usage.invalid",
+            hint="e.g. --private anchor.key --public anchor.pub",
+        )
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
     public_pem = key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
@@ -91,8 +94,11 @@ def generate_keypair(private_path: Path, public_path: Path) -> dict[str, Any]:
         os.chmod(temporary, 0o644)  # a public key is for others to read
     with written_whole(private_path, "private key") as (f, _):
         f.write(private_pem)
-    return {"private_key": str(private_path), "public_key": str(public_path),
-            "key_id": key_id(key.public_key())}
+    return {
+        "private_key": str(private_path),
+        "public_key": str(public_path),
+        "key_id": key_id(key.public_key()),
+    }
 
 
 def _read_key_file(path: Path, what: str) -> bytes:
@@ -100,8 +106,11 @@ def _read_key_file(path: Path, what: str) -> bytes:
         with open(path, "rb") as f:
             return f.read(64 * 1024)
     except OSError as e:
-        raise UsageError(f"cannot read the {what} {as_typed(str(path))}: {e.strerror}",
-                         code="usage.bad_key", hint="check the path") from e
+        raise UsageError(
+            f"cannot read the {what} {as_typed(str(path))}: {e.strerror}",
+            code="usage.bad_key",
+            hint="check the path",
+        ) from e
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
@@ -111,23 +120,33 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
     try:
         mode = os.stat(path).st_mode
     except OSError as e:
-        raise UsageError(f"cannot read the private key {as_typed(str(path))}: {e.strerror}",
-                         code="usage.bad_key", hint="check the path") from e
+        raise UsageError(
+            f"cannot read the private key {as_typed(str(path))}: {e.strerror}",
+            code="usage.bad_key",
+            hint="check the path",
+        ) from e
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise UsageError(f"the private key {as_typed(str(path))} is readable by others "
-                         f"(mode {stat.S_IMODE(mode):o}); it was not used",
-                         code="usage.key_too_open", hint=f"chmod 600 {as_typed(str(path))}")
+        raise UsageError(
+            f"the private key {as_typed(str(path))} is readable by others "
+            f"(mode {stat.S_IMODE(mode):o}); it was not used",
+            code="usage.key_too_open",
+            hint=f"chmod 600 {as_typed(str(path))}",
+        )
     data = _read_key_file(path, "private key")
     try:
         key = load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as e:
-        raise UsageError(f"{as_typed(str(path))} is not an unencrypted PEM private key",
-                         code="usage.bad_key",
-                         hint="make one with `continuum keygen` (or openssl genpkey -algorithm "
-                              "ed25519)") from e
+        raise UsageError(
+            f"{as_typed(str(path))} is not an unencrypted PEM private key",
+            code="usage.bad_key",
+            hint="make one with `continuum keygen` (or openssl genpkey -algorithm ed25519)",
+        ) from e
     if not isinstance(key, Ed25519PrivateKey):
-        raise UsageError(f"{as_typed(str(path))} is not an Ed25519 key", code="usage.bad_key",
-                         hint="make one with `continuum keygen`")
+        raise UsageError(
+            f"{as_typed(str(path))} is not an Ed25519 key",
+            code="usage.bad_key",
+            hint="make one with `continuum keygen`",
+        )
     return key
 
 
@@ -139,11 +158,17 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     try:
         key = load_pem_public_key(data)
     except (ValueError, TypeError) as e:
-        raise UsageError(f"{as_typed(str(path))} is not a PEM public key", code="usage.bad_key",
-                         hint="pass the .pub file `continuum keygen` wrote") from e
+        raise UsageError(
+            f"{as_typed(str(path))} is not a PEM public key",
+            code="usage.bad_key",
+            hint="pass the .pub file `continuum keygen` wrote",
+        ) from e
     if not isinstance(key, Ed25519PublicKey):
-        raise UsageError(f"{as_typed(str(path))} is not an Ed25519 public key",
-                         code="usage.bad_key", hint="pass the .pub file `continuum keygen` wrote")
+        raise UsageError(
+            f"{as_typed(str(path))} is not an Ed25519 public key",
+            code="usage.bad_key",
+            hint="pass the .pub file `continuum keygen` wrote",
+        )
     return key
 
 
@@ -153,18 +178,24 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
 def sign_anchor(run_id: str, sequence: int, hash_: str, private_path: Path) -> dict[str, Any]:
     """A signed anchor token for (run, sequence, hash)."""
     key = load_private_key(private_path)
-    claims = {"run_id": run_id, "sequence": sequence, "hash": hash_,
-              "key_id": key_id(key.public_key()),
-              "signed_at": format_timestamp(datetime.now(UTC))}
+    claims = {
+        "run_id": run_id,
+        "sequence": sequence,
+        "hash": hash_,
+        "key_id": key_id(key.public_key()),
+        "signed_at": format_timestamp(datetime.now(UTC)),
+    }
     body = canonical_json(claims).encode("utf-8")
     signature = key.sign(DOMAIN + body)
     return {"signed_anchor": f"{PREFIX}.{_b64(body)}.{_b64(signature)}", **claims}
 
 
 def _malformed(why: str) -> UsageError:
-    return UsageError(f"the signed anchor is malformed: {why}", code="usage.bad_anchor",
-                      hint="pass the signed_anchor printed by `continuum anchor RUN --sign KEY`, "
-                           "whole")
+    return UsageError(
+        f"the signed anchor is malformed: {why}",
+        code="usage.bad_anchor",
+        hint="pass the signed_anchor printed by `continuum anchor RUN --sign KEY`, whole",
+    )
 
 
 def check_signed_anchor(token: str, public_path: Path, run_id: str) -> tuple[int, str]:
@@ -194,16 +225,22 @@ def check_signed_anchor(token: str, public_path: Path, run_id: str) -> tuple[int
         raise IntegrityError(
             "the anchor's signature does not verify with this public key (key "
             f"{mine}): it was signed with another key ({quoted(str(signer))}) or edited; it is "
-            "not evidence of this run's history", code="integrity.anchor_signature",
+            "not evidence of this run's history",
+            code="integrity.anchor_signature",
             hint="get the anchor from whoever holds the signing key, or check that you "
-                 "passed their public key", run_id=run_id, key_id=mine) from None
+            "passed their public key",
+            run_id=run_id,
+            key_id=mine,
+        ) from None
     seq, hash_, named = claims.get("sequence"), claims.get("hash"), claims.get("run_id")
     if type(seq) is not int or seq < 1 or not isinstance(hash_, str) or len(hash_) != 64:
         raise _malformed("its claims lack a sequence and hash")
     if named != run_id:
-        raise UsageError(f"the signed anchor is for run {quoted(str(named))}, not "
-                         f"{quoted(run_id)}", code="usage.anchor_other_run",
-                         hint="verify the run the anchor names, or pass its anchor")
+        raise UsageError(
+            f"the signed anchor is for run {quoted(str(named))}, not {quoted(run_id)}",
+            code="usage.anchor_other_run",
+            hint="verify the run the anchor names, or pass its anchor",
+        )
     return seq, hash_
 
 

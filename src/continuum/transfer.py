@@ -51,13 +51,22 @@ def _line(kind: str, **fields: Any) -> str:
     return canonical_json({"kind": kind, **fields}) + "\n"
 
 
-def export_runs(store: Storage, out: TextIO, run_ids: Iterable[str] | None = None) -> TransferSummary:
+def export_runs(
+    store: Storage, out: TextIO, run_ids: Iterable[str] | None = None
+) -> TransferSummary:
     """Write ``run_ids`` (default: every run) to ``out``; refuses a run that fails to verify."""
-    runs = ([store.get_run(r) for r in run_ids] if run_ids is not None else store.list_runs())
+    runs = [store.get_run(r) for r in run_ids] if run_ids is not None else store.list_runs()
     seen: set[str] = set()
-    out.write(_line("header", format=FORMAT, version=FORMAT_VERSION, source=store.url,
-                    exported_at=format_timestamp(datetime.now(UTC)),
-                    runs=[r.run_id for r in runs]))
+    out.write(
+        _line(
+            "header",
+            format=FORMAT,
+            version=FORMAT_VERSION,
+            source=store.url,
+            exported_at=format_timestamp(datetime.now(UTC)),
+            runs=[r.run_id for r in runs],
+        )
+    )
     events = checkpoints = 0
     heads: dict[str, str] = {}
     for run in runs:
@@ -77,10 +86,12 @@ def export_runs(store: Storage, out: TextIO, run_ids: Iterable[str] | None = Non
 
 
 def _refused(why: str, **fields: Any) -> IntegrityError:
-    return IntegrityError(f"the export is refused, nothing was imported: {why}",
-                          code="integrity.import_refused",
-                          hint="export the run again from its source store; do not edit export files",
-                          **fields)
+    return IntegrityError(
+        f"the export is refused, nothing was imported: {why}",
+        code="integrity.import_refused",
+        hint="export the run again from its source store; do not edit export files",
+        **fields,
+    )
 
 
 class _Draft:
@@ -124,17 +135,25 @@ def read_export(lines: Iterable[str]) -> list[RunExport]:
         except (ValidationError, KeyError, TypeError) as e:
             raise _refused(f"line {number} is not a valid {kind} record ({e})", line=number) from e
     if header is None:
-        raise UsageError("the file is empty", code="usage.bad_export",
-                         hint="pass a file written by `continuum export`")
+        raise UsageError(
+            "the file is empty",
+            code="usage.bad_export",
+            hint="pass a file written by `continuum export`",
+        )
     parsed = [_checked(d) for d in drafts]
     if end is None:
         raise _refused("the end record is missing (the file was cut short)")
-    counts = (len(parsed), sum(len(b.events) for b in parsed),
-              sum(len(b.checkpoints) for b in parsed))
+    counts = (
+        len(parsed),
+        sum(len(b.events) for b in parsed),
+        sum(len(b.checkpoints) for b in parsed),
+    )
     if (end.get("runs"), end.get("events"), end.get("checkpoints")) != counts:
-        raise _refused(f"the end record counts {end.get('runs')} runs, {end.get('events')} events, "
-                       f"{end.get('checkpoints')} checkpoints; the file holds {counts[0]}, "
-                       f"{counts[1]}, {counts[2]}")
+        raise _refused(
+            f"the end record counts {end.get('runs')} runs, {end.get('events')} events, "
+            f"{end.get('checkpoints')} checkpoints; the file holds {counts[0]}, "
+            f"{counts[1]}, {counts[2]}"
+        )
     ids = [b.run.run_id for b in parsed]
     if len(set(ids)) != len(ids):
         raise _refused("a run appears twice")
@@ -143,12 +162,18 @@ def read_export(lines: Iterable[str]) -> list[RunExport]:
 
 def _header(record: Any, kind: Any) -> dict[str, Any]:
     if kind != "header" or record.get("format") != FORMAT:
-        raise UsageError("the file is not a continuum export", code="usage.bad_export",
-                         hint="pass a file written by `continuum export`")
+        raise UsageError(
+            "the file is not a continuum export",
+            code="usage.bad_export",
+            hint="pass a file written by `continuum export`",
+        )
     if record.get("version") != FORMAT_VERSION:
-        raise UsageError(f"export format version {record.get('version')!r} is not supported "
-                         f"(this continuum reads {FORMAT_VERSION})", code="usage.bad_export",
-                         hint="upgrade continuum")
+        raise UsageError(
+            f"export format version {record.get('version')!r} is not supported "
+            f"(this continuum reads {FORMAT_VERSION})",
+            code="usage.bad_export",
+            hint="upgrade continuum",
+        )
     header: dict[str, Any] = record
     return header
 
@@ -158,26 +183,44 @@ def _checked(draft: _Draft) -> RunExport:
     report = verify_chain(run.run_id, events, run.head_sequence, run.head_hash)
     if not report.ok:
         v = report.violations[0]
-        raise _refused(f"run {run.run_id!r} does not verify at sequence {v.sequence} ({v.kind}: "
-                       f"{v.detail})", run_id=run.run_id, sequence=v.sequence, kind=str(v.kind))
+        raise _refused(
+            f"run {run.run_id!r} does not verify at sequence {v.sequence} ({v.kind}: {v.detail})",
+            run_id=run.run_id,
+            sequence=v.sequence,
+            kind=str(v.kind),
+        )
     status = RunStatus.ACTIVE
     for event in events:
         if event.type in EventType._value2member_map_ and EventType(event.type) in LIFECYCLE_STATUS:
             status = RunStatus(LIFECYCLE_STATUS[EventType(event.type)])
     if status != run.status:
-        raise _refused(f"run {run.run_id!r} claims status {run.status} but its log says {status}",
-                       run_id=run.run_id)
+        raise _refused(
+            f"run {run.run_id!r} claims status {run.status} but its log says {status}",
+            run_id=run.run_id,
+        )
     by_sequence = {e.sequence: e for e in events}
     for cp in draft.checkpoints:
         sealed = by_sequence.get(cp.event_sequence)
-        if (cp.run_id != run.run_id or _state_digest(cp.state_json) != cp.state_hash
-                or sealed is None or sealed.payload.get("state_hash") != cp.state_hash
-                or sealed.payload.get("through_sequence") != cp.sequence):
-            raise _refused(f"checkpoint {cp.sequence} of run {run.run_id!r} does not match its "
-                           "hash or its sealing event", run_id=run.run_id, sequence=cp.event_sequence)
-    return RunExport(run=run, events=events, checkpoints=draft.checkpoints,
-                     actions=rebuild_actions(run.run_id, events),
-                     approvals=rebuild_approvals(run.run_id, events))
+        if (
+            cp.run_id != run.run_id
+            or _state_digest(cp.state_json) != cp.state_hash
+            or sealed is None
+            or sealed.payload.get("state_hash") != cp.state_hash
+            or sealed.payload.get("through_sequence") != cp.sequence
+        ):
+            raise _refused(
+                f"checkpoint {cp.sequence} of run {run.run_id!r} does not match its "
+                "hash or its sealing event",
+                run_id=run.run_id,
+                sequence=cp.event_sequence,
+            )
+    return RunExport(
+        run=run,
+        events=events,
+        checkpoints=draft.checkpoints,
+        actions=rebuild_actions(run.run_id, events),
+        approvals=rebuild_approvals(run.run_id, events),
+    )
 
 
 def _state_digest(state_json: str) -> str | None:
@@ -199,8 +242,10 @@ def rebuild_actions(run_id: str, events: Iterable[Event]) -> list[ActionRow]:
             records[action_id] = record
     # Leases are not exported: an imported started action's owner is judged by its process
     # (same host) or found gone, and then follows its replay contract.
-    return [ActionRow(run_id=run_id, action_id=a, record=r, lease_expires=None)
-            for a, r in records.items()]
+    return [
+        ActionRow(run_id=run_id, action_id=a, record=r, lease_expires=None)
+        for a, r in records.items()
+    ]
 
 
 def rebuild_approvals(run_id: str, events: Iterable[Event]) -> list[ApprovalRow]:
@@ -227,11 +272,17 @@ def import_checked(store: Storage, bundles: list[RunExport]) -> TransferSummary:
         report = store.verify_events(info.run_id)
         if not report.ok:
             v = report.violations[0]
-            raise IntegrityError(f"run {info.run_id!r} does not verify after import at sequence "
-                                 f"{v.sequence} ({v.kind})", code=f"integrity.{v.kind}",
-                                 hint=f"run `continuum verify {info.run_id}`",
-                                 run_id=info.run_id, sequence=v.sequence)
-    return TransferSummary(runs=[i.run_id for i in infos],
-                           events=sum(len(b.events) for b in bundles),
-                           checkpoints=sum(len(b.checkpoints) for b in bundles),
-                           heads={i.run_id: f"{i.head_sequence}:{i.head_hash}" for i in infos})
+            raise IntegrityError(
+                f"run {info.run_id!r} does not verify after import at sequence "
+                f"{v.sequence} ({v.kind})",
+                code=f"integrity.{v.kind}",
+                hint=f"run `continuum verify {info.run_id}`",
+                run_id=info.run_id,
+                sequence=v.sequence,
+            )
+    return TransferSummary(
+        runs=[i.run_id for i in infos],
+        events=sum(len(b.events) for b in bundles),
+        checkpoints=sum(len(b.checkpoints) for b in bundles),
+        heads={i.run_id: f"{i.head_sequence}:{i.head_hash}" for i in infos},
+    )

@@ -116,8 +116,15 @@ def unsafe_characters(value: str) -> list[str]:
     return sorted({_escape(c) for c in value if is_unsafe(c)})
 
 
-def check_identifier(value: object, *, what: str, code: str, hint: str,
-                     max_length: int = 200, allow_spaces: bool = True) -> str:
+def check_identifier(
+    value: object,
+    *,
+    what: str,
+    code: str,
+    hint: str,
+    max_length: int = 200,
+    allow_spaces: bool = True,
+) -> str:
     """Return ``value`` if it is a clean identifier; else raise ``UsageError(code)``.
 
     Clean: a non-empty string of at most ``max_length`` characters, without control,
@@ -127,16 +134,23 @@ def check_identifier(value: object, *, what: str, code: str, hint: str,
     if not isinstance(value, str) or not value:
         raise UsageError(f"{what} must be a non-empty string", code=code, hint=hint)
     if len(value) > max_length:
-        raise UsageError(f"{what} is {len(value)} characters long (at most {max_length})",
-                         code=code, hint=hint)
+        raise UsageError(
+            f"{what} is {len(value)} characters long (at most {max_length})", code=code, hint=hint
+        )
     bad = unsafe_characters(value)
     if bad:
-        raise UsageError(f"{what} {quoted(value, limit=80)} holds control, bidi or invisible "
-                         f"characters ({', '.join(bad)})", code=code, hint=hint)
+        raise UsageError(
+            f"{what} {quoted(value, limit=80)} holds control, bidi or invisible "
+            f"characters ({', '.join(bad)})",
+            code=code,
+            hint=hint,
+        )
     if not allow_spaces and any(c.isspace() for c in value):
-        raise UsageError(f"{what} {quoted(value, limit=80)} contains whitespace", code=code,
-                         hint=hint)
+        raise UsageError(
+            f"{what} {quoted(value, limit=80)} contains whitespace", code=code, hint=hint
+        )
     if value != value.strip():
-        raise UsageError(f"{what} {quoted(value, limit=80)} starts or ends with whitespace",
-                         code=code, hint=hint)
+        raise UsageError(
+            f"{what} {quoted(value, limit=80)} starts or ends with whitespace", code=code, hint=hint
+        )
     return value

@@ -99,10 +99,16 @@ def diff_dependency(dep: Dependency, obs: Observation | None) -> DependencyCheck
     return DependencyCheck(name=dep.name, status=status, declared=declared, observed=observed)
 
 
-def diff_environment(state: State, observed: Mapping[str, Observation | None],
-                     *, extra: Mapping[str, str] | None = None) -> list[DependencyCheck]:
+def diff_environment(
+    state: State,
+    observed: Mapping[str, Observation | None],
+    *,
+    extra: Mapping[str, str] | None = None,
+) -> list[DependencyCheck]:
     """Compare every declared dependency; names observed but never declared are ``added``."""
-    checks = [diff_dependency(dep, observed.get(name)) for name, dep in sorted(state.dependencies.items())]
+    checks = [
+        diff_dependency(dep, observed.get(name)) for name, dep in sorted(state.dependencies.items())
+    ]
     for name, value in sorted((extra or {}).items()):
         if name not in state.dependencies:
             checks.append(DependencyCheck(name=name, status=DependencyStatus.ADDED, observed=value))
@@ -110,8 +116,12 @@ def diff_environment(state: State, observed: Mapping[str, Observation | None],
 
 
 def _worst(statuses: list[ComponentStatus]) -> ComponentStatus:
-    order = [ComponentStatus.INVALID, ComponentStatus.CONFLICTED, ComponentStatus.UNKNOWN,
-             ComponentStatus.STALE]
+    order = [
+        ComponentStatus.INVALID,
+        ComponentStatus.CONFLICTED,
+        ComponentStatus.UNKNOWN,
+        ComponentStatus.STALE,
+    ]
     for s in order:
         if s in statuses:
             return s
@@ -125,39 +135,63 @@ def propagate(state: State, deps: list[DependencyCheck]) -> list[ComponentCheck]
     for d in deps:
         if d.status in _DEP_TO_COMPONENT:
             bad_deps[d.name] = _DEP_TO_COMPONENT[d.status]
-            out.append(ComponentCheck(component=f"dependency:{d.name}", status=bad_deps[d.name],
-                                      reason=f"dependency {d.name} is {d.status}"))
+            out.append(
+                ComponentCheck(
+                    component=f"dependency:{d.name}",
+                    status=bad_deps[d.name],
+                    reason=f"dependency {d.name} is {d.status}",
+                )
+            )
     bad_evidence: dict[str, ComponentStatus] = {}
     for eid, ev in sorted(state.evidence.items()):
         causes = [c for c in ev.cites if c in bad_deps]
         if causes and ev.status == "active":
             bad_evidence[eid] = _worst([bad_deps[c] for c in causes])
-            out.append(ComponentCheck(component=f"evidence:{eid}", status=bad_evidence[eid],
-                                      reason="derived from " + ", ".join(causes),
-                                      caused_by=[f"dependency:{c}" for c in causes]))
+            out.append(
+                ComponentCheck(
+                    component=f"evidence:{eid}",
+                    status=bad_evidence[eid],
+                    reason="derived from " + ", ".join(causes),
+                    caused_by=[f"dependency:{c}" for c in causes],
+                )
+            )
     bad_findings: set[str] = set()
     for fid, f in sorted(state.findings.items()):
         causes = [c for c in f.cites if c in bad_evidence]
         if causes and f.status == "active":
             bad_findings.add(fid)
-            out.append(ComponentCheck(component=f"finding:{fid}", status=ComponentStatus.STALE,
-                                      reason="cites stale evidence " + ", ".join(causes),
-                                      caused_by=[f"evidence:{c}" for c in causes]))
+            out.append(
+                ComponentCheck(
+                    component=f"finding:{fid}",
+                    status=ComponentStatus.STALE,
+                    reason="cites stale evidence " + ", ".join(causes),
+                    caused_by=[f"evidence:{c}" for c in causes],
+                )
+            )
     for did, dec in sorted(state.decisions.items()):
         causes = [f"finding:{c}" for c in dec.cites if c in bad_findings]
         causes += [c for c in dec.cites if c.startswith("evidence:") and c[9:] in bad_evidence]
         if causes and dec.status == "active":
-            out.append(ComponentCheck(component=f"decision:{did}", status=ComponentStatus.STALE,
-                                      reason="rests on " + ", ".join(causes), caused_by=causes))
+            out.append(
+                ComponentCheck(
+                    component=f"decision:{did}",
+                    status=ComponentStatus.STALE,
+                    reason="rests on " + ", ".join(causes),
+                    caused_by=causes,
+                )
+            )
     return out
 
 
 def review_checks(state: State) -> list[ComponentCheck]:
     """Self-certified components newer than any human confirmation need review (references/contract.md §5)."""
     return [
-        ComponentCheck(component=comp, status=ComponentStatus.REQUIRES_REVIEW,
-                       reason=f"self-reported up to sequence {seq}; human confirmation covers "
-                              f"{state.confirmed_through(comp)}")
+        ComponentCheck(
+            component=comp,
+            status=ComponentStatus.REQUIRES_REVIEW,
+            reason=f"self-reported up to sequence {seq}; human confirmation covers "
+            f"{state.confirmed_through(comp)}",
+        )
         for comp, seq in state.unreviewed().items()
     ]
 
@@ -168,32 +202,53 @@ def model_checks(state: State, expected_model: str | None) -> list[ComponentChec
     if current is None:
         return []
     return [
-        ComponentCheck(component=f"model_assumption:{a.id}", status=ComponentStatus.STALE,
-                       reason=f"recorded under model {a.model}, resuming with {current}: "
-                              f"{a.text}", caused_by=[f"model:{a.model}"])
+        ComponentCheck(
+            component=f"model_assumption:{a.id}",
+            status=ComponentStatus.STALE,
+            reason=f"recorded under model {a.model}, resuming with {current}: {a.text}",
+            caused_by=[f"model:{a.model}"],
+        )
         for a in state.model_assumptions
         if a.status == "active" and a.model not in (None, current)
     ]
 
 
-def validate_state(state: State, observed: Mapping[str, Observation | None], *,
-                   extra: Mapping[str, str] | None = None,
-                   expected_model: str | None = None) -> ValidationReport:
+def validate_state(
+    state: State,
+    observed: Mapping[str, Observation | None],
+    *,
+    extra: Mapping[str, str] | None = None,
+    expected_model: str | None = None,
+) -> ValidationReport:
     deps = diff_environment(state, observed, extra=extra)
-    invalidated = propagate(state, deps) + model_checks(state, expected_model) + review_checks(state)
+    invalidated = (
+        propagate(state, deps) + model_checks(state, expected_model) + review_checks(state)
+    )
     bad = {c.component for c in invalidated}
     unreviewed = set(state.unreviewed())
     singular = {"findings": "finding", "decisions": "decision", "evidence": "evidence"}
-    candidates = ["goal", "progress", *(f"dependency:{n}" for n in sorted(state.dependencies)),
-                  *(f"evidence:{i}" for i in sorted(state.evidence)),
-                  *(f"finding:{i}" for i in sorted(state.findings)),
-                  *(f"decision:{i}" for i in sorted(state.decisions))]
+    candidates = [
+        "goal",
+        "progress",
+        *(f"dependency:{n}" for n in sorted(state.dependencies)),
+        *(f"evidence:{i}" for i in sorted(state.evidence)),
+        *(f"finding:{i}" for i in sorted(state.findings)),
+        *(f"decision:{i}" for i in sorted(state.decisions)),
+    ]
+
     def trusted(component: str) -> bool:
         kind = component.split(":", 1)[0]
-        return component not in unreviewed and not any(
-            singular.get(u) == kind for u in unreviewed)
+        return component not in unreviewed and not any(singular.get(u) == kind for u in unreviewed)
 
-    verified = [c for c in candidates if c not in bad and trusted(c)
-                and (c != "goal" or state.goal is not None)]
-    return ValidationReport(run_id=state.run_id, sequence=state.sequence, dependencies=deps,
-                            invalidated=invalidated, verified=verified)
+    verified = [
+        c
+        for c in candidates
+        if c not in bad and trusted(c) and (c != "goal" or state.goal is not None)
+    ]
+    return ValidationReport(
+        run_id=state.run_id,
+        sequence=state.sequence,
+        dependencies=deps,
+        invalidated=invalidated,
+        verified=verified,
+    )

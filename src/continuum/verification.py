@@ -61,13 +61,20 @@ def _verify_run(store: Storage, run_id: str, *, expect_head: str | None = None) 
             checkpoints = store.list_checkpoints(run_id)
         except IntegrityError as e:  # a checkpoint row too damaged to read
             checkpoints = []
-            extra.append(Violation(sequence=acc["sequence"], kind=DamageKind.CHECKPOINT_MISMATCH,
-                                   detail=e.message))
+            extra.append(
+                Violation(
+                    sequence=acc["sequence"], kind=DamageKind.CHECKPOINT_MISMATCH, detail=e.message
+                )
+            )
         for cp in checkpoints:
             if state_digest(cp) != cp.state_hash:
-                extra.append(Violation(sequence=cp.event_sequence,
-                                       kind=DamageKind.CHECKPOINT_MISMATCH,
-                                       detail=f"checkpoint through {cp.sequence} fails its hash"))
+                extra.append(
+                    Violation(
+                        sequence=cp.event_sequence,
+                        kind=DamageKind.CHECKPOINT_MISMATCH,
+                        detail=f"checkpoint through {cp.sequence} fails its hash",
+                    )
+                )
     return with_violations(report, extra)
 
 
@@ -79,13 +86,21 @@ def verified_fold(store: Storage, run_id: str) -> tuple[dict[str, Any] | None, V
         acc: dict[str, Any] | None = fold_plain(empty_plain(run_id), store.iter_raw(run_id))
     except IntegrityError:
         acc = None
-    if (acc is not None and acc["sequence"] == run.head_sequence
-            and acc["head_hash"] == run.head_hash
-            and store.count_events(run_id) == run.head_sequence):
-        return acc, VerifyReport(run_id=run_id, ok=True, events_checked=run.head_sequence,
-                                 trusted_through=run.head_sequence,
-                                 head_sequence=run.head_sequence,
-                                 head_hash=run.head_hash, violations=[])
+    if (
+        acc is not None
+        and acc["sequence"] == run.head_sequence
+        and acc["head_hash"] == run.head_hash
+        and store.count_events(run_id) == run.head_sequence
+    ):
+        return acc, VerifyReport(
+            run_id=run_id,
+            ok=True,
+            events_checked=run.head_sequence,
+            trusted_through=run.head_sequence,
+            head_sequence=run.head_sequence,
+            head_hash=run.head_hash,
+            violations=[],
+        )
     report = store.verify_events(run_id)
     if not report.ok:
         return None, report
@@ -97,19 +112,35 @@ def issue_anchor(store: Storage, run_id: str) -> dict[str, Any]:
     report = store.verify_events(run_id)
     if not report.ok:
         v = report.violations[0]
-        raise IntegrityError(f"run {run_id!r} is damaged at sequence {v.sequence} ({v.kind}); "
-                             "no anchor is issued for a damaged chain", code=f"integrity.{v.kind}",
-                             hint=f"run `continuum verify {run_id}`", run_id=run_id)
-    return {"run_id": run_id, "sequence": run.head_sequence, "hash": run.head_hash,
-            "anchor": f"{run.head_sequence}:{run.head_hash}"}
+        raise IntegrityError(
+            f"run {run_id!r} is damaged at sequence {v.sequence} ({v.kind}); "
+            "no anchor is issued for a damaged chain",
+            code=f"integrity.{v.kind}",
+            hint=f"run `continuum verify {run_id}`",
+            run_id=run_id,
+        )
+    return {
+        "run_id": run_id,
+        "sequence": run.head_sequence,
+        "hash": run.head_hash,
+        "anchor": f"{run.head_sequence}:{run.head_hash}",
+    }
 
 
 def parse_anchor(text: str) -> tuple[int, str]:
     seq, sep, hash_ = text.partition(":")
-    if not sep or not seq.isdigit() or int(seq) < 1 or len(hash_) != 64 or any(
-            c not in "0123456789abcdef" for c in hash_):
-        raise UsageError(f"anchor {text!r} is not SEQ:HASH", code="usage.bad_anchor",
-                         hint="use the value printed by `continuum anchor RUN`, e.g. 42:3fa9...")
+    if (
+        not sep
+        or not seq.isdigit()
+        or int(seq) < 1
+        or len(hash_) != 64
+        or any(c not in "0123456789abcdef" for c in hash_)
+    ):
+        raise UsageError(
+            f"anchor {text!r} is not SEQ:HASH",
+            code="usage.bad_anchor",
+            hint="use the value printed by `continuum anchor RUN`, e.g. 42:3fa9...",
+        )
     return int(seq), hash_
 
 
@@ -135,8 +166,11 @@ def index_row_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) -> li
     for row in rows:
         folded = folded_actions.get(row[1]) if type(row[1]) is str else None
         try:
-            if (folded is not None and row[4] == folded["dedup_key"]
-                    and canonical_json_parsed(folded) == row[2]):
+            if (
+                folded is not None
+                and row[4] == folded["dedup_key"]
+                and canonical_json_parsed(folded) == row[2]
+            ):
                 records.append(folded)
                 continue
         except ValueError:  # a number JSON cannot hold: compare the slow way
@@ -144,16 +178,25 @@ def index_row_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) -> li
         try:
             records.append(action_record(row))
         except IntegrityError as e:  # a row too damaged to read: one violation for it
-            out.append(Violation(sequence=folded["last_sequence"] if folded else acc["sequence"],
-                                 kind=DamageKind.INDEX_MISMATCH, detail=e.message))
-            unreadable.update((row[1] if isinstance(row[1], str) else None,
-                               _claimed_action(row[2])))
+            out.append(
+                Violation(
+                    sequence=folded["last_sequence"] if folded else acc["sequence"],
+                    kind=DamageKind.INDEX_MISMATCH,
+                    detail=e.message,
+                )
+            )
+            unreadable.update(
+                (row[1] if isinstance(row[1], str) else None, _claimed_action(row[2]))
+            )
     return out + index_violations(acc, records, unreadable=unreadable)
 
 
-def approval_index_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]], *,
-                              normalize: Callable[[dict[str, Any]], Any] | None = None
-                              ) -> list[Violation]:
+def approval_index_violations(
+    acc: dict[str, Any],
+    rows: list[tuple[Any, ...]],
+    *,
+    normalize: Callable[[dict[str, Any]], Any] | None = None,
+) -> list[Violation]:
     """The approval index (``approval_index_rows``) against the fold's approvals: a row
     that differs (its record, or a lookup column that does not follow from it), one the
     log does not explain, or an approval the index lacks is an ``index_mismatch`` (an
@@ -168,25 +211,42 @@ def approval_index_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]], 
         try:
             record = approval_record(row)
         except IntegrityError as e:
-            out.append(Violation(sequence=acc["sequence"], kind=DamageKind.INDEX_MISMATCH,
-                                 detail=e.message))
+            out.append(
+                Violation(
+                    sequence=acc["sequence"], kind=DamageKind.INDEX_MISMATCH, detail=e.message
+                )
+            )
             seen.add(approval_id or "")
             continue
         seen.add(record["id"])
         problem = approval_column_problem(row, record) if len(row) > 3 else None
         if problem is not None:
             where = (mine or {}).get("provenance", {}).get("sequence") or acc["sequence"]
-            out.append(Violation(sequence=where, kind=DamageKind.INDEX_MISMATCH,
-                                 detail=f"approval index row {record['id']}: {problem}"))
+            out.append(
+                Violation(
+                    sequence=where,
+                    kind=DamageKind.INDEX_MISMATCH,
+                    detail=f"approval index row {record['id']}: {problem}",
+                )
+            )
         elif mine != (normalize(record) if normalize is not None else record):
             where = (mine or {}).get("provenance", {}).get("sequence") or acc["sequence"]
-            out.append(Violation(sequence=where, kind=DamageKind.INDEX_MISMATCH,
-                                 detail=f"approval index row {record['id']} disagrees with the log"))
+            out.append(
+                Violation(
+                    sequence=where,
+                    kind=DamageKind.INDEX_MISMATCH,
+                    detail=f"approval index row {record['id']} disagrees with the log",
+                )
+            )
     for approval_id, record in folded.items():
         if approval_id not in seen:
-            out.append(Violation(sequence=record["provenance"]["sequence"],
-                                 kind=DamageKind.INDEX_MISMATCH,
-                                 detail=f"approval {approval_id} is in the log but not in the index"))
+            out.append(
+                Violation(
+                    sequence=record["provenance"]["sequence"],
+                    kind=DamageKind.INDEX_MISMATCH,
+                    detail=f"approval {approval_id} is in the log but not in the index",
+                )
+            )
     return out
 
 
@@ -200,8 +260,9 @@ def _claimed_action(record_text: Any) -> Any:
     return claimed if isinstance(claimed, str) else None
 
 
-def index_violations(acc: dict[str, Any], records: list[dict[str, Any]], *,
-                     unreadable: Collection[Any] = ()) -> list[Violation]:
+def index_violations(
+    acc: dict[str, Any], records: list[dict[str, Any]], *, unreadable: Collection[Any] = ()
+) -> list[Violation]:
     """Each index row against the fold's record of its action (the plain form of the full
     fold, ``fold_plain``): any difference, a row the log does not explain, or an action
     the index lacks is an ``index_mismatch``. The index is built with the fold's own
@@ -213,11 +274,20 @@ def index_violations(acc: dict[str, Any], records: list[dict[str, Any]], *,
         seen.add(rec["action_id"])
         folded = folded_actions.get(rec["action_id"])
         if folded != rec:
-            out.append(Violation(sequence=folded["last_sequence"] if folded else acc["sequence"],
-                                 kind=DamageKind.INDEX_MISMATCH,
-                                 detail=f"action index row {rec['action_id']} disagrees with the log"))
+            out.append(
+                Violation(
+                    sequence=folded["last_sequence"] if folded else acc["sequence"],
+                    kind=DamageKind.INDEX_MISMATCH,
+                    detail=f"action index row {rec['action_id']} disagrees with the log",
+                )
+            )
     for action_id, folded in folded_actions.items():
         if action_id not in seen and action_id not in unreadable:
-            out.append(Violation(sequence=folded["last_sequence"], kind=DamageKind.INDEX_MISMATCH,
-                                 detail=f"action {action_id} is in the log but not in the index"))
+            out.append(
+                Violation(
+                    sequence=folded["last_sequence"],
+                    kind=DamageKind.INDEX_MISMATCH,
+                    detail=f"action {action_id} is in the log but not in the index",
+                )
+            )
     return out

@@ -13,8 +13,12 @@ from types import ModuleType
 
 import pytest
 
-MODULES = {"langgraph": "langgraph.checkpoint.sqlite", "langchain": "langchain.agents",
-           "openai-agents": "agents", "pydantic-ai": "pydantic_ai"}
+MODULES = {
+    "langgraph": "langgraph.checkpoint.sqlite",
+    "langchain": "langchain.agents",
+    "openai-agents": "agents",
+    "pydantic-ai": "pydantic_ai",
+}
 
 
 def require(framework: str) -> None:

@@ -65,9 +65,12 @@ def statuses(db: Path) -> tuple[dict[str, str], set[str]]:
 def crash_and_resume(root: Path, framework: str, flavor: str, point: Point) -> str:
     """One cell of the matrix; returns a one-line summary, raises AssertionError on a miss."""
     work = root / f"{framework}-{flavor}-{point.name}"
-    code, lines, err = run_agent(spawn(work, framework, mode="continuum", flavor=flavor,
-                                       stop=point.stop, faults=point.faults),
-                                 kill_at=point.stop)
+    code, lines, err = run_agent(
+        spawn(
+            work, framework, mode="continuum", flavor=flavor, stop=point.stop, faults=point.faults
+        ),
+        kill_at=point.stop,
+    )
     expected_exit = -signal.SIGKILL if point.stop else FAULT_EXIT_CODE
     assert code == expected_exit, f"{point.name}: exit {code}: {lines} {err[-3000:]}"
 
@@ -99,26 +102,30 @@ def crash_and_resume(root: Path, framework: str, flavor: str, point: Point) -> s
 @pytest.mark.slow
 @pytest.mark.parametrize("flavor", ["sync", "async"])
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_adapter_crash_matrix_sends_every_invoice_once(framework: str, flavor: str,
-                                                       tmp_path: Path) -> None:
+def test_adapter_crash_matrix_sends_every_invoice_once(
+    framework: str, flavor: str, tmp_path: Path
+) -> None:
     require(framework)
     # Two cells at a time (each is a pair of processes); every cell is checked in full.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda p: crash_and_resume(tmp_path, framework, flavor, p),
-                                POINTS))
+        results = list(pool.map(lambda p: crash_and_resume(tmp_path, framework, flavor, p), POINTS))
     unknown = sum("no unknown" not in r for r in results)
     label = framework.replace("-", "_")
-    print(f"F15 [{label}]: {flavor}: {len(POINTS)} crash points, 0 duplicate effects, "
-          f"{unknown} interrupted effect(s) reported unknown and settled, every resume finished")
+    print(
+        f"F15 [{label}]: {flavor}: {len(POINTS)} crash points, 0 duplicate effects, "
+        f"{unknown} interrupted effect(s) reported unknown and settled, every resume finished"
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_without_the_adapter_the_framework_sends_an_invoice_twice(framework: str,
-                                                                  tmp_path: Path) -> None:
+def test_without_the_adapter_the_framework_sends_an_invoice_twice(
+    framework: str, tmp_path: Path
+) -> None:
     require(framework)
-    code, lines, err = run_agent(spawn(tmp_path, framework, mode="alone", stop="after_effect:2"),
-                                 kill_at="after_effect:2")
+    code, lines, err = run_agent(
+        spawn(tmp_path, framework, mode="alone", stop="after_effect:2"), kill_at="after_effect:2"
+    )
     assert code == -signal.SIGKILL, (lines, err[-3000:])
     code, lines, err = run_agent(spawn(tmp_path, framework, mode="alone"))
     assert code == 0 and lines[-1] == "DONE Sent 3 invoices.", (lines, err[-3000:])
@@ -129,10 +136,10 @@ def test_without_the_adapter_the_framework_sends_an_invoice_twice(framework: str
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_a_resume_that_does_not_reconcile_gets_effect_uncertain_not_a_second_send(
-        framework: str, tmp_path: Path) -> None:
+    framework: str, tmp_path: Path
+) -> None:
     require(framework)
-    code, _, err = run_agent(spawn(tmp_path, framework, mode="continuum",
-                                   faults="after_effect@2"))
+    code, _, err = run_agent(spawn(tmp_path, framework, mode="continuum", faults="after_effect@2"))
     assert code == FAULT_EXIT_CODE, err[-3000:]
     code, lines, err = run_agent(spawn(tmp_path, framework, mode="continuum", reconcile=False))
     assert code == UNCERTAIN_EXIT, (lines, err[-3000:])

@@ -11,8 +11,16 @@ from pathlib import Path
 
 from tests.adapters.conftest import require
 
-FRAMEWORK_ROOTS = {"langgraph", "langchain", "langchain_core", "langsmith", "agents", "openai",
-                   "pydantic_ai", "pydantic_graph"}
+FRAMEWORK_ROOTS = {
+    "langgraph",
+    "langchain",
+    "langchain_core",
+    "langsmith",
+    "agents",
+    "openai",
+    "pydantic_ai",
+    "pydantic_graph",
+}
 
 
 def imported_roots(importtime_stderr: str) -> set[str]:
@@ -27,12 +35,31 @@ def imported_roots(importtime_stderr: str) -> set[str]:
 def test_a_real_mcp_server_start_up_imports_no_framework(tmp_path: Path) -> None:
     for framework in ("langgraph", "langchain", "openai-agents", "pydantic-ai"):
         require(framework)  # the claim is about a machine with every extra installed
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "lazy-check", "version": "1"}}}
-    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "continuum.mcp", "--db",
-                        str(tmp_path / "agent.db")], input=json.dumps(init) + "\n",
-                       capture_output=True, text=True, timeout=120)
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "lazy-check", "version": "1"},
+        },
+    }
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "continuum.mcp",
+            "--db",
+            str(tmp_path / "agent.db"),
+        ],
+        input=json.dumps(init) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     answer = json.loads(p.stdout.splitlines()[0])
     assert answer["id"] == 1 and "serverInfo" in answer["result"], p.stdout + p.stderr
     roots = imported_roots(p.stderr)
@@ -41,9 +68,11 @@ def test_a_real_mcp_server_start_up_imports_no_framework(tmp_path: Path) -> None
 
 
 def test_import_continuum_and_its_facade_import_no_framework() -> None:
-    code = ("import sys, continuum; continuum.Continuum; continuum.EffectUncertain; "
-            "import continuum.adapters, continuum.effect, continuum.bench.frameworks; "
-            "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))")
+    code = (
+        "import sys, continuum; continuum.Continuum; continuum.EffectUncertain; "
+        "import continuum.adapters, continuum.effect, continuum.bench.frameworks; "
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert set(p.stdout.split()) & FRAMEWORK_ROOTS == set()
@@ -52,7 +81,6 @@ def test_import_continuum_and_its_facade_import_no_framework() -> None:
 def test_importing_an_adapter_does_import_its_framework() -> None:
     # The check above can fail: importing an adapter module loads its framework.
     require("pydantic-ai")
-    code = ("import sys, continuum.adapters.pydantic_ai; "
-            "print('pydantic_ai' in sys.modules)")
+    code = "import sys, continuum.adapters.pydantic_ai; print('pydantic_ai' in sys.modules)"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip() == "True", p.stderr

@@ -54,8 +54,9 @@ def cli_proc(db: str, tmp_path: Path) -> Callable[..., Result]:
         argv = [sys.executable, "-m", "continuum", *args]
         if not env or "CONTINUUM_DB" not in env:
             argv[3:3] = ["--db", db]
-        p = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=full_env,
-                           timeout=60)
+        p = subprocess.run(
+            argv, capture_output=True, text=True, cwd=tmp_path, env=full_env, timeout=60
+        )
         return Result(p.returncode, p.stdout, p.stderr)
 
     return invoke

@@ -121,7 +121,9 @@ class OriginalStore:
         self.conn = apsw.Connection(str(path))
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute(BASELINE_V1 if version == 1 else BASELINE_V7)
-        self.conn.execute("INSERT INTO continuum_meta VALUES ('schema_version', ?)", (str(version),))
+        self.conn.execute(
+            "INSERT INTO continuum_meta VALUES ('schema_version', ?)", (str(version),)
+        )
         self.clock = self.START
 
     def close(self) -> None:
@@ -131,77 +133,153 @@ class OriginalStore:
         self.clock += timedelta(seconds=1, microseconds=1)
         return self.clock
 
-    def run(self, run_id: str, goal: str, *, status: str = "running",
-            metadata: dict[str, Any] | None = None) -> str:
+    def run(
+        self,
+        run_id: str,
+        goal: str,
+        *,
+        status: str = "running",
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
         at = self.tick().isoformat()
-        self.conn.execute("INSERT INTO runs(run_id, goal, status, created_at, updated_at, metadata)"
-                          " VALUES (?, ?, ?, ?, ?, ?)",
-                          (run_id, goal, status, at, at, json.dumps(metadata or {},
-                                                                     sort_keys=True)))
+        self.conn.execute(
+            "INSERT INTO runs(run_id, goal, status, created_at, updated_at, metadata)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (run_id, goal, status, at, at, json.dumps(metadata or {}, sort_keys=True)),
+        )
         return run_id
 
     def head(self, run_id: str) -> tuple[int, str | None]:
         rows = self.conn.execute(
             "SELECT sequence, hash FROM (SELECT sequence, hash FROM events WHERE run_id = ?"
-            + (" UNION ALL SELECT sequence, hash FROM events_archive WHERE run_id = ?"
-               if self.version >= 5 else "") + ") ORDER BY sequence DESC LIMIT 1",
-            (run_id, run_id) if self.version >= 5 else (run_id,)).fetchall()
+            + (
+                " UNION ALL SELECT sequence, hash FROM events_archive WHERE run_id = ?"
+                if self.version >= 5
+                else ""
+            )
+            + ") ORDER BY sequence DESC LIMIT 1",
+            (run_id, run_id) if self.version >= 5 else (run_id,),
+        ).fetchall()
         if not rows:
             return (0, None)
         sequence, digest = rows[0]
         assert isinstance(sequence, int)
         return sequence, str(digest)
 
-    def event(self, run_id: str, type_: str, payload: dict[str, Any] | None = None, *,
-              source: str = "deterministic", causer: str | None = None) -> dict[str, Any]:
+    def event(
+        self,
+        run_id: str,
+        type_: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        source: str = "deterministic",
+        causer: str | None = None,
+    ) -> dict[str, Any]:
         """``_append_chained`` + ``Event(...).sealed()`` + ``_insert_event``."""
         sequence, prev = self.head(run_id)
         when = self.tick()
-        event = {"event_id": make_id("event"), "run_id": run_id, "sequence": sequence + 1,
-                 "type": type_, "timestamp": when, "payload": dict(payload or {}),
-                 "causer_event_id": causer, "source": source, "prev_hash": prev}
+        event = {
+            "event_id": make_id("event"),
+            "run_id": run_id,
+            "sequence": sequence + 1,
+            "type": type_,
+            "timestamp": when,
+            "payload": dict(payload or {}),
+            "causer_event_id": causer,
+            "source": source,
+            "prev_hash": prev,
+        }
         event["hash"] = stable_hash(event)  # Event.content() is every field but the hash
         if self.version == 1:
             self.conn.execute(
                 "INSERT INTO events(run_id, sequence, event_id, type, timestamp, payload,"
                 " causer_event_id, hash) VALUES (?,?,?,?,?,?,?,?)",
-                (run_id, sequence + 1, event["event_id"], type_, when.isoformat(),
-                 json.dumps(event["payload"], sort_keys=True), causer, event["hash"]))
+                (
+                    run_id,
+                    sequence + 1,
+                    event["event_id"],
+                    type_,
+                    when.isoformat(),
+                    json.dumps(event["payload"], sort_keys=True),
+                    causer,
+                    event["hash"],
+                ),
+            )
         else:
             self.conn.execute(
                 "INSERT INTO events(run_id, sequence, event_id, type, timestamp, payload,"
                 " causer_event_id, source, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (run_id, sequence + 1, event["event_id"], type_, when.isoformat(),
-                 json.dumps(event["payload"], sort_keys=True), causer, source, prev,
-                 event["hash"]))
+                (
+                    run_id,
+                    sequence + 1,
+                    event["event_id"],
+                    type_,
+                    when.isoformat(),
+                    json.dumps(event["payload"], sort_keys=True),
+                    causer,
+                    source,
+                    prev,
+                    event["hash"],
+                ),
+            )
         return event
 
-    def action(self, run_id: str, key: str, action_type: str, status: str, *,
-               action_id: str | None = None, arguments: dict[str, Any] | None = None,
-               event_type: str = "ACTION_RECORDED", **fields: Any) -> dict[str, Any]:
+    def action(
+        self,
+        run_id: str,
+        key: str,
+        action_type: str,
+        status: str,
+        *,
+        action_id: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        event_type: str = "ACTION_RECORDED",
+        **fields: Any,
+    ) -> dict[str, Any]:
         """A ledger write: ``{"key", "action": Action.model_dump(mode="json")}``."""
-        record = {"action_id": action_id or make_id("action"), "run_id": run_id,
-                  "action_type": action_type, "dep_scope": None, "arguments": arguments or {},
-                  "arguments_hash": stable_hash(arguments or {}), "status": status,
-                  "external_id": None, "result": None, "result_hash": None,
-                  "side_effect_uncertain": False, "compensated_by": [], "last_error": None,
-                  "origin_digest": None, "created_at": self.clock.isoformat(),
-                  "started_at": None, "completed_at": None,
-                  "consumed_inputs": {"checkpoint_seq": 0, "event_positions": [],
-                                      "component_ids": [], "action_ids": []},
-                  "budget_authorization_id": None, **fields}
+        record = {
+            "action_id": action_id or make_id("action"),
+            "run_id": run_id,
+            "action_type": action_type,
+            "dep_scope": None,
+            "arguments": arguments or {},
+            "arguments_hash": stable_hash(arguments or {}),
+            "status": status,
+            "external_id": None,
+            "result": None,
+            "result_hash": None,
+            "side_effect_uncertain": False,
+            "compensated_by": [],
+            "last_error": None,
+            "origin_digest": None,
+            "created_at": self.clock.isoformat(),
+            "started_at": None,
+            "completed_at": None,
+            "consumed_inputs": {
+                "checkpoint_seq": 0,
+                "event_positions": [],
+                "component_ids": [],
+                "action_ids": [],
+            },
+            "budget_authorization_id": None,
+            **fields,
+        }
         return self.event(run_id, event_type, {"key": key, "action": record})
 
     def compact(self, run_id: str, through: int) -> None:
         """``compact_run``: the anchor marker, then the prefix moved verbatim."""
         self.event(run_id, "EVENT_LOG_ANCHORED", {"anchored_through": through, "version": 0})
-        self.conn.execute("INSERT INTO events_archive (run_id, sequence, event_id, type,"
-                          " timestamp, payload, causer_event_id, source, prev_hash, hash)"
-                          " SELECT run_id, sequence, event_id, type, timestamp, payload,"
-                          " causer_event_id, source, prev_hash, hash FROM events"
-                          " WHERE run_id = ? AND sequence <= ?", (run_id, through))
-        self.conn.execute("DELETE FROM events WHERE run_id = ? AND sequence <= ?",
-                          (run_id, through))
+        self.conn.execute(
+            "INSERT INTO events_archive (run_id, sequence, event_id, type,"
+            " timestamp, payload, causer_event_id, source, prev_hash, hash)"
+            " SELECT run_id, sequence, event_id, type, timestamp, payload,"
+            " causer_event_id, source, prev_hash, hash FROM events"
+            " WHERE run_id = ? AND sequence <= ?",
+            (run_id, through),
+        )
+        self.conn.execute(
+            "DELETE FROM events WHERE run_id = ? AND sequence <= ?", (run_id, through)
+        )
 
     def sql(self, statement: str, params: tuple[Any, ...] = ()) -> None:
         self.conn.execute(statement, params)
@@ -209,8 +287,19 @@ class OriginalStore:
 
 def original_digest_of(block: dict[str, Any]) -> str:
     """The original's hash of an event from continuum's copy of it (``payload.original``)."""
-    content = {k: block[k] for k in ("event_id", "run_id", "sequence", "type", "payload",
-                                     "causer_event_id", "source", "prev_hash")}
+    content = {
+        k: block[k]
+        for k in (
+            "event_id",
+            "run_id",
+            "sequence",
+            "type",
+            "payload",
+            "causer_event_id",
+            "source",
+            "prev_hash",
+        )
+    }
     content["timestamp"] = datetime.fromisoformat(block["timestamp"])
     return stable_hash(content)
 
@@ -224,17 +313,40 @@ def build(path: Path) -> OriginalStore:
     o.event("run_a", "TASK_UPDATED", {"completed": 1})
     o.event("run_a", "WORK_COMPLETED", {"task_id": "doc-2"})
     o.event("run_a", "DEPENDENCY_DECLARED", {"resource": "dataset", "version": "v1"})
-    o.event("run_a", "EVIDENCE_ADDED", {"evidence_id": "e1", "summary": "row counts",
-                                        "source": "dataset"})
-    o.event("run_a", "FINDING_ADDED", {"finding_id": "f1", "claim": "totals match",
-                                       "evidence": ["e1"], "confidence": 0.5})
-    o.event("run_a", "DECISION_CREATED", {"decision_id": "d1", "decision": "publish",
-                                          "evidence": ["f1", "e1"]})
+    o.event(
+        "run_a",
+        "EVIDENCE_ADDED",
+        {"evidence_id": "e1", "summary": "row counts", "source": "dataset"},
+    )
+    o.event(
+        "run_a",
+        "FINDING_ADDED",
+        {"finding_id": "f1", "claim": "totals match", "evidence": ["e1"], "confidence": 0.5},
+    )
+    o.event(
+        "run_a",
+        "DECISION_CREATED",
+        {"decision_id": "d1", "decision": "publish", "evidence": ["f1", "e1"]},
+    )
     o.event("run_a", "TOOL_CALLED", {"tool": "search", "args": {"q": "x"}}, source="llm")
-    o.action("run_a", "key-mail", "send_email", "started", action_id="action_mail",
-             arguments={"to": "a@example.com"})
-    o.action("run_a", "key-mail", "send_email", "completed", action_id="action_mail",
-             arguments={"to": "a@example.com"}, external_id="msg-1", result={"ok": True})
+    o.action(
+        "run_a",
+        "key-mail",
+        "send_email",
+        "started",
+        action_id="action_mail",
+        arguments={"to": "a@example.com"},
+    )
+    o.action(
+        "run_a",
+        "key-mail",
+        "send_email",
+        "completed",
+        action_id="action_mail",
+        arguments={"to": "a@example.com"},
+        external_id="msg-1",
+        result={"ok": True},
+    )
     o.action("run_a", "key-card", "charge_card", "started", arguments={"amount": 5})
     o.event("run_a", "STATE_CHECKPOINTED", {"version": 1})
     o.event("run_a", "SUBAGENT_SPAWNED", {"agent": "helper"}, source="external_agent")

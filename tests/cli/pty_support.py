@@ -32,8 +32,11 @@ _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
 def cli_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("CONTINUUM_") and k not in ("NO_COLOR", "COLUMNS", "LINES")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CONTINUUM_") and k not in ("NO_COLOR", "COLUMNS", "LINES")
+    }
     env.update(TERM="xterm", COLUMNS=str(COLUMNS), LINES=str(ROWS), PYTHONUNBUFFERED="1")
     env.update(extra)
     return env
@@ -43,8 +46,7 @@ class Terminal:
     """One ``continuum`` command with a pty as its terminal (stdin, and stdout/stderr
     unless ``stdout`` is given), rendered by pyte."""
 
-    def __init__(self, db: str | Path, *args: str, cwd: Path,
-                 stdout: int | None = None) -> None:
+    def __init__(self, db: str | Path, *args: str, cwd: Path, stdout: int | None = None) -> None:
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
         self.screen = pyte.Screen(COLUMNS, ROWS)
@@ -53,8 +55,14 @@ class Terminal:
         self.eof = False
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "continuum", "--db", str(db), *args],
-            stdin=slave, stdout=slave if stdout is None else stdout, stderr=slave,
-            cwd=cwd, env=cli_env(), close_fds=True, start_new_session=True)
+            stdin=slave,
+            stdout=slave if stdout is None else stdout,
+            stderr=slave,
+            cwd=cwd,
+            env=cli_env(),
+            close_fds=True,
+            start_new_session=True,
+        )
         os.close(slave)
 
     # -- reading ----------------------------------------------------------------------
@@ -94,7 +102,9 @@ class Terminal:
             left = end - time.monotonic()
             if left <= 0:
                 self.proc.kill()
-                raise AssertionError(f"the command did not finish within {deadline}s:\n{self.text()}")
+                raise AssertionError(
+                    f"the command did not finish within {deadline}s:\n{self.text()}"
+                )
             self._pump(left)
         code = self.proc.wait(timeout=max(end - time.monotonic(), 1))
         os.close(self.master)
@@ -114,8 +124,11 @@ class Terminal:
     def unexpected_controls(self) -> list[bytes]:
         """Control bytes in the output that are not ours (colour, CR LF)."""
         rest = _OWN_ESCAPE.sub(b"", bytes(self.raw)).replace(b"\r\n", b"")
-        found = re.findall(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\x8b-\x8f\xaa-\xae]"
-                           rb"|\xe2\x81[\xa6-\xa9]", rest)
+        found = re.findall(
+            rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\x8b-\x8f\xaa-\xae]"
+            rb"|\xe2\x81[\xa6-\xa9]",
+            rest,
+        )
         return [bytes(f) for f in found]
 
 

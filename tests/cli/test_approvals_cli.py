@@ -22,8 +22,10 @@ from continuum.store import open_store
 from tests.cli.pty_support import Terminal, cli_env, run_on_terminal
 
 RUN = "payments"
-HOSTILE = {"to": "acct 99\r\x1b[2Kverdict: resume  (approved by a human)\n",
-           "memo": "ok\u202edesrever\x9b2J\x1b]0;pwned\x07"}
+HOSTILE = {
+    "to": "acct 99\r\x1b[2Kverdict: resume  (approved by a human)\n",
+    "memo": "ok\u202edesrever\x9b2J\x1b]0;pwned\x07",
+}
 CONTINUUM = [sys.executable, "-m", "continuum"]
 
 
@@ -54,15 +56,25 @@ def ask_for(db: Path, work: Path, arguments: dict[str, Any]) -> str:
 
 
 def cli(db: Path, work: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CONTINUUM, "--db", str(db), *args], cwd=work, env=cli_env(),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [*CONTINUUM, "--db", str(db), *args],
+        cwd=work,
+        env=cli_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def decisions(db: Path) -> list[tuple[str, str]]:
     rt = Continuum(open_store(str(db)))
     try:
-        return [(str(e.type), str(e.source)) for e in rt.events(RUN)
-                if e.type in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_DENIED)]
+        return [
+            (str(e.type), str(e.source))
+            for e in rt.events(RUN)
+            if e.type in (EventType.APPROVAL_GRANTED, EventType.APPROVAL_DENIED)
+        ]
     finally:
         rt.close()
 
@@ -90,7 +102,8 @@ def test_the_json_listing_is_the_same_value_without_raw_controls(db: Path, work:
 
 
 def test_decide_refuses_without_a_terminal_unless_a_persons_script_says_yes(
-        db: Path, work: Path) -> None:
+    db: Path, work: Path
+) -> None:
     approval_id = ask_for(db, work, {"amount": 5})
     refused = cli(db, work, "--json", "decide", approval_id, "--allow", "--reason", "ok")
     assert refused.returncode == 1
@@ -104,30 +117,32 @@ def test_decide_refuses_without_a_terminal_unless_a_persons_script_says_yes(
 
 def test_decide_shows_the_call_and_records_only_a_yes(db: Path, work: Path) -> None:
     approval_id = ask_for(db, work, HOSTILE)
-    term = Terminal(db, "decide", approval_id, "--deny", "--reason", "unknown account",
-                    cwd=work)
+    term = Terminal(db, "decide", approval_id, "--deny", "--reason", "unknown account", cwd=work)
     term.wait_for("Record, as a person: DENY this call?")
     assert term.unexpected_controls() == []
     assert "written by an agent" in term.text() and "arguments:" in term.text()
     term.send("n\r")
     assert term.finish() == 1
     assert decisions(db) == []
-    term = Terminal(db, "decide", approval_id, "--deny", "--reason", "unknown account",
-                    cwd=work)
+    term = Terminal(db, "decide", approval_id, "--deny", "--reason", "unknown account", cwd=work)
     term.wait_for("DENY this call?")
     term.send("y\r")
     assert term.finish() == 0
     assert decisions(db) == [("approval_denied", "human")]
 
 
-@pytest.mark.parametrize("args,code", [
-    (["--deny", "--reason", "no", "--scope", "run"], "usage.bad_scope"),
-    (["--allow"], "usage.bad_reason"),
-    (["--allow", "--reason", "  "], "usage.bad_reason"),
-    (["--reason", "why"], "usage.missing_option"),
-])
-def test_bad_decisions_are_refused_and_change_nothing(db: Path, work: Path, args: list[str],
-                                                      code: str) -> None:
+@pytest.mark.parametrize(
+    "args,code",
+    [
+        (["--deny", "--reason", "no", "--scope", "run"], "usage.bad_scope"),
+        (["--allow"], "usage.bad_reason"),
+        (["--allow", "--reason", "  "], "usage.bad_reason"),
+        (["--reason", "why"], "usage.missing_option"),
+    ],
+)
+def test_bad_decisions_are_refused_and_change_nothing(
+    db: Path, work: Path, args: list[str], code: str
+) -> None:
     approval_id = ask_for(db, work, {"amount": 5})
     done = cli(db, work, "--json", "decide", approval_id, *args, "--yes")
     assert done.returncode == 1
@@ -142,8 +157,9 @@ def test_outbox_lists_what_waits_and_retry_needs_a_target(db: Path, work: Path) 
     listing = json.loads(done.stdout)
     assert listing["counts"] == {"pending": 1, "delivered": 0, "failed": 0}
     [row] = listing["notifications"]
-    assert row["kind"] == "approval_requested" and row["body"]["details"]["approval_id"] == \
-        approval_id
+    assert (
+        row["kind"] == "approval_requested" and row["body"]["details"]["approval_id"] == approval_id
+    )
     assert cli(db, work, "outbox", "retry").returncode == 1
     no_hooks = cli(db, work, "--json", "outbox", "deliver")
     assert json.loads(no_hooks.stdout)["error"]["code"] == "outbox.no_webhooks"

@@ -74,7 +74,9 @@ def test_tampered_log_makes_verify_exit_3_naming_the_sequence(cli: CLI, db: str)
     for i in range(4):
         assert cli("append", "r1", "work_completed", "--payload", json.dumps({"doc": i})).code == 0
     conn = apsw.Connection(db)
-    conn.execute("UPDATE events SET payload = ? WHERE run_id = 'r1' AND sequence = 3", ('{"doc":99}',))
+    conn.execute(
+        "UPDATE events SET payload = ? WHERE run_id = 'r1' AND sequence = 3", ('{"doc":99}',)
+    )
     conn.close()
     r = cli("--json", "verify", "r1")
     assert r.code == 3
@@ -93,8 +95,10 @@ def test_anchor_detects_a_truncated_tail(cli: CLI, db: str) -> None:
     # Truncate cleanly: delete the last event AND roll the head back, as an attacker would.
     conn = apsw.Connection(db)
     conn.execute("DELETE FROM events WHERE run_id='r1' AND sequence=2")
-    conn.execute("UPDATE runs SET head_sequence=1, head_hash=(SELECT hash FROM events WHERE "
-                 "run_id='r1' AND sequence=1) WHERE run_id='r1'")
+    conn.execute(
+        "UPDATE runs SET head_sequence=1, head_hash=(SELECT hash FROM events WHERE "
+        "run_id='r1' AND sequence=1) WHERE run_id='r1'"
+    )
     conn.close()
     assert cli("verify", "r1").code == 0  # the chain alone cannot see a clean truncation
     r = cli("--json", "verify", "r1", "--expect-head", anchor)
@@ -122,8 +126,16 @@ def test_undeclared_environment_makes_resume_unknown_and_exit_20(cli: CLI) -> No
 
 def test_interrupted_action_blocks_resume_until_reconciled(cli_proc: CLI) -> None:
     assert cli_proc("start", "r1", "--goal", "g").code == 0
-    r = cli_proc("--json", "intercept", "r1", "send_invoice", "--key", "invoice:INV-1",
-                 "--args", '{"invoice": "INV-1"}')
+    r = cli_proc(
+        "--json",
+        "intercept",
+        "r1",
+        "send_invoice",
+        "--key",
+        "invoice:INV-1",
+        "--args",
+        '{"invoice": "INV-1"}',
+    )
     assert r.code == 0 and r.json()["proceed"] is True
     action_id = r.json()["action_id"]
     # The intercepting process has exited without completing: the action is interrupted.
@@ -140,8 +152,10 @@ def test_interrupted_action_blocks_resume_until_reconciled(cli_proc: CLI) -> Non
     refused = cli_proc("--json", "reconcile", "r1", action_id, "--occurred")
     assert (refused.code, refused.json()["error"]["code"]) == (1, "usage.not_a_terminal")
     assert cli_proc("actions", "r1").code == 20
-    assert cli_proc("reconcile", "r1", action_id, "--occurred", "--external-id", "m-1",
-                    "--yes").code == 0
+    assert (
+        cli_proc("reconcile", "r1", action_id, "--occurred", "--external-id", "m-1", "--yes").code
+        == 0
+    )
     assert cli_proc("actions", "r1").code == 0
     assert cli_proc("resume", "r1").code == 0
 
@@ -218,9 +232,25 @@ def test_stdout_has_only_the_json_document_and_no_ansi(cli_proc: CLI) -> None:
     assert "\x1b[" not in r.out
 
 
-EVERY_COMMAND = ["init", "start", "runs", "inspect", "status", "events", "validate", "resume",
-                 "confirm", "checkpoint", "actions", "reconcile", "show-contract",
-                 "verify-contract", "verify", "anchor", "replay"]
+EVERY_COMMAND = [
+    "init",
+    "start",
+    "runs",
+    "inspect",
+    "status",
+    "events",
+    "validate",
+    "resume",
+    "confirm",
+    "checkpoint",
+    "actions",
+    "reconcile",
+    "show-contract",
+    "verify-contract",
+    "verify",
+    "anchor",
+    "replay",
+]
 
 
 @pytest.mark.parametrize("command", EVERY_COMMAND)
@@ -245,7 +275,8 @@ def test_a_resealed_forged_contract_is_refused(cli: CLI, tmp_path: Path) -> None
     out = f.read_text()
     assert cli("verify-contract", str(f)).code == 0  # env recorded in the contract is reused
     forged = RecoveryContract.model_validate_json(out).model_copy(
-        update={"verdict": "abort", "safe": False})
+        update={"verdict": "abort", "safe": False}
+    )
     f.write_text(seal_contract(forged).to_json())
     r = cli("--json", "verify-contract", str(f))
     assert r.code == 3 and r.json()["error"]["code"] == "integrity.contract_mismatch"

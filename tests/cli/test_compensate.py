@@ -11,7 +11,8 @@ from tests.cli.conftest import Result
 
 
 def test_a_revoked_approval_asks_for_compensation_and_compensate_records_it(
-        cli: Callable[..., Result], db: str) -> None:
+    cli: Callable[..., Result], db: str
+) -> None:
     rt = Continuum(open_store(db))
     rt.start_run("r1", "pay")
     rt.append("r1", EventType.APPROVAL_REQUESTED, {"approval_id": "ap1"})

@@ -39,8 +39,11 @@ def db(tmp_path: Path) -> Path:
 def reviews(db: Path) -> list[dict[str, Any]]:
     rt = Continuum(open_store(str(db)))
     try:
-        return [{**e.payload, "source": str(e.source), "sequence": e.sequence}
-                for e in rt.events(RUN) if e.type == EventType.REVIEW_CONFIRMED]
+        return [
+            {**e.payload, "source": str(e.source), "sequence": e.sequence}
+            for e in rt.events(RUN)
+            if e.type == EventType.REVIEW_CONFIRMED
+        ]
     finally:
         rt.close()
 
@@ -54,7 +57,8 @@ def head(db: Path) -> int:
 
 
 def test_confirm_covers_what_was_shown_when_the_agent_writes_while_the_prompt_is_open(
-        db: Path, tmp_path: Path) -> None:
+    db: Path, tmp_path: Path
+) -> None:
     term = Terminal(db, "confirm", RUN, cwd=tmp_path)
     term.wait_for("Confirm this as true?")
     m = SHOWN.search(term.text())
@@ -66,9 +70,11 @@ def test_confirm_covers_what_was_shown_when_the_agent_writes_while_the_prompt_is
     term.send("y\r")
     assert term.finish() == 20  # the later self-report is not confirmed
     out = term.text()
-    assert (f"the run moved on to sequence {shown_seq + 1} while you were reading; this "
-            f"confirmation covers 1..{shown_seq} only; run `continuum confirm {RUN}` again "
-            "to review the rest") in out
+    assert (
+        f"the run moved on to sequence {shown_seq + 1} while you were reading; this "
+        f"confirmation covers 1..{shown_seq} only; run `continuum confirm {RUN}` again "
+        "to review the rest"
+    ) in out
     [review] = reviews(db)
     assert review["source"] == "human"
     assert review["through_sequence"] == shown_seq
@@ -76,9 +82,10 @@ def test_confirm_covers_what_was_shown_when_the_agent_writes_while_the_prompt_is
     try:
         assert review["through_hash"] == rt.store.event_hash_at(RUN, shown_seq)
         assert str(review["through_hash"]).startswith(shown_hash)
-        assert review["confirmed"] == {"goal": "send five invoices",
-                                       "progress": {"total": 5, "completed": 2, "failed": 0,
-                                                    "pending": 3}}
+        assert review["confirmed"] == {
+            "goal": "send five invoices",
+            "progress": {"total": 5, "completed": 2, "failed": 0, "pending": 3},
+        }
         verdict = rt.resume(RUN)
         assert verdict.mode == "request_human" and f"confirm_run:{RUN}" in verdict.required_actions
         assert set(rt.state(RUN).unreviewed()) == {"goal", "progress"}
@@ -87,7 +94,8 @@ def test_confirm_covers_what_was_shown_when_the_agent_writes_while_the_prompt_is
 
 
 def test_confirm_on_a_terminal_shows_sequence_hash_and_records_origin_human(
-        db: Path, tmp_path: Path) -> None:
+    db: Path, tmp_path: Path
+) -> None:
     term = Terminal(db, "confirm", RUN, cwd=tmp_path)
     term.wait_for("Confirm this as true?")
     assert 'goal: "send five invoices"  [agent-supplied: external_agent, seq 1]' in term.text()
@@ -109,7 +117,8 @@ def test_declining_on_a_terminal_records_nothing(db: Path, tmp_path: Path) -> No
 
 
 def test_json_on_a_terminal_still_asks_and_stdout_holds_only_the_document(
-        db: Path, tmp_path: Path) -> None:
+    db: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "stdout.json"
     with out.open("wb") as f:
         term = Terminal(db, "--json", "confirm", RUN, cwd=tmp_path, stdout=f.fileno())
@@ -117,15 +126,24 @@ def test_json_on_a_terminal_still_asks_and_stdout_holds_only_the_document(
         term.send("y\r")
         assert term.finish() == 0
     doc = json.loads(out.read_text(encoding="utf-8"))
-    assert doc["ok"] and doc["confirmation"]["head_sequence"] == doc["confirmation"]["through_sequence"]
+    assert (
+        doc["ok"]
+        and doc["confirmation"]["head_sequence"] == doc["confirmation"]["through_sequence"]
+    )
     assert len(doc["confirmation"]["through_hash"]) == 64
 
 
 def run_piped(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The CLI with stdin a pipe, as an agent with a shell would run it."""
-    return subprocess.run([sys.executable, "-m", "continuum", "--db", str(db), *args],
-                          input="y\n", capture_output=True, text=True, env=cli_env(NO_COLOR="1"),
-                          cwd=db.parent, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "continuum", "--db", str(db), *args],
+        input="y\n",
+        capture_output=True,
+        text=True,
+        env=cli_env(NO_COLOR="1"),
+        cwd=db.parent,
+        timeout=60,
+    )
 
 
 def test_confirm_without_a_terminal_is_refused_and_records_nothing(db: Path) -> None:

@@ -39,10 +39,17 @@ def changes(cli: CLI, *args: str) -> list[dict[str, Any]]:
 
 def test_diff_names_what_was_added_changed_and_removed(cli: CLI, db: str) -> None:
     build(db)
-    got = {(c["component"], c["key"], c["change"]): c for c in changes(cli, "--from", "3", "--to", "10")}
-    assert set(got) == {("progress", None, "changed"), ("decision", "d1", "changed"),
-                        ("dependency", "dataset", "added"), ("finding", "f2", "added"),
-                        ("action", next(k for (c, k, _) in got if c == "action"), "added")}
+    got = {
+        (c["component"], c["key"], c["change"]): c
+        for c in changes(cli, "--from", "3", "--to", "10")
+    }
+    assert set(got) == {
+        ("progress", None, "changed"),
+        ("decision", "d1", "changed"),
+        ("dependency", "dataset", "added"),
+        ("finding", "f2", "added"),
+        ("action", next(k for (c, k, _) in got if c == "action"), "added"),
+    }
     assert got[("progress", None, "changed")]["fields"] == ["completed", "pending"]
     assert got[("decision", "d1", "changed")]["fields"] == ["status"]
     action = next(c for c in got.values() if c["component"] == "action")
@@ -58,20 +65,29 @@ def test_diff_text_quotes_values_and_shows_before_and_after(cli: CLI, db: str) -
     assert "progress: changed completed 0 -> 1, pending 3 -> 2" in lines
     assert 'decision "d1": changed status "active" -> "invalidated"' in lines
     assert 'dependency "dataset": changed version "v1" -> "v2"' in lines
-    assert any(line.startswith('action "send:INV-1" (act_')
-               and ': added action_type "send", status "completed"' in line
-               and 'external_id "msg-1"' in line for line in lines), r.out
+    assert any(
+        line.startswith('action "send:INV-1" (act_')
+        and ': added action_type "send", status "completed"' in line
+        and 'external_id "msg-1"' in line
+        for line in lines
+    ), r.out
     # A settled action is still there at the later point (the full fold, not the lean one).
     done = cli("diff", "r1", "--from", "6", "--to", "9").out
-    assert any(line.startswith('action "send:INV-1"') and ': changed ' in line
-               and 'status "started" -> "completed"' in line for line in done.splitlines()), done
+    assert any(
+        line.startswith('action "send:INV-1"')
+        and ": changed " in line
+        and 'status "started" -> "completed"' in line
+        for line in done.splitlines()
+    ), done
     hostile = cli("diff", "r1", "--from", "9", "--to", "10")
     assert 'finding "f2": added text "x\\x1b[2Ky"' in hostile.out and "\x1b" not in hostile.out
 
 
 def test_diff_backwards_shows_removals_and_defaults_to_the_whole_run(cli: CLI, db: str) -> None:
     build(db)
-    back = {(c["component"], c["key"], c["change"]) for c in changes(cli, "--from", "0", "--to", "2")}
+    back = {
+        (c["component"], c["key"], c["change"]) for c in changes(cli, "--from", "0", "--to", "2")
+    }
     assert ("goal", None, "added") in back and ("finding", "f1", "added") in back
     whole = changes(cli)  # --from 0 --to the head
     assert {c["key"] for c in whole if c["component"] == "finding"} == {"f1", "f2"}
@@ -102,18 +118,28 @@ def test_history_lists_checkpoints_and_confirmations_in_order(cli: CLI, db: str)
     assert cli("checkpoint", "r1", "--reason", "before\x1b[2K sending").code == 0  # 11
     assert cli("confirm", "r1", "--yes", "--scope", "progress").code != 1  # 12
     agent = Continuum.open(db, origin=Origin.EXTERNAL_AGENT)
-    agent.append("r1", EventType.REVIEW_CONFIRMED, {"through_sequence": 12, "scope": ["goal"]})  # 13
+    agent.append(
+        "r1", EventType.REVIEW_CONFIRMED, {"through_sequence": 12, "scope": ["goal"]}
+    )  # 13
     agent.close()
     cli("checkpoint", "r1")  # 14
     r = cli("--json", "history", "r1")
     assert r.code == 0
     history = r.json()["history"]
     assert [(h["kind"], h["sequence"]) for h in history] == [
-        ("checkpoint", 11), ("confirmation", 12), ("confirmation", 13), ("checkpoint", 14)]
+        ("checkpoint", 11),
+        ("confirmation", 12),
+        ("confirmation", 13),
+        ("checkpoint", 14),
+    ]
     assert history[0]["through_sequence"] == 10 and history[0]["reason"] == "before\x1b[2K sending"
     assert history[0]["time"]
-    assert (history[1]["through_sequence"], history[1]["scope"], history[1]["origin"],
-            history[1]["counted"]) == (11, ["progress"], "human", True)
+    assert (
+        history[1]["through_sequence"],
+        history[1]["scope"],
+        history[1]["origin"],
+        history[1]["counted"],
+    ) == (11, ["progress"], "human", True)
     assert (history[2]["origin"], history[2]["counted"]) == ("external_agent", False)
     text = cli("history", "r1").out.splitlines()
     assert text[0] == "run r1: 2 checkpoint(s), 2 confirmation(s)"

@@ -21,9 +21,14 @@ def mode(path: Path) -> int:
 
 def continuum(tmp_path: Path, *args: str) -> None:
     # A permissive umask, as many shells have: the files must still come out 0600.
-    subprocess.run([sys.executable, "-m", "continuum", "--db", str(tmp_path / "s.db"), *args],
-                   check=True, capture_output=True, cwd=tmp_path, timeout=60,
-                   preexec_fn=lambda: os.umask(0o022))
+    subprocess.run(
+        [sys.executable, "-m", "continuum", "--db", str(tmp_path / "s.db"), *args],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+        preexec_fn=lambda: os.umask(0o022),
+    )
 
 
 def test_a_new_store_and_its_wal_and_shm_are_0600(tmp_path: Path) -> None:

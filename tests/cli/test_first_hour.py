@@ -48,8 +48,13 @@ def test_bare_continuum_prints_the_help_and_exits_0(capsys: pytest.CaptureFixtur
     assert run(["mcp"]) == 0
     out, _ = capsys.readouterr()
     assert "install" in out and "uninstall" in out
-    done = subprocess.run([sys.executable, "-m", "continuum"], capture_output=True, text=True,
-                          env=cli_env(), timeout=DEADLINE)
+    done = subprocess.run(
+        [sys.executable, "-m", "continuum"],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=DEADLINE,
+    )
     assert done.returncode == 0 and "Usage: continuum" in done.stdout
 
 
@@ -57,7 +62,8 @@ def test_bare_continuum_prints_the_help_and_exits_0(capsys: pytest.CaptureFixtur
 
 
 def test_ctrl_c_in_a_command_exits_130_with_one_line(
-        cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli: CLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cli("start", "r1", "--goal", "g")
 
     def interrupted(*_args: object, **_kwargs: object) -> None:
@@ -73,8 +79,9 @@ def test_ctrl_c_in_a_command_exits_130_with_one_line(
     assert r.code == 130 and r.json()["error"]["code"] == "interrupted"
 
 
-def test_ctrl_c_at_a_prompt_exits_130(cli: CLI, db: str, tmp_path: Path,
-                                      sigint_reaches_children: None) -> None:
+def test_ctrl_c_at_a_prompt_exits_130(
+    cli: CLI, db: str, tmp_path: Path, sigint_reaches_children: None
+) -> None:
     cli("start", "r1", "--goal", "g")
     term = Terminal(db, "confirm", "r1", cwd=tmp_path)
     term.wait_for("Confirm this as true?")
@@ -95,8 +102,9 @@ def test_an_eof_at_a_prompt_is_still_aborted_exit_1(cli: CLI, db: str, tmp_path:
 # -- paths as typed ---------------------------------------------------------------------------
 
 
-def test_paths_in_messages_are_shown_as_typed(cli: CLI, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_paths_in_messages_are_shown_as_typed(
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     r = cli("verify-contract", "back\\slash.json")
     assert r.code == 1
@@ -116,8 +124,9 @@ def _shown_as_typed(r: Result, fragment: str, code: int) -> None:
     assert "\\\\" not in line, line
 
 
-def test_store_and_file_errors_show_paths_as_typed(cli: CLI, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_and_file_errors_show_paths_as_typed(
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each message that names a path a person typed shows it as typed (shell quoting,
     one backslash), not as ``repr()`` (two): store URLs, store paths, foreign databases,
     PostgreSQL URLs, export and import files, file and git dependencies, host settings."""
@@ -128,8 +137,11 @@ def test_store_and_file_errors_show_paths_as_typed(cli: CLI, tmp_path: Path,
     on = lambda *a: cli(*a, with_db=False)  # noqa: E731
     _shown_as_typed(on("--db", f"sqlite://{odd}.db", "runs"), f"store URL 'sqlite://{odd}.db'", 1)
     _shown_as_typed(on("--db", f"{odd}.db", "status", "r1"), f"no store at '{odd}.db'", 2)
-    _shown_as_typed(on("--db", f"no{odd}/x.db", "init"),
-                    f"directory 'no{odd}' for store 'no{odd}/x.db' does not exist", 1)
+    _shown_as_typed(
+        on("--db", f"no{odd}/x.db", "init"),
+        f"directory 'no{odd}' for store 'no{odd}/x.db' does not exist",
+        1,
+    )
     (tmp_path / f"{odd}.d").mkdir()
     _shown_as_typed(on("--db", f"{odd}.d", "runs"), f"store path '{odd}.d' is a directory", 1)
     (tmp_path / f"{odd}.txt").write_text("notes\n")
@@ -138,20 +150,32 @@ def test_store_and_file_errors_show_paths_as_typed(cli: CLI, tmp_path: Path,
     foreign.execute("CREATE TABLE t (x)")
     foreign.commit()
     foreign.close()
-    _shown_as_typed(on("--db", f"{odd}.sqlite", "runs"),
-                    f"'{odd}.sqlite' is a SQLite database but not a continuum store", 1)
-    _shown_as_typed(on("--db", f"postgresql://h/db?{odd}=1", "runs"),
-                    f"store URL 'postgresql://h/db?{odd}=1' is not a valid postgresql:// URL", 1)
+    _shown_as_typed(
+        on("--db", f"{odd}.sqlite", "runs"),
+        f"'{odd}.sqlite' is a SQLite database but not a continuum store",
+        1,
+    )
+    _shown_as_typed(
+        on("--db", f"postgresql://h/db?{odd}=1", "runs"),
+        f"store URL 'postgresql://h/db?{odd}=1' is not a valid postgresql:// URL",
+        1,
+    )
     # export, import, declare against a real store
     assert cli("start", "r1", "--goal", "g").code == 0
     (tmp_path / f"{odd}.jsonl").write_text("{}\n")
     _shown_as_typed(cli("export", "r1", "-o", f"{odd}.jsonl"), f"'{odd}.jsonl' exists", 1)
     (tmp_path / f"{odd}.bin").write_bytes(b"\xff\xfe\x00")
     _shown_as_typed(cli("import", f"{odd}.bin"), f"'{odd}.bin' is not UTF-8 text", 1)
-    _shown_as_typed(cli("declare", "r1", "--file", f"{odd}.missing"),
-                    f"file dependency '{odd}.missing' is not a readable regular file", 1)
-    _shown_as_typed(cli("declare", "r1", "--git", f"{odd}.d"),
-                    f"git dependency '{odd}.d' is not a git work tree with a commit", 1)
+    _shown_as_typed(
+        cli("declare", "r1", "--file", f"{odd}.missing"),
+        f"file dependency '{odd}.missing' is not a readable regular file",
+        1,
+    )
+    _shown_as_typed(
+        cli("declare", "r1", "--git", f"{odd}.d"),
+        f"git dependency '{odd}.d' is not a git work tree with a commit",
+        1,
+    )
     # host settings that cannot be read (a directory), or written (a dangling link where
     # the settings directory should be)
     project = tmp_path / odd
@@ -173,8 +197,9 @@ def test_store_and_file_errors_show_paths_as_typed(cli: CLI, tmp_path: Path,
 # -- log levels -------------------------------------------------------------------------------
 
 
-def test_a_bogus_log_level_is_refused_naming_the_levels(cli: CLI,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bogus_log_level_is_refused_naming_the_levels(
+    cli: CLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     r = cli("--json", "--log-level", "bogus", "runs")
     assert r.code == 1
     error = r.json()["error"]
@@ -193,8 +218,9 @@ def test_a_real_log_level_is_taken_in_any_case(cli_proc: CLI) -> None:
     assert r.code == 0, r.err
 
 
-def test_the_mcp_server_refuses_a_bogus_log_level(monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_mcp_server_refuses_a_bogus_log_level(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert mcp_main(["--log-level", "bogus", "--doctor"]) == 1
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
@@ -208,9 +234,12 @@ def test_the_mcp_server_refuses_a_bogus_log_level(monkeypatch: pytest.MonkeyPatc
 
 
 def test_where_prints_the_store_absolute_and_a_postgres_url_without_its_password(
-        cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
-    assert cli("where", "--db", "sub/agent.db", with_db=False).out == f"{tmp_path / 'sub/agent.db'}\n"
+    assert (
+        cli("where", "--db", "sub/agent.db", with_db=False).out == f"{tmp_path / 'sub/agent.db'}\n"
+    )
     assert cli("--json", "where", with_db=False).json()["store"] == str(tmp_path / "continuum.db")
     monkeypatch.setenv("CONTINUUM_DB", "sqlite://" + str(tmp_path / "x.db"))  # sqlite:///abs
     assert cli("where", with_db=False).out.strip() == str(tmp_path / "x.db")
@@ -228,8 +257,16 @@ def test_show_contract_is_labelled_lines_and_json_stays_exact(cli: CLI, tmp_path
     assert r.code == 20
     lines = r.out.splitlines()
     labels = [line.split(":")[0] for line in lines if not line.startswith(" ")]
-    for label in ("verdict", "safe", "next allowed action", "required actions", "head",
-                  "checkpoint", "invalidated components", "integrity hash"):
+    for label in (
+        "verdict",
+        "safe",
+        "next allowed action",
+        "required actions",
+        "head",
+        "checkpoint",
+        "invalidated components",
+        "integrity hash",
+    ):
         assert label in labels, r.out
     assert '  dependency "dataset": unknown' in r.out
     assert not any(line.lstrip().startswith("{") for line in lines)
@@ -289,14 +326,21 @@ def test_a_mistyped_run_id_gets_did_you_mean(cli: CLI) -> None:
 
 
 def test_make_demo_says_where_it_left_its_files(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo.py")], capture_output=True,
-                          text=True, env={**cli_env(), "TMPDIR": str(tmp_path)}, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "demo.py")],
+        capture_output=True,
+        text=True,
+        env={**cli_env(), "TMPDIR": str(tmp_path)},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     found = re.search(r"^the demo's files are kept in (\S+):", done.stdout, flags=re.M)
     assert found, done.stdout
     work = Path(found.group(1))
-    assert work.parent == tmp_path and (work / "continuum.db").exists() and (work / "outbox").is_dir()
-    tail = done.stdout[found.start():]
+    assert (
+        work.parent == tmp_path and (work / "continuum.db").exists() and (work / "outbox").is_dir()
+    )
+    tail = done.stdout[found.start() :]
     assert f"--db {work / 'continuum.db'} events invoice-batch" in tail
     assert f"rm -rf {work}" in tail
 
@@ -311,8 +355,13 @@ def test_make_clean_removes_what_the_e2e_kit_wrote(tmp_path: Path) -> None:
     (kit / "lib" / "__pycache__").mkdir(parents=True)
     (kit / "lib" / "__pycache__" / "agent.cpython-311.pyc").write_text("x")
     (kit / "lib" / "agent.py").write_text("# kept\n")
-    done = subprocess.run(["make", "--no-print-directory", "clean"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=DEADLINE)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "clean"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
     assert done.returncode == 0, done.stderr
     assert not (kit / "work").exists() and not (kit / "lib" / "__pycache__").exists()
     assert (kit / "lib" / "agent.py").read_text() == "# kept\n"
@@ -322,18 +371,32 @@ def test_make_clean_removes_what_the_e2e_kit_wrote(tmp_path: Path) -> None:
 
 
 def complete(words: str) -> list[str]:
-    env = {**cli_env(), "_CONTINUUM_COMPLETE": "bash_complete", "COMP_WORDS": words,
-           "COMP_CWORD": str(len(words.split()) - 1)}
-    done = subprocess.run([sys.executable, "-m", "continuum"], capture_output=True, text=True,
-                          env=env, timeout=DEADLINE)
+    env = {
+        **cli_env(),
+        "_CONTINUUM_COMPLETE": "bash_complete",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()) - 1),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "continuum"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=DEADLINE,
+    )
     assert done.returncode == 0, done.stderr
     return [line.split(",", 1)[1] for line in done.stdout.splitlines()]
 
 
 def test_shell_completion_completes_commands_and_options() -> None:
     env = {**cli_env(), "_CONTINUUM_COMPLETE": "bash_source"}
-    script = subprocess.run([sys.executable, "-m", "continuum"], capture_output=True, text=True,
-                            env=env, timeout=DEADLINE)
+    script = subprocess.run(
+        [sys.executable, "-m", "continuum"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=DEADLINE,
+    )
     assert script.returncode == 0 and "_continuum_completion" in script.stdout
     assert complete("continuum wat") == ["watch"]
     assert complete("continuum mcp un") == ["uninstall"]

@@ -25,14 +25,18 @@ from continuum.hooks.install import (
 from tests.cli.conftest import Result
 
 CLI = Callable[..., Result]
-EXAMPLE = (Path(__file__).resolve().parents[2] / "src" / "continuum" / "hooks"
-           / "effects.example.toml").read_text(encoding="utf-8")
+EXAMPLE = (
+    Path(__file__).resolve().parents[2] / "src" / "continuum" / "hooks" / "effects.example.toml"
+).read_text(encoding="utf-8")
 LIFECYCLE = {"SessionStart", "PreCompact", "PreCompress"}
 HOSTS = ["claude-code", "gemini", "codex"]
 
 # A hook of ours as an earlier install (another run, another store) would have written it.
-OLD_OURS = {"type": "command", "timeout": 60,
-            "command": "'/old/venv/bin/continuum' hook pre-tool --host x --db /old.db --run old"}
+OLD_OURS = {
+    "type": "command",
+    "timeout": 60,
+    "command": "'/old/venv/bin/continuum' hook pre-tool --host x --db /old.db --run old",
+}
 FOREIGN_HOOK = {"type": "command", "command": "./scripts/lint.sh", "timeout": 5}
 PRE_EVENT = {"claude-code": "PreToolUse", "gemini": "BeforeTool", "codex": "PreToolUse"}
 OTHER_EVENT = {"claude-code": "Notification", "gemini": "BeforeAgent", "codex": "Stop"}
@@ -56,10 +60,14 @@ def settings_of(where: Path, host: str) -> dict[str, Any]:
 def foreign_config(host: str) -> dict[str, Any]:
     """Settings someone else wrote: keys around "hooks", a foreign group in the event we
     hook before tool calls, and an event we never touch."""
-    return {"model": "x", "hooks": {
-        OTHER_EVENT[host]: [{"hooks": [{"type": "command", "command": "notify-send hi"}]}],
-        PRE_EVENT[host]: [{"matcher": "Bash", "hooks": [FOREIGN_HOOK]}],
-    }, "permissions": {"allow": ["Read"]}}
+    return {
+        "model": "x",
+        "hooks": {
+            OTHER_EVENT[host]: [{"hooks": [{"type": "command", "command": "notify-send hi"}]}],
+            PRE_EVENT[host]: [{"matcher": "Bash", "hooks": [FOREIGN_HOOK]}],
+        },
+        "permissions": {"allow": ["Read"]},
+    }
 
 
 def option(words: list[str], name: str) -> str:
@@ -68,7 +76,8 @@ def option(words: list[str], name: str) -> str:
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_install_hooks_every_event_with_an_absolute_runnable_command(
-        cli: CLI, db: str, tmp_path: Path, host: str) -> None:
+    cli: CLI, db: str, tmp_path: Path, host: str
+) -> None:
     where = project(tmp_path)
     r = install(cli, host, where, "--run", "run-7")
     assert r.code == 0, r.out + r.err
@@ -96,7 +105,8 @@ def test_install_hooks_every_event_with_an_absolute_runnable_command(
 
 
 def test_claude_code_also_hooks_failed_tool_calls_and_the_others_cannot(
-        cli: CLI, tmp_path: Path) -> None:
+    cli: CLI, tmp_path: Path
+) -> None:
     for host in HOSTS:
         where = project(tmp_path, host)
         assert install(cli, host, where).code == 0
@@ -119,12 +129,27 @@ def test_installing_twice_gives_a_byte_identical_file(cli: CLI, tmp_path: Path, 
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_installing_with_another_run_and_store_replaces_our_entries(
-        cli: CLI, tmp_path: Path, host: str) -> None:
+    cli: CLI, tmp_path: Path, host: str
+) -> None:
     where = project(tmp_path)
     assert install(cli, host, where, "--run", "first").code == 0
     other_db = str(tmp_path / "other.db")
-    assert cli("--json", "--db", other_db, "hooks", "install", "--client", host,
-               "--dir", str(where), "--run", "second").code == 0
+    assert (
+        cli(
+            "--json",
+            "--db",
+            other_db,
+            "hooks",
+            "install",
+            "--client",
+            host,
+            "--dir",
+            str(where),
+            "--run",
+            "second",
+        ).code
+        == 0
+    )
     for groups in settings_of(where, host)["hooks"].values():
         [group] = groups
         [hook] = group["hooks"]
@@ -134,7 +159,8 @@ def test_installing_with_another_run_and_store_replaces_our_entries(
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_foreign_hooks_and_settings_survive_install_and_remove_in_order(
-        cli: CLI, tmp_path: Path, host: str) -> None:
+    cli: CLI, tmp_path: Path, host: str
+) -> None:
     where = project(tmp_path)
     path = where / SETTINGS_PATHS[host]
     path.parent.mkdir()
@@ -161,7 +187,8 @@ def test_foreign_hooks_and_settings_survive_install_and_remove_in_order(
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_remove_after_a_fresh_install_leaves_an_empty_object(
-        cli: CLI, tmp_path: Path, host: str) -> None:
+    cli: CLI, tmp_path: Path, host: str
+) -> None:
     where = project(tmp_path)
     assert install(cli, host, where).code == 0
     r = cli("hooks", "remove", "--client", host, "--dir", str(where))
@@ -177,7 +204,8 @@ def test_remove_without_a_settings_file_has_nothing_to_remove(cli: CLI, tmp_path
 
 
 def test_remove_without_hooks_of_ours_leaves_the_file_byte_identical(
-        cli: CLI, tmp_path: Path) -> None:
+    cli: CLI, tmp_path: Path
+) -> None:
     where = project(tmp_path)
     path = where / ".claude" / "settings.json"
     path.parent.mkdir()
@@ -188,18 +216,23 @@ def test_remove_without_hooks_of_ours_leaves_the_file_byte_identical(
 
 
 @pytest.mark.parametrize("host", HOSTS)
-@pytest.mark.parametrize("content", [
-    "{not json",
-    "[1, 2]",
-    '"text"',
-    '{"hooks": []}',
-    '{"hooks": {"PreToolUse": {"matcher": "*"}}}',
-    '{\n  // a comment\n  "hooks": {}\n}',
-    b"\xff\xfe{}",
-], ids=["invalid", "array", "string", "hooks-array", "event-object", "comment", "not-utf8"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "[1, 2]",
+        '"text"',
+        '{"hooks": []}',
+        '{"hooks": {"PreToolUse": {"matcher": "*"}}}',
+        '{\n  // a comment\n  "hooks": {}\n}',
+        b"\xff\xfe{}",
+    ],
+    ids=["invalid", "array", "string", "hooks-array", "event-object", "comment", "not-utf8"],
+)
 @pytest.mark.parametrize("command", ["install", "remove"])
 def test_a_settings_file_we_cannot_merge_into_is_refused_and_left_untouched(
-        cli: CLI, tmp_path: Path, host: str, content: str | bytes, command: str) -> None:
+    cli: CLI, tmp_path: Path, host: str, content: str | bytes, command: str
+) -> None:
     where = project(tmp_path)
     path = where / SETTINGS_PATHS[host]
     path.parent.mkdir()
@@ -236,7 +269,8 @@ def test_remove_print_writes_nothing(cli: CLI, tmp_path: Path) -> None:
 
 
 def test_install_copies_the_example_registry_only_when_the_project_has_none(
-        cli: CLI, tmp_path: Path) -> None:
+    cli: CLI, tmp_path: Path
+) -> None:
     where = project(tmp_path)
     registry = where / ".continuum" / "effects.toml"
     r = install(cli, "claude-code", where)
@@ -251,7 +285,8 @@ def test_install_copies_the_example_registry_only_when_the_project_has_none(
 
 
 def test_install_text_names_the_file_events_run_store_rules_and_the_codex_trust_step(
-        cli: CLI, db: str, tmp_path: Path) -> None:
+    cli: CLI, db: str, tmp_path: Path
+) -> None:
     where = project(tmp_path)
     r = cli("hooks", "install", "--client", "codex", "--dir", str(where), "--run", "r1")
     assert r.code == 0, r.err
@@ -263,7 +298,8 @@ def test_install_text_names_the_file_events_run_store_rules_and_the_codex_trust_
 
 
 def test_the_default_run_id_is_the_project_directory_name_made_valid(
-        cli: CLI, tmp_path: Path) -> None:
+    cli: CLI, tmp_path: Path
+) -> None:
     where = project(tmp_path, "my project")
     r = install(cli, "claude-code", where)
     assert r.code == 0 and r.json()["run"] == "my-project"
@@ -279,7 +315,8 @@ def test_an_invalid_run_id_is_refused(cli: CLI, tmp_path: Path) -> None:
 
 
 def test_a_postgres_password_is_warned_about_and_kept_out_of_the_report(
-        cli: CLI, tmp_path: Path) -> None:
+    cli: CLI, tmp_path: Path
+) -> None:
     where = project(tmp_path)
     url = "postgresql://app:s3cret@db.example/continuum"
     r = cli("--db", url, "hooks", "install", "--client", "claude-code", "--dir", str(where))
@@ -309,14 +346,21 @@ def test_effects_check_explains_the_example(cli: CLI, tmp_path: Path) -> None:
     assert "6 rule(s)" in r.out and "effect #6" in r.out and "effect #7" not in r.out
     r = cli("--json", "hooks", "effects", "--check", "--dir", str(where))
     assert [rule["action_type"] for rule in r.json()["rules"]] == [
-        "git_push", "package_publish", "http_write", "kubectl_change", "sql_write", "send_mail"]
+        "git_push",
+        "package_publish",
+        "http_write",
+        "kubectl_change",
+        "sql_write",
+        "send_mail",
+    ]
 
 
 def test_effects_check_names_the_broken_rule(cli: CLI, tmp_path: Path) -> None:
     where = project(tmp_path)
     (where / ".continuum").mkdir()
-    broken = EXAMPLE.replace('action_type = "package_publish"',
-                             'action_type = "package_publish"\nretries = 3')
+    broken = EXAMPLE.replace(
+        'action_type = "package_publish"', 'action_type = "package_publish"\nretries = 3'
+    )
     assert broken != EXAMPLE
     (where / ".continuum" / "effects.toml").write_text(broken)
     r = cli("--json", "hooks", "effects", "--check", "--dir", str(where))
@@ -335,26 +379,32 @@ def test_effects_example_prints_the_shipped_example(cli: CLI) -> None:
     assert r.code == 0 and r.out == EXAMPLE.rstrip("\n") + "\n"
 
 
-@pytest.mark.parametrize("command", [
-    "/usr/local/bin/continuum hook pre-tool --host gemini --db /x.db --run r",
-    "'/home/a b/.venv/bin/continuum' 'hook' 'session-start' --host codex",
-    '"/opt/continuum/bin/continuum" --db /x.db hook post-tool-failure',
-    "/usr/bin/python3 -m continuum hook pre-compact --host claude-code",
-    "continuum --json --db 'a b.db' hook post-tool",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "/usr/local/bin/continuum hook pre-tool --host gemini --db /x.db --run r",
+        "'/home/a b/.venv/bin/continuum' 'hook' 'session-start' --host codex",
+        '"/opt/continuum/bin/continuum" --db /x.db hook post-tool-failure',
+        "/usr/bin/python3 -m continuum hook pre-compact --host claude-code",
+        "continuum --json --db 'a b.db' hook post-tool",
+    ],
+)
 def test_our_commands_are_recognised_however_they_are_quoted(command: str) -> None:
     assert is_ours(command)
 
 
-@pytest.mark.parametrize("command", [
-    "./scripts/lint.sh",
-    "continuum-mcp --db /x.db",
-    "continuum resume run-1",
-    "/opt/continuum/bin/other hook pre-tool",
-    "echo continuum hook pre-tool-check",
-    "my-continuum hook pre-tool",
-    "'unbalanced",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "./scripts/lint.sh",
+        "continuum-mcp --db /x.db",
+        "continuum resume run-1",
+        "/opt/continuum/bin/other hook pre-tool",
+        "echo continuum hook pre-tool-check",
+        "my-continuum hook pre-tool",
+        "'unbalanced",
+    ],
+)
 def test_foreign_commands_are_not_recognised_as_ours(command: str) -> None:
     assert not is_ours(command)
 
@@ -375,17 +425,29 @@ def test_hook_passes_its_arguments_to_the_entry_point(cli: CLI) -> None:
 
 
 def test_an_installed_hook_command_runs_from_another_directory_with_a_bare_path(
-        cli: CLI, tmp_path: Path) -> None:
+    cli: CLI, tmp_path: Path
+) -> None:
     # What a host does: `sh -c COMMAND` in its own cwd with its own PATH.
     pytest.importorskip("continuum.hooks.entry")
     where = project(tmp_path)
     assert install(cli, "claude-code", where).code == 0
     [group] = settings_of(where, "claude-code")["hooks"]["PreToolUse"]
-    event = {"session_id": "s1", "cwd": str(where), "hook_event_name": "PreToolUse",
-             "tool_name": "Read", "tool_input": {"file_path": str(where / "x")}}
-    done = subprocess.run(["/bin/sh", "-c", group["hooks"][0]["command"]],
-                          input=json.dumps(event), capture_output=True, text=True,
-                          cwd="/", env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-                          timeout=60, check=False)
+    event = {
+        "session_id": "s1",
+        "cwd": str(where),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Read",
+        "tool_input": {"file_path": str(where / "x")},
+    }
+    done = subprocess.run(
+        ["/bin/sh", "-c", group["hooks"][0]["command"]],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""

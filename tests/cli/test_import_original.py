@@ -33,8 +33,10 @@ def snapshot(db: str) -> Any:
     if not Path(db).exists():
         return None
     with closing(open_store(db)) as store:
-        return [(r.model_dump(), [e.model_dump() for e in store.read_events(r.run_id)])
-                for r in store.list_runs()]
+        return [
+            (r.model_dump(), [e.model_dump() for e in store.read_events(r.run_id)])
+            for r in store.list_runs()
+        ]
 
 
 def file_bytes(path: Path) -> str:
@@ -42,7 +44,8 @@ def file_bytes(path: Path) -> str:
 
 
 def test_an_original_store_is_imported_mapped_or_kept_and_never_dropped(
-        cli: Callable[..., Result], db: str, original: Path) -> None:
+    cli: Callable[..., Result], db: str, original: Path
+) -> None:
     before = file_bytes(original)
     result = cli("--json", "import", "--from-original", str(original))
 
@@ -52,19 +55,35 @@ def test_an_original_store_is_imported_mapped_or_kept_and_never_dropped(
     a = next(r for r in doc["runs"] if r["run_id"] == "run_a")
     mapped = {(m["original_type"], m["type"]): m["events"] for m in a["mapped"]}
     assert mapped == {
-        ("RUN_STARTED", "run_started"): 1, ("TASK_UPDATED", "progress_recorded"): 1,
+        ("RUN_STARTED", "run_started"): 1,
+        ("TASK_UPDATED", "progress_recorded"): 1,
         ("WORK_COMPLETED", "work_completed"): 1,
         ("DEPENDENCY_DECLARED", "dependency_declared"): 1,
-        ("EVIDENCE_ADDED", "evidence_added"): 1, ("FINDING_ADDED", "finding_added"): 1,
+        ("EVIDENCE_ADDED", "evidence_added"): 1,
+        ("FINDING_ADDED", "finding_added"): 1,
         ("DECISION_CREATED", "decision_created"): 1,
         ("ACTION_RECORDED", "action_intercepted"): 2,
-        ("ACTION_RECORDED", "action_completed"): 1}
+        ("ACTION_RECORDED", "action_completed"): 1,
+    }
     assert {k["original_type"]: k["events"] for k in a["kept"]} == {
-        "TOOL_CALLED": 1, "STATE_CHECKPOINTED": 1, "SUBAGENT_SPAWNED": 1}
+        "TOOL_CALLED": 1,
+        "STATE_CHECKPOINTED": 1,
+        "SUBAGENT_SPAWNED": 1,
+    }
     assert (a["original_events"], a["events"], a["mapped_events"], a["kept_events"]) == (
-        13, 13, 10, 3)
-    assert doc["totals"] == {"runs": 2, "refused": 0, "original_events": 15, "events": 15,
-                             "mapped": 12, "kept": 3}
+        13,
+        13,
+        10,
+        3,
+    )
+    assert doc["totals"] == {
+        "runs": 2,
+        "refused": 0,
+        "original_events": 15,
+        "events": 15,
+        "mapped": 12,
+        "kept": 3,
+    }
 
     rt = Continuum(open_store(db))
     try:
@@ -73,7 +92,9 @@ def test_an_original_store_is_imported_mapped_or_kept_and_never_dropped(
         assert state.goal is not None and state.goal.value == "analyze 4 documents"
         assert (state.progress.total, state.progress.completed) == (4, 2)
         assert set(state.findings) == {"f1"} and state.decisions["d1"].cites == [
-            "f1", "evidence:e1"]
+            "f1",
+            "evidence:e1",
+        ]
         assert state.evidence["e1"].cites == ["dataset"]  # from a declared resource
         assert state.unknown_event_types == 3  # kept, counted, never dropped
         assert state.malformed_events == 0
@@ -92,22 +113,29 @@ def test_an_original_store_is_imported_mapped_or_kept_and_never_dropped(
         assert rt.store.get_run("run_b").status == "completed"
         meta = rt.store.get_run("run_a").metadata["imported_from"]
         assert (meta["run_id"], meta["metadata"], meta["verified"]) == (
-            "run_a", {"team": "research"}, True)
+            "run_a",
+            {"team": "research"},
+            True,
+        )
     finally:
         rt.close()
     assert cli("actions", "run_a").code == 20
 
 
 def test_a_damaged_original_is_refused_by_sequence_and_nothing_is_written(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     edits: dict[str, Callable[[OriginalStore], None]] = {
         "hash_mismatch": lambda o: o.sql(
             "UPDATE events SET payload = '{\"completed\": 3}' WHERE run_id = 'run_a'"
-            " AND sequence = 2"),
+            " AND sequence = 2"
+        ),
         "broken_link": lambda o: o.sql(
-            "UPDATE events SET prev_hash = hash WHERE run_id = 'run_a' AND sequence = 5"),
+            "UPDATE events SET prev_hash = hash WHERE run_id = 'run_a' AND sequence = 5"
+        ),
         "sequence_gap": lambda o: o.sql(
-            "DELETE FROM events WHERE run_id = 'run_a' AND sequence = 4"),
+            "DELETE FROM events WHERE run_id = 'run_a' AND sequence = 4"
+        ),
     }
     where = {"hash_mismatch": 2, "broken_link": 5, "sequence_gap": 5}
     for kind, edit in edits.items():
@@ -118,8 +146,7 @@ def test_a_damaged_original_is_refused_by_sequence_and_nothing_is_written(
         result = cli("--json", "import", "--from-original", str(path))
         error = result.json()["error"]
         assert (result.code, error["code"]) == (3, f"integrity.original_{kind}"), result.out
-        assert (error["details"]["run_id"], error["details"]["sequence"]) == ("run_a",
-                                                                                where[kind])
+        assert (error["details"]["run_id"], error["details"]["sequence"]) == ("run_a", where[kind])
         assert not Path(db).exists()  # refused before the store was even opened
         # --dry-run names it too, and still writes nothing.
         dry = cli("--json", "import", "--from-original", str(path), "--dry-run")
@@ -132,20 +159,34 @@ def test_a_damaged_original_is_refused_by_sequence_and_nothing_is_written(
 
 
 def test_a_resealed_edit_is_still_caught_at_the_next_link(
-        cli: Callable[..., Result], tmp_path: Path) -> None:
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
     from tests.cli.original_format import stable_hash
 
     path = tmp_path / "forged.db"
     o = build(path)
-    row = o.conn.execute("SELECT event_id, timestamp, source, prev_hash FROM events"
-                         " WHERE run_id = 'run_a' AND sequence = 2").fetchall()[0]
+    row = o.conn.execute(
+        "SELECT event_id, timestamp, source, prev_hash FROM events"
+        " WHERE run_id = 'run_a' AND sequence = 2"
+    ).fetchall()[0]
     from datetime import datetime
+
     assert isinstance(row[1], str)
-    forged = {"event_id": row[0], "run_id": "run_a", "sequence": 2, "type": "TASK_UPDATED",
-              "timestamp": datetime.fromisoformat(row[1]), "payload": {"completed": 4},
-              "causer_event_id": None, "source": row[2], "prev_hash": row[3]}
-    o.sql("UPDATE events SET payload = ?, hash = ? WHERE run_id = 'run_a' AND sequence = 2",
-          (json.dumps({"completed": 4}), stable_hash(forged)))
+    forged = {
+        "event_id": row[0],
+        "run_id": "run_a",
+        "sequence": 2,
+        "type": "TASK_UPDATED",
+        "timestamp": datetime.fromisoformat(row[1]),
+        "payload": {"completed": 4},
+        "causer_event_id": None,
+        "source": row[2],
+        "prev_hash": row[3],
+    }
+    o.sql(
+        "UPDATE events SET payload = ?, hash = ? WHERE run_id = 'run_a' AND sequence = 2",
+        (json.dumps({"completed": 4}), stable_hash(forged)),
+    )
     o.close()
     result = cli("--json", "import", "--from-original", str(path))
     assert result.code == 3
@@ -153,7 +194,8 @@ def test_a_resealed_edit_is_still_caught_at_the_next_link(
 
 
 def test_dry_run_reports_what_the_import_then_does_and_writes_nothing(
-        cli: Callable[..., Result], db: str, original: Path) -> None:
+    cli: Callable[..., Result], db: str, original: Path
+) -> None:
     dry = cli("--json", "import", "--from-original", str(original), "--dry-run")
     assert dry.code == 0 and dry.json()["dry_run"] is True
     assert not Path(db).exists()
@@ -167,7 +209,8 @@ def test_dry_run_reports_what_the_import_then_does_and_writes_nothing(
 
 
 def test_importing_twice_is_refused_unless_a_new_run_id_is_named(
-        cli: Callable[..., Result], db: str, original: Path) -> None:
+    cli: Callable[..., Result], db: str, original: Path
+) -> None:
     assert cli("import", "--from-original", str(original)).code == 0
     before = snapshot(db)
 
@@ -177,8 +220,16 @@ def test_importing_twice_is_refused_unless_a_new_run_id_is_named(
     dry = cli("--json", "import", "--from-original", str(original), "--dry-run")
     assert dry.code == 1 and all(r["exists"] for r in dry.json()["runs"])
 
-    renamed = cli("--json", "import", "--from-original", str(original), "--run", "run_a",
-                  "--as", "run_a_again")
+    renamed = cli(
+        "--json",
+        "import",
+        "--from-original",
+        str(original),
+        "--run",
+        "run_a",
+        "--as",
+        "run_a_again",
+    )
     assert renamed.code == 0, renamed.out
     with closing(open_store(db)) as store:
         first = [e.payload["original"] for e in store.read_events("run_a")]
@@ -191,7 +242,8 @@ def test_importing_twice_is_refused_unless_a_new_run_id_is_named(
 
 
 def test_a_compacted_original_run_is_read_through_its_archive(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     path = tmp_path / "compacted.db"
     o = build(path)
     o.compact("run_a", 6)  # events 1..6 now live in events_archive
@@ -201,13 +253,15 @@ def test_a_compacted_original_run_is_read_through_its_archive(
     assert result.code == 0, result.out
     assert result.json()["runs"][0]["original_events"] == 15
     with closing(open_store(db)) as store:
-        archived = [e.payload["original"].get("archived", False)
-                    for e in store.read_events("run_a")]
+        archived = [
+            e.payload["original"].get("archived", False) for e in store.read_events("run_a")
+        ]
     assert archived[:6] == [True] * 6 and not any(archived[6:])
 
 
 def test_a_store_without_a_chain_is_said_so_and_imported_only_unverified(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     path = tmp_path / "v1.db"
     o = OriginalStore(path, version=1)
     o.run("old", "from before the chain")
@@ -227,14 +281,18 @@ def test_a_store_without_a_chain_is_said_so_and_imported_only_unverified(
 
 
 def test_what_is_not_an_original_store_is_refused_clearly(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     ours = tmp_path / "ours.db"
     assert cli("--db", str(ours), "start", "r1", "--goal", "g", with_db=False).code == 0
     text = tmp_path / "notes.txt"
     text.write_text("hello\n")
-    cases = {str(ours): "usage.not_original", str(text): "store.not_original",
-             str(tmp_path): "store.not_original", str(tmp_path / "missing.db"):
-             "not_found.original_store"}
+    cases = {
+        str(ours): "usage.not_original",
+        str(text): "store.not_original",
+        str(tmp_path): "store.not_original",
+        str(tmp_path / "missing.db"): "not_found.original_store",
+    }
     for path, code in cases.items():
         result = cli("--json", "import", "--from-original", path)
         assert result.json()["error"]["code"] == code, (path, result.out)
@@ -242,7 +300,8 @@ def test_what_is_not_an_original_store_is_refused_clearly(
 
 
 def test_an_event_type_that_could_pose_as_ours_is_refused(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     # A row with a valid original hash but a lower-case type ("review_confirmed" is one of
     # continuum's): kept as is it would become a known event here. Refused as foreign.
     path = tmp_path / "posing.db"
@@ -252,12 +311,16 @@ def test_an_event_type_that_could_pose_as_ours_is_refused(
     result = cli("--json", "import", "--from-original", str(path))
     error = result.json()["error"]
     assert (result.code, error["code"], error["details"]["sequence"]) == (
-        3, "integrity.original_malformed", 3)
+        3,
+        "integrity.original_malformed",
+        3,
+    )
     assert not Path(db).exists()
 
 
 def test_unmappable_payloads_are_kept_with_the_reason(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     path = tmp_path / "odd.db"
     o = OriginalStore(path)
     o.run("r", "odd payloads")
@@ -277,7 +340,8 @@ def test_unmappable_payloads_are_kept_with_the_reason(
 
 
 def test_the_text_report_escapes_what_the_original_holds(
-        cli: Callable[..., Result], tmp_path: Path) -> None:
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
     path = tmp_path / "hostile.db"
     o = OriginalStore(path)
     o.run("run\x1b[2J", "goal")
@@ -291,14 +355,16 @@ def test_the_text_report_escapes_what_the_original_holds(
 
 
 def test_an_approval_granted_in_the_original_is_no_grant_here(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     path = tmp_path / "approvals.db"
     o = OriginalStore(path)
     o.run("r", "needs a yes")
     o.event("r", "RUN_STARTED", {"goal": "needs a yes"})
     o.event("r", "APPROVAL_REQUESTED", {"approval_id": "ap1", "subject": "wire money"})
-    o.event("r", "APPROVAL_GRANTED", {"approval_id": "ap1", "granted_by": "someone"},
-            source="human")  # the original's word for it, not a person's here
+    o.event(
+        "r", "APPROVAL_GRANTED", {"approval_id": "ap1", "granted_by": "someone"}, source="human"
+    )  # the original's word for it, not a person's here
     o.close()
     assert cli("import", "--from-original", str(path)).code == 0
     with closing(open_store(db)) as store:
@@ -309,7 +375,8 @@ def test_an_approval_granted_in_the_original_is_no_grant_here(
 
 
 def test_the_original_ledger_becomes_the_steps_that_lead_to_each_state(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     path = tmp_path / "ledger.db"
     o = OriginalStore(path)
     o.run("r", "effects")

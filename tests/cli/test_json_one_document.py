@@ -48,11 +48,18 @@ def _store(db: str, tmp_path: Path) -> dict[str, str]:
         rt.close()
     contract_file = tmp_path / "contract.json"
     contract_file.write_text(json.dumps(contract), encoding="utf-8")
-    return {"done": done.action_key, "open": open_.action_key, "anchor": anchor,
-            "contract": str(contract_file), "export": str(tmp_path / "export.json"),
-            "project": str(tmp_path), "approval": waiting.approval_id,
-            "backup": str(tmp_path / "backup.tar"), "archive": str(tmp_path / "old.jsonl"),
-            "key": str(tmp_path / "signing.key")}
+    return {
+        "done": done.action_key,
+        "open": open_.action_key,
+        "anchor": anchor,
+        "contract": str(contract_file),
+        "export": str(tmp_path / "export.json"),
+        "project": str(tmp_path),
+        "approval": waiting.approval_id,
+        "backup": str(tmp_path / "backup.tar"),
+        "archive": str(tmp_path / "old.jsonl"),
+        "key": str(tmp_path / "signing.key"),
+    }
 
 
 # (command path, arguments given the fixture values). A command that writes is given a
@@ -94,10 +101,24 @@ CASES: dict[str, Callable[[dict[str, str]], list[str]]] = {
     "mcp install": lambda v: ["mcp", "install", "--client", "claude-code", "--print"],
     "mcp uninstall": lambda v: ["mcp", "uninstall", "--client", "claude-code", "--print"],
     "mcp doctor": lambda v: ["mcp", "doctor"],
-    "hooks install": lambda v: ["hooks", "install", "--client", "claude-code", "--print",
-                                "--dir", v["project"]],
-    "hooks remove": lambda v: ["hooks", "remove", "--client", "claude-code", "--print",
-                               "--dir", v["project"]],
+    "hooks install": lambda v: [
+        "hooks",
+        "install",
+        "--client",
+        "claude-code",
+        "--print",
+        "--dir",
+        v["project"],
+    ],
+    "hooks remove": lambda v: [
+        "hooks",
+        "remove",
+        "--client",
+        "claude-code",
+        "--print",
+        "--dir",
+        v["project"],
+    ],
     "hooks effects": lambda v: ["hooks", "effects", "--dir", v["project"]],
     "approvals": lambda v: ["approvals", RUN],
     "decide": lambda v: ["decide", v["approval"], "--allow", "--reason", "checked", "--yes"],
@@ -148,21 +169,23 @@ def _one_document(result: Result) -> Any:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_json_prints_exactly_one_document(name: str, cli: Callable[..., Result], db: str,
-                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                          ) -> None:
+def test_json_prints_exactly_one_document(
+    name: str, cli: Callable[..., Result], db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     values = _store(db, tmp_path)
     if name in ("verify-backup", "restore"):  # a backup of the store to check or restore
         assert cli("--json", "backup", values["backup"]).code == 0
     if name == "restore":
-        result = cli("--db", str(tmp_path / "restored.db"), "--json", *CASES[name](values),
-                     with_db=False)
+        result = cli(
+            "--db", str(tmp_path / "restored.db"), "--json", *CASES[name](values), with_db=False
+        )
     elif name == "import":  # an export of the run to import into a fresh store
         assert cli("--json", "export", RUN, "--output", values["export"]).code == 0
         db2 = str(tmp_path / "other.db")
-        result = cli("--db", db2, "--json", *CASES[name](values)[0:1], values["export"],
-                     with_db=False)
+        result = cli(
+            "--db", db2, "--json", *CASES[name](values)[0:1], values["export"], with_db=False
+        )
     else:
         result = cli("--json", *CASES[name](values))
     doc = _one_document(result)
@@ -174,13 +197,24 @@ def test_json_prints_exactly_one_document(name: str, cli: Callable[..., Result],
     assert doc.get("ok") is not False, doc
 
 
-_PLACEHOLDERS = {"done": "x", "open": "y", "anchor": "1:a", "contract": "c", "export": "e",
-                 "project": "p", "approval": "apr_x", "backup": "b", "archive": "a", "key": "k"}
+_PLACEHOLDERS = {
+    "done": "x",
+    "open": "y",
+    "anchor": "1:a",
+    "contract": "c",
+    "export": "e",
+    "project": "p",
+    "approval": "apr_x",
+    "backup": "b",
+    "archive": "a",
+    "key": "k",
+}
 
 
 @pytest.mark.parametrize("name", sorted(n for n in CASES if RUN in CASES[n](_PLACEHOLDERS)))
-def test_json_errors_are_one_document_too(name: str, cli: Callable[..., Result], db: str,
-                                          tmp_path: Path) -> None:
+def test_json_errors_are_one_document_too(
+    name: str, cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     _store(db, tmp_path)
     values = {**_PLACEHOLDERS, "project": str(tmp_path)}
     args = ["missing-run" if a == RUN else a for a in CASES[name](values)]

@@ -16,7 +16,10 @@ def test_finish_marks_the_run_completed_with_its_reason(cli: CLI) -> None:
     assert r.code == 0, r.out
     doc = r.json()
     assert doc["status"] == "completed"
-    assert (doc["event"]["type"], doc["event"]["payload"]) == ("run_completed", {"reason": "all sent"})
+    assert (doc["event"]["type"], doc["event"]["payload"]) == (
+        "run_completed",
+        {"reason": "all sent"},
+    )
     assert cli("--json", "status", "r1").json()["status"] == "completed"
     assert [x["status"] for x in cli("--json", "runs").json()["runs"]] == ["completed"]
     assert cli("--json", "resume", "r1").json()["mode"] == "not_resumable"
@@ -76,8 +79,10 @@ def test_resume_without_an_active_run_says_how_many_finished_and_the_latest(cli:
     cli("abort", "r2", "--reason", "x")
     text = cli("resume")
     assert text.code == 2
-    assert text.out.strip() == ('no active run: 2 finished runs (latest "r2", aborted); start a '
-                                'new one with `continuum start RUN --goal G`')
+    assert text.out.strip() == (
+        'no active run: 2 finished runs (latest "r2", aborted); start a '
+        "new one with `continuum start RUN --goal G`"
+    )
     r = cli("--json", "resume")
     assert r.code == 2
     doc = r.json()

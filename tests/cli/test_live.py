@@ -43,9 +43,14 @@ class Reader:
     """A ``continuum`` subprocess whose stdout is read as it comes, with deadlines."""
 
     def __init__(self, db: str, *args: str, cwd: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "continuum", "--db", db, *args],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, cwd=cwd, env=cli_env())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "continuum", "--db", db, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=cli_env(),
+        )
         assert self.proc.stdout is not None
         self.fd = self.proc.stdout.fileno()
         self.out = b""
@@ -78,8 +83,14 @@ class Reader:
 
 def append(db: str, cwd: Path, *args: str) -> None:
     """Another process appends (the writer is never the process under test)."""
-    done = subprocess.run([sys.executable, "-m", "continuum", "--db", db, "append", *args],
-                          capture_output=True, text=True, cwd=cwd, env=cli_env(), timeout=DEADLINE)
+    done = subprocess.run(
+        [sys.executable, "-m", "continuum", "--db", db, "append", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=cli_env(),
+        timeout=DEADLINE,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -92,7 +103,8 @@ def store_bytes(db: str) -> tuple[bytes, bytes]:
 
 
 def test_events_follow_prints_what_another_process_appends_and_ctrl_c_exits_130(
-        cli_proc: CLI, db: str, tmp_path: Path) -> None:
+    cli_proc: CLI, db: str, tmp_path: Path
+) -> None:
     assert cli_proc("start", "r1", "--goal", "watch me").code == 0
     follower = Reader(db, "events", "r1", "--follow", cwd=tmp_path)
     follower.wait_for("run_started")
@@ -107,7 +119,8 @@ def test_events_follow_prints_what_another_process_appends_and_ctrl_c_exits_130(
 
 
 def test_events_follow_json_writes_one_verified_event_per_line(
-        cli_proc: CLI, db: str, tmp_path: Path) -> None:
+    cli_proc: CLI, db: str, tmp_path: Path
+) -> None:
     cli_proc("start", "r1", "--goal", "g")
     append(db, tmp_path, "r1", "work_completed")
     follower = Reader(db, "--json", "events", "r1", "--follow", "--after", "1", cwd=tmp_path)
@@ -117,7 +130,10 @@ def test_events_follow_json_writes_one_verified_event_per_line(
     code, _ = follower.interrupt()
     assert code == 130
     events = [json.loads(line) for line in follower.text().splitlines()]
-    assert [(e["sequence"], e["type"]) for e in events] == [(2, "work_completed"), (3, "work_failed")]
+    assert [(e["sequence"], e["type"]) for e in events] == [
+        (2, "work_completed"),
+        (3, "work_failed"),
+    ]
 
 
 def test_events_follow_refuses_limit(cli: CLI) -> None:
@@ -130,14 +146,15 @@ def test_events_follow_refuses_limit(cli: CLI) -> None:
 
 
 def test_watch_on_a_terminal_redraws_when_another_process_records_progress(
-        cli_proc: CLI, db: str, tmp_path: Path) -> None:
+    cli_proc: CLI, db: str, tmp_path: Path
+) -> None:
     cli_proc("start", "r1", "--goal", "five invoices", "--total", "5")
     append(db, tmp_path, "r1", "progress_recorded", "--payload", '{"completed": 1}')
     term = Terminal(db, "watch", "r1", "--interval", "0.2", cwd=tmp_path)
     try:
         term.wait_for("progress: 1/5 completed")
         first = term.text()
-        assert 'run r1  [active]  head 2' in first and "verdict: resume" in first
+        assert "run r1  [active]  head 2" in first and "verdict: resume" in first
         append(db, tmp_path, "r1", "progress_recorded", "--payload", '{"completed": 2}')
         term.wait_for("progress: 2/5 completed")
         term.wait_for("verdict: resume")
@@ -164,8 +181,10 @@ def test_watch_shows_what_needs_a_person(cli_proc: CLI, db: str, tmp_path: Path)
     assert "\x1b" not in r.out and "\r" not in r.out
     assert 'goal: "goal\\x0d\\x1b[2Kverdict: resume"' in r.out  # quoted and escaped
     assert '"send:k1": unknown (interrupted)' in r.out
-    assert "reconcile \"send:k1\": continuum reconcile r1 act_" in r.out
-    assert "confirm goal, progress (self-reported, not yet confirmed): continuum confirm r1" in r.out
+    assert 'reconcile "send:k1": continuum reconcile r1 act_' in r.out
+    assert (
+        "confirm goal, progress (self-reported, not yet confirmed): continuum confirm r1" in r.out
+    )
     assert "verdict: request_human" in r.out
     doc = cli_proc("--json", "watch", "--once").json()
     assert doc["run"]["run_id"] == "r1" and doc["run"]["verdict"] == "request_human"
@@ -174,7 +193,8 @@ def test_watch_shows_what_needs_a_person(cli_proc: CLI, db: str, tmp_path: Path)
 
 
 def test_watch_writes_plain_lines_when_stdout_is_not_a_terminal(
-        cli_proc: CLI, db: str, tmp_path: Path) -> None:
+    cli_proc: CLI, db: str, tmp_path: Path
+) -> None:
     cli_proc("start", "r1", "--goal", "g", "--total", "3")
     watcher = Reader(db, "watch", "--interval", "0.2", cwd=tmp_path)
     watcher.wait_for("progress: 0/3 completed")
@@ -187,9 +207,13 @@ def test_watch_writes_plain_lines_when_stdout_is_not_a_terminal(
     assert out.count("continuum watch:") == 2  # one frame per change, one after the other
 
 
-def test_watch_never_writes_to_the_store(cli_proc: CLI, db: str, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_never_writes_to_the_store(
+    cli_proc: CLI,
+    db: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     cli_proc("start", "r1", "--goal", "g", "--total", "3")
     cli_proc("intercept", "r1", "send", "--key", "k1")
     cli_proc("checkpoint", "r1")

@@ -15,14 +15,23 @@ from tests.cli.conftest import Result
 CLI = Callable[..., Result]
 
 
-@pytest.mark.parametrize(("client", "path", "name"), [
-    ("claude-code", ".mcp.json", "claude-code"),
-    ("gemini", ".gemini/settings.json", "gemini-cli-mcp-client"),
-    ("kilo", ".kilocode/mcp.json", "Kilo Code"),
-])
+@pytest.mark.parametrize(
+    ("client", "path", "name"),
+    [
+        ("claude-code", ".mcp.json", "claude-code"),
+        ("gemini", ".gemini/settings.json", "gemini-cli-mcp-client"),
+        ("kilo", ".kilocode/mcp.json", "Kilo Code"),
+    ],
+)
 def test_install_writes_the_server_with_store_and_allowlist(
-        cli: CLI, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        client: str, path: str, name: str) -> None:
+    cli: CLI,
+    db: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    client: str,
+    path: str,
+    name: str,
+) -> None:
     monkeypatch.chdir(tmp_path)
     r = cli("--json", "mcp", "install", "--client", client)
     assert r.code == 0, r.out
@@ -33,11 +42,13 @@ def test_install_writes_the_server_with_store_and_allowlist(
     assert Path(entry["command"]).name in ("continuum-mcp", "python", "python3") or entry["command"]
 
 
-def test_install_merges_without_losing_other_entries(cli: CLI, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_install_merges_without_losing_other_entries(
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / ".mcp.json").write_text(json.dumps(
-        {"mcpServers": {"other": {"command": "x"}}, "extra": 1}))
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"other": {"command": "x"}}, "extra": 1})
+    )
     assert cli("mcp", "install", "--client", "claude-code").code == 0
     config = json.loads((tmp_path / ".mcp.json").read_text())
     assert config["mcpServers"]["other"] == {"command": "x"}
@@ -45,7 +56,9 @@ def test_install_merges_without_losing_other_entries(cli: CLI, tmp_path: Path,
     assert "continuum" in config["mcpServers"]
 
 
-def test_install_print_writes_nothing(cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_install_print_writes_nothing(
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     r = cli("mcp", "install", "--client", "gemini", "--print")
     assert r.code == 0
@@ -54,7 +67,8 @@ def test_install_print_writes_nothing(cli: CLI, tmp_path: Path, monkeypatch: pyt
 
 
 def test_install_refuses_an_invalid_existing_file_and_leaves_it(
-        cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".mcp.json").write_text("{not json")
     r = cli("--json", "mcp", "install", "--client", "claude-code")
@@ -63,32 +77,48 @@ def test_install_refuses_an_invalid_existing_file_and_leaves_it(
 
 
 def test_install_for_kilo_allows_the_name_kilo_code_sends_and_keeps_the_older_names(
-        cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Kilo Code's McpHub builds its client as `new Client({name: "Kilo Code", ...})`;
     # "kilo-code" and "kilo" were written by earlier versions and stay allowed.
     monkeypatch.chdir(tmp_path)
     assert cli("mcp", "install", "--client", "kilo").code == 0
-    env = json.loads((tmp_path / ".kilocode/mcp.json").read_text())["mcpServers"]["continuum"]["env"]
+    env = json.loads((tmp_path / ".kilocode/mcp.json").read_text())["mcpServers"]["continuum"][
+        "env"
+    ]
     assert env == {"CONTINUUM_MCP_MUTATING_CLIENTS": "Kilo Code,kilo-code,kilo"}
     assert load_policy(env, tmp_path).allow == {"Kilo Code", "kilo-code", "kilo"}
 
 
 def test_install_accepts_a_client_name_with_spaces_and_joins_names_with_commas(
-        cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
-    r = cli("mcp", "install", "--client", "kilo", "--client-name", "Kilo Code",
-            "--client-name", "my agent")
+    r = cli(
+        "mcp",
+        "install",
+        "--client",
+        "kilo",
+        "--client-name",
+        "Kilo Code",
+        "--client-name",
+        "my agent",
+    )
     assert r.code == 0, r.err
-    env = json.loads((tmp_path / ".kilocode/mcp.json").read_text())["mcpServers"]["continuum"]["env"]
+    env = json.loads((tmp_path / ".kilocode/mcp.json").read_text())["mcpServers"]["continuum"][
+        "env"
+    ]
     assert env == {"CONTINUUM_MCP_MUTATING_CLIENTS": "Kilo Code,my agent"}
     # What the server will read from it: the same two names, spaces kept.
     assert load_policy(env, tmp_path).allow == {"Kilo Code", "my agent"}
 
 
-@pytest.mark.parametrize("name", ["a,b", "Kilo\u202eCode", "zero\u200bwidth", "", " padded",
-                                  "x" * 201])
+@pytest.mark.parametrize(
+    "name", ["a,b", "Kilo\u202eCode", "zero\u200bwidth", "", " padded", "x" * 201]
+)
 def test_install_refuses_a_client_name_with_a_comma_or_unsafe_characters(
-        cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     r = cli("--json", "mcp", "install", "--client", "kilo", "--client-name", name)
     assert r.code == 1 and r.json()["error"]["code"] == "usage.bad_client_name"
@@ -98,8 +128,13 @@ def test_install_refuses_a_client_name_with_a_comma_or_unsafe_characters(
 
 # --- doctor ---------------------------------------------------------------------------
 
-MCP_VARIABLES = ("CONTINUUM_MCP_MUTATING_CLIENTS", "CONTINUUM_MCP_ALLOW", "CONTINUUM_MCP_TOKEN",
-                 "CONTINUUM_MCP_CLIENT_TOKENS", "CONTINUUM_MCP_CONFIRM_TOKEN")
+MCP_VARIABLES = (
+    "CONTINUUM_MCP_MUTATING_CLIENTS",
+    "CONTINUUM_MCP_ALLOW",
+    "CONTINUUM_MCP_TOKEN",
+    "CONTINUUM_MCP_CLIENT_TOKENS",
+    "CONTINUUM_MCP_CONFIRM_TOKEN",
+)
 
 
 @pytest.fixture
@@ -112,29 +147,39 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_doctor_shows_the_allowlist_and_tells_each_host_whether_it_may_write(
-        cli: CLI, here: Path, db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli: CLI, here: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CONTINUUM_MCP_MUTATING_CLIENTS", "Kilo Code, my agent")
     r = cli("--json", "mcp", "doctor")
     assert r.code == 0, r.out + r.err
     report = r.json()
     assert report["starts"] is True and report["store"]["url"] == db
     policy = report["policy"]
-    assert (policy["allow"], policy["allow_source"]) == (["Kilo Code", "my agent"],
-                                                       "CONTINUUM_MCP_MUTATING_CLIENTS")
-    assert (policy["read_only"], policy["auth"], policy["confirm_over_mcp"]) == (False, "none", False)
+    assert (policy["allow"], policy["allow_source"]) == (
+        ["Kilo Code", "my agent"],
+        "CONTINUUM_MCP_MUTATING_CLIENTS",
+    )
+    assert (policy["read_only"], policy["auth"], policy["confirm_over_mcp"]) == (
+        False,
+        "none",
+        False,
+    )
     clients = {c["name"]: c for c in report["clients"]}
     assert sorted(clients) == ["Kilo Code", "claude-code", "gemini-cli-mcp-client"]
     assert clients["Kilo Code"]["mutating"]["allowed"] is True
     assert clients["claude-code"]["mutating"]["code"] == "auth.not_allowed"
-    assert "add 'claude-code' to CONTINUUM_MCP_MUTATING_CLIENTS" in clients["claude-code"][
-        "mutating"]["text"]
+    assert (
+        "add 'claude-code' to CONTINUUM_MCP_MUTATING_CLIENTS"
+        in clients["claude-code"]["mutating"]["text"]
+    )
     confirm = clients["Kilo Code"]["confirm"]
     assert confirm["code"] == "auth.confirm_disabled"
     assert "a person must run `continuum confirm <run_id>` at a terminal" in confirm["text"]
 
 
 def test_doctor_text_says_allowed_or_gives_the_denial(
-        cli: CLI, here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli: CLI, here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CONTINUUM_MCP_MUTATING_CLIENTS", "Kilo Code")
     r = cli("mcp", "doctor", "--client-name", "Kilo Code", "--client-name", "Kilo")
     assert r.code == 0, r.err
@@ -155,7 +200,8 @@ def test_doctor_without_an_allowlist_reports_a_read_only_server(cli: CLI, here: 
 
 
 def test_doctor_names_token_clients_but_never_a_secret(
-        cli: CLI, here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli: CLI, here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CONTINUUM_MCP_MUTATING_CLIENTS", "Kilo Code")
     monkeypatch.setenv("CONTINUUM_MCP_CLIENT_TOKENS", "Kilo Code:doc-secret-91")
     monkeypatch.setenv("CONTINUUM_MCP_CONFIRM_TOKEN", "doc-human-secret-22")
@@ -173,7 +219,8 @@ def test_doctor_names_token_clients_but_never_a_secret(
 
 @pytest.mark.parametrize("where", ["env", "file"])
 def test_doctor_exits_1_with_the_error_when_the_policy_would_refuse_start_up(
-        cli: CLI, here: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    cli: CLI, here: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     if where == "env":
         monkeypatch.setenv("CONTINUUM_MCP_MUTATING_CLIENTS", "claude-code, Kilo\u202eCode")
     else:

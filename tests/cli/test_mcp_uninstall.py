@@ -16,7 +16,11 @@ from tests.cli.conftest import Result
 
 CLI = Callable[..., Result]
 
-FILES = {"claude-code": ".mcp.json", "gemini": ".gemini/settings.json", "kilo": ".kilocode/mcp.json"}
+FILES = {
+    "claude-code": ".mcp.json",
+    "gemini": ".gemini/settings.json",
+    "kilo": ".kilocode/mcp.json",
+}
 
 
 @pytest.fixture
@@ -27,18 +31,23 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize("client", sorted(FILES))
 def test_uninstall_removes_only_our_server_and_keeps_everything_else(
-        cli: CLI, here: Path, client: str) -> None:
+    cli: CLI, here: Path, client: str
+) -> None:
     path = here / FILES[client]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"theme": "dark", "mcpServers": {"other": {"command": "x"}},
-                                "tail": [1, 2]}))
+    path.write_text(
+        json.dumps({"theme": "dark", "mcpServers": {"other": {"command": "x"}}, "tail": [1, 2]})
+    )
     assert cli("mcp", "install", "--client", client).code == 0
     assert "continuum" in json.loads(path.read_text())["mcpServers"]
     r = cli("--json", "mcp", "uninstall", "--client", client)
     assert r.code == 0, r.out
     assert (r.json()["removed"], r.json()["written"]) == (True, True)
-    assert json.loads(path.read_text()) == {"theme": "dark", "mcpServers": {"other": {"command": "x"}},
-                                            "tail": [1, 2]}
+    assert json.loads(path.read_text()) == {
+        "theme": "dark",
+        "mcpServers": {"other": {"command": "x"}},
+        "tail": [1, 2],
+    }
 
 
 def test_uninstall_drops_an_mcp_servers_object_only_ours_filled(cli: CLI, here: Path) -> None:
@@ -65,7 +74,9 @@ def test_uninstall_with_nothing_to_remove_exits_0_and_writes_nothing(cli: CLI, h
     before = os.stat(path).st_mtime_ns
     r = cli("mcp", "uninstall", "--client", "claude-code")
     assert r.code == 0 and "nothing to remove: no 'continuum' server in .mcp.json" in r.out
-    assert path.read_text() == '{"mcpServers": {"other": {}}}' and os.stat(path).st_mtime_ns == before
+    assert (
+        path.read_text() == '{"mcpServers": {"other": {}}}' and os.stat(path).st_mtime_ns == before
+    )
 
 
 def test_uninstall_refuses_invalid_json_and_leaves_it(cli: CLI, here: Path) -> None:
@@ -113,15 +124,19 @@ COMMENTED = """{
 def test_comments_are_stripped_outside_strings_only() -> None:
     text, found = strip_json_comments(COMMENTED)
     assert found
-    assert json.loads(text) == {"theme": "dark", "url": "http://example.com/a//b",
-                                "note": 'not /* a comment */ here " // nor here',
-                                "mcpServers": {"other": {"command": "x"}}}
+    assert json.loads(text) == {
+        "theme": "dark",
+        "url": "http://example.com/a//b",
+        "note": 'not /* a comment */ here " // nor here',
+        "mcpServers": {"other": {"command": "x"}},
+    }
     assert text.count("\n") == COMMENTED.count("\n")  # error positions stay right
     assert strip_json_comments('{"a": "//"}') == ('{"a": "//"}', False)
 
 
 def test_gemini_install_into_a_file_with_comments_needs_force_and_says_so(
-        cli: CLI, here: Path) -> None:
+    cli: CLI, here: Path
+) -> None:
     path = here / ".gemini" / "settings.json"
     path.parent.mkdir()
     path.write_text(COMMENTED)

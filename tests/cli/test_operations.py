@@ -17,8 +17,10 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "stores"
 def filled(cli: Callable[..., Result]) -> None:
     assert cli("start", "run_a", "--goal", "ops").code == 0
     for i in range(6):
-        assert cli("append", "run_a", "work_completed", "--payload",
-                   f'{{"item_id": "d{i}"}}').code == 0
+        assert (
+            cli("append", "run_a", "work_completed", "--payload", f'{{"item_id": "d{i}"}}').code
+            == 0
+        )
 
 
 def test_backup_verify_backup_and_restore(cli: Callable[..., Result], tmp_path: Path) -> None:
@@ -50,7 +52,8 @@ def test_backup_verify_backup_and_restore(cli: Callable[..., Result], tmp_path: 
 
 
 def test_archive_verify_with_archive_and_replay_of_an_archived_sequence(
-        cli: Callable[..., Result], tmp_path: Path) -> None:
+    cli: Callable[..., Result], tmp_path: Path
+) -> None:
     filled(cli)
     archive = tmp_path / "old.jsonl"
 
@@ -108,7 +111,10 @@ def test_migrate_dry_run_then_migrate(cli: Callable[..., Result], db: str) -> No
     assert r.code == 0
     doc = r.json()
     assert (doc["current_version"], doc["target_version"], doc["migrated"]) == (
-        1, SCHEMA_VERSION, False)
+        1,
+        SCHEMA_VERSION,
+        False,
+    )
     assert [s["version"] for s in doc["steps"]] == list(range(2, SCHEMA_VERSION + 1))
     assert Path(db).read_bytes() == before
     r = cli("migrate", "--dry-run")
@@ -118,5 +124,7 @@ def test_migrate_dry_run_then_migrate(cli: Callable[..., Result], db: str) -> No
     assert r.code == 0 and r.json()["migrated"] is True
     r = cli("migrate")
     assert r.code == 0 and "up to date" in r.out
-    assert cli("--db", str(Path(db).with_name("none.db")), "migrate", "--dry-run",
-               with_db=False).code == 2
+    assert (
+        cli("--db", str(Path(db).with_name("none.db")), "migrate", "--dry-run", with_db=False).code
+        == 2
+    )

@@ -83,9 +83,11 @@ class Receiver:
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self, port: int = 0, *extra: str) -> int:
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "webhook_receiver.py"),
-                                      str(self.log), str(port), *extra],
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "webhook_receiver.py"), str(self.log), str(port), *extra],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())
         return self.port
@@ -124,13 +126,19 @@ def counts(db: str) -> dict[str, int]:
 
 
 def deliverer(db: str, work: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([CONTINUUM, "--db", db, "outbox", "deliver", "--loop", "--poll",
-                             "0.05", "--json"], cwd=work, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [CONTINUUM, "--db", db, "outbox", "deliver", "--loop", "--poll", "0.05", "--json"],
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_every_notification_reaches_a_failing_slow_restarted_receiver_deduplicable_by_id(
-        db: str, tmp_path: Path) -> None:
+    db: str, tmp_path: Path
+) -> None:
     ids = make_notifications(db)
     assert len(ids) == 10
     work = tmp_path / "work"
@@ -148,8 +156,7 @@ def test_every_notification_reaches_a_failing_slow_restarted_receiver_deduplicab
         receiver.start(port, "--fail", "1")  # back on the same port, failing once more
         second = deliverer(db, work)
         try:
-            wait_until("every notification delivered",
-                       lambda: counts(db)["delivered"] == len(ids))
+            wait_until("every notification delivered", lambda: counts(db)["delivered"] == len(ids))
         finally:
             second.send_signal(signal.SIGTERM)
             out, err = second.communicate(timeout=BOUND)
@@ -169,19 +176,24 @@ def test_every_notification_reaches_a_failing_slow_restarted_receiver_deduplicab
     assert duplicated  # the 500s and the timeout were retried
     for i in duplicated:  # the same notification, byte for byte: deduplicable by its id
         assert len({e["sha256"] for e in entries if e["body_id"] == i}) == 1
-    print(f"outbox [delivery]: {len(ids)} notifications, {len(entries)} requests received "
-          f"({len(entries) - len(copies)} duplicates by id), receiver and deliverer killed "
-          f"once each: 0 missing")
+    print(
+        f"outbox [delivery]: {len(ids)} notifications, {len(entries)} requests received "
+        f"({len(entries) - len(copies)} duplicates by id), receiver and deliverer killed "
+        f"once each: 0 missing"
+    )
 
 
 def test_negative_control_a_deliverer_that_ignores_errors_leaves_notifications_unaccepted(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     db = str(tmp_path / "store.db")
     ids = make_notifications(db)
     receiver = Receiver(tmp_path / "received.jsonl")
     port = receiver.start(0, "--fail", "3")
-    config = NotifyConfig(webhooks=(Webhook(name="ops", url=f"http://127.0.0.1:{port}/h"),),
-                          policy=DeliveryPolicy(timeout_seconds=5))
+    config = NotifyConfig(
+        webhooks=(Webhook(name="ops", url=f"http://127.0.0.1:{port}/h"),),
+        policy=DeliveryPolicy(timeout_seconds=5),
+    )
 
     def careless(webhook: Webhook, row: Any, **kw: Any) -> None:
         post(webhook, row, **kw)  # the bug: the answer is not looked at
@@ -201,10 +213,16 @@ def test_delivery_refuses_a_webhook_that_is_not_http(tmp_path: Path) -> None:
     make_notifications(db)
     (tmp_path / ".continuum").mkdir()
     (tmp_path / ".continuum" / "notify.toml").write_text(
-        '[[webhook]]\nurl = "file:///etc/passwd"\n', encoding="utf-8")
-    done = subprocess.run([CONTINUUM, "--db", db, "outbox", "deliver", "--json"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=BOUND,
-                          env={**os.environ, "NO_COLOR": "1"})
+        '[[webhook]]\nurl = "file:///etc/passwd"\n', encoding="utf-8"
+    )
+    done = subprocess.run(
+        [CONTINUUM, "--db", db, "outbox", "deliver", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     assert done.returncode == 1
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "outbox.bad_config" and "http" in error["message"]

@@ -40,19 +40,30 @@ def run_ids(db: str) -> list[str]:
 ALL = ["done", "odd/../id", "live"]
 
 
-@pytest.mark.parametrize("args, code", [
-    (["--before", LATER, "--to", "."], "usage.invalid"),  # no --finished
-    (["--finished", "--before", "yesterday", "--to", "."], "usage.bad_date"),
-    (["--finished", "--before", "2026-02-30", "--to", "."], "usage.bad_date"),
-    (["--finished", "--before", "2026-01-31T12:00", "--to", "."], "usage.bad_date"),  # no zone
-    (["--finished", "--before", LATER], "usage.no_archive"),
-    (["--finished", "--before", LATER, "--to", ".", "--archive", "a.jsonl"], "usage.no_archive"),
-    (["--finished", "--before", LATER, "--to", "no-such-dir", "--yes"], "usage.no_directory"),
-    (["--finished", "--before", LATER, "--archive", "a.jsonl"], "usage.not_a_terminal"),
-])
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["--before", LATER, "--to", "."], "usage.invalid"),  # no --finished
+        (["--finished", "--before", "yesterday", "--to", "."], "usage.bad_date"),
+        (["--finished", "--before", "2026-02-30", "--to", "."], "usage.bad_date"),
+        (["--finished", "--before", "2026-01-31T12:00", "--to", "."], "usage.bad_date"),  # no zone
+        (["--finished", "--before", LATER], "usage.no_archive"),
+        (
+            ["--finished", "--before", LATER, "--to", ".", "--archive", "a.jsonl"],
+            "usage.no_archive",
+        ),
+        (["--finished", "--before", LATER, "--to", "no-such-dir", "--yes"], "usage.no_directory"),
+        (["--finished", "--before", LATER, "--archive", "a.jsonl"], "usage.not_a_terminal"),
+    ],
+)
 def test_a_refused_prune_says_why_and_deletes_nothing(
-        cli: Callable[..., Result], store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        args: list[str], code: str) -> None:
+    cli: Callable[..., Result],
+    store: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    code: str,
+) -> None:
     monkeypatch.chdir(tmp_path)
     result = cli("--json", "prune", *args)
     assert (result.code, result.json()["error"]["code"]) == (1, code), result.out
@@ -61,17 +72,20 @@ def test_a_refused_prune_says_why_and_deletes_nothing(
 
 
 def test_an_existing_archive_file_is_never_overwritten(
-        cli: Callable[..., Result], store: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], store: str, tmp_path: Path
+) -> None:
     target = tmp_path / "archive.jsonl"
     target.write_text("mine\n")
-    result = cli("--json", "prune", "--finished", "--before", LATER, "--archive", str(target),
-                 "--yes")
+    result = cli(
+        "--json", "prune", "--finished", "--before", LATER, "--archive", str(target), "--yes"
+    )
     assert (result.code, result.json()["error"]["code"]) == (1, "usage.file_exists")
     assert target.read_text() == "mine\n" and run_ids(store) == ALL
 
 
 def test_a_dry_run_lists_the_finished_runs_and_changes_nothing(
-        cli: Callable[..., Result], store: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], store: str, tmp_path: Path
+) -> None:
     result = cli("--json", "prune", "--finished", "--before", LATER, "--dry-run")
     assert result.code == 0
     doc = result.json()
@@ -85,7 +99,8 @@ def test_a_dry_run_lists_the_finished_runs_and_changes_nothing(
 
 
 def test_pruning_to_a_directory_writes_one_verified_file_per_run(
-        cli: Callable[..., Result], store: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], store: str, tmp_path: Path
+) -> None:
     folder = tmp_path / "archive"
     folder.mkdir()
     result = cli("--json", "prune", "--finished", "--before", LATER, "--to", str(folder), "--yes")
@@ -104,7 +119,8 @@ def test_pruning_to_a_directory_writes_one_verified_file_per_run(
 
 
 def test_on_a_terminal_prune_lists_and_asks_and_no_keeps_everything(
-        store: str, tmp_path: Path) -> None:
+    store: str, tmp_path: Path
+) -> None:
     args = ("prune", "--finished", "--before", LATER, "--archive", str(tmp_path / "a.jsonl"))
     term = Terminal(store, *args, cwd=tmp_path)
     term.wait_for("and delete them from the store?")

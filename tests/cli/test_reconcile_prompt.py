@@ -43,7 +43,8 @@ def action(db: Path) -> dict[str, object]:
 
 
 def test_reconcile_on_a_terminal_shows_the_action_and_records_a_person(
-        db: Path, tmp_path: Path) -> None:
+    db: Path, tmp_path: Path
+) -> None:
     term = Terminal(db, "reconcile", RUN, "wire_money:w1", "--not-occurred", cwd=tmp_path)
     term.wait_for("did NOT happen?")
     shown = term.text()
@@ -67,9 +68,25 @@ def test_declining_a_reconciliation_records_nothing(db: Path, tmp_path: Path) ->
 
 def test_reconcile_from_a_pipe_without_yes_is_refused(db: Path, tmp_path: Path) -> None:
     before = action(db)
-    p = subprocess.run([sys.executable, "-m", "continuum", "--db", str(db), "--json", "reconcile",
-                        RUN, "wire_money:w1", "--not-occurred"], stdin=subprocess.PIPE,
-                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "continuum",
+            "--db",
+            str(db),
+            "--json",
+            "reconcile",
+            RUN,
+            "wire_money:w1",
+            "--not-occurred",
+        ],
+        stdin=subprocess.PIPE,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert p.returncode == 1
     assert json.loads(p.stdout)["error"]["code"] == "usage.not_a_terminal"
     assert action(db) == before

@@ -31,8 +31,9 @@ def work(tmp_path: Path) -> Path:
 
 
 def ask_for(work: Path, arguments: Mapping[str, object]) -> str:
-    agent = Continuum(open_store(str(work / "store.db")), origin=Origin.EXTERNAL_AGENT,
-                      cwd=str(work))
+    agent = Continuum(
+        open_store(str(work / "store.db")), origin=Origin.EXTERNAL_AGENT, cwd=str(work)
+    )
     try:
         agent.start_run(RUN, "pay")
         r = agent.intercept(RUN, "wire_money", arguments, key="INV-9")
@@ -43,8 +44,9 @@ def ask_for(work: Path, arguments: Mapping[str, object]) -> str:
 
 
 def prompt(work: Path, approval_id: str) -> Terminal:
-    term = Terminal(work / "store.db", "decide", approval_id, "--allow", "--reason", "checked",
-                    cwd=work)
+    term = Terminal(
+        work / "store.db", "decide", approval_id, "--allow", "--reason", "checked", cwd=work
+    )
     term.wait_for("Record, as a person: ALLOW this call once")
     return term
 
@@ -89,7 +91,8 @@ def test_a_listing_says_when_it_shortened_the_arguments(work: Path) -> None:
 
 
 def test_arguments_too_long_to_show_are_cut_only_with_a_statement_and_the_digest(
-        work: Path) -> None:
+    work: Path,
+) -> None:
     blob = "A" * (PROMPT_ARGUMENT_CHARS + 500) + "HIDDEN-END"
     arguments = {"blob": blob}
     approval_id = ask_for(work, arguments)
@@ -97,5 +100,5 @@ def test_arguments_too_long_to_show_are_cut_only_with_a_statement_and_the_digest
     text, screen = term.text(), flat(term)
     decline(term)
     assert "HIDDEN-END" not in text
-    cut = screen[screen.index("ARGUMENTS CUT"):]
+    cut = screen[screen.index("ARGUMENTS CUT") :]
     assert arguments_hash(arguments) in cut and f"continuum approvals {RUN} --all --json" in cut

@@ -47,15 +47,21 @@ def plant(db: Path) -> dict[str, Any]:
 
     try:
         agent.record_progress(RUN, completed=1, total=3, goal=GOAL)
-        attempt("dependency version", lambda: agent.declare_dependencies(RUN, env={"dataset": VERSION}))
+        attempt(
+            "dependency version", lambda: agent.declare_dependencies(RUN, env={"dataset": VERSION})
+        )
         attempt("dependency name", lambda: agent.declare_dependencies(RUN, env={DEP_NAME: "v1"}))
-        attempt("approval id", lambda: agent.append(RUN, EventType.APPROVAL_REQUESTED,
-                                                    {"approval_id": APPROVAL}))
+        attempt(
+            "approval id",
+            lambda: agent.append(RUN, EventType.APPROVAL_REQUESTED, {"approval_id": APPROVAL}),
+        )
         attempt("checkpoint reason", lambda: agent.checkpoint(RUN, reason=REASON))
         r = agent.intercept(RUN, "send_wire", ARGS, key="wire:1")
         attempt("error text", lambda: agent.fail(RUN, r.action_key, error=ERROR))
         for key in ("k\r\x1b[2Kverdict: resume", "k\u202e1"):
-            attempt(f"action key {key!r}", lambda key=key: agent.intercept(RUN, "send", {}, key=key))
+            attempt(
+                f"action key {key!r}", lambda key=key: agent.intercept(RUN, "send", {}, key=key)
+            )
         attempt("action type", lambda: agent.intercept(RUN, "send\x1b[2K", {}, key="k2"))
     finally:
         agent.close()
@@ -85,7 +91,11 @@ def assert_nothing_spoofed(term: Terminal) -> None:
 # (command, exit code the state calls for, text that must be visible as escapes)
 COMMANDS = [
     (["runs"], 0, ["\\x1b[2Kgoal: Fix typos", "\\x0d"]),
-    (["inspect", RUN], 0, ['goal: "Wire $48,000', "\\x1b]0;pwned\\x07", "[agent-supplied: external_agent, seq 1]"]),
+    (
+        ["inspect", RUN],
+        0,
+        ['goal: "Wire $48,000', "\\x1b]0;pwned\\x07", "[agent-supplied: external_agent, seq 1]"],
+    ),
     (["status", RUN], 20, []),  # the interrupted wire needs a person, as `actions` says
     (["events", RUN], 0, ["external_agent"]),
     (["actions", RUN], 20, ['error: "timeout\\x0d\\x1b[2Kverdict: resume']),
@@ -98,7 +108,8 @@ COMMANDS = [
 
 @pytest.mark.parametrize(("args", "code", "visible"), COMMANDS, ids=[c[0][0] for c in COMMANDS])
 def test_agent_text_cannot_repaint_what_the_operator_reads(
-        hostile: Path, tmp_path: Path, args: list[str], code: int, visible: list[str]) -> None:
+    hostile: Path, tmp_path: Path, args: list[str], code: int, visible: list[str]
+) -> None:
     exit_code, term = run_on_terminal(hostile, *args, cwd=tmp_path)
     assert exit_code == code, term.text()
     assert_nothing_spoofed(term)
@@ -107,14 +118,18 @@ def test_agent_text_cannot_repaint_what_the_operator_reads(
 
 
 def test_confirm_prompt_shows_the_goal_that_is_confirmed_quoted_and_labelled(
-        hostile: Path, tmp_path: Path) -> None:
+    hostile: Path, tmp_path: Path
+) -> None:
     term = Terminal(hostile, "confirm", RUN, cwd=tmp_path)
     term.wait_for("Confirm this as true?")
     prompt = term.text()
     assert "written by an agent" in prompt and "shown escaped" in prompt
-    assert re.search(r'^  goal: "Wire \$48,000 to acct 99-1234\\x0d\\x1b\[2Kgoal: Fix typos  '
-                     r'\(origin human, seq 1\)\\x0a"  \[agent-supplied: external_agent, seq 1\]$',
-                     prompt, flags=re.M), prompt
+    assert re.search(
+        r'^  goal: "Wire \$48,000 to acct 99-1234\\x0d\\x1b\[2Kgoal: Fix typos  '
+        r'\(origin human, seq 1\)\\x0a"  \[agent-supplied: external_agent, seq 1\]$',
+        prompt,
+        flags=re.M,
+    ), prompt
     term.send("y\r")
     assert term.finish() == 20  # the interrupted wire and the approval still need a person
     result = term.text()
@@ -123,8 +138,9 @@ def test_confirm_prompt_shows_the_goal_that_is_confirmed_quoted_and_labelled(
 
 
 def test_error_messages_echoing_agent_text_are_escaped(hostile: Path, tmp_path: Path) -> None:
-    exit_code, term = run_on_terminal(hostile, "reconcile", RUN, "no\x1b[2Kverdict: resume",
-                                      "--occurred", cwd=tmp_path)
+    exit_code, term = run_on_terminal(
+        hostile, "reconcile", RUN, "no\x1b[2Kverdict: resume", "--occurred", cwd=tmp_path
+    )
     assert exit_code == 2, term.text()
     assert_nothing_spoofed(term)
     assert "\\x1b[2K" in term.text()
@@ -134,8 +150,9 @@ def test_error_messages_echoing_agent_text_are_escaped(hostile: Path, tmp_path: 
 
 
 def test_a_styled_piece_is_escaped_before_it_is_coloured() -> None:
-    line = render_line([Styled("verdict: \x1b[32mresume\x9b", fg="red", bold=True), " \r tail"],
-                       color=True)
+    line = render_line(
+        [Styled("verdict: \x1b[32mresume\x9b", fg="red", bold=True), " \r tail"], color=True
+    )
     assert line.startswith("\x1b[31m\x1b[1m") or line.startswith("\x1b[1m\x1b[31m")
     body = re.sub(r"\x1b\[[0-9;]*m", "", line)
     assert body == "verdict: \\x1b[32mresume\\x9b \\x0d tail"
@@ -151,8 +168,9 @@ def test_json_output_is_the_same_value_without_raw_c1_bidi_or_del() -> None:
     data = {"goal": GOAL + "\u202e\x9b\x7f\u200b", "nested": [{"k": "\U000e0041"}]}
     text = json_text(data)
     assert json.loads(text) == data
-    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\U000e0000-\U000e007f]",
-                         text)
+    assert not re.search(
+        "[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\U000e0000-\U000e007f]", text
+    )
 
 
 def test_emit_escapes_every_text_line_and_json_document(capsys: pytest.CaptureFixture[str]) -> None:
@@ -168,12 +186,17 @@ def test_error_message_and_hint_are_escaped(capsys: pytest.CaptureFixture[str]) 
 
     err = ContinuumError("run 'x\x1b[2K' broke", code="usage.invalid", hint="retry \u202eit")
     emit_error(Settings(color=False), err)
-    assert capsys.readouterr().err == "error: run 'x\\x1b[2K' broke [usage.invalid]\nhint: retry \\u202eit\n"
+    assert (
+        capsys.readouterr().err
+        == "error: run 'x\\x1b[2K' broke [usage.invalid]\nhint: retry \\u202eit\n"
+    )
 
 
 def test_a_value_is_quoted_and_labelled_with_its_origin() -> None:
-    assert shown('say "hi"\\', "external_agent", 3) == \
-        '"say \\"hi\\"\\\\"  [agent-supplied: external_agent, seq 3]'
+    assert (
+        shown('say "hi"\\', "external_agent", 3)
+        == '"say \\"hi\\"\\\\"  [agent-supplied: external_agent, seq 3]'
+    )
     assert shown("x", "human", 4) == '"x"  [recorded by a human, seq 4]'
     assert shown("x", "deterministic") == '"x"  [recorded by local code (deterministic)]'
     assert shown(None) == "-"

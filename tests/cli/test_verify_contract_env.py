@@ -44,7 +44,8 @@ def agent_contract(db: str, env: dict[str, str], out: Path) -> dict[str, Any]:
 
 
 def test_a_contract_built_on_a_supplied_stale_checksum_is_refused(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     data, old = prepare(cli, tmp_path)
     data.write_text("a,b\n1,3\n", encoding="utf-8")  # the dataset changed
     name = f"file:{data}"
@@ -61,7 +62,8 @@ def test_a_contract_built_on_a_supplied_stale_checksum_is_refused(
 
 
 def test_a_supplied_value_that_is_true_is_reobserved_and_accepted(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     data, old = prepare(cli, tmp_path)
     agent_contract(db, {f"file:{data}": old}, tmp_path / "contract.json")
 
@@ -73,7 +75,8 @@ def test_a_supplied_value_that_is_true_is_reobserved_and_accepted(
 
 
 def test_a_value_nothing_can_observe_is_accepted_but_named_as_taken_on_trust(
-        cli: Callable[..., Result], db: str, tmp_path: Path) -> None:
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     assert cli("start", RUN, "--goal", "g").code == 0
     assert cli("declare", RUN, "--env", "dataset=v1").code == 0
     agent_contract(db, {"dataset": "v1"}, tmp_path / "contract.json")
@@ -84,8 +87,9 @@ def test_a_value_nothing_can_observe_is_accepted_but_named_as_taken_on_trust(
     assert r.json()["unverified_inputs"] == ["dataset"]
 
 
-def test_an_observed_value_is_observed_again(cli: Callable[..., Result], db: str,
-                                             tmp_path: Path) -> None:
+def test_an_observed_value_is_observed_again(
+    cli: Callable[..., Result], db: str, tmp_path: Path
+) -> None:
     data, _ = prepare(cli, tmp_path)
     contract = agent_contract(db, {}, tmp_path / "contract.json")
     assert contract["evidence"]["environment_sources"] == {f"file:{data}": "observed"}

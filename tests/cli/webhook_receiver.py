@@ -53,11 +53,19 @@ class Handler(BaseHTTPRequestHandler):
         else:
             answer = 200
         parsed = json.loads(body)
-        record({"n": n, "pid": os.getpid(), "header": self.headers.get("X-Continuum-Delivery"),
+        record(
+            {
+                "n": n,
+                "pid": os.getpid(),
+                "header": self.headers.get("X-Continuum-Delivery"),
                 "idempotency_key": self.headers.get("Idempotency-Key"),
-                "body_id": parsed.get("delivery_id"), "kind": parsed.get("kind"),
-                "sha256": hashlib.sha256(body).hexdigest(), "answer": answer,
-                "ascii": body.isascii()})
+                "body_id": parsed.get("delivery_id"),
+                "kind": parsed.get("kind"),
+                "sha256": hashlib.sha256(body).hexdigest(),
+                "answer": answer,
+                "ascii": body.isascii(),
+            }
+        )
         if answer == -1:
             time.sleep(args.slow_seconds)  # the behaviour under test: a receiver too slow
             answer = 200

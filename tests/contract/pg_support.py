@@ -29,8 +29,12 @@ from urllib.parse import quote, urlsplit
 import pytest
 
 DSN_ENV = "CONTINUUM_TEST_PG_DSN"
-PG_BIN_CANDIDATES = ("/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin",
-                     "/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/14/bin")
+PG_BIN_CANDIDATES = (
+    "/usr/lib/postgresql/17/bin",
+    "/usr/lib/postgresql/16/bin",
+    "/usr/lib/postgresql/15/bin",
+    "/usr/lib/postgresql/14/bin",
+)
 READY_DEADLINE_S = 60.0
 
 
@@ -115,8 +119,10 @@ def reset_schema(url: str) -> None:
         try:
             conn.execute("DROP SCHEMA IF EXISTS continuum CASCADE")
         except psycopg.errors.LockNotAvailable:
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                         " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
             conn.execute("SET lock_timeout = '30s'")
             conn.execute("DROP SCHEMA IF EXISTS continuum CASCADE")
 
@@ -143,8 +149,11 @@ def _stat(pid: int) -> list[str] | None:
 
 
 def _children(parent: int) -> list[int]:
-    return [int(e.name) for e in Path("/proc").iterdir()
-            if e.name.isdigit() and (f := _stat(int(e.name))) is not None and int(f[1]) == parent]
+    return [
+        int(e.name)
+        for e in Path("/proc").iterdir()
+        if e.name.isdigit() and (f := _stat(int(e.name))) is not None and int(f[1]) == parent
+    ]
 
 
 def _alive(pid: int) -> bool:
@@ -186,8 +195,20 @@ class PrivateCluster:
         if self._uid is not None:
             os.chown(self.root, self._uid, self._gid or -1)
             os.chown(self.socket_dir, self._uid, self._gid or -1)
-        self._run([str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
-                   "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync"])
+        self._run(
+            [
+                str(self.bin / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-sync",
+            ]
+        )
 
     def _demote(self) -> None:
         if self._gid is not None:
@@ -196,26 +217,42 @@ class PrivateCluster:
             os.setuid(self._uid)
 
     def _run(self, argv: list[str]) -> None:
-        done = subprocess.run(argv, preexec_fn=self._demote, capture_output=True, text=True,
-                              timeout=120, check=False)
+        done = subprocess.run(
+            argv, preexec_fn=self._demote, capture_output=True, text=True, timeout=120, check=False
+        )
         if done.returncode != 0:
             raise PostgresUnavailable(f"{argv[0]} failed: {done.stderr.strip()}")
 
     def url(self, dbname: str = "postgres") -> str:
-        return (f"postgresql://postgres@/{dbname}?host={quote(str(self.socket_dir), safe='')}"
-                f"&port={self.port}")
+        return (
+            f"postgresql://postgres@/{dbname}?host={quote(str(self.socket_dir), safe='')}"
+            f"&port={self.port}"
+        )
 
     def start(self, **overrides: str) -> None:
-        settings = {"listen_addresses": "", "unix_socket_directories": str(self.socket_dir),
-                    "port": str(self.port), "max_connections": "30", "shared_buffers": "16MB",
-                    "fsync": "on", "synchronous_commit": "on", **self.settings, **overrides}
+        settings = {
+            "listen_addresses": "",
+            "unix_socket_directories": str(self.socket_dir),
+            "port": str(self.port),
+            "max_connections": "30",
+            "shared_buffers": "16MB",
+            "fsync": "on",
+            "synchronous_commit": "on",
+            **self.settings,
+            **overrides,
+        }
         argv = [str(self.bin / "postgres"), "-D", str(self.data)]
         for name, value in settings.items():
             argv += ["-c", f"{name}={value}"]
         log = open(self.log, "ab")  # noqa: SIM115 - handed to the server process
         try:
-            self.process = subprocess.Popen(argv, preexec_fn=self._demote, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                argv,
+                preexec_fn=self._demote,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         finally:
             log.close()
         self.wait_ready()
@@ -234,7 +271,9 @@ class PrivateCluster:
                 return
             except psycopg.OperationalError:
                 if time.monotonic() > deadline:
-                    raise PostgresUnavailable(f"server not ready: {self.log.read_text()[-2000:]}") from None
+                    raise PostgresUnavailable(
+                        f"server not ready: {self.log.read_text()[-2000:]}"
+                    ) from None
                 time.sleep(0.05)
 
     def kill(self) -> None:

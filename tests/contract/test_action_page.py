@@ -71,8 +71,9 @@ def test_the_first_page_is_bounded_and_names_its_successor(store: Storage) -> No
     assert cursor is not None and cursor.startswith("o.")
 
 
-@pytest.mark.parametrize("cursor", ["", "x.1", "o.", "o.-1", "s.1.2", "o.1e3", "s.١", "o." + "9" * 30,
-                                    "o 1"])
+@pytest.mark.parametrize(
+    "cursor", ["", "x.1", "o.", "o.-1", "s.1.2", "o.1e3", "s.١", "o." + "9" * 30, "o 1"]
+)
 def test_a_bad_cursor_is_refused(store: Storage, cursor: Any) -> None:
     _fill(store)
     with pytest.raises(UsageError) as e:
@@ -94,7 +95,8 @@ def test_a_missing_run_is_not_an_empty_listing(store: Storage) -> None:
 
 
 def test_an_action_settled_between_pages_is_listed_at_most_twice_never_lost_from_open(
-        store: Storage) -> None:
+    store: Storage,
+) -> None:
     open_keys, settled = _fill(store)
     rows, cursor = store.action_page(RUN, limit=2)
     ledger = ActionLedger(store, cwd="/w")

@@ -24,9 +24,12 @@ from continuum.types import Origin
 from tests.contract.conftest import StoreFactory
 
 RUN = "pay_run"
-RULES = ApprovalRules(rules=parse_rules(
-    '[[approval]]\naction_type = "wire_money"\n\n[[approval]]\naction_type = "delete_db"\n',
-    "approvals.toml"))
+RULES = ApprovalRules(
+    rules=parse_rules(
+        '[[approval]]\naction_type = "wire_money"\n\n[[approval]]\naction_type = "delete_db"\n',
+        "approvals.toml",
+    )
+)
 WIRE = {"amount": 25000, "to": "ACME"}
 
 
@@ -46,7 +49,8 @@ def events_of(cx: Continuum, type_: EventType) -> list[Any]:
 
 
 def test_a_matching_call_waits_and_a_repeat_finds_the_same_request(
-        cx: Continuum, store_factory: StoreFactory) -> None:
+    cx: Continuum, store_factory: StoreFactory
+) -> None:
     first = cx.intercept(RUN, "wire_money", WIRE, key="w1")
     assert (first.proceed, first.status) == (False, "awaiting_approval")
     assert first.approval_id and first.approval_id in first.guidance
@@ -58,8 +62,10 @@ def test_a_matching_call_waits_and_a_repeat_finds_the_same_request(
     assert cx.actions(RUN) == []  # the action itself was never started
     assert [a.id for a in cx.approvals()] == [first.approval_id]
     verdict = cx.resume(RUN)
-    assert (verdict.mode, verdict.next_allowed_action) == ("request_human",
-                                                          f"await_approval:{first.approval_id}")
+    assert (verdict.mode, verdict.next_allowed_action) == (
+        "request_human",
+        f"await_approval:{first.approval_id}",
+    )
 
 
 def test_an_allowed_call_proceeds_once_with_exactly_those_arguments(cx: Continuum) -> None:
@@ -102,8 +108,11 @@ def test_a_denied_call_answers_denied_with_the_reason_and_changes_nothing(cx: Co
     cx.decide(asked.approval_id or "", allow=False, reason="not this supplier")
     head = cx.store.get_run(RUN).head_sequence
     denied = cx.intercept(RUN, "wire_money", WIRE, key="w1")
-    assert (denied.proceed, denied.status, denied.approval_id) == (False, "denied",
-                                                                   asked.approval_id)
+    assert (denied.proceed, denied.status, denied.approval_id) == (
+        False,
+        "denied",
+        asked.approval_id,
+    )
     assert denied.denial_reason == "not this supplier" and "not this supplier" in denied.guidance
     assert cx.store.get_run(RUN).head_sequence == head
     with pytest.raises(InvalidTransitionError):
@@ -134,8 +143,9 @@ def test_a_grant_for_the_run_covers_the_action_type_and_its_pending_calls(cx: Co
 
 def test_only_a_person_decides_an_agents_own_grant_changes_nothing(cx: Continuum) -> None:
     asked = cx.intercept(RUN, "wire_money", WIRE)
-    cx.append(RUN, EventType.APPROVAL_GRANTED, {"approval_id": asked.approval_id,
-                                                "scope": "run"})  # origin external_agent
+    cx.append(
+        RUN, EventType.APPROVAL_GRANTED, {"approval_id": asked.approval_id, "scope": "run"}
+    )  # origin external_agent
     again = cx.intercept(RUN, "wire_money", WIRE)
     assert (again.status, again.approval_id) == ("awaiting_approval", asked.approval_id)
     assert cx.approval(asked.approval_id or "").ignored_decisions == 1
@@ -148,23 +158,31 @@ def _edit_approval(store_factory: StoreFactory, approval_id: str, old: str, new:
 
         conn = apsw.Connection(store_factory.url)
         try:
-            conn.execute("UPDATE approvals SET status = 'granted', record = replace(record, ?, ?)"
-                         " WHERE approval_id = ?", (old, new, approval_id))
+            conn.execute(
+                "UPDATE approvals SET status = 'granted', record = replace(record, ?, ?)"
+                " WHERE approval_id = ?",
+                (old, new, approval_id),
+            )
         finally:
             conn.close()
         return
     import psycopg
 
     with psycopg.connect(store_factory.url, autocommit=True) as pg_conn:
-        pg_conn.execute("UPDATE continuum.approvals SET status = 'granted', record = "
-                     "replace(record, %s, %s) WHERE approval_id = %s", (old, new, approval_id))
+        pg_conn.execute(
+            "UPDATE continuum.approvals SET status = 'granted', record = "
+            "replace(record, %s, %s) WHERE approval_id = %s",
+            (old, new, approval_id),
+        )
 
 
 def test_an_approval_index_edited_to_granted_lets_nothing_run(
-        cx: Continuum, store_factory: StoreFactory) -> None:
+    cx: Continuum, store_factory: StoreFactory
+) -> None:
     asked = cx.intercept(RUN, "wire_money", WIRE)
-    _edit_approval(store_factory, asked.approval_id or "", '"status":"requested"',
-                   '"status":"granted"')
+    _edit_approval(
+        store_factory, asked.approval_id or "", '"status":"requested"', '"status":"granted"'
+    )
     fresh = agent(store_factory.open())
     with pytest.raises(IntegrityError) as e:
         fresh.intercept(RUN, "wire_money", WIRE)
@@ -176,8 +194,9 @@ def test_an_approval_index_edited_to_granted_lets_nothing_run(
 
 def test_the_request_and_its_notification_roll_back_with_their_transaction(cx: Continuum) -> None:
     with pytest.raises(RuntimeError), cx.store.write(RUN) as tx:
-        tx.append(EventType.APPROVAL_REQUESTED, {"approval_id": "apr_gone"},
-                  source=Origin.EXTERNAL_AGENT)
+        tx.append(
+            EventType.APPROVAL_REQUESTED, {"approval_id": "apr_gone"}, source=Origin.EXTERNAL_AGENT
+        )
         raise RuntimeError("the writer failed before COMMIT")
     assert cx.store.find_approvals("apr_gone") == []
     assert cx.outbox() == []
@@ -199,7 +218,8 @@ def test_events_that_need_a_person_are_in_the_outbox(cx: Continuum) -> None:
 
 
 def test_outbox_rows_are_claimed_once_retried_later_and_requeued_after_failing(
-        cx: Continuum, store_factory: StoreFactory) -> None:
+    cx: Continuum, store_factory: StoreFactory
+) -> None:
     cx.intercept(RUN, "wire_money", WIRE)
     cx.intercept(RUN, "delete_db", {"db": "x"})
     other = store_factory.open()  # a second deliverer
@@ -207,24 +227,45 @@ def test_outbox_rows_are_claimed_once_retried_later_and_requeued_after_failing(
     assert len(claimed) == 2
     assert other.claim_outbox(150.0, 250.0, 10) == []  # claimed by the first until 200
     first, second = claimed
-    cx.store.record_delivery(first.delivery_id, status="pending", attempts=1, next_attempt=300.0,
-                             delivered_to=["a"], last_error="a: HTTP 500", delivered_at=None)
-    cx.store.record_delivery(second.delivery_id, status="failed", attempts=20, next_attempt=0.0,
-                             delivered_to=[], last_error="timed out", delivered_at=None)
+    cx.store.record_delivery(
+        first.delivery_id,
+        status="pending",
+        attempts=1,
+        next_attempt=300.0,
+        delivered_to=["a"],
+        last_error="a: HTTP 500",
+        delivered_at=None,
+    )
+    cx.store.record_delivery(
+        second.delivery_id,
+        status="failed",
+        attempts=20,
+        next_attempt=0.0,
+        delivered_to=[],
+        last_error="timed out",
+        delivered_at=None,
+    )
     assert other.claim_outbox(250.0, 260.0, 10) == []  # not due before 300
     again = other.claim_outbox(301.0, 400.0, 10)
     assert [r.delivery_id for r in again] == [first.delivery_id]
     assert (again[0].attempts, again[0].delivered_to) == (1, ["a"])
-    other.record_delivery(first.delivery_id, status="delivered", attempts=2, next_attempt=302.0,
-                          delivered_to=["a", "b"], last_error=None, delivered_at="now")
+    other.record_delivery(
+        first.delivery_id,
+        status="delivered",
+        attempts=2,
+        next_attempt=302.0,
+        delivered_to=["a", "b"],
+        last_error=None,
+        delivered_at="now",
+    )
     assert cx.outbox_counts() == {"pending": 0, "delivered": 1, "failed": 1}
     assert cx.retry_outbox() == 1
-    assert [r.delivery_id for r in cx.store.claim_outbox(500.0, 600.0, 10)] == [
-        second.delivery_id]
+    assert [r.delivery_id for r in cx.store.claim_outbox(500.0, 600.0, 10)] == [second.delivery_id]
 
 
-def test_an_export_imported_elsewhere_keeps_the_approval_index(cx: Continuum,
-                                                                tmp_path: Path) -> None:
+def test_an_export_imported_elsewhere_keeps_the_approval_index(
+    cx: Continuum, tmp_path: Path
+) -> None:
     asked = cx.intercept(RUN, "wire_money", WIRE)
     cx.decide(asked.approval_id or "", allow=True, reason="ok")
     cx.finish_run(RUN)
@@ -256,25 +297,38 @@ def _raw(store_factory: StoreFactory, *statements: str) -> None:
 
     with psycopg.connect(store_factory.url, autocommit=True) as pg_conn:
         for statement in statements:
-            sql = re.sub(r"\b(approvals|outbox|continuum_meta)\b",
-                         lambda m: "continuum.meta" if m.group(1) == "continuum_meta"
-                         else f"continuum.{m.group(1)}", statement)
+            sql = re.sub(
+                r"\b(approvals|outbox|continuum_meta)\b",
+                lambda m: (
+                    "continuum.meta"
+                    if m.group(1) == "continuum_meta"
+                    else f"continuum.{m.group(1)}"
+                ),
+                statement,
+            )
             pg_conn.execute(sql)
 
 
 def test_a_store_of_schema_2_gets_the_approval_index_of_its_log_when_migrated(
-        store_factory: StoreFactory) -> None:
+    store_factory: StoreFactory,
+) -> None:
     old = Continuum(store_factory.open())  # approvals written before schema 3 existed
     old.start_run(RUN)
     old.append(RUN, EventType.APPROVAL_REQUESTED, {"approval_id": "ap1", "text": "pay"})
     old.append(RUN, EventType.APPROVAL_REQUESTED, {"approval_id": "ap2"})
     old.append(RUN, EventType.APPROVAL_GRANTED, {"approval_id": "ap2"})
     old.close()
-    _raw(store_factory, "DROP TABLE approvals", "DROP TABLE outbox",
-         "UPDATE continuum_meta SET value = '2' WHERE key = 'schema_version'")
+    _raw(
+        store_factory,
+        "DROP TABLE approvals",
+        "DROP TABLE outbox",
+        "UPDATE continuum_meta SET value = '2' WHERE key = 'schema_version'",
+    )
     migrated = Continuum(store_factory.open())
     assert migrated.store.schema_version() == 3
     assert migrated.verify(RUN).ok
     assert [(a.id, a.status) for a in migrated.approvals(RUN, pending_only=False)] == [
-        ("ap1", "requested"), ("ap2", "granted")]
+        ("ap1", "requested"),
+        ("ap2", "granted"),
+    ]
     assert migrated.outbox() == []  # history is not announced again

@@ -51,7 +51,8 @@ def rt(store: Storage) -> Continuum:
 
 
 def test_archive_then_verify_end_to_end_then_resume_and_a_settled_key_is_refused_as_done(
-        store_factory: StoreFactory, rt: Continuum, tmp_path: Path) -> None:
+    store_factory: StoreFactory, rt: Continuum, tmp_path: Path
+) -> None:
     keys = build(rt)
     head = rt.store.get_run(RUN)
     before_progress = rt.state(RUN).progress.completed
@@ -84,12 +85,17 @@ def test_archive_then_verify_end_to_end_then_resume_and_a_settled_key_is_refused
 
 
 def test_reading_an_archived_sequence_is_a_clear_error_naming_the_archive(
-        rt: Continuum, tmp_path: Path) -> None:
+    rt: Continuum, tmp_path: Path
+) -> None:
     build(rt)
     rt.archive(RUN, before=10, to=tmp_path / "named.jsonl")
 
-    for read in (lambda: rt.store.read_events(RUN), lambda: rt.full_state(RUN),
-                 lambda: rt.state_at(RUN, 5), lambda: list(rt.store.iter_raw(RUN, 3))):
+    for read in (
+        lambda: rt.store.read_events(RUN),
+        lambda: rt.full_state(RUN),
+        lambda: rt.state_at(RUN, 5),
+        lambda: list(rt.store.iter_raw(RUN, 3)),
+    ):
         with pytest.raises(HistoryArchivedError) as e:
             read()
         assert e.value.code == "not_found.archived"
@@ -99,7 +105,8 @@ def test_reading_an_archived_sequence_is_a_clear_error_naming_the_archive(
 
 
 def test_a_second_archive_chains_on_and_both_files_verify_the_whole_history(
-        rt: Continuum, tmp_path: Path) -> None:
+    rt: Continuum, tmp_path: Path
+) -> None:
     build(rt)
     first = rt.archive(RUN, before=8, to=tmp_path / "a1.jsonl")
     for i in range(3):
@@ -129,8 +136,9 @@ def _rewrite(path: Path, edit: Any) -> None:
 def _edit_event(lines: list[str], index: int, change: Any) -> list[str]:
     record = json.loads(lines[index])
     change(record["event"])
-    lines[index] = json.dumps(record, sort_keys=True, separators=(",", ":"),
-                              ensure_ascii=False) + "\n"
+    lines[index] = (
+        json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+    )
     return lines
 
 
@@ -163,8 +171,10 @@ def _reseal_all(lines: list[str]) -> list[str]:
 
 TAMPERS = {
     # an archived event edited, digest left alone
-    "event_edited": (lambda ls: _edit_event(ls, 3, lambda e: e["payload"].update(item_id="EVIL")),
-                     "integrity.archive_tampered"),
+    "event_edited": (
+        lambda ls: _edit_event(ls, 3, lambda e: e["payload"].update(item_id="EVIL")),
+        "integrity.archive_tampered",
+    ),
     # the file cut short (an interrupted copy)
     "truncated": (lambda ls: ls[:-3], "integrity.archive_truncated"),
     "cut_mid_line": (lambda ls: [*ls[:-1], ls[-1][:20]], "integrity.archive_truncated"),
@@ -172,20 +182,23 @@ TAMPERS = {
     "event_removed": (lambda ls: ls[:4] + ls[5:], "integrity.archive_tampered"),
     # a rewritten archived event, every hash and the digest recomputed: self-consistent,
     # but not the file the sealed marker recorded
-    "rewritten_and_resealed": (lambda ls: _reseal_all(
-        _edit_event(ls, 3, lambda e: e["payload"].update(item_id="EVIL"))),
-        "integrity.archive_tampered"),
+    "rewritten_and_resealed": (
+        lambda ls: _reseal_all(_edit_event(ls, 3, lambda e: e["payload"].update(item_id="EVIL"))),
+        "integrity.archive_tampered",
+    ),
     # every event intact, the header changed and the digest recomputed: only the file's
     # SHA-256, which the sealed marker recorded, tells
-    "header_edited_and_resealed": (lambda ls: _reseal_all(
-        [ls[0].replace('"created_at":"', '"created_at":"1999'), *ls[1:]]),
-        "integrity.archive_tampered"),
+    "header_edited_and_resealed": (
+        lambda ls: _reseal_all([ls[0].replace('"created_at":"', '"created_at":"1999'), *ls[1:]]),
+        "integrity.archive_tampered",
+    ),
 }
 
 
 @pytest.mark.parametrize("how", sorted(TAMPERS))
 def test_a_tampered_or_truncated_archive_is_refused_by_kind(
-        rt: Continuum, tmp_path: Path, how: str) -> None:
+    rt: Continuum, tmp_path: Path, how: str
+) -> None:
     build(rt)
     archive = tmp_path / "a.jsonl"
     rt.archive(RUN, before=12, to=archive)
@@ -201,7 +214,8 @@ def test_a_tampered_or_truncated_archive_is_refused_by_kind(
 
 
 def test_an_archive_of_another_run_or_not_an_archive_is_refused(
-        rt: Continuum, tmp_path: Path) -> None:
+    rt: Continuum, tmp_path: Path
+) -> None:
     build(rt)
     build(rt, "other_run")
     rt.archive(RUN, before=12, to=tmp_path / "mine.jsonl")
@@ -217,7 +231,8 @@ def test_an_archive_of_another_run_or_not_an_archive_is_refused(
 
 
 def test_deleting_live_events_after_the_marker_is_still_caught(
-        store_factory: StoreFactory, rt: Continuum, tmp_path: Path) -> None:
+    store_factory: StoreFactory, rt: Continuum, tmp_path: Path
+) -> None:
     build(rt)
     result = rt.archive(RUN, before=10, to=tmp_path / "a.jsonl")
 
@@ -230,29 +245,34 @@ def test_deleting_live_events_after_the_marker_is_still_caught(
     assert result.through_sequence == 9
 
 
-def test_an_edited_marker_is_caught_by_the_chain(store_factory: StoreFactory, rt: Continuum,
-                                                 tmp_path: Path) -> None:
+def test_an_edited_marker_is_caught_by_the_chain(
+    store_factory: StoreFactory, rt: Continuum, tmp_path: Path
+) -> None:
     build(rt)
     result = rt.archive(RUN, before=10, to=tmp_path / "a.jsonl")
 
     # someone points the marker at a shorter archive (claims fewer events were archived)
-    store_factory.corrupt("UPDATE events SET payload = replace(payload, '\"through_sequence\":9',"
-                          " '\"through_sequence\":8') WHERE run_id = ? AND sequence = ?",
-                          (RUN, result.marker_sequence))
+    store_factory.corrupt(
+        "UPDATE events SET payload = replace(payload, '\"through_sequence\":9',"
+        " '\"through_sequence\":8') WHERE run_id = ? AND sequence = ?",
+        (RUN, result.marker_sequence),
+    )
 
     report = Continuum(store_factory.open()).verify(RUN)
     assert not report.ok
-    assert {v.kind for v in report.violations} & {DamageKind.HASH_MISMATCH,
-                                                   DamageKind.SEQUENCE_GAP}
+    assert {v.kind for v in report.violations} & {DamageKind.HASH_MISMATCH, DamageKind.SEQUENCE_GAP}
 
 
 def test_an_edited_index_row_of_a_live_action_is_caught_without_the_archive(
-        store_factory: StoreFactory, rt: Continuum, tmp_path: Path) -> None:
+    store_factory: StoreFactory, rt: Continuum, tmp_path: Path
+) -> None:
     build(rt)
     rt.archive(RUN, before=8, to=tmp_path / "a.jsonl")  # invoice:1 intercepted at 8: live
-    store_factory.corrupt("UPDATE actions SET record = replace(record, '\"completed\"', "
-                          "'\"failed\"') WHERE run_id = ? AND action_key = ?",
-                          (RUN, "send_invoice:invoice:1"))
+    store_factory.corrupt(
+        "UPDATE actions SET record = replace(record, '\"completed\"', "
+        "'\"failed\"') WHERE run_id = ? AND action_key = ?",
+        (RUN, "send_invoice:invoice:1"),
+    )
 
     report = Continuum(store_factory.open()).verify(RUN)
     assert not report.ok
@@ -260,11 +280,14 @@ def test_an_edited_index_row_of_a_live_action_is_caught_without_the_archive(
 
 
 def test_an_edited_index_row_of_an_archived_action_is_caught_with_the_archive(
-        store_factory: StoreFactory, rt: Continuum, tmp_path: Path) -> None:
+    store_factory: StoreFactory, rt: Continuum, tmp_path: Path
+) -> None:
     build(rt)
     rt.archive(RUN, before=12, to=tmp_path / "a.jsonl")  # both actions archived
-    store_factory.corrupt("UPDATE actions SET record = replace(record, '\"mail-1\"', "
-                          "'\"forged\"') WHERE run_id = ?", (RUN,))
+    store_factory.corrupt(
+        "UPDATE actions SET record = replace(record, '\"mail-1\"', '\"forged\"') WHERE run_id = ?",
+        (RUN,),
+    )
 
     report = Continuum(store_factory.open()).verify(RUN, archives=[tmp_path / "a.jsonl"])
     assert not report.ok
@@ -303,15 +326,22 @@ def test_archive_refuses_bad_requests_and_changes_nothing(rt: Continuum, tmp_pat
         assert e.value.code == code
     assert rt.store.get_run(RUN) == head
     assert (tmp_path / "taken.jsonl").read_text() == "mine\n"
-    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(("jsonl", "partial"))
-                and p.name != "taken.jsonl"]
+    assert not [
+        p.name
+        for p in tmp_path.iterdir()
+        if p.name.endswith(("jsonl", "partial")) and p.name != "taken.jsonl"
+    ]
 
 
-def test_a_damaged_run_is_not_archived(store_factory: StoreFactory, rt: Continuum,
-                                       tmp_path: Path) -> None:
+def test_a_damaged_run_is_not_archived(
+    store_factory: StoreFactory, rt: Continuum, tmp_path: Path
+) -> None:
     build(rt)
-    store_factory.corrupt("UPDATE events SET payload = replace(payload, 'w3', 'w9')"
-                          " WHERE run_id = ? AND sequence = 5", (RUN,))
+    store_factory.corrupt(
+        "UPDATE events SET payload = replace(payload, 'w3', 'w9')"
+        " WHERE run_id = ? AND sequence = 5",
+        (RUN,),
+    )
 
     with pytest.raises(IntegrityError) as e:
         Continuum(store_factory.open()).archive(RUN, before=10, to=tmp_path / "a.jsonl")
@@ -321,14 +351,19 @@ def test_a_damaged_run_is_not_archived(store_factory: StoreFactory, rt: Continuu
 
 def test_nobody_else_can_append_an_archive_marker_or_remove_events(rt: Continuum) -> None:
     build(rt)
-    forged = {"from_sequence": 1, "through_sequence": 3, "through_hash": "a" * 64,
-              "archive_sha256": "b" * 64}
+    forged = {
+        "from_sequence": 1,
+        "through_sequence": 3,
+        "through_hash": "a" * 64,
+        "archive_sha256": "b" * 64,
+    }
     with pytest.raises(UsageError) as e:
         rt.append(RUN, EventType.HISTORY_ARCHIVED, forged)
     assert e.value.code == "usage.reserved_event_type"
     with pytest.raises(UsageError) as e:
-        rt.append_events(RUN, [(EventType.WORK_COMPLETED, {}),
-                               (EventType.HISTORY_ARCHIVED, forged)])
+        rt.append_events(
+            RUN, [(EventType.WORK_COMPLETED, {}), (EventType.HISTORY_ARCHIVED, forged)]
+        )
     assert e.value.code == "usage.reserved_event_type"
     head = rt.store.get_run(RUN).head_sequence
     with pytest.raises(UsageError) as e, rt.store.write(RUN) as tx:
@@ -340,7 +375,8 @@ def test_nobody_else_can_append_an_archive_marker_or_remove_events(rt: Continuum
 
 
 def test_a_long_lived_reader_resumes_across_an_archive_made_elsewhere(
-        store_factory: StoreFactory, tmp_path: Path) -> None:
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
     server = Continuum(store_factory.open())  # e.g. the MCP server: it caches states
     build(server)
     assert server.state(RUN).sequence == 15

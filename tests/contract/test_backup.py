@@ -49,20 +49,21 @@ def filled(store: Storage) -> Continuum:
 
 
 def test_backup_verify_and_restore_keep_every_run_exactly(
-        store_factory: StoreFactory, filled: Continuum, tmp_path: Path) -> None:
+    store_factory: StoreFactory, filled: Continuum, tmp_path: Path
+) -> None:
     dest = tmp_path / "store.backup"
     manifest = filled.backup(dest)
 
     assert manifest["kind"] == ("sqlite" if store_factory.backend == "sqlite" else "export")
     assert dest.stat().st_mode & 0o777 == 0o600
     assert manifest["totals"]["runs"] == 2 and manifest["totals"]["actions"] == 2
-    assert {r: (v["head_sequence"], v["head_hash"]) for r, v in manifest["runs"].items()} \
-        == heads(filled.store)
+    assert {r: (v["head_sequence"], v["head_hash"]) for r, v in manifest["runs"].items()} == heads(
+        filled.store
+    )
     checked = verify_backup(dest)
     assert checked["ok"] and checked["runs"] == manifest["runs"]
     with tarfile.open(dest) as tar:  # an ordinary tar file
-        assert [m.name for m in tar.getmembers()] == ["manifest.json",
-                                                     manifest["data"]["name"]]
+        assert [m.name for m in tar.getmembers()] == ["manifest.json", manifest["data"]["name"]]
 
     restored_path = tmp_path / "restored.db"
     result = restore_backup(dest, str(restored_path))
@@ -80,7 +81,8 @@ def test_backup_verify_and_restore_keep_every_run_exactly(
 
 
 def test_a_backup_of_chosen_runs_uses_the_export_form_and_restores_into_postgres(
-        filled: Continuum, tmp_path: Path) -> None:
+    filled: Continuum, tmp_path: Path
+) -> None:
     dest = tmp_path / "one.backup"
     manifest = filled.backup(dest, run_ids=["run_two"])
     assert manifest["kind"] == "export" and list(manifest["runs"]) == ["run_two"]
@@ -139,7 +141,7 @@ def _flip_data(path: Path) -> None:
     manifest, data, name = _members(path)
     i = data.find(b"run_one-3")
     assert i > 0
-    _repack(path, manifest, data[:i] + b"run_one-X" + data[i + 9:], name)
+    _repack(path, manifest, data[:i] + b"run_one-X" + data[i + 9 :], name)
 
 
 def _edit_manifest(path: Path) -> None:  # a head changed, the digest left alone
@@ -166,8 +168,10 @@ def _swap_data(path: Path) -> None:
         copy = path.with_name("forged.sqlite")
         copy.write_bytes(data)
         conn = apsw.Connection(str(copy))
-        conn.execute("UPDATE events SET payload = replace(payload, 'run_one-3', 'run_one-X')"
-                     " WHERE instr(payload, 'run_one-3') > 0")
+        conn.execute(
+            "UPDATE events SET payload = replace(payload, 'run_one-3', 'run_one-X')"
+            " WHERE instr(payload, 'run_one-3') > 0"
+        )
         assert conn.changes() == 1
         conn.close()
         forged = copy.read_bytes()
@@ -186,6 +190,7 @@ def _cut(fraction: float) -> Any:
         size = path.stat().st_size
         with open(path, "r+b") as f:
             f.truncate(int(size * fraction))
+
     return cut
 
 
@@ -204,8 +209,10 @@ TAMPERS = {
     "manifest_edited": (_edit_manifest, "integrity.backup_manifest"),
     "manifest_edited_and_resealed": (_reseal_manifest, "integrity.backup_manifest"),
     "cut_in_the_data": (_cut(0.6), "integrity.backup_truncated"),
-    "cut_in_the_manifest": (lambda p: _cut(0.0)(p) or p.write_bytes(b"x" * 700),
-                            "usage.not_a_backup"),
+    "cut_in_the_manifest": (
+        lambda p: _cut(0.0)(p) or p.write_bytes(b"x" * 700),
+        "usage.not_a_backup",
+    ),
     "cut_to_nothing": (_cut(0.0), "integrity.backup_truncated"),
     "end_marker_missing": (_cut_end_marker, "integrity.backup_truncated"),
 }
@@ -213,7 +220,8 @@ TAMPERS = {
 
 @pytest.mark.parametrize("how", sorted(TAMPERS))
 def test_a_tampered_or_truncated_backup_is_refused_by_kind(
-        filled: Continuum, tmp_path: Path, how: str) -> None:
+    filled: Continuum, tmp_path: Path, how: str
+) -> None:
     dest = tmp_path / "b.backup"
     filled.backup(dest)
     assert verify_backup(dest)["ok"]  # the control: the same file, untouched
@@ -244,7 +252,8 @@ def test_a_file_that_is_not_a_backup_is_refused(tmp_path: Path) -> None:
 
 
 def test_restore_into_a_store_with_runs_is_refused_and_changes_nothing(
-        store_factory: StoreFactory, filled: Continuum, tmp_path: Path) -> None:
+    store_factory: StoreFactory, filled: Continuum, tmp_path: Path
+) -> None:
     dest = tmp_path / "b.backup"
     filled.backup(dest)
     before = heads(filled.store)
@@ -274,10 +283,13 @@ def test_a_restored_store_is_usable_by_a_new_process(filled: Continuum, tmp_path
         store.close()
 
 
-def test_a_damaged_store_is_not_backed_up(store_factory: StoreFactory, filled: Continuum,
-                                          tmp_path: Path) -> None:
-    store_factory.corrupt("UPDATE events SET payload = replace(payload, 'run_one-2', 'run_one-9')"
-                          " WHERE run_id = ?", ("run_one",))
+def test_a_damaged_store_is_not_backed_up(
+    store_factory: StoreFactory, filled: Continuum, tmp_path: Path
+) -> None:
+    store_factory.corrupt(
+        "UPDATE events SET payload = replace(payload, 'run_one-2', 'run_one-9') WHERE run_id = ?",
+        ("run_one",),
+    )
     with pytest.raises(IntegrityError):
         Continuum(store_factory.open()).backup(tmp_path / "b.backup")
     assert not list(tmp_path.glob("*b.backup*"))

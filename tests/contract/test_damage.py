@@ -45,20 +45,37 @@ def cli(factory: StoreFactory, *args: str, capsys: pytest.CaptureFixture[str]) -
 
 # (what, statement, params, store call, expected code)
 EVENT_DAMAGE = {
-    "payload edited": ("UPDATE events SET payload = ? WHERE run_id = ? AND sequence = 3",
-                       ('{"doc":99}', RUN), "hash_mismatch", 3),
-    "row deleted": ("DELETE FROM events WHERE run_id = ? AND sequence = 3", (RUN,),
-                    "sequence_gap", 3),
-    "link broken": ("UPDATE events SET prev_hash = ? WHERE run_id = ? AND sequence = 4",
-                    ("0" * 64, RUN), "hash_mismatch", 4),
-    "head rewound": ("UPDATE runs SET head_sequence = head_sequence - 1 WHERE run_id = ?",
-                     (RUN,), "head_mismatch", None),
+    "payload edited": (
+        "UPDATE events SET payload = ? WHERE run_id = ? AND sequence = 3",
+        ('{"doc":99}', RUN),
+        "hash_mismatch",
+        3,
+    ),
+    "row deleted": (
+        "DELETE FROM events WHERE run_id = ? AND sequence = 3",
+        (RUN,),
+        "sequence_gap",
+        3,
+    ),
+    "link broken": (
+        "UPDATE events SET prev_hash = ? WHERE run_id = ? AND sequence = 4",
+        ("0" * 64, RUN),
+        "hash_mismatch",
+        4,
+    ),
+    "head rewound": (
+        "UPDATE runs SET head_sequence = head_sequence - 1 WHERE run_id = ?",
+        (RUN,),
+        "head_mismatch",
+        None,
+    ),
 }
 
 
 @pytest.mark.parametrize("what", sorted(EVENT_DAMAGE))
-def test_damaged_events_are_refused_alike(filled: StoreFactory, what: str,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_damaged_events_are_refused_alike(
+    filled: StoreFactory, what: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     statement, params, kind, sequence = EVENT_DAMAGE[what]
     filled.corrupt(statement, params)
     store = filled.open()
@@ -88,7 +105,8 @@ RUN_DAMAGE = {
 
 @pytest.mark.parametrize("what", sorted(RUN_DAMAGE))
 def test_a_damaged_run_record_is_an_integrity_error_alike(
-        filled: StoreFactory, what: str, capsys: pytest.CaptureFixture[str]) -> None:
+    filled: StoreFactory, what: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     filled.corrupt(RUN_DAMAGE[what], (RUN,))
     store = filled.open()
     for call in (store.list_runs, lambda: store.get_run(RUN)):
@@ -103,13 +121,14 @@ def test_a_damaged_run_record_is_an_integrity_error_alike(
 INDEX_DAMAGE = {
     "record not json": "UPDATE actions SET record = 'not json' WHERE run_id = ?",
     "record of another action": "UPDATE actions SET record = replace(record, 'act_', 'act_x')"
-                                " WHERE run_id = ?",
+    " WHERE run_id = ?",
 }
 
 
 @pytest.mark.parametrize("what", sorted(INDEX_DAMAGE))
 def test_a_damaged_index_row_is_an_integrity_error_alike(
-        filled: StoreFactory, what: str, capsys: pytest.CaptureFixture[str]) -> None:
+    filled: StoreFactory, what: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     filled.corrupt(INDEX_DAMAGE[what], (RUN,))
     store = filled.open()
     for call in (lambda: store.list_actions(RUN), lambda: store.get_action(RUN, "send:k1")):
@@ -125,18 +144,25 @@ def test_a_damaged_index_row_is_an_integrity_error_alike(
 
 
 def test_an_index_record_that_disagrees_with_the_log_is_a_verify_finding(
-        filled: StoreFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    filled.corrupt("UPDATE actions SET record = replace(record, '\"completed\"', '\"failed\"'),"
-                   " status = 'failed' WHERE run_id = ?", (RUN,))
+    filled: StoreFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    filled.corrupt(
+        "UPDATE actions SET record = replace(record, '\"completed\"', '\"failed\"'),"
+        " status = 'failed' WHERE run_id = ?",
+        (RUN,),
+    )
     code, doc = cli(filled, "verify", RUN, capsys=capsys)
     assert code == 3
     assert [v["kind"] for v in doc["reports"][0]["violations"]] == ["index_mismatch"]
 
 
 def test_a_damaged_checkpoint_is_a_verify_finding_and_is_not_used(
-        filled: StoreFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    filled.corrupt("UPDATE checkpoints SET state = replace(state, '\"g\"', '\"evil\"')"
-                   " WHERE run_id = ?", (RUN,))
+    filled: StoreFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    filled.corrupt(
+        "UPDATE checkpoints SET state = replace(state, '\"g\"', '\"evil\"') WHERE run_id = ?",
+        (RUN,),
+    )
     rt = Continuum(filled.open())
     goal = rt.state(RUN).goal
     assert goal is not None and goal.value == "g"  # from the log
@@ -147,8 +173,9 @@ def test_a_damaged_checkpoint_is_a_verify_finding_and_is_not_used(
     assert code == 0 and doc["checkpoint_warnings"]
 
 
-def test_the_harness_damages_something(filled: StoreFactory,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_harness_damages_something(
+    filled: StoreFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Control: before any damage, every command above answers normally.
     for args in (["verify", RUN], ["runs"], ["actions", RUN]):
         code, doc = cli(filled, *args, capsys=capsys)

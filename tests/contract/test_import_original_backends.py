@@ -11,8 +11,9 @@ from tests.cli.original_format import build
 from tests.contract.conftest import StoreFactory
 
 
-def test_an_original_store_imports_alike_on_every_backend(store_factory: StoreFactory,
-                                                          tmp_path: Path) -> None:
+def test_an_original_store_imports_alike_on_every_backend(
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
     path = tmp_path / "original.db"
     build(path).close()
     store = store_factory.open()

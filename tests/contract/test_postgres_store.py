@@ -60,7 +60,9 @@ def raw(url: str, statement: str, params: tuple[Any, ...] = ()) -> list[Any]:
 
 def with_password(url: str, password: str = PASSWORD) -> str:
     parts = urlsplit(url)
-    return parts._replace(netloc=f"{parts.username}:{password}@{parts.hostname}:{parts.port}").geturl()
+    return parts._replace(
+        netloc=f"{parts.username}:{password}@{parts.hostname}:{parts.port}"
+    ).geturl()
 
 
 @pytest.fixture
@@ -89,7 +91,8 @@ def test_postgres_and_postgresql_schemes_open_the_same_store(pg_url: str) -> Non
 
 
 def test_the_store_url_and_cli_output_never_show_the_password(
-        pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = with_password(pg_url)  # trust auth: the password is accepted and ignored
 
     with closing(open_store(url)) as store:
@@ -107,12 +110,14 @@ def test_the_store_url_and_cli_output_never_show_the_password(
 
 def unreachable_url(pg_url: str) -> str:
     parts = urlsplit(pg_url)
-    return parts._replace(netloc=f"postgres:{PASSWORD}@127.0.0.1:{free_port()}",
-                          path="/continuum_nowhere").geturl()
+    return parts._replace(
+        netloc=f"postgres:{PASSWORD}@127.0.0.1:{free_port()}", path="/continuum_nowhere"
+    ).geturl()
 
 
 def test_an_unreachable_server_is_named_by_host_port_and_database_never_the_password(
-        pg_url: str) -> None:
+    pg_url: str,
+) -> None:
     url = unreachable_url(pg_url)
     port = str(urlsplit(url).port)
 
@@ -126,7 +131,8 @@ def test_an_unreachable_server_is_named_by_host_port_and_database_never_the_pass
 
 
 def test_the_cli_and_the_mcp_server_report_an_unreachable_store_without_the_password(
-        pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = unreachable_url(pg_url)
 
     assert cli_run(["--db", url, "--json", "runs"]) == 1
@@ -149,10 +155,13 @@ def test_a_missing_database_is_named_and_not_created(pg_url: str) -> None:
     assert not raw(pg_url, "SELECT 1 FROM pg_database WHERE datname = 'continuum_missing_db'")
 
 
-@pytest.mark.parametrize("url", [
-    f"postgresql://u:{PASSWORD}@h/db?bogus_option=1",
-    f"postgresql://u:{PASSWORD}%zz@h/db",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://u:{PASSWORD}@h/db?bogus_option=1",
+        f"postgresql://u:{PASSWORD}%zz@h/db",
+    ],
+)
 def test_a_malformed_postgres_url_is_refused_without_the_password(url: str) -> None:
     with pytest.raises(UsageError) as e:
         open_store(url)
@@ -169,14 +178,23 @@ def test_without_psycopg_a_postgres_url_names_the_extra_to_install(pg_url: str) 
         "try:\n"
         "    open_store(sys.argv[1])\n"
         "except StoreError as e:\n"
-        "    print(e.code, e.hint)\n")
+        "    print(e.code, e.hint)\n"
+    )
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"nopsycopg-{os.getpid()}"
     try:
-        done = subprocess.run([sys.executable, "-c", script, pg_url, str(tmp)],
-                              capture_output=True, text=True, timeout=60, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", script, pg_url, str(tmp)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
     finally:
         Path(str(tmp) + ".db").unlink(missing_ok=True)
-    assert done.stdout.strip() == "store.backend_unavailable pip install 'continuum-recovery[postgres]'"
+    assert (
+        done.stdout.strip()
+        == "store.backend_unavailable pip install 'continuum-recovery[postgres]'"
+    )
 
 
 # -- opening, probing, durability -------------------------------------------------------------
@@ -191,7 +209,8 @@ def test_probe_store_on_an_empty_database_creates_nothing(pg_url: str) -> None:
 
 
 def test_open_without_create_on_an_empty_database_is_not_found_and_creates_nothing(
-        pg_url: str) -> None:
+    pg_url: str,
+) -> None:
     with pytest.raises(NotFoundError) as e:
         open_store(pg_url, create=False)
     assert e.value.code == "not_found.store"
@@ -209,13 +228,20 @@ def test_a_session_with_synchronous_commit_off_is_refused(pg_url: str) -> None:
     assert not has_schema(pg_url)
 
 
-@pytest.mark.parametrize(("fsync", "sync_commit", "refused"), [
-    ("on", "on", []), ("on", "remote_apply", []), ("on", "local", []),
-    ("off", "on", ["fsync = off"]), ("on", "off", ["synchronous_commit = off"]),
-    ("off", "off", ["fsync = off", "synchronous_commit = off"]),
-])
+@pytest.mark.parametrize(
+    ("fsync", "sync_commit", "refused"),
+    [
+        ("on", "on", []),
+        ("on", "remote_apply", []),
+        ("on", "local", []),
+        ("off", "on", ["fsync = off"]),
+        ("on", "off", ["synchronous_commit = off"]),
+        ("off", "off", ["fsync = off", "synchronous_commit = off"]),
+    ],
+)
 def test_durability_settings_that_can_lose_a_commit_are_refused(
-        fsync: str, sync_commit: str, refused: list[str]) -> None:
+    fsync: str, sync_commit: str, refused: list[str]
+) -> None:
     if not refused:
         check_durability(fsync, sync_commit, "here")
         return
@@ -256,9 +282,14 @@ def next_version(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]], int]:
 
 
 def test_an_older_schema_migrates_forward_and_keeps_its_data(
-        filled: str, next_version: Callable[[list[str]], int]) -> None:
-    target = next_version(["CREATE TABLE continuum.annotations (run_id TEXT, note TEXT)",
-                           "INSERT INTO continuum.annotations VALUES ('x', 'migrated')"])
+    filled: str, next_version: Callable[[list[str]], int]
+) -> None:
+    target = next_version(
+        [
+            "CREATE TABLE continuum.annotations (run_id TEXT, note TEXT)",
+            "INSERT INTO continuum.annotations VALUES ('x', 'migrated')",
+        ]
+    )
 
     with closing(open_store(filled)) as store:
         assert store.schema_version() == target
@@ -267,9 +298,9 @@ def test_an_older_schema_migrates_forward_and_keeps_its_data(
 
 
 def test_a_failing_migration_is_rolled_back_as_a_whole(
-        filled: str, next_version: Callable[[list[str]], int]) -> None:
-    next_version(["CREATE TABLE continuum.annotations (run_id TEXT, note TEXT)",
-                  "THIS IS NOT SQL"])
+    filled: str, next_version: Callable[[list[str]], int]
+) -> None:
+    next_version(["CREATE TABLE continuum.annotations (run_id TEXT, note TEXT)", "THIS IS NOT SQL"])
 
     with pytest.raises(StoreError):
         open_store(filled)
@@ -314,8 +345,12 @@ def test_hosts_opening_a_new_database_at_once_migrate_it_once(pg_url: str) -> No
 
 
 def test_payloads_are_stored_as_canonical_json_text(pg_url: str) -> None:
-    payload = {"z": 1, "a": [1.5, 10**20, None, True], "text": "naïve ☃ \u0000 \"q\"",
-               "nested": {"b": {}, "a": []}}
+    payload = {
+        "z": 1,
+        "a": [1.5, 10**20, None, True],
+        "text": 'naïve ☃ \u0000 "q"',
+        "nested": {"b": {}, "a": []},
+    }
     with closing(open_store(pg_url)) as store:
         store.create_run(Run(run_id=RUN))
         event = store.append_event(RUN, EventType.WORK_COMPLETED, payload)
@@ -341,21 +376,34 @@ def test_text_postgresql_cannot_hold_is_refused_as_a_usage_error(pg_url: str) ->
 # -- tampering and damage (F13 on PostgreSQL) -------------------------------------------------
 
 TAMPERS: dict[str, tuple[list[str], int, str]] = {
-    "edited payload": (["UPDATE continuum.events SET payload = '{\"doc\":999}' WHERE sequence = 3"],
-                       3, "hash_mismatch"),
-    "forged origin": (["UPDATE continuum.events SET source = 'human' WHERE sequence = 2"], 2,
-                      "hash_mismatch"),
-    "cut link": (["UPDATE continuum.events SET prev_hash = NULL WHERE sequence = 4"], 4,
-                 "hash_mismatch"),
-    "undecodable payload": (["UPDATE continuum.events SET payload = 'not json' WHERE sequence = 3"],
-                            3, "malformed"),
+    "edited payload": (
+        ["UPDATE continuum.events SET payload = '{\"doc\":999}' WHERE sequence = 3"],
+        3,
+        "hash_mismatch",
+    ),
+    "forged origin": (
+        ["UPDATE continuum.events SET source = 'human' WHERE sequence = 2"],
+        2,
+        "hash_mismatch",
+    ),
+    "cut link": (
+        ["UPDATE continuum.events SET prev_hash = NULL WHERE sequence = 4"],
+        4,
+        "hash_mismatch",
+    ),
+    "undecodable payload": (
+        ["UPDATE continuum.events SET payload = 'not json' WHERE sequence = 3"],
+        3,
+        "malformed",
+    ),
     "deleted middle row": (["DELETE FROM continuum.events WHERE sequence = 3"], 3, "sequence_gap"),
 }
 
 
 @pytest.mark.parametrize("tamper", sorted(TAMPERS))
 def test_reading_a_tampered_row_raises_an_integrity_error_naming_run_and_sequence(
-        filled: str, tamper: str) -> None:
+    filled: str, tamper: str
+) -> None:
     statements, sequence, kind = TAMPERS[tamper]
     for statement in statements:
         raw(filled, statement)
@@ -378,15 +426,20 @@ def test_a_truncated_tail_is_detected_against_the_head(filled: str) -> None:
             store.read_events(RUN)
         assert (e.value.code, e.value.fields["sequence"]) == ("integrity.truncated", 5)
         assert [(v.sequence, str(v.kind)) for v in store.verify_events(RUN).violations] == [
-            (5, "truncated")]
+            (5, "truncated")
+        ]
 
 
 def test_a_writer_with_a_stale_head_is_rejected_by_the_primary_key(filled: str) -> None:
     with closing(open_store(filled)) as store:
         before = store.read_events(RUN)
         with pytest.raises(ForkRejectedError), store.write(RUN) as tx:
-            tx._run = tx.run.model_copy(update={"head_sequence": 2,  # type: ignore[attr-defined]
-                                                "head_hash": before[1].hash})
+            tx._run = tx.run.model_copy(  # type: ignore[attr-defined]
+                update={
+                    "head_sequence": 2,
+                    "head_hash": before[1].hash,
+                }
+            )
             tx.append(EventType.WORK_COMPLETED, {"doc": "fork"}, source=Origin.DETERMINISTIC)
         assert store.read_events(RUN) == before
         assert store.verify_events(RUN).ok
@@ -416,15 +469,21 @@ def test_a_checkpoint_folds_the_events_of_its_own_transaction(filled: str) -> No
 
 
 def test_a_nested_write_on_one_thread_is_refused(filled: str) -> None:
-    with (closing(open_store(filled)) as store, store.write(RUN),
-          pytest.raises(StoreError) as e, store.write(RUN)):
+    with (
+        closing(open_store(filled)) as store,
+        store.write(RUN),
+        pytest.raises(StoreError) as e,
+        store.write(RUN),
+    ):
         pass
     assert e.value.code == "store.nested_write"
 
 
 def test_a_writer_of_the_same_run_waits_for_the_lock_and_others_do_not(filled: str) -> None:
-    with closing(open_store(filled)) as holder, \
-            closing(PostgresStorage(filled, lock_timeout_ms=300)) as other:
+    with (
+        closing(open_store(filled)) as holder,
+        closing(PostgresStorage(filled, lock_timeout_ms=300)) as other,
+    ):
         other.create_run(Run(run_id="other_run"))
         with holder.write(RUN) as tx:
             tx.append(EventType.WORK_COMPLETED, {"doc": "held"}, source=Origin.DETERMINISTIC)
@@ -436,8 +495,12 @@ def test_a_writer_of_the_same_run_waits_for_the_lock_and_others_do_not(filled: s
 
 
 def backends_of(url: str, application: str = "continuum") -> int:
-    rows = raw(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                    " AND application_name = %s", (application,))
+    rows = raw(
+        url,
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND application_name = %s",
+        (application,),
+    )
     return int(rows[0][0])
 
 
@@ -470,8 +533,11 @@ def test_threads_share_a_bounded_pool_of_connections(pg_url: str) -> None:
 def test_connections_the_server_ended_are_replaced_without_an_error(filled: str) -> None:
     with closing(open_store(filled)) as store:
         store.read_events(RUN)
-        raw(filled, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND application_name = 'continuum'")
+        raw(
+            filled,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = 'continuum'",
+        )
 
         event = store.append_event(RUN, EventType.WORK_COMPLETED, {"doc": "after restart"})
 
@@ -481,8 +547,13 @@ def test_connections_the_server_ended_are_replaced_without_an_error(filled: str)
 
 def test_an_event_read_back_equals_the_event_sealed(filled: str) -> None:
     with closing(open_store(filled)) as store:
-        sealed = store.append_event(RUN, "some_future_event_type", {"x": [1, {"y": None}]},
-                                    source=Origin.LLM, causer_event_id="evt_x")
+        sealed = store.append_event(
+            RUN,
+            "some_future_event_type",
+            {"x": [1, {"y": None}]},
+            source=Origin.LLM,
+            causer_event_id="evt_x",
+        )
         back = store.read_events(RUN, after=5)
     assert back == [sealed]
     assert isinstance(back[0], Event)

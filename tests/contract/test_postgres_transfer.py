@@ -21,8 +21,11 @@ from tests.contract.transfer_support import fill, snapshot
 
 
 def event_lines(path: Path) -> list[str]:
-    return [line for line in path.read_text(encoding="utf-8").splitlines()
-            if json.loads(line)["kind"] in ("event", "checkpoint")]
+    return [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if json.loads(line)["kind"] in ("event", "checkpoint")
+    ]
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object]]:
@@ -31,7 +34,8 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, 
 
 
 def test_a_store_moved_sqlite_to_postgres_and_back_keeps_every_hash_and_verifies(
-        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     first, last = str(tmp_path / "first.db"), str(tmp_path / "last.db")
     with closing(open_store(first)) as store:
         fill(store)
@@ -48,14 +52,18 @@ def test_a_store_moved_sqlite_to_postgres_and_back_keeps_every_hash_and_verifies
     assert cli(capsys, "--db", last, "export", "--all", "-o", str(c))[0] == 0
 
     assert event_lines(a) == event_lines(b) == event_lines(c)  # byte-identical, hashes included
-    with closing(open_store(first)) as one, closing(open_store(pg_url)) as two, \
-            closing(open_store(last)) as three:
+    with (
+        closing(open_store(first)) as one,
+        closing(open_store(pg_url)) as two,
+        closing(open_store(last)) as three,
+    ):
         for run_id in ("run_rich", "run_done"):
             assert snapshot(one, run_id) == snapshot(two, run_id) == snapshot(three, run_id)
 
 
 def test_a_tampered_export_is_refused_by_postgres_with_exit_3_and_nothing_written(
-        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = str(tmp_path / "source.db")
     with closing(open_store(source)) as store:
         fill(store)
@@ -73,12 +81,14 @@ def test_a_tampered_export_is_refused_by_postgres_with_exit_3_and_nothing_writte
 
 
 def test_a_damaged_postgres_run_is_not_exported(
-        tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with closing(open_store(pg_url)) as store:
         fill(store)
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("UPDATE continuum.events SET payload = '{}' WHERE sequence = 2"
-                     " AND run_id = 'run_rich'")
+        conn.execute(
+            "UPDATE continuum.events SET payload = '{}' WHERE sequence = 2 AND run_id = 'run_rich'"
+        )
     target = tmp_path / "damaged.jsonl"
 
     code, out = cli(capsys, "--db", pg_url, "export", "run_rich", "-o", str(target))

@@ -32,8 +32,9 @@ def finished_store(store: Storage) -> None:
     rt = Continuum(store)
     for action in rt.actions("run_rich"):  # prune skips a run with unsettled work
         if action.needs_human:
-            rt.reconcile("run_rich", action.action_key, occurred=False, force=True,
-                         note="checked by hand")
+            rt.reconcile(
+                "run_rich", action.action_key, occurred=False, force=True, note="checked by hand"
+            )
     rt.finish_run("run_rich", reason="stopped with an action in flight")
     rt.start_run("run_live", "still working")
 
@@ -56,7 +57,8 @@ def present(store: Storage, before: dict[str, Any]) -> list[str]:
 
 
 def test_prune_then_reimport_of_the_archive_gives_identical_chains(
-        store_factory: StoreFactory, tmp_path: Path) -> None:
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
     store = store_factory.open()
     finished_store(store)
     before = snapshots(store)
@@ -92,7 +94,8 @@ def test_an_active_run_is_never_pruned(store_factory: StoreFactory) -> None:
 
 
 def test_a_run_that_moved_on_after_its_export_is_refused_and_kept(
-        store_factory: StoreFactory, tmp_path: Path) -> None:
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
     store = store_factory.open()
     finished_store(store)
     runs = candidates(store, LATER)
@@ -107,7 +110,8 @@ def test_a_run_that_moved_on_after_its_export_is_refused_and_kept(
 
 
 def test_prune_keeps_a_run_that_moves_on_during_it_and_prunes_the_rest(
-        store_factory: StoreFactory, tmp_path: Path) -> None:
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
     store = store_factory.open()
     finished_store(store)
 
@@ -123,21 +127,26 @@ def test_prune_keeps_a_run_that_moves_on_during_it_and_prunes_the_rest(
             store.delete_run(run_id, expect_head=expect_head)
 
     runs = candidates(store, LATER)
-    report = prune(AppendsFirst(), runs, archive_files(runs, to_dir=None,
-                                                       archive=str(tmp_path / "a.jsonl")),
-                   before=LATER)
+    report = prune(
+        AppendsFirst(),
+        runs,
+        archive_files(runs, to_dir=None, archive=str(tmp_path / "a.jsonl")),
+        before=LATER,
+    )
     assert report.pruned == ["run_rich"]
     assert [(r.run_id, r.code) for r in report.refused] == [("run_done", "usage.run_moved_on")]
     assert store.get_run("run_done").head_sequence == 3
 
 
 def test_a_stored_log_that_does_not_match_its_head_is_not_deleted(
-        store_factory: StoreFactory) -> None:
+    store_factory: StoreFactory,
+) -> None:
     store = store_factory.open()
     finished_store(store)
     run = store.get_run("run_done")
-    store_factory.corrupt("DELETE FROM events WHERE run_id = ? AND sequence = ?",
-                          ("run_done", run.head_sequence))
+    store_factory.corrupt(
+        "DELETE FROM events WHERE run_id = ? AND sequence = ?", ("run_done", run.head_sequence)
+    )
     with pytest.raises(IntegrityError) as refused:
         store.delete_run("run_done", expect_head=(run.head_sequence, run.head_hash))
     assert refused.value.code == "integrity.head_mismatch"
@@ -148,14 +157,31 @@ def _prune_process(url: str, archive: Path, faults: str) -> subprocess.Completed
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUUM_")}
     env["CONTINUUM_FAULTS"] = faults
     return subprocess.run(
-        [sys.executable, "-m", "continuum", "--db", url, "prune", "--finished", "--before",
-         LATER.strftime("%Y-%m-%dT%H:%M:%SZ"), "--archive", str(archive), "--yes"],
-        capture_output=True, text=True, env=env, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "continuum",
+            "--db",
+            url,
+            "prune",
+            "--finished",
+            "--before",
+            LATER.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "--archive",
+            str(archive),
+            "--yes",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("point", ["after_prune_export", "before_delete_commit"])
 def test_a_kill_between_export_and_delete_leaves_everything_in_place(
-        store_factory: StoreFactory, tmp_path: Path, point: str) -> None:
+    store_factory: StoreFactory, tmp_path: Path, point: str
+) -> None:
     store = store_factory.open()
     finished_store(store)
     before = snapshots(store)
@@ -171,7 +197,8 @@ def test_a_kill_between_export_and_delete_leaves_everything_in_place(
 
 
 def test_the_kill_harness_sees_a_delete_that_committed(
-        store_factory: StoreFactory, tmp_path: Path) -> None:
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
     # Negative control: killed just after the first delete commits, the harness must find
     # that run gone (so "everything in place" above is a check that can fail).
     store = store_factory.open()
@@ -194,8 +221,7 @@ def test_delete_run_refuses_a_run_that_does_not_exist(store_factory: StoreFactor
     assert refused.value.code == "not_found.run"
 
 
-def test_rows_in_a_table_prune_does_not_know_are_never_deleted(
-        store_factory: StoreFactory) -> None:
+def test_rows_in_a_table_prune_does_not_know_are_never_deleted(store_factory: StoreFactory) -> None:
     # A per-run table this code does not know (a newer version's) may hold what no archive
     # has: its rows block the delete. Negative control: the same table without rows of the
     # run does not.

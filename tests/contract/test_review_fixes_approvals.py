@@ -26,9 +26,12 @@ from continuum.types import Origin
 from tests.contract.conftest import StoreFactory
 
 RUN = "pay_run"
-RULES = ApprovalRules(rules=parse_rules(
-    '[[approval]]\naction_type = "wire_money"\n\n[[approval]]\naction_type = "delete_db"\n',
-    "approvals.toml"))
+RULES = ApprovalRules(
+    rules=parse_rules(
+        '[[approval]]\naction_type = "wire_money"\n\n[[approval]]\naction_type = "delete_db"\n',
+        "approvals.toml",
+    )
+)
 WIRE = {"amount": 25000, "to": "ACME"}
 OTHER = {"amount": 99000, "to": "MALLORY"}
 
@@ -49,12 +52,14 @@ def cx(store_factory: StoreFactory) -> Continuum:
     return rt
 
 
-def edit_approvals(factory: StoreFactory, assignments: str, approval_id: str,
-                   params: tuple[Any, ...] = ()) -> None:
+def edit_approvals(
+    factory: StoreFactory, assignments: str, approval_id: str, params: tuple[Any, ...] = ()
+) -> None:
     """``UPDATE approvals SET <assignments> WHERE approval_id = ?`` behind the store's back."""
     table = "approvals" if factory.backend == "sqlite" else "continuum.approvals"
-    factory.corrupt(f"UPDATE {table} SET {assignments} WHERE approval_id = ?",
-                    (*params, approval_id))
+    factory.corrupt(
+        f"UPDATE {table} SET {assignments} WHERE approval_id = ?", (*params, approval_id)
+    )
 
 
 def verify_exit(factory: StoreFactory, capsys: pytest.CaptureFixture[str]) -> int:
@@ -64,8 +69,9 @@ def verify_exit(factory: StoreFactory, capsys: pytest.CaptureFixture[str]) -> in
     return code
 
 
-def binding_for(cx: Continuum, arguments: Any, key: str = "w1",
-                action_type: str = "wire_money") -> tuple[str, str]:
+def binding_for(
+    cx: Continuum, arguments: Any, key: str = "w1", action_type: str = "wire_money"
+) -> tuple[str, str]:
     ident = cx.ledger.identity(RUN, action_type, key, arguments)
     args_hash = arguments_hash(arguments)
     return binding_of(ident.action_id, args_hash), args_hash
@@ -82,7 +88,8 @@ def granted(cx: Continuum, arguments: Any, key: str = "w1", scope: str = "call")
 
 
 def test_a_grant_whose_binding_column_is_moved_to_other_arguments_lets_nothing_run(
-        cx: Continuum, store_factory: StoreFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    cx: Continuum, store_factory: StoreFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """contract §6: the index is checked against the log; an edited one grants nothing."""
     approval_id = granted(cx, WIRE)
     other_binding, _ = binding_for(cx, OTHER)
@@ -98,14 +105,19 @@ def test_a_grant_whose_binding_column_is_moved_to_other_arguments_lets_nothing_r
 
 
 def test_a_grant_rebound_in_column_and_record_to_other_arguments_lets_nothing_run(
-        cx: Continuum, store_factory: StoreFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    cx: Continuum, store_factory: StoreFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The record itself rewritten (binding and arguments hash of another call): the
     request event in the log still names the original arguments."""
     approval_id = granted(cx, WIRE)
     mine, mine_hash = binding_for(cx, WIRE)
     other, other_hash = binding_for(cx, OTHER)
-    edit_approvals(store_factory, "binding = ?, record = replace(replace(record, ?, ?), ?, ?)",
-                   approval_id, (other, mine, other, mine_hash, other_hash))
+    edit_approvals(
+        store_factory,
+        "binding = ?, record = replace(replace(record, ?, ?), ?, ?)",
+        approval_id,
+        (other, mine, other, mine_hash, other_hash),
+    )
     fresh = agent(store_factory.open())
     row = fresh.store.find_approvals(approval_id)[0]
     assert row.record["binding"] == other  # the edit took
@@ -117,7 +129,8 @@ def test_a_grant_rebound_in_column_and_record_to_other_arguments_lets_nothing_ru
 
 
 def test_a_run_grant_moved_to_another_action_type_lets_nothing_run(
-        cx: Continuum, store_factory: StoreFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    cx: Continuum, store_factory: StoreFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     approval_id = granted(cx, WIRE, scope="run")
     edit_approvals(store_factory, "run_grant = 'delete_db'", approval_id)
     fresh = agent(store_factory.open())
@@ -129,10 +142,15 @@ def test_a_run_grant_moved_to_another_action_type_lets_nothing_run(
 
 
 def test_a_run_grant_whose_record_also_names_another_action_type_lets_nothing_run(
-        cx: Continuum, store_factory: StoreFactory) -> None:
+    cx: Continuum, store_factory: StoreFactory
+) -> None:
     approval_id = granted(cx, WIRE, scope="run")
-    edit_approvals(store_factory, "run_grant = 'delete_db', record = replace(record, ?, ?)",
-                   approval_id, ('"action_type":"wire_money"', '"action_type":"delete_db"'))
+    edit_approvals(
+        store_factory,
+        "run_grant = 'delete_db', record = replace(record, ?, ?)",
+        approval_id,
+        ('"action_type":"wire_money"', '"action_type":"delete_db"'),
+    )
     fresh = agent(store_factory.open())
     with pytest.raises(IntegrityError) as e:
         fresh.intercept(RUN, "delete_db", {"db": "prod"}, key="d1")
@@ -141,7 +159,8 @@ def test_a_run_grant_whose_record_also_names_another_action_type_lets_nothing_ru
 
 
 def test_a_pending_approval_flipped_to_granted_in_its_status_column_is_a_verify_finding(
-        cx: Continuum, store_factory: StoreFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    cx: Continuum, store_factory: StoreFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     asked = cx.intercept(RUN, "wire_money", WIRE, key="w1")
     assert verify_exit(store_factory, capsys) == 0  # negative control: intact index verifies
     edit_approvals(store_factory, "status = 'granted'", asked.approval_id or "")
@@ -174,8 +193,8 @@ def archive_all(cx: Continuum, tmp_path: Path, name: str = "old.jsonl") -> Path:
 
 
 def test_archiving_keeps_a_run_grant_a_denial_and_a_pending_approval(
-        cx: Continuum, store_factory: StoreFactory, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    cx: Continuum, store_factory: StoreFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     granted(cx, WIRE, key="w1", scope="run")
     denied = cx.intercept(RUN, "delete_db", {"db": "prod"}, key="d1")
     cx.decide(denied.approval_id or "", allow=False, reason="never in prod")
@@ -202,7 +221,8 @@ def test_archiving_keeps_a_run_grant_a_denial_and_a_pending_approval(
 
 
 def test_archiving_keeps_an_unused_call_grant_usable_once_and_a_used_one_used(
-        cx: Continuum, store_factory: StoreFactory, tmp_path: Path) -> None:
+    cx: Continuum, store_factory: StoreFactory, tmp_path: Path
+) -> None:
     used = granted(cx, WIRE, key="w1")
     go = cx.intercept(RUN, "wire_money", WIRE, key="w1")
     assert go.proceed and go.approval_id == used
@@ -225,15 +245,19 @@ def test_archiving_keeps_an_unused_call_grant_usable_once_and_a_used_one_used(
 
 
 def test_an_archived_grant_rebound_to_other_arguments_lets_nothing_run(
-        cx: Continuum, store_factory: StoreFactory, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    cx: Continuum, store_factory: StoreFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     approval_id = granted(cx, WIRE, key="w1")
     archive_all(cx, tmp_path)
     assert verify_exit(store_factory, capsys) == 0
     mine, mine_hash = binding_for(cx, WIRE)
     other, other_hash = binding_for(cx, OTHER)
-    edit_approvals(store_factory, "binding = ?, record = replace(replace(record, ?, ?), ?, ?)",
-                   approval_id, (other, mine, other, mine_hash, other_hash))
+    edit_approvals(
+        store_factory,
+        "binding = ?, record = replace(replace(record, ?, ?), ?, ?)",
+        approval_id,
+        (other, mine, other, mine_hash, other_hash),
+    )
     fresh = agent(store_factory.open())
     with pytest.raises(IntegrityError) as e:
         fresh.intercept(RUN, "wire_money", OTHER, key="w1")

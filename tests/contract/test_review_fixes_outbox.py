@@ -23,8 +23,9 @@ from continuum.types import Origin
 from tests.contract.conftest import StoreFactory
 
 RUN = "pay_run"
-RULES = ApprovalRules(rules=parse_rules('[[approval]]\naction_type = "wire_money"\n',
-                                        "approvals.toml"))
+RULES = ApprovalRules(
+    rules=parse_rules('[[approval]]\naction_type = "wire_money"\n', "approvals.toml")
+)
 TOKEN_PATH = "/services/T0/B0/PATHTOKEN77"
 TOKEN_QUERY = "token=QUERYTOKEN88"
 SIGNING = "SIGNINGSECRET99"
@@ -59,13 +60,17 @@ def test_a_default_webhook_name_never_holds_the_urls_path_or_query() -> None:
     assert other.name != hook.name
 
 
-@pytest.mark.parametrize("line,leak", [
-    ('url = "https://bob:PASSWORD55@hooks.example.com/x"', "PASSWORD55"),
-    ('url = "https://hooks.example.com/x"\nsecret_env = "sk_live/SECRET66=="', "SECRET66"),
-    ('url = "https://hooks.example.com/x"\nsecret = "SECRET44"', "SECRET44"),
-])
+@pytest.mark.parametrize(
+    "line,leak",
+    [
+        ('url = "https://bob:PASSWORD55@hooks.example.com/x"', "PASSWORD55"),
+        ('url = "https://hooks.example.com/x"\nsecret_env = "sk_live/SECRET66=="', "SECRET66"),
+        ('url = "https://hooks.example.com/x"\nsecret = "SECRET44"', "SECRET44"),
+    ],
+)
 def test_a_secret_written_into_the_settings_is_refused_without_being_echoed(
-        line: str, leak: str) -> None:
+    line: str, leak: str
+) -> None:
     with pytest.raises(UsageError) as e:
         parse_notify(f"[[webhook]]\n{line}\n", "notify.toml")
     assert e.value.code == "outbox.bad_config"
@@ -74,8 +79,11 @@ def test_a_secret_written_into_the_settings_is_refused_without_being_echoed(
 
 
 def test_delivery_errors_logs_and_outbox_output_hold_no_secret(
-        store_factory: StoreFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    store_factory: StoreFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """contract §10 (stdout is the JSON contract, logs on stderr): a failing delivery to a
     webhook whose URL holds a token, signed with a secret from the environment."""
     waiting(store_factory.open())
@@ -83,7 +91,9 @@ def test_delivery_errors_logs_and_outbox_output_hold_no_secret(
     (tmp_path / ".continuum").mkdir()
     (tmp_path / ".continuum" / "notify.toml").write_text(
         f'[[webhook]]\nurl = "http://127.0.0.1:{port}{TOKEN_PATH}?{TOKEN_QUERY}"\n'
-        f'secret_env = "HOOK_SIGNING_KEY"\n\n[delivery]\nmax_attempts = 1\n', encoding="utf-8")
+        f'secret_env = "HOOK_SIGNING_KEY"\n\n[delivery]\nmax_attempts = 1\n',
+        encoding="utf-8",
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOOK_SIGNING_KEY", SIGNING)
     capsys.readouterr()
@@ -116,7 +126,8 @@ def test_a_bad_port_in_the_settings_is_a_config_error_with_a_hint(tmp_path: Path
 
 
 def test_a_bad_port_in_a_webhook_made_in_code_is_a_recorded_delivery_failure(
-        store_factory: StoreFactory) -> None:
+    store_factory: StoreFactory,
+) -> None:
     cx = waiting(store_factory.open())
     hook = Webhook(name="ops", url="http://127.0.0.1:99999/")
     row = cx.outbox()[0]
@@ -133,7 +144,8 @@ def test_a_bad_port_in_a_webhook_made_in_code_is_a_recorded_delivery_failure(
 
 
 def test_a_deliverer_whose_claim_lapsed_does_not_overwrite_the_one_that_took_over(
-        store_factory: StoreFactory) -> None:
+    store_factory: StoreFactory,
+) -> None:
     cx = waiting(store_factory.open())
     config = NotifyConfig(webhooks=(Webhook(name="ops", url="http://127.0.0.1:9/"),))
     lease = 2 * config.policy.timeout_seconds + 1.0
@@ -144,8 +156,9 @@ def test_a_deliverer_whose_claim_lapsed_does_not_overwrite_the_one_that_took_ove
     def slow_then_failing(webhook: Webhook, row: Any, **_: Any) -> str:
         # While the first deliverer is stuck in its request, its claim lapses and the
         # second one claims the notification, delivers it and records that.
-        took_over.append(deliver_due(other, config, clock=lambda: t0 + lease + 5.0,
-                                     sender=lambda *a, **k: None))
+        took_over.append(
+            deliver_due(other, config, clock=lambda: t0 + lease + 5.0, sender=lambda *a, **k: None)
+        )
         return "TimeoutError: timed out"
 
     late = deliver_due(cx.store, config, clock=lambda: t0, sender=slow_then_failing)
@@ -162,9 +175,13 @@ def test_a_deliverer_whose_claim_holds_records_its_result(store_factory: StoreFa
     cx = waiting(store_factory.open())
     config = NotifyConfig(webhooks=(Webhook(name="ops", url="http://127.0.0.1:9/"),))
     t0 = cx.outbox()[0].next_attempt + 1.0
-    report = deliver_due(cx.store, config, clock=lambda: t0,
-                         sender=lambda *a, **k: "HTTP 500 Internal Server Error")
+    report = deliver_due(
+        cx.store, config, clock=lambda: t0, sender=lambda *a, **k: "HTTP 500 Internal Server Error"
+    )
     assert (report.lost, report.retrying) == (0, 1)
     row = cx.outbox()[0]
-    assert (row.status, row.attempts, row.last_error) == ("pending", 1, "ops: HTTP 500 Internal "
-                                                                        "Server Error")
+    assert (row.status, row.attempts, row.last_error) == (
+        "pending",
+        1,
+        "ops: HTTP 500 Internal Server Error",
+    )

@@ -21,19 +21,24 @@ from continuum.types import Origin
 from tests.contract.conftest import StoreFactory
 
 LATER = datetime.now(UTC) + timedelta(days=1)
-RULES = ApprovalRules(rules=parse_rules('[[approval]]\naction_type = "wire_money"\n',
-                                        "approvals.toml"))
+RULES = ApprovalRules(
+    rules=parse_rules('[[approval]]\naction_type = "wire_money"\n', "approvals.toml")
+)
 
 
 def snapshot(store: Storage, run_id: str) -> dict[str, Any]:
     """A run as stored: record, live events, actions, approvals, checkpoints."""
     base = store.archive_base(run_id)
-    return {"run": store.get_run(run_id).model_dump(),
-            "events": [e.model_dump() for e in store.iter_events(
-                run_id, after=base.through if base is not None else 0)],
-            "actions": [a.record for a in store.list_actions(run_id)],
-            "approvals": [a.record for a in store.list_approvals(run_id=run_id)],
-            "checkpoints": [c.model_dump() for c in store.list_checkpoints(run_id)]}
+    return {
+        "run": store.get_run(run_id).model_dump(),
+        "events": [
+            e.model_dump()
+            for e in store.iter_events(run_id, after=base.through if base is not None else 0)
+        ],
+        "actions": [a.record for a in store.list_actions(run_id)],
+        "approvals": [a.record for a in store.list_approvals(run_id=run_id)],
+        "checkpoints": [c.model_dump() for c in store.list_checkpoints(run_id)],
+    }
 
 
 def runs(factory: StoreFactory, tmp_path: Path) -> Continuum:
@@ -64,26 +69,48 @@ def runs(factory: StoreFactory, tmp_path: Path) -> Continuum:
 
 
 def test_select_skips_runs_that_still_need_a_person_or_are_archived(
-        store_factory: StoreFactory, tmp_path: Path) -> None:
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
     rt = runs(store_factory, tmp_path)
     found, skipped = select(rt.store, LATER)
     assert [r.run_id for r in found] == ["clean"]  # negative control: a settled run goes
     assert {(s.run_id, s.code) for s in skipped} == {
-        ("unknown", "prune.unsettled_actions"), ("started", "prune.unsettled_actions"),
-        ("waiting", "prune.pending_approvals"), ("archived", "prune.archived_run")}
+        ("unknown", "prune.unsettled_actions"),
+        ("started", "prune.unsettled_actions"),
+        ("waiting", "prune.pending_approvals"),
+        ("archived", "prune.archived_run"),
+    }
 
 
 def test_prune_deletes_only_the_settled_run_and_says_why_it_kept_the_others(
-        store_factory: StoreFactory, tmp_path: Path) -> None:
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
     rt = runs(store_factory, tmp_path)
     kept = ("unknown", "started", "waiting", "archived")
     before = {r: snapshot(rt.store, r) for r in kept}
     out = tmp_path / "pruned"
     out.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "continuum", "--db", store_factory.url, "--json", "prune",
-         "--finished", "--before", LATER.strftime("%Y-%m-%dT%H:%M:%SZ"), "--to", str(out),
-         "--yes"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "continuum",
+            "--db",
+            store_factory.url,
+            "--json",
+            "prune",
+            "--finished",
+            "--before",
+            LATER.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "--to",
+            str(out),
+            "--yes",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["pruned"] == ["clean"]

@@ -52,7 +52,8 @@ def refused(cx: Continuum, action_type: str, code: str, key: str) -> None:
 
 
 def test_a_rules_file_that_disappears_refuses_the_calls_its_rules_named(
-        cx: Continuum, rules: Path) -> None:
+    cx: Continuum, rules: Path
+) -> None:
     assert cx.intercept(RUN, "wire_money", {"n": 1}, key="w1").status == "awaiting_approval"
     rules.unlink()
     refused(cx, "wire_money", "approvals.rules_missing", "w2")
@@ -63,7 +64,8 @@ def test_a_rules_file_that_disappears_refuses_the_calls_its_rules_named(
 
 
 def test_a_rules_file_emptied_in_place_refuses_until_it_is_written_again(
-        cx: Continuum, rules: Path) -> None:
+    cx: Continuum, rules: Path
+) -> None:
     cx.intercept(RUN, "wire_money", {"n": 1}, key="w1")
     rules.write_bytes(b"")  # what a rewrite in place looks like halfway
     refused(cx, "wire_money", "approvals.rules_missing", "w2")
@@ -72,7 +74,8 @@ def test_a_rules_file_emptied_in_place_refuses_until_it_is_written_again(
 
 
 def test_a_rules_file_that_becomes_unparsable_refuses_every_call(
-        cx: Continuum, rules: Path) -> None:
+    cx: Continuum, rules: Path
+) -> None:
     cx.intercept(RUN, "wire_money", {"n": 1}, key="w1")
     rules.write_text('[[approval]]\naction_type = "wire_money', encoding="utf-8")
     refused(cx, "wire_money", "approvals.bad_rules", "w2")
@@ -114,7 +117,8 @@ class _RewrittenWhileRead:
 
 
 def test_a_rewrite_that_lands_during_the_read_is_read_again_not_acted_on_half_read(
-        cx: Continuum, rules: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cx: Continuum, rules: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cx.intercept(RUN, "wire_money", {"n": 1}, key="w1")  # the first version is loaded
     rules.write_text(WIRE_RULE, encoding="utf-8")  # a writer starts a rewrite in place ...
     _RewrittenWhileRead.rest = DROP_RULE.encode()  # ... and finishes it during our read

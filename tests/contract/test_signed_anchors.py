@@ -28,8 +28,12 @@ RUN = "run_audited"
 def keys(tmp_path: Path) -> dict[str, Path]:
     generate_keypair(tmp_path / "auditor.key", tmp_path / "auditor.key.pub")
     generate_keypair(tmp_path / "attacker.key", tmp_path / "attacker.key.pub")
-    return {"key": tmp_path / "auditor.key", "pub": tmp_path / "auditor.key.pub",
-            "other": tmp_path / "attacker.key", "other_pub": tmp_path / "attacker.key.pub"}
+    return {
+        "key": tmp_path / "auditor.key",
+        "pub": tmp_path / "auditor.key.pub",
+        "other": tmp_path / "attacker.key",
+        "other_pub": tmp_path / "attacker.key.pub",
+    }
 
 
 @pytest.fixture
@@ -46,8 +50,9 @@ def rewind(factory: StoreFactory, to: int) -> None:
     factory.corrupt("DELETE FROM events WHERE run_id = ? AND sequence > ?", (RUN, to))
     store = factory.open()
     hash_ = store.event_hash_at(RUN, to)
-    factory.corrupt("UPDATE runs SET head_sequence = ?, head_hash = ? WHERE run_id = ?",
-                    (to, hash_, RUN))
+    factory.corrupt(
+        "UPDATE runs SET head_sequence = ?, head_hash = ? WHERE run_id = ?", (to, hash_, RUN)
+    )
 
 
 def test_keygen_makes_a_private_key_only_its_owner_reads(keys: dict[str, Path]) -> None:
@@ -60,7 +65,8 @@ def test_keygen_makes_a_private_key_only_its_owner_reads(keys: dict[str, Path]) 
 
 
 def test_a_signed_anchor_verifies_on_the_unchanged_log_and_as_it_grows(
-        rt: Continuum, keys: dict[str, Path]) -> None:
+    rt: Continuum, keys: dict[str, Path]
+) -> None:
     signed = rt.anchor(RUN, sign=keys["key"])
     assert signed["sequence"] == 9 and signed["signed_anchor"].startswith("continuum-anchor-1.")
 
@@ -69,8 +75,9 @@ def test_a_signed_anchor_verifies_on_the_unchanged_log_and_as_it_grows(
     assert rt.verify(RUN, expect_head=signed["signed_anchor"], public_key=keys["pub"]).ok
 
 
-def test_a_rewound_log_is_refused_as_truncated(store_factory: StoreFactory, rt: Continuum,
-                                               keys: dict[str, Path]) -> None:
+def test_a_rewound_log_is_refused_as_truncated(
+    store_factory: StoreFactory, rt: Continuum, keys: dict[str, Path]
+) -> None:
     token = rt.anchor(RUN, sign=keys["key"])["signed_anchor"]
 
     rewind(store_factory, 6)
@@ -82,7 +89,8 @@ def test_a_rewound_log_is_refused_as_truncated(store_factory: StoreFactory, rt: 
 
 
 def test_a_forked_log_is_refused_as_an_anchor_mismatch(
-        store_factory: StoreFactory, rt: Continuum, keys: dict[str, Path]) -> None:
+    store_factory: StoreFactory, rt: Continuum, keys: dict[str, Path]
+) -> None:
     token = rt.anchor(RUN, sign=keys["key"])["signed_anchor"]
 
     rewind(store_factory, 6)
@@ -96,7 +104,8 @@ def test_a_forked_log_is_refused_as_an_anchor_mismatch(
 
 
 def test_an_anchor_re_signed_with_another_key_is_refused(
-        store_factory: StoreFactory, rt: Continuum, keys: dict[str, Path]) -> None:
+    store_factory: StoreFactory, rt: Continuum, keys: dict[str, Path]
+) -> None:
     rewind(store_factory, 6)
     forked = Continuum(store_factory.open())
     forked.append(RUN, EventType.WORK_FAILED, {"item_id": "rewritten"})
@@ -119,11 +128,13 @@ def test_an_edited_signed_anchor_is_refused(rt: Continuum, keys: dict[str, Path]
     body = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
     body["sequence"] = 3  # point it at an earlier, still matching event
     body["hash"] = rt.store.event_hash_at(RUN, 3)
-    edited = base64.urlsafe_b64encode(json.dumps(body, sort_keys=True,
-                                                 separators=(",", ":")).encode()).rstrip(b"=")
+    edited = base64.urlsafe_b64encode(
+        json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    ).rstrip(b"=")
     with pytest.raises(IntegrityError) as e:
-        rt.verify(RUN, expect_head=f"{prefix}.{edited.decode()}.{signature}",
-                  public_key=keys["pub"])
+        rt.verify(
+            RUN, expect_head=f"{prefix}.{edited.decode()}.{signature}", public_key=keys["pub"]
+        )
     assert e.value.code == "integrity.anchor_signature"
 
 

@@ -87,7 +87,8 @@ def test_the_store_file_is_in_wal_mode_after_close(filled: Path) -> None:
 
 
 def test_the_store_connection_uses_synchronous_full_and_a_busy_timeout(
-        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     opened: list[apsw.Connection] = []
     monkeypatch.setattr(apsw, "connection_hooks", [opened.append])
 
@@ -134,7 +135,8 @@ def test_a_sqlite_url_with_an_absolute_path_opens_that_file(tmp_path: Path) -> N
         store.close()
     assert path.is_file()
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
-        "via_url.db"]
+        "via_url.db"
+    ]
     again = open_store(store.url)  # the URL a store reports opens the same store
     try:
         assert again.get_run(RUN).run_id == RUN
@@ -143,30 +145,35 @@ def test_a_sqlite_url_with_an_absolute_path_opens_that_file(tmp_path: Path) -> N
 
 
 def test_a_relative_path_opens_relative_to_the_working_directory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     open_store("rel.db").close()
     assert (tmp_path / "rel.db").is_file()
 
 
-@pytest.mark.parametrize("url", [
-    ":memory:",
-    "file:x.db?mode=memory",
-    "file:x.db",
-    "sqlite://relative.db",
-    "sqlite:///",
-    "sqlite:x.db",
-    "sqlite:///x.db?mode=memory",
-    "http://example.com/x.db",
-    "mysql://user@host/db",
-    "",
-    "   ",
-    "x\x00.db",
-    "-x.db",
-    "--db",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        ":memory:",
+        "file:x.db?mode=memory",
+        "file:x.db",
+        "sqlite://relative.db",
+        "sqlite:///",
+        "sqlite:x.db",
+        "sqlite:///x.db?mode=memory",
+        "http://example.com/x.db",
+        "mysql://user@host/db",
+        "",
+        "   ",
+        "x\x00.db",
+        "-x.db",
+        "--db",
+    ],
+)
 def test_a_malformed_or_unsupported_url_is_refused_without_creating_anything(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
     monkeypatch.chdir(tmp_path)
 
     refuse(url, UsageError, "store.bad_url")
@@ -203,8 +210,11 @@ def test_a_text_file_named_db_is_refused_and_left_unchanged(tmp_path: Path) -> N
 
 def test_a_foreign_sqlite_database_is_refused_and_left_unchanged(tmp_path: Path) -> None:
     foreign = tmp_path / "app.db"
-    raw_execute(foreign, "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)",
-                "INSERT INTO customers (name) VALUES ('ada')")
+    raw_execute(
+        foreign,
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)",
+        "INSERT INTO customers (name) VALUES ('ada')",
+    )
     before = dir_state(tmp_path)
 
     refuse(str(foreign), StoreError, "store.foreign_database")
@@ -249,7 +259,8 @@ def test_a_device_is_refused(device: str) -> None:
 
 
 def test_open_without_create_on_a_missing_file_is_not_found_and_creates_nothing(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     with pytest.raises(NotFoundError) as e:
         open_store(str(tmp_path / "missing.db"), create=False)
     assert e.value.code == "not_found.store"
@@ -275,21 +286,24 @@ def test_an_empty_file_becomes_a_new_store(tmp_path: Path) -> None:
 # -- the library (F8) -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("version", "affected"), [
-    ("3.6.23", False),
-    ("3.7.0", True),
-    ("3.40.1", True),
-    ("3.44.5", True),
-    ("3.44.6", False),
-    ("3.45.0", True),
-    ("3.50.6", True),
-    ("3.50.7", False),
-    ("3.51.0", True),
-    ("3.51.2", True),
-    ("3.51.3", False),
-    ("3.54.1", False),
-    ("4.0.0", False),
-])
+@pytest.mark.parametrize(
+    ("version", "affected"),
+    [
+        ("3.6.23", False),
+        ("3.7.0", True),
+        ("3.40.1", True),
+        ("3.44.5", True),
+        ("3.44.6", False),
+        ("3.45.0", True),
+        ("3.50.6", True),
+        ("3.50.7", False),
+        ("3.51.0", True),
+        ("3.51.2", True),
+        ("3.51.3", False),
+        ("3.54.1", False),
+        ("4.0.0", False),
+    ],
+)
 def test_sqlite_versions_in_the_wal_reset_range_are_affected(version: str, affected: bool) -> None:
     assert sqlite_version_is_affected(version) is affected
 
@@ -304,7 +318,8 @@ def test_an_affected_sqlite_library_is_refused() -> None:
 
 
 def test_opening_a_store_on_an_affected_library_is_refused_before_touching_the_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(apsw, "sqlite_lib_version", lambda: "3.40.1")
 
     with pytest.raises(UnsafeLibraryError):
@@ -317,8 +332,11 @@ def test_opening_a_store_on_an_affected_library_is_refused_before_touching_the_f
 
 
 def test_a_store_with_a_newer_schema_is_refused(filled: Path) -> None:
-    raw_execute(filled, "UPDATE continuum_meta SET value = ? WHERE key = 'schema_version'",
-                params=(str(SCHEMA_VERSION + 1),))
+    raw_execute(
+        filled,
+        "UPDATE continuum_meta SET value = ? WHERE key = 'schema_version'",
+        params=(str(SCHEMA_VERSION + 1),),
+    )
 
     error = refuse(str(filled), SchemaError, "store.schema_too_new")
 
@@ -351,9 +369,14 @@ def next_version(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]], int]:
 
 
 def test_an_older_schema_migrates_forward_and_keeps_its_data(
-        filled: Path, next_version: Callable[[list[str]], int]) -> None:
-    target = next_version(["CREATE TABLE annotations (run_id TEXT, note TEXT)",
-                           "INSERT INTO annotations VALUES ('x', 'migrated')"])
+    filled: Path, next_version: Callable[[list[str]], int]
+) -> None:
+    target = next_version(
+        [
+            "CREATE TABLE annotations (run_id TEXT, note TEXT)",
+            "INSERT INTO annotations VALUES ('x', 'migrated')",
+        ]
+    )
 
     with SQLiteStorage(filled) as store:
         assert store.schema_version() == target
@@ -363,14 +386,16 @@ def test_an_older_schema_migrates_forward_and_keeps_its_data(
 
 
 def test_a_failing_migration_is_rolled_back_as_a_whole(
-        filled: Path, next_version: Callable[[list[str]], int]) -> None:
-    next_version(["CREATE TABLE annotations (run_id TEXT, note TEXT)",
-                  "THIS IS NOT SQL"])
+    filled: Path, next_version: Callable[[list[str]], int]
+) -> None:
+    next_version(["CREATE TABLE annotations (run_id TEXT, note TEXT)", "THIS IS NOT SQL"])
 
     with pytest.raises(StoreError):
         SQLiteStorage(filled)
 
-    tables = {r[0] for r in raw_execute(filled, "SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {
+        r[0] for r in raw_execute(filled, "SELECT name FROM sqlite_master WHERE type='table'")
+    }
     assert "annotations" not in tables
     assert raw_execute(filled, "SELECT value FROM continuum_meta")[0][0] == str(SCHEMA_VERSION)
 
@@ -380,36 +405,70 @@ def test_a_failing_migration_is_rolled_back_as_a_whole(
 
 def reseal(path: Path, sequence: int, payload: dict[str, Any]) -> None:
     """Edit one event and recompute its own hash, as a careful forger would."""
-    row = raw_execute(path, "SELECT run_id, sequence, event_id, type, timestamp, causer_event_id,"
-                      " source, prev_hash FROM events WHERE sequence = ?", params=(sequence,))[0]
+    row = raw_execute(
+        path,
+        "SELECT run_id, sequence, event_id, type, timestamp, causer_event_id,"
+        " source, prev_hash FROM events WHERE sequence = ?",
+        params=(sequence,),
+    )[0]
     run_id, seq, event_id, type_, ts, causer, source, prev = row
-    event = Event(event_id=event_id, run_id=run_id, sequence=seq, type=type_, timestamp=ts,
-                  payload=payload, causer_event_id=causer, source=source, prev_hash=prev,
-                  hash="")
-    raw_execute(path, "UPDATE events SET payload = ?, hash = ? WHERE sequence = ?",
-                params=(canonical_json(payload), event.computed_hash(), sequence))
+    event = Event(
+        event_id=event_id,
+        run_id=run_id,
+        sequence=seq,
+        type=type_,
+        timestamp=ts,
+        payload=payload,
+        causer_event_id=causer,
+        source=source,
+        prev_hash=prev,
+        hash="",
+    )
+    raw_execute(
+        path,
+        "UPDATE events SET payload = ?, hash = ? WHERE sequence = ?",
+        params=(canonical_json(payload), event.computed_hash(), sequence),
+    )
 
 
 TAMPERS: dict[str, tuple[list[str], int, str]] = {
-    "edited payload": (["UPDATE events SET payload = '{\"doc\":999}' WHERE sequence = 3"], 3,
-                       "hash_mismatch"),
-    "edited type": (["UPDATE events SET type = 'run_aborted' WHERE sequence = 3"], 3,
-                    "hash_mismatch"),
-    "forged origin": (["UPDATE events SET source = 'human' WHERE sequence = 2"], 2,
-                      "hash_mismatch"),
+    "edited payload": (
+        ["UPDATE events SET payload = '{\"doc\":999}' WHERE sequence = 3"],
+        3,
+        "hash_mismatch",
+    ),
+    "edited type": (
+        ["UPDATE events SET type = 'run_aborted' WHERE sequence = 3"],
+        3,
+        "hash_mismatch",
+    ),
+    "forged origin": (
+        ["UPDATE events SET source = 'human' WHERE sequence = 2"],
+        2,
+        "hash_mismatch",
+    ),
     "cut link": (["UPDATE events SET prev_hash = NULL WHERE sequence = 4"], 4, "hash_mismatch"),
-    "undecodable payload": (["UPDATE events SET payload = 'not json' WHERE sequence = 3"], 3,
-                            "malformed"),
+    "undecodable payload": (
+        ["UPDATE events SET payload = 'not json' WHERE sequence = 3"],
+        3,
+        "malformed",
+    ),
     "deleted middle row": (["DELETE FROM events WHERE sequence = 3"], 3, "sequence_gap"),
-    "swapped payloads": ([
-        "UPDATE events SET payload = CASE sequence WHEN 2 THEN '{\"doc\":2}'"
-        " ELSE '{\"doc\":1}' END WHERE sequence IN (2, 3)"], 2, "hash_mismatch"),
+    "swapped payloads": (
+        [
+            "UPDATE events SET payload = CASE sequence WHEN 2 THEN '{\"doc\":2}'"
+            " ELSE '{\"doc\":1}' END WHERE sequence IN (2, 3)"
+        ],
+        2,
+        "hash_mismatch",
+    ),
 }
 
 
 @pytest.mark.parametrize("tamper", sorted(TAMPERS))
 def test_reading_a_tampered_row_raises_an_integrity_error_naming_run_and_sequence(
-        filled: Path, tamper: str) -> None:
+    filled: Path, tamper: str
+) -> None:
     statements, sequence, kind = TAMPERS[tamper]
     raw_execute(filled, *statements)
 
@@ -471,8 +530,7 @@ def test_a_writer_with_a_stale_head_is_rejected_by_the_primary_key(filled: Path)
         before = store.read_events(RUN)
         with pytest.raises(ForkRejectedError), store.write(RUN) as tx:
             # A writer that read the head before another one appended (F6-neg).
-            tx._run = tx.run.model_copy(update={"head_sequence": 2,
-                                                "head_hash": before[1].hash})
+            tx._run = tx.run.model_copy(update={"head_sequence": 2, "head_hash": before[1].hash})
             tx.append(EventType.WORK_COMPLETED, {"doc": "fork"}, source=before[0].source)
 
         assert store.read_events(RUN) == before

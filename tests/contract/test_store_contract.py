@@ -36,30 +36,55 @@ def run(store: Storage) -> str:
 
 
 def append_n(store: Storage, run_id: str, n: int, start: int = 0) -> list[Event]:
-    return [store.append_event(run_id, EventType.WORK_COMPLETED, {"doc": i})
-            for i in range(start, start + n)]
+    return [
+        store.append_event(run_id, EventType.WORK_COMPLETED, {"doc": i})
+        for i in range(start, start + n)
+    ]
 
 
-def action_row(run_id: str, n: int, *, status: str = "started", dedup: str | None = None,
-               fallback: str | None = None, **extra: Any) -> ActionRow:
-    record = {"action_id": f"act_{n}", "action_key": f"send:{n}", "dedup_key": dedup or f"dedup_{n}",
-              "fallback_key": fallback, "status": status, "attempt": 1, **extra}
+def action_row(
+    run_id: str,
+    n: int,
+    *,
+    status: str = "started",
+    dedup: str | None = None,
+    fallback: str | None = None,
+    **extra: Any,
+) -> ActionRow:
+    record = {
+        "action_id": f"act_{n}",
+        "action_key": f"send:{n}",
+        "dedup_key": dedup or f"dedup_{n}",
+        "fallback_key": fallback,
+        "status": status,
+        "attempt": 1,
+        **extra,
+    }
     return ActionRow(run_id=run_id, action_id=f"act_{n}", record=record, lease_expires=1000.0 + n)
 
 
 def checkpoint_row(run_id: str, sequence: int, event_sequence: int) -> CheckpointRow:
-    return CheckpointRow(run_id=run_id, sequence=sequence, event_sequence=event_sequence,
-                         state_json=f'{{"sequence":{sequence}}}', state_hash=f"h{sequence}",
-                         created_at="2026-01-01T00:00:00.000000Z")
+    return CheckpointRow(
+        run_id=run_id,
+        sequence=sequence,
+        event_sequence=event_sequence,
+        state_json=f'{{"sequence":{sequence}}}',
+        state_hash=f"h{sequence}",
+        created_at="2026-01-01T00:00:00.000000Z",
+    )
 
 
 def snapshot(store: Storage, run_id: str) -> tuple[Any, ...]:
     """Everything a write could have changed in one run."""
     run = store.get_run(run_id)
-    return (run.head_sequence, run.head_hash, run.status,
-            [e.hash for e in store.read_events(run_id)],
-            [a.record for a in store.list_actions(run_id)],
-            [c.sequence for c in store.list_checkpoints(run_id)])
+    return (
+        run.head_sequence,
+        run.head_hash,
+        run.status,
+        [e.hash for e in store.read_events(run_id)],
+        [a.record for a in store.list_actions(run_id)],
+        [c.sequence for c in store.list_checkpoints(run_id)],
+    )
 
 
 # -- runs ----------------------------------------------------------------------------------
@@ -125,8 +150,9 @@ def test_an_invalid_run_id_is_refused(store: Storage, run_id: str) -> None:
 
 def test_append_event_returns_the_sealed_event(store: Storage, run: str) -> None:
     first = store.append_event(run, EventType.RUN_STARTED, {"goal": "g", "total": 3})
-    second = store.append_event(run, EventType.WORK_COMPLETED, {"doc": 0},
-                                source=Origin.LLM, causer_event_id=first.event_id)
+    second = store.append_event(
+        run, EventType.WORK_COMPLETED, {"doc": 0}, source=Origin.LLM, causer_event_id=first.event_id
+    )
 
     assert (first.run_id, first.sequence, first.type) == (run, 1, "run_started")
     assert first.prev_hash is None
@@ -151,9 +177,12 @@ def test_appends_get_gapless_sequences_linked_by_prev_hash(store: Storage, run: 
 
 def test_append_events_chains_a_batch_as_single_appends_would(store: Storage, run: str) -> None:
     first = append_n(store, run, 2)
-    batch = store.append_events(run, [(EventType.WORK_COMPLETED, {"item_id": f"b{i}"})
-                                      for i in range(5)] + [("custom_note", {"x": [1, "é"]})],
-                                source=Origin.EXTERNAL_AGENT)
+    batch = store.append_events(
+        run,
+        [(EventType.WORK_COMPLETED, {"item_id": f"b{i}"}) for i in range(5)]
+        + [("custom_note", {"x": [1, "é"]})],
+        source=Origin.EXTERNAL_AGENT,
+    )
     assert [e.sequence for e in batch] == list(range(3, 9))
     prev = first[-1].hash
     for e in batch:  # each one sealed over its fields, linked to the one before
@@ -163,8 +192,13 @@ def test_append_events_chains_a_batch_as_single_appends_would(store: Storage, ru
     assert store.get_run(run).head_hash == batch[-1].hash
     assert store.verify_events(run).ok
     with pytest.raises(UsageError) as err:  # one bad payload: nothing of the batch written
-        store.append_events(run, [(EventType.WORK_COMPLETED, {"item_id": "ok"}),
-                                  (EventType.WORK_COMPLETED, {"item_id": 3})])
+        store.append_events(
+            run,
+            [
+                (EventType.WORK_COMPLETED, {"item_id": "ok"}),
+                (EventType.WORK_COMPLETED, {"item_id": 3}),
+            ],
+        )
     assert err.value.fields["index"] == 1
     assert store.get_run(run).head_sequence == 8
 
@@ -225,14 +259,18 @@ def test_the_head_moves_with_every_append(store: Storage, run: str) -> None:
     assert store.event_hash_at(run, 6) is None
 
 
-@pytest.mark.parametrize(("event_type", "status"), [
-    (EventType.RUN_COMPLETED, RunStatus.COMPLETED),
-    (EventType.RUN_ABORTED, RunStatus.ABORTED),
-    (EventType.WORK_COMPLETED, RunStatus.ACTIVE),
-    ("some_future_event_type", RunStatus.ACTIVE),
-])
-def test_lifecycle_events_set_the_run_status(store: Storage, run: str, event_type: str,
-                                             status: RunStatus) -> None:
+@pytest.mark.parametrize(
+    ("event_type", "status"),
+    [
+        (EventType.RUN_COMPLETED, RunStatus.COMPLETED),
+        (EventType.RUN_ABORTED, RunStatus.ABORTED),
+        (EventType.WORK_COMPLETED, RunStatus.ACTIVE),
+        ("some_future_event_type", RunStatus.ACTIVE),
+    ],
+)
+def test_lifecycle_events_set_the_run_status(
+    store: Storage, run: str, event_type: str, status: RunStatus
+) -> None:
     store.append_event(run, EventType.RUN_STARTED, {})
     store.append_event(run, event_type, {"reason": "done"})
 
@@ -248,19 +286,23 @@ def test_appending_to_a_missing_run_raises_not_found_and_creates_nothing(store: 
     assert store.list_runs() == []
 
 
-@pytest.mark.parametrize(("payload", "code"), [
-    ([1, 2, 3], "usage.bad_payload"),
-    ("text", "usage.bad_payload"),
-    (None, "usage.bad_payload"),
-    ({"x": math.nan}, "usage.non_finite_number"),
-    ({"x": [1.0, math.inf]}, "usage.non_finite_number"),
-    ({"x": {"y": -math.inf}}, "usage.non_finite_number"),
-    ({"x": {1, 2}}, "usage.not_json"),
-    ({"x": {1: "int key"}}, "usage.non_string_key"),
-    ({"x": "lone \ud800 surrogate"}, "usage.not_utf8"),
-])
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ([1, 2, 3], "usage.bad_payload"),
+        ("text", "usage.bad_payload"),
+        (None, "usage.bad_payload"),
+        ({"x": math.nan}, "usage.non_finite_number"),
+        ({"x": [1.0, math.inf]}, "usage.non_finite_number"),
+        ({"x": {"y": -math.inf}}, "usage.non_finite_number"),
+        ({"x": {1, 2}}, "usage.not_json"),
+        ({"x": {1: "int key"}}, "usage.non_string_key"),
+        ({"x": "lone \ud800 surrogate"}, "usage.not_utf8"),
+    ],
+)
 def test_a_payload_that_is_not_a_json_object_is_refused_without_writing(
-        store: Storage, run: str, payload: Any, code: str) -> None:
+    store: Storage, run: str, payload: Any, code: str
+) -> None:
     append_n(store, run, 2)
     before = snapshot(store, run)
 
@@ -316,7 +358,8 @@ def test_a_write_transaction_commits_all_its_appends_together(store: Storage, ru
 
 @pytest.mark.parametrize("error", [Boom("abandon"), UsageError("refused", code="usage.test")])
 def test_an_exception_inside_a_write_transaction_leaves_nothing(
-        store: Storage, run: str, error: Exception) -> None:
+    store: Storage, run: str, error: Exception
+) -> None:
     append_n(store, run, 3)
     before = snapshot(store, run)
 
@@ -376,7 +419,8 @@ def test_put_action_again_updates_the_row_in_place(store: Storage, run: str) -> 
 
 
 def test_a_second_action_with_the_same_dedup_key_is_refused_atomically(
-        store: Storage, run: str) -> None:
+    store: Storage, run: str
+) -> None:
     with store.write(run) as tx:
         tx.put_action(action_row(run, 1, dedup="same"))
     before = snapshot(store, run)
@@ -393,8 +437,12 @@ def test_the_action_index_is_scoped_to_its_run(store: Storage, run: str) -> None
     with store.write(run) as tx:
         tx.put_action(action_row(run, 1, fallback="fb_1"))
     with store.write("other") as tx:
-        assert tx.find_action(action_id="act_1", dedup_key="dedup_1", fallback_key="fb_1",
-                              action_key="send:1") is None
+        assert (
+            tx.find_action(
+                action_id="act_1", dedup_key="dedup_1", fallback_key="fb_1", action_key="send:1"
+            )
+            is None
+        )
         tx.put_action(action_row("other", 1))  # the same ids in another run are independent
     assert store.get_action("other", "act_1") is not None
     assert len(store.list_actions(run)) == 1

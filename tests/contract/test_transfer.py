@@ -38,8 +38,10 @@ def lines_of(path: Path) -> list[dict[str, object]]:
 
 def rewrite(path: Path, edit: Callable[[list[dict[str, object]]], list[dict[str, object]]]) -> Path:
     out = path.with_name("edited.jsonl")
-    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in edit(lines_of(path))),
-                   encoding="utf-8")
+    out.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in edit(lines_of(path))),
+        encoding="utf-8",
+    )
     return out
 
 
@@ -49,7 +51,8 @@ def import_file(store: Storage, path: Path) -> None:
 
 
 def test_an_imported_store_holds_the_same_runs_events_actions_and_checkpoints(
-        source: str, exported: Path, store: Storage) -> None:
+    source: str, exported: Path, store: Storage
+) -> None:
     import_file(store, exported)
 
     with closing(open_store(source)) as original:
@@ -57,7 +60,9 @@ def test_an_imported_store_holds_the_same_runs_events_actions_and_checkpoints(
             assert snapshot(store, run_id) == snapshot(original, run_id)
             assert Continuum(store).verify(run_id).ok  # chain, head, index against the fold
         assert [r.run_id for r in store.list_runs()] == [r.run_id for r in original.list_runs()]
-        assert Continuum(store).resume("run_rich").mode == Continuum(original).resume("run_rich").mode
+        assert (
+            Continuum(store).resume("run_rich").mode == Continuum(original).resume("run_rich").mode
+        )
     assert Continuum(store).state("run_rich").progress.completed == 2
 
 
@@ -73,26 +78,42 @@ def test_an_imported_run_carries_on_from_its_head(exported: Path, store: Storage
     assert rt.verify("run_rich").ok
 
 
-def test_a_single_run_can_be_exported_and_imported(source: str, tmp_path: Path,
-                                                   store: Storage) -> None:
+def test_a_single_run_can_be_exported_and_imported(
+    source: str, tmp_path: Path, store: Storage
+) -> None:
     import_file(store, export_file(source, tmp_path / "one.jsonl", ["run_done"]))
     assert [r.run_id for r in store.list_runs()] == ["run_done"]
 
 
-def _edit_event(sequence: int, field: str, value: object) -> Callable[[list[dict[str, object]]], list[dict[str, object]]]:
+def _edit_event(
+    sequence: int, field: str, value: object
+) -> Callable[[list[dict[str, object]]], list[dict[str, object]]]:
     def edit(records: list[dict[str, object]]) -> list[dict[str, object]]:
         for r in records:
             event = r.get("event")
-            if isinstance(event, dict) and event["run_id"] == "run_rich" and event["sequence"] == sequence:
+            if (
+                isinstance(event, dict)
+                and event["run_id"] == "run_rich"
+                and event["sequence"] == sequence
+            ):
                 event[field] = value
         return records
+
     return edit
 
 
 def _drop_event(sequence: int) -> Callable[[list[dict[str, object]]], list[dict[str, object]]]:
     def edit(records: list[dict[str, object]]) -> list[dict[str, object]]:
-        return [r for r in records if not (isinstance(e := r.get("event"), dict)
-                                           and e["run_id"] == "run_rich" and e["sequence"] == sequence)]
+        return [
+            r
+            for r in records
+            if not (
+                isinstance(e := r.get("event"), dict)
+                and e["run_id"] == "run_rich"
+                and e["sequence"] == sequence
+            )
+        ]
+
     return edit
 
 
@@ -127,7 +148,8 @@ TAMPERS: dict[str, Callable[[list[dict[str, object]]], list[dict[str, object]]]]
 
 @pytest.mark.parametrize("tamper", sorted(TAMPERS))
 def test_a_tampered_export_is_refused_and_nothing_is_written(
-        exported: Path, store: Storage, tamper: str) -> None:
+    exported: Path, store: Storage, tamper: str
+) -> None:
     edited = rewrite(exported, TAMPERS[tamper])
 
     with pytest.raises(IntegrityError) as e:
@@ -138,7 +160,8 @@ def test_a_tampered_export_is_refused_and_nothing_is_written(
 
 
 def test_an_import_with_a_run_that_already_exists_writes_nothing(
-        source: str, tmp_path: Path, store_factory: Any) -> None:
+    source: str, tmp_path: Path, store_factory: Any
+) -> None:
     store = store_factory.open()
     import_file(store, export_file(source, tmp_path / "done.jsonl", ["run_done"]))
     before = snapshot(store, "run_done")
@@ -152,8 +175,9 @@ def test_an_import_with_a_run_that_already_exists_writes_nothing(
 
 
 @pytest.mark.parametrize("content", ["", "not json\n", '{"kind":"header","format":"other"}\n'])
-def test_a_file_that_is_not_an_export_is_refused(tmp_path: Path, store: Storage,
-                                                 content: str) -> None:
+def test_a_file_that_is_not_an_export_is_refused(
+    tmp_path: Path, store: Storage, content: str
+) -> None:
     path = tmp_path / "bogus.jsonl"
     path.write_text(content, encoding="utf-8")
     with pytest.raises((UsageError, IntegrityError)):

@@ -60,10 +60,12 @@ def head(store: Storage) -> tuple[int, str | None]:
 # -- 4. a second writer cannot settle another process's live action ------------------------------
 
 
-@pytest.mark.parametrize("settle", ["complete", "fail", "fail_certain", "reconcile_false",
-                                    "reconcile_true"])
+@pytest.mark.parametrize(
+    "settle", ["complete", "fail", "fail_certain", "reconcile_false", "reconcile_true"]
+)
 def test_a_second_writer_cannot_settle_a_live_owners_action(
-        store: Storage, run: str, live_owner: dict[str, Any], settle: str) -> None:
+    store: Storage, run: str, live_owner: dict[str, Any], settle: str
+) -> None:
     a = agent(store, owner=live_owner)
     b = agent(store)  # this test process: another live writer
     first = a.intercept(RUN, "transfer", {"amount": 5}, key="tx-1")
@@ -90,7 +92,8 @@ def test_the_owner_settles_its_own_live_action(store: Storage, run: str) -> None
 
 
 def test_a_person_overrides_a_live_owner_only_with_force(
-        store: Storage, run: str, live_owner: dict[str, Any]) -> None:
+    store: Storage, run: str, live_owner: dict[str, Any]
+) -> None:
     first = agent(store, owner=live_owner).intercept(RUN, "transfer", {"amount": 5}, key="tx-1")
     human = ActionLedger(store, origin=Origin.HUMAN)
     with pytest.raises(ActionOwnedError):
@@ -99,8 +102,9 @@ def test_a_person_overrides_a_live_owner_only_with_force(
     assert (rec.status, rec.settled_by) == (ActionStatus.COMPLETED, Origin.HUMAN)
 
 
-def test_two_writers_never_both_proceed_for_one_key(store: Storage, run: str,
-                                                    live_owner: dict[str, Any]) -> None:
+def test_two_writers_never_both_proceed_for_one_key(
+    store: Storage, run: str, live_owner: dict[str, Any]
+) -> None:
     # The attack of issue 10: B reconciles A's in-flight action as not occurred, then
     # intercepts again. Both steps are refused now; only A ever proceeded.
     a, b = agent(store, owner=live_owner), agent(store)
@@ -114,10 +118,12 @@ def test_two_writers_never_both_proceed_for_one_key(store: Storage, run: str,
 # -- 5. an agent cannot clear its own unknown ------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["fail_certain_after_unknown", "fail_certain_directly",
-                                  "reconcile_not_occurred"])
+@pytest.mark.parametrize(
+    "path", ["fail_certain_after_unknown", "fail_certain_directly", "reconcile_not_occurred"]
+)
 def test_an_agents_word_that_an_action_did_not_happen_does_not_permit_a_rerun(
-        store: Storage, run: str, path: str) -> None:
+    store: Storage, run: str, path: str
+) -> None:
     a = agent(store)
     first = a.intercept(RUN, "wire_money", {"amount": 48000}, key="wire-1")
     if path == "fail_certain_after_unknown":
@@ -140,8 +146,9 @@ def test_an_agents_word_that_an_action_did_not_happen_does_not_permit_a_rerun(
     assert [u["action_key"] for u in r.uncertain_actions] == [first.action_key]
 
     # A person checks the external system and confirms: now it may run again, once.
-    ActionLedger(store, origin=Origin.HUMAN).reconcile(RUN, first.action_key, occurred=False,
-                                                      note="not in the bank's ledger")
+    ActionLedger(store, origin=Origin.HUMAN).reconcile(
+        RUN, first.action_key, occurred=False, note="not in the bank's ledger"
+    )
     retry = a.intercept(RUN, "wire_money", {"amount": 48000}, key="wire-1")
     assert (retry.proceed, retry.status, retry.attempt) == (True, "started", 2)
     assert a.intercept(RUN, "wire_money", {"amount": 48000}, key="wire-1").proceed is False
@@ -167,7 +174,8 @@ def test_trusted_code_may_say_an_action_did_not_happen(store: Storage, run: str)
 
 @pytest.mark.parametrize("replay", ["safe", "idempotent"])
 def test_a_rerunnable_contract_still_reruns_after_an_agents_failure(
-        store: Storage, run: str, replay: str) -> None:
+    store: Storage, run: str, replay: str
+) -> None:
     a = agent(store)
     first = a.intercept(RUN, "fetch", {"u": 1}, key="f-1", replay=replay)
     a.fail(RUN, first.action_key, certain=True)
@@ -184,14 +192,18 @@ def test_a_fallback_match_is_never_reported_as_done(store: Storage, run: str) ->
     before = head(store)
     swapped = a.intercept(RUN, "transfer", {"from": "bob", "to": "alice", "amount": 5})
     assert (swapped.proceed, swapped.status, swapped.matched_by) == (
-        False, "possible_duplicate", "fallback")
+        False,
+        "possible_duplicate",
+        "fallback",
+    )
     assert swapped.external_id is None and swapped.previous_result is None
     assert swapped.similar_action is not None
     assert swapped.similar_action["arguments"] == {"from": "alice", "to": "bob", "amount": 5}
     assert head(store) == before
     # A different effect, told apart by a key, proceeds.
-    keyed = a.intercept(RUN, "transfer", {"from": "bob", "to": "alice", "amount": 5},
-                        key="bob-to-alice")
+    keyed = a.intercept(
+        RUN, "transfer", {"from": "bob", "to": "alice", "amount": 5}, key="bob-to-alice"
+    )
     assert keyed.proceed
 
 
@@ -220,44 +232,58 @@ NFC = unicodedata.normalize("NFC", "Café")
 NFD = unicodedata.normalize("NFD", "Café")
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    ({"path": "a.txt"}, {"path": "./a.txt"}),
-    ({"path": "a.txt"}, {"path": f"{CWD}/a.txt"}),
-    ({"file": "out/a.txt"}, {"file": "out/./b/../a.txt"}),
-    ({"amount": 1}, {"amount": 1.0}),
-    ({"invoice": "INV-001"}, {"invoice": "INV-001 "}),
-    ({"invoice": "INV-001"}, {"invoice": "\tINV-001\n"}),
-    ({"name": NFC}, {"name": NFD}),
-    ({NFC: "x"}, {NFD: "x"}),
-])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"path": "a.txt"}, {"path": "./a.txt"}),
+        ({"path": "a.txt"}, {"path": f"{CWD}/a.txt"}),
+        ({"file": "out/a.txt"}, {"file": "out/./b/../a.txt"}),
+        ({"amount": 1}, {"amount": 1.0}),
+        ({"invoice": "INV-001"}, {"invoice": "INV-001 "}),
+        ({"invoice": "INV-001"}, {"invoice": "\tINV-001\n"}),
+        ({"name": NFC}, {"name": NFD}),
+        ({NFC: "x"}, {NFD: "x"}),
+    ],
+)
 def test_the_same_call_written_differently_is_one_action(
-        store: Storage, run: str, first: dict[str, Any], second: dict[str, Any]) -> None:
+    store: Storage, run: str, first: dict[str, Any], second: dict[str, Any]
+) -> None:
     a = agent(store)
     one = a.intercept(RUN, "write", first)
     a.complete(RUN, one.action_key, external_id="done")
     two = a.intercept(RUN, "write", second)
     assert (two.proceed, two.status, two.action_id, two.matched_by) == (
-        False, "completed", one.action_id, "arguments")
+        False,
+        "completed",
+        one.action_id,
+        "arguments",
+    )
 
 
-@pytest.mark.parametrize(("first_key", "second_key"), [
-    ("INV-001", "INV-001 "), ("INV-001", " INV-001"), (NFC, NFD)])
+@pytest.mark.parametrize(
+    ("first_key", "second_key"), [("INV-001", "INV-001 "), ("INV-001", " INV-001"), (NFC, NFD)]
+)
 def test_the_same_key_written_differently_is_one_action(
-        store: Storage, run: str, first_key: str, second_key: str) -> None:
+    store: Storage, run: str, first_key: str, second_key: str
+) -> None:
     a = agent(store)
     one = a.intercept(RUN, "send", {}, key=first_key)
     two = a.intercept(RUN, "send", {}, key=second_key)
     assert (two.proceed, two.action_id) == (False, one.action_id)
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    ({"invoice": "INV-001"}, {"invoice": "inv-001"}),  # case is kept
-    ({"amount": 1}, {"amount": 1.5}),
-    ({"amount": 1}, {"amount": "1"}),
-    ({"path": "a.txt"}, {"path": "b.txt"}),
-])
-def test_different_calls_stay_different(store: Storage, run: str, first: dict[str, Any],
-                                        second: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"invoice": "INV-001"}, {"invoice": "inv-001"}),  # case is kept
+        ({"amount": 1}, {"amount": 1.5}),
+        ({"amount": 1}, {"amount": "1"}),
+        ({"path": "a.txt"}, {"path": "b.txt"}),
+    ],
+)
+def test_different_calls_stay_different(
+    store: Storage, run: str, first: dict[str, Any], second: dict[str, Any]
+) -> None:
     a = agent(store)
     one = a.intercept(RUN, "write", first)
     a.complete(RUN, one.action_key)
@@ -265,10 +291,12 @@ def test_different_calls_stay_different(store: Storage, run: str, first: dict[st
     assert two.action_id != one.action_id and two.status != "completed"
 
 
-@pytest.mark.parametrize("bad", ["send\x1b[2K", "send\u202e", "send\u200b", "send\x9b", "",
-                                 "send\nmail"])
+@pytest.mark.parametrize(
+    "bad", ["send\x1b[2K", "send\u202e", "send\u200b", "send\x9b", "", "send\nmail"]
+)
 def test_control_and_bidi_characters_are_refused_in_action_types_and_keys(
-        store: Storage, run: str, bad: str) -> None:
+    store: Storage, run: str, bad: str
+) -> None:
     a = agent(store)
     before = head(store)
     with pytest.raises(UsageError) as e:
@@ -291,21 +319,25 @@ def test_control_and_bidi_characters_are_refused_in_run_ids(store: Storage, bad:
 # -- 9. payloads of known types are checked at append ---------------------------------------------
 
 
-@pytest.mark.parametrize(("type_", "payload", "field"), [
-    (EventType.DEPENDENCY_DECLARED, {"resource": "dataset", "version": "v3"}, "name"),
-    (EventType.DEPENDENCY_DECLARED, {"dependencies": [{"version": "v3"}]}, "name"),
-    (EventType.DEPENDENCY_DECLARED, {"dependencies": []}, "dependencies"),
-    (EventType.PROGRESS_RECORDED, {"completed": 15, "total": 10}, "exceeds total"),
-    (EventType.PROGRESS_RECORDED, {"completed": -1}, "completed"),
-    (EventType.PROGRESS_RECORDED, {"completed": True}, "completed"),
-    (EventType.GOAL_SET, {"goal": 5}, "goal"),
-    (EventType.PLAN_SET, {"steps": "one"}, "steps"),
-    (EventType.REVIEW_CONFIRMED, {}, "through_sequence"),
-    (EventType.ACTION_RECONCILED, {"action_id": "a", "occurred": "yes"}, "occurred"),
-    (EventType.MODEL_CHANGED, {}, "model"),
-])
+@pytest.mark.parametrize(
+    ("type_", "payload", "field"),
+    [
+        (EventType.DEPENDENCY_DECLARED, {"resource": "dataset", "version": "v3"}, "name"),
+        (EventType.DEPENDENCY_DECLARED, {"dependencies": [{"version": "v3"}]}, "name"),
+        (EventType.DEPENDENCY_DECLARED, {"dependencies": []}, "dependencies"),
+        (EventType.PROGRESS_RECORDED, {"completed": 15, "total": 10}, "exceeds total"),
+        (EventType.PROGRESS_RECORDED, {"completed": -1}, "completed"),
+        (EventType.PROGRESS_RECORDED, {"completed": True}, "completed"),
+        (EventType.GOAL_SET, {"goal": 5}, "goal"),
+        (EventType.PLAN_SET, {"steps": "one"}, "steps"),
+        (EventType.REVIEW_CONFIRMED, {}, "through_sequence"),
+        (EventType.ACTION_RECONCILED, {"action_id": "a", "occurred": "yes"}, "occurred"),
+        (EventType.MODEL_CHANGED, {}, "model"),
+    ],
+)
 def test_a_malformed_payload_of_a_known_type_is_refused_naming_the_field(
-        store: Storage, run: str, type_: str, payload: dict[str, Any], field: str) -> None:
+    store: Storage, run: str, type_: str, payload: dict[str, Any], field: str
+) -> None:
     before = head(store)
     with pytest.raises(UsageError) as e:
         store.append_event(RUN, type_, payload)
@@ -337,7 +369,8 @@ def test_record_progress_past_the_total_is_refused(store: Storage, run: str) -> 
 
 @pytest.mark.parametrize("aborted", [False, True])
 def test_a_finished_run_refuses_intercepts_but_settles_earlier_actions(
-        store: Storage, run: str, aborted: bool) -> None:
+    store: Storage, run: str, aborted: bool
+) -> None:
     a = agent(store)
     open_action = a.intercept(RUN, "send", {}, key="k1")
     a.fail(RUN, open_action.action_key)  # unknown
@@ -351,7 +384,8 @@ def test_a_finished_run_refuses_intercepts_but_settles_earlier_actions(
     assert r.mode == "not_resumable"
     assert "none" not in r.required_actions
     assert r.required_actions == [f"reconcile_action:{open_action.action_id}"]
-    rec = ActionLedger(store, origin=Origin.HUMAN).reconcile(RUN, open_action.action_key,
-                                                            occurred=True)
+    rec = ActionLedger(store, origin=Origin.HUMAN).reconcile(
+        RUN, open_action.action_key, occurred=True
+    )
     assert rec.status == ActionStatus.COMPLETED
     assert Continuum(store).resume(RUN).next_allowed_action == "none"

@@ -71,11 +71,12 @@ def test_an_old_store_opens_migrated_verifies_and_resumes(version: int, tmp_path
         # the action left started by a process that exited is reported, never retried
         assert recovery.mode == "request_human"
         assert [a["action_key"] for a in recovery.uncertain_actions] == [
-            "send_invoice:invoice:INV-3"]
-        done = rt.intercept("fixture_run", "send_invoice", {"invoice": "INV-1"},
-                            key="invoice:INV-1")
-        assert (done.proceed, str(done.status), done.external_id) == (False, "completed",
-                                                                       "msg-1")
+            "send_invoice:invoice:INV-3"
+        ]
+        done = rt.intercept(
+            "fixture_run", "send_invoice", {"invoice": "INV-1"}, key="invoice:INV-1"
+        )
+        assert (done.proceed, str(done.status), done.external_id) == (False, "completed", "msg-1")
         assert rt.resume("fixture_done").mode == "not_resumable"
         rt.append("fixture_run", "work_completed", {"item_id": "doc-3"})
         assert rt.verify("fixture_run").ok
@@ -87,8 +88,10 @@ def test_an_old_store_opens_migrated_verifies_and_resumes(version: int, tmp_path
 def test_a_store_newer_than_the_code_is_refused_by_the_plan_too(tmp_path: Path) -> None:
     db = copy_of(max(RELEASED), tmp_path)
     conn = apsw.Connection(str(db))
-    conn.execute("UPDATE continuum_meta SET value = ? WHERE key = 'schema_version'",
-                 (str(SCHEMA_VERSION + 1),))
+    conn.execute(
+        "UPDATE continuum_meta SET value = ? WHERE key = 'schema_version'",
+        (str(SCHEMA_VERSION + 1),),
+    )
     conn.close()
     with pytest.raises(SchemaError) as e:
         migration_plan(str(db))
@@ -106,8 +109,10 @@ def test_a_postgres_store_of_schema_1_is_migrated_on_first_open(tmp_path: Path) 
     from tests.contract.conftest import postgres_backend
 
     source = apsw.Connection(str(copy_of(1, tmp_path)))  # a copy: never open a fixture
-    tables = {t: source.execute(f"SELECT * FROM {t}").fetchall()
-              for t in ("runs", "events", "actions", "checkpoints")}
+    tables = {
+        t: source.execute(f"SELECT * FROM {t}").fetchall()
+        for t in ("runs", "events", "actions", "checkpoints")
+    }
     source.close()
     with postgres_backend(tmp_path) as url:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -117,12 +122,13 @@ def test_a_postgres_store_of_schema_1_is_migrated_on_first_open(tmp_path: Path) 
                 conn.execute(statement)
             conn.execute("INSERT INTO continuum.meta VALUES ('schema_version', '1')")
             for table, rows in tables.items():
-                columns = {"actions": "(run_id, action_id, action_key, dedup_key, fallback_key,"
-                                      " status, record, lease_expires)"}.get(table, "")
+                columns = {
+                    "actions": "(run_id, action_id, action_key, dedup_key, fallback_key,"
+                    " status, record, lease_expires)"
+                }.get(table, "")
                 for row in rows:
                     marks = ",".join(["%s"] * len(row))
-                    conn.execute(f"INSERT INTO continuum.{table} {columns} VALUES ({marks})",
-                                 row)
+                    conn.execute(f"INSERT INTO continuum.{table} {columns} VALUES ({marks})", row)
         plan = migration_plan(url)
         assert (plan.current_version, len(plan.steps)) == (1, SCHEMA_VERSION - 1)
         rt = Continuum.open(url, create=False)

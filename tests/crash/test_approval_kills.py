@@ -84,12 +84,19 @@ def start_run(db: str) -> None:
     cx.close()
 
 
-def agent_until_killed(db: str, project: Path, effects: Path, *,
-                       env: dict[str, str] | None = None) -> dict[str, Any]:
+def agent_until_killed(
+    db: str, project: Path, effects: Path, *, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """An agent intercepts (and performs, if told to), then dies by SIGKILL."""
-    proc = subprocess.Popen([sys.executable, "-c", AGENT, db, str(effects), json.dumps(ARGS)],
-                            cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", AGENT, db, str(effects), json.dumps(ARGS)],
+        cwd=project,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -102,13 +109,30 @@ def agent_until_killed(db: str, project: Path, effects: Path, *,
     return answer
 
 
-def decide(db: str, approval_id: str, *, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+def decide(
+    db: str, approval_id: str, *, fault: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "CONTINUUM_FAULTS"}
     if fault is not None:
         env["CONTINUUM_FAULTS"] = fault  # die at that point of the commit
-    return subprocess.run([CONTINUUM, "--db", db, "decide", approval_id, "--allow", "--reason",
-                           "invoice checked", "--yes"], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=DEADLINE_S, env=env)
+    return subprocess.run(
+        [
+            CONTINUUM,
+            "--db",
+            db,
+            "decide",
+            approval_id,
+            "--allow",
+            "--reason",
+            "invoice checked",
+            "--yes",
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        env=env,
+    )
 
 
 def implicit_approvals(db: str) -> list[str]:
@@ -122,8 +146,11 @@ def implicit_approvals(db: str) -> list[str]:
         for e in store.iter_events(RUN):
             if e.type == EventType.APPROVAL_GRANTED and e.source == Origin.HUMAN:
                 granted[e.payload["approval_id"]] = e.payload.get("scope") or "call"
-            starts = e.type == EventType.ACTION_INTERCEPTED and e.payload["action_type"] == \
-                "wire_money" or e.type == EventType.ACTION_RETRIED
+            starts = (
+                e.type == EventType.ACTION_INTERCEPTED
+                and e.payload["action_type"] == "wire_money"
+                or e.type == EventType.ACTION_RETRIED
+            )
             if not starts:
                 continue
             approval = e.payload.get("approval_id")
@@ -138,7 +165,8 @@ def implicit_approvals(db: str) -> list[str]:
 
 
 def test_kills_between_request_and_decision_never_run_the_call_without_a_grant(
-        db: str, project: Path, tmp_path: Path) -> None:
+    db: str, project: Path, tmp_path: Path
+) -> None:
     start_run(db)
     effects = tmp_path / "effects.jsonl"
     first = agent_until_killed(db, project, effects)
@@ -165,13 +193,16 @@ def test_kills_between_request_and_decision_never_run_the_call_without_a_grant(
     requested = [e for e in cx.events(RUN) if e.type == EventType.APPROVAL_REQUESTED]
     assert len(requested) == 1
     assert cx.verify(RUN).ok
-    print(f"approvals [kills]: 5 agent kills, 2 decide kills, 1 request, 1 effect "
-          f"({db.split('://')[0] if '://' in db else 'sqlite'})")
+    print(
+        f"approvals [kills]: 5 agent kills, 2 decide kills, 1 request, 1 effect "
+        f"({db.split('://')[0] if '://' in db else 'sqlite'})"
+    )
     cx.close()
 
 
 def test_negative_control_agents_without_the_rules_are_caught_by_the_checker(
-        db: str, project: Path, tmp_path: Path) -> None:
+    db: str, project: Path, tmp_path: Path
+) -> None:
     start_run(db)
     effects = tmp_path / "effects.jsonl"
     answer = agent_until_killed(db, project, effects, env={"AGENT_WITHOUT_RULES": "1"})

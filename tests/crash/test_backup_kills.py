@@ -44,8 +44,11 @@ def fill(url: str, events: int = 3000) -> None:
     rt.start_run("big", "many events", total=events)
     with rt.store.write("big") as tx:
         for i in range(events):
-            tx.append(EventType.WORK_COMPLETED, {"item_id": f"doc-{i}", "pad": "x" * 200},
-                      source=rt.origin)
+            tx.append(
+                EventType.WORK_COMPLETED,
+                {"item_id": f"doc-{i}", "pad": "x" * 200},
+                source=rt.origin,
+            )
     a = rt.intercept("big", "send_invoice", {"n": 1}, key="invoice:1")
     rt.complete("big", a.action_key, external_id="mail-1")
     rt.close()
@@ -54,8 +57,13 @@ def fill(url: str, events: int = 3000) -> None:
 def cli(db: str, *args: str, faults: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CONTINUUM_FAULTS": faults}
     env.pop("CONTINUUM_DB", None)
-    return subprocess.run([sys.executable, "-m", "continuum", "--db", db, *args], env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "continuum", "--db", db, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def destination_problems(dest: Path) -> list[str]:
@@ -73,8 +81,9 @@ def leftovers(directory: Path, name: str) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.name.startswith(f".{name}."))
 
 
-@pytest.mark.parametrize("fault", ["backup_step", "backup_data_written", "backup_packing@3",
-                                   "before_publish"])
+@pytest.mark.parametrize(
+    "fault", ["backup_step", "backup_data_written", "backup_packing@3", "before_publish"]
+)
 def test_a_backup_killed_midway_leaves_no_destination(tmp_path: Path, fault: str) -> None:
     db = str(tmp_path / "store.db")
     fill(db)
@@ -99,8 +108,7 @@ def test_a_backup_killed_midway_leaves_no_destination(tmp_path: Path, fault: str
     assert verify_backup(dest)["totals"]["events"] == 3003
 
 
-def test_a_postgres_backup_killed_midway_leaves_no_destination(pg: str,
-                                                               tmp_path: Path) -> None:
+def test_a_postgres_backup_killed_midway_leaves_no_destination(pg: str, tmp_path: Path) -> None:
     fill(pg, 500)
     dest = tmp_path / "pg.backup"
     killed = cli(pg, "backup", str(dest), faults="backup_packing@2")
@@ -133,7 +141,8 @@ def test_a_restore_killed_midway_leaves_no_store(tmp_path: Path, fault: str) -> 
 
 
 def test_a_restore_into_postgres_killed_before_commit_leaves_no_runs(
-        pg: str, tmp_path: Path) -> None:
+    pg: str, tmp_path: Path
+) -> None:
     db = str(tmp_path / "store.db")
     fill(db, 300)
     backup = tmp_path / "store.backup"
@@ -172,8 +181,9 @@ def test_the_check_flags_a_backup_written_straight_to_its_destination(tmp_path: 
     killed = subprocess.run([sys.executable, "-c", NAIVE, str(good), str(dest)], timeout=60)
 
     assert killed.returncode == FAULT_EXIT_CODE
-    assert destination_problems(dest) == ["naive.backup exists but is refused: "
-                                          "integrity.backup_truncated"]
+    assert destination_problems(dest) == [
+        "naive.backup exists but is refused: integrity.backup_truncated"
+    ]
 
 
 @pytest.mark.parametrize("fault", ["archive_file_written", "archive_before_commit"])
@@ -184,8 +194,17 @@ def test_an_archive_killed_before_it_commits_changes_nothing(tmp_path: Path, fau
     head = rt.store.get_run("big")
     rt.close()
 
-    killed = cli(db, "archive", "big", "--before", "150", "--to", str(tmp_path / "a.jsonl"),
-                 "--yes", faults=fault)
+    killed = cli(
+        db,
+        "archive",
+        "big",
+        "--before",
+        "150",
+        "--to",
+        str(tmp_path / "a.jsonl"),
+        "--yes",
+        faults=fault,
+    )
 
     assert killed.returncode == FAULT_EXIT_CODE, killed.stderr
     rt = Continuum.open(db, create=False)
@@ -196,5 +215,9 @@ def test_an_archive_killed_before_it_commits_changes_nothing(tmp_path: Path, fau
         assert len(rt.store.read_events("big")) == head.head_sequence
     finally:
         rt.close()
-    assert cli(db, "archive", "big", "--before", "150", "--to",
-               str(tmp_path / "b.jsonl"), "--yes").returncode == 0
+    assert (
+        cli(
+            db, "archive", "big", "--before", "150", "--to", str(tmp_path / "b.jsonl"), "--yes"
+        ).returncode
+        == 0
+    )

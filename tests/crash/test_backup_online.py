@@ -92,14 +92,16 @@ def prefix_problems(source: Storage, copy: dict[str, list[Event]]) -> list[str]:
     problems = []
     for run_id, events in copy.items():
         mine = [e.hash for e in events]
-        if [e.hash for e in source.read_events(run_id)][:len(mine)] != mine:
+        if [e.hash for e in source.read_events(run_id)][: len(mine)] != mine:
             problems.append(f"{run_id} is not a prefix of the source's log")
     orders = len(copy["orders"])
     for e in copy["ledger"]:
         named = (e.payload.get("arguments") or {}).get("orders_seq", 0)
         if e.type == EventType.ACTION_INTERCEPTED and named > orders:
-            problems.append(f"ledger event {e.sequence} names orders event {named}; the copy "
-                            f"of orders ends at {orders}")
+            problems.append(
+                f"ledger event {e.sequence} names orders event {named}; the copy "
+                f"of orders ends at {orders}"
+            )
     return problems
 
 
@@ -116,12 +118,19 @@ def _send(procs: list[subprocess.Popen[str]], word: str) -> None:
 
 
 def test_a_backup_taken_while_four_processes_write_is_one_consistent_moment(
-        factory: StoreFactory, tmp_path: Path) -> None:
+    factory: StoreFactory, tmp_path: Path
+) -> None:
     start(factory.open())
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, factory.url, str(w),
-                               str(STEPS), str(SHARED)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for w in range(WORKERS)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, factory.url, str(w), str(STEPS), str(SHARED)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(WORKERS)
+    ]
     try:
         assert [_line(p) for p in procs] == ["ready"] * WORKERS
         _send(procs, "go")
@@ -157,25 +166,31 @@ def test_a_backup_taken_while_four_processes_write_is_one_consistent_moment(
         assert final["orders"] == WORKERS * STEPS + 1
         # the workers were still writing while the copy was taken (it is a strict prefix)
         assert taken["orders"] < final["orders"] or taken["ledger"] < final["ledger"], (
-            taken, final)
+            taken,
+            final,
+        )
         assert taken["orders"] > WORKERS * STEPS // 2  # and it came after the halfway point
     finally:
         restored.close()
-    print(f"{factory.backend}: backup during {WORKERS} writers: orders {taken['orders']}/"
-          f"{final['orders']}, ledger {taken['ledger']}/{final['ledger']} events; consistent "
-          f"prefix, 0 double proceeds")
+    print(
+        f"{factory.backend}: backup during {WORKERS} writers: orders {taken['orders']}/"
+        f"{final['orders']}, ledger {taken['ledger']}/{final['ledger']} events; consistent "
+        f"prefix, 0 double proceeds"
+    )
 
 
 def test_the_check_catches_a_copy_read_run_by_run_and_passes_one_read_in_a_snapshot(
-        factory: StoreFactory) -> None:
+    factory: StoreFactory,
+) -> None:
     store = factory.open()
     start(store)
     writer = Continuum(factory.open())  # another handle: another process would do
 
     def write_pair(i: int) -> None:
         event = writer.append("orders", EventType.WORK_COMPLETED, {"item_id": f"x{i}"})
-        r = writer.intercept("ledger", "send_invoice", {"orders_seq": event.sequence},
-                             key=f"invoice:{i}")
+        r = writer.intercept(
+            "ledger", "send_invoice", {"orders_seq": event.sequence}, key=f"invoice:{i}"
+        )
         writer.complete("ledger", r.action_key)
 
     for i in range(3):

@@ -125,22 +125,46 @@ def make_store(db: Path) -> None:
         store.create_run(Run(run_id=RUN))
 
 
-def start_workers(db: Path, effects: Path, n: int, ops: int, keys: int, seed: int,
-                  faults: dict[int, str] | None = None) -> list[subprocess.Popen[str]]:
+def start_workers(
+    db: Path,
+    effects: Path,
+    n: int,
+    ops: int,
+    keys: int,
+    seed: int,
+    faults: dict[int, str] | None = None,
+) -> list[subprocess.Popen[str]]:
     procs = []
     for w in range(n):
         env = {k: v for k, v in os.environ.items() if k != "CONTINUUM_FAULTS"}
         if faults and w in faults:
             env["CONTINUUM_FAULTS"] = faults[w]
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(db), str(effects), str(w), str(ops), str(keys),
-             str(seed * 100 + w)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, env=env))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    WORKER,
+                    str(db),
+                    str(effects),
+                    str(w),
+                    str(ops),
+                    str(keys),
+                    str(seed * 100 + w),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        )
     return procs
 
 
-def drive(procs: list[subprocess.Popen[str]], kill_at: dict[int, int] | None = None
-          ) -> tuple[list[dict[str, Any]], dict[int, int]]:
+def drive(
+    procs: list[subprocess.Popen[str]], kill_at: dict[int, int] | None = None
+) -> tuple[list[dict[str, Any]], dict[int, int]]:
     """Release the workers together, collect their history, kill victims at their counts.
 
     Returns the merged history and each worker's exit status.
@@ -191,8 +215,14 @@ def drive(procs: list[subprocess.Popen[str]], kill_at: dict[int, int] | None = N
     return history, statuses
 
 
-def check_history(db: Path, effects: Path, history: list[dict[str, Any]],
-                  figures: ContentionFigures, *, history_file: Path) -> Continuum:
+def check_history(
+    db: Path,
+    effects: Path,
+    history: list[dict[str, Any]],
+    figures: ContentionFigures,
+    *,
+    history_file: Path,
+) -> Continuum:
     """The checks of the module docstring; returns an open facade for further checks."""
     history_file.write_text("".join(json.dumps(h) + "\n" for h in history))
     figures.errors += [f"w{h['w']}: {h['code']}" for h in history if h["op"] == "error"]
@@ -208,14 +238,15 @@ def check_history(db: Path, effects: Path, history: list[dict[str, Any]],
     figures.gaps = sum(1 for a, b in zip(seqs, seqs[1:], strict=False) if b != a + 1)
     hashes = {e.sequence: e.hash for e in events}
     actions = {a.key: a for a in app.actions(RUN)}
-    intercepted = {e.payload["action_key"]: e.sequence for e in events
-                   if e.type == "action_intercepted"}
-    completed = {e.payload["action_id"]: e.sequence for e in events
-                 if e.type == "action_completed"}
+    intercepted = {
+        e.payload["action_key"]: e.sequence for e in events if e.type == "action_intercepted"
+    }
+    completed = {e.payload["action_id"]: e.sequence for e in events if e.type == "action_completed"}
     calls = [h for h in history if h["op"] in ("append", "intercept", "complete")]
     figures.calls += len(calls)
     figures.appends += sum(1 for h in calls if h["op"] == "append")
     figures.intercepts += sum(1 for h in calls if h["op"] == "intercept")
+
     # Nothing acknowledged lost; each key proceeded once; its effect happened once.
     def present(h: dict[str, Any]) -> bool:
         a = actions.get(h["key"]) if "key" in h else None
@@ -291,16 +322,25 @@ def shm_path(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_four_writers_mixing_appends_and_shared_intercepts_keep_one_serial_history(
-        shm_path: Path) -> None:
+    shm_path: Path,
+) -> None:
     figures = run_f6(shm_path, workers=4, ops=600, keys=60, seed=9)
 
-    print(f"F6: {figures.calls:,} calls ({figures.appends} appends, {figures.intercepts} "
-          f"intercepts on 60 shared keys) / 4 procs: {figures.forks} forks, {figures.gaps} gaps, "
-          f"{figures.double_proceeds} double proceeds, {figures.double_effects} double effects, "
-          f"{figures.lost} lost, {figures.order_violations} real-time order violations")
+    print(
+        f"F6: {figures.calls:,} calls ({figures.appends} appends, {figures.intercepts} "
+        f"intercepts on 60 shared keys) / 4 procs: {figures.forks} forks, {figures.gaps} gaps, "
+        f"{figures.double_proceeds} double proceeds, {figures.double_effects} double effects, "
+        f"{figures.lost} lost, {figures.order_violations} real-time order violations"
+    )
     assert figures.problems == [] and figures.errors == []
-    assert (figures.forks, figures.gaps, figures.double_proceeds, figures.double_effects,
-            figures.lost, figures.order_violations) == (0, 0, 0, 0, 0, 0)
+    assert (
+        figures.forks,
+        figures.gaps,
+        figures.double_proceeds,
+        figures.double_effects,
+        figures.lost,
+        figures.order_violations,
+    ) == (0, 0, 0, 0, 0, 0)
     assert figures.appends == 1200
 
 
@@ -350,9 +390,16 @@ def drop_the_sequence_key(db: Path) -> None:
 
 
 def run_stale_heads(db: Path, *, writers: int, rounds: int) -> dict[str, int]:
-    procs = [subprocess.Popen([sys.executable, "-c", STALE_WRITER, str(db), str(w)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for w in range(writers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", STALE_WRITER, str(db), str(w)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(writers)
+    ]
 
     def ask(p: subprocess.Popen[str], what: str) -> str:
         assert p.stdin is not None and p.stdout is not None
@@ -388,9 +435,11 @@ def test_writers_with_a_stale_head_are_rejected_by_the_sequence_key(tmp_path: Pa
 
     with SQLiteStorage(db, create=False) as store:
         report = store.verify_events(RUN)
-    print(f"F6-neg: {outcome.get('integrity.fork_rejected', 0)} forks rejected, "
-          f"{0 if report.ok else len(report.violations)} breaks "
-          f"({outcome.get('written', 0)} stale-free writes)")
+    print(
+        f"F6-neg: {outcome.get('integrity.fork_rejected', 0)} forks rejected, "
+        f"{0 if report.ok else len(report.violations)} breaks "
+        f"({outcome.get('written', 0)} stale-free writes)"
+    )
     assert outcome == {"written": 25, ForkRejectedError.code: 75}
     assert report.ok and report.head_sequence == 25
 
@@ -403,8 +452,10 @@ def test_without_the_sequence_key_the_same_stale_writers_fork_the_chain(tmp_path
 
     with SQLiteStorage(db, create=False) as store:
         report = store.verify_events(RUN)
-    print(f"F6-neg control: without the key {outcome.get('written', 0)} stale writes landed; "
-          f"verify caught {len(report.violations)} breaks")
+    print(
+        f"F6-neg control: without the key {outcome.get('written', 0)} stale writes landed; "
+        f"verify caught {len(report.violations)} breaks"
+    )
     assert outcome == {"written": 20}
     assert not report.ok
 
@@ -412,8 +463,9 @@ def test_without_the_sequence_key_the_same_stale_writers_fork_the_chain(tmp_path
 # -- F7: writers killed while others write ----------------------------------------------------
 
 
-def run_f7(root: Path, *, rounds: int, seed: int, ops: int = 160, keys: int = 30
-           ) -> ContentionFigures:
+def run_f7(
+    root: Path, *, rounds: int, seed: int, ops: int = 160, keys: int = 30
+) -> ContentionFigures:
     rng = random.Random(seed)
     figures = ContentionFigures(workers=4)
     for r in range(rounds):
@@ -434,8 +486,7 @@ def run_f7(root: Path, *, rounds: int, seed: int, ops: int = 160, keys: int = 30
         survivors_done = {h["w"] for h in history if h["op"] == "done"}
         if survivors_done != set(range(4)) - {shot, trapped}:
             figures.problems.append(f"round {r}: survivors that finished: {survivors_done}")
-        app = check_history(db, effects, history, figures,
-                            history_file=work / "history.jsonl")
+        app = check_history(db, effects, history, figures, history_file=work / "history.jsonl")
         try:
             # No stale lock: a fresh writer that will not wait gets the lock at once.
             with SQLiteStorage(db, create=False, busy_timeout_ms=0) as probe:
@@ -457,17 +508,26 @@ def run_f7(root: Path, *, rounds: int, seed: int, ops: int = 160, keys: int = 30
 
 
 def test_two_of_four_writers_killed_mid_flight_leave_no_stale_lock_and_lose_nothing(
-        shm_path: Path) -> None:
+    shm_path: Path,
+) -> None:
     figures = run_f7(shm_path, rounds=5, seed=10)
 
-    print(f"F7: {figures.kills} kills ({figures.calls:,} calls from 4 procs x 5 rounds): "
-          f"{figures.stale_locks} stale locks, {figures.lost} lost, {figures.forks} forks, "
-          f"{figures.double_proceeds} double proceeds")
+    print(
+        f"F7: {figures.kills} kills ({figures.calls:,} calls from 4 procs x 5 rounds): "
+        f"{figures.stale_locks} stale locks, {figures.lost} lost, {figures.forks} forks, "
+        f"{figures.double_proceeds} double proceeds"
+    )
     assert figures.problems == [] and figures.errors == []
     assert figures.kills == 10
-    assert (figures.stale_locks, figures.lost, figures.forks, figures.gaps,
-            figures.double_proceeds, figures.double_effects, figures.order_violations) == (
-        0, 0, 0, 0, 0, 0, 0)
+    assert (
+        figures.stale_locks,
+        figures.lost,
+        figures.forks,
+        figures.gaps,
+        figures.double_proceeds,
+        figures.double_effects,
+        figures.order_violations,
+    ) == (0, 0, 0, 0, 0, 0, 0)
 
 
 @pytest.fixture(autouse=True)

@@ -119,7 +119,7 @@ def read_log(path: Path) -> list[Op]:
         kind, file, offset, length = HEADER.unpack_from(raw, pos)
         if pos + HEADER.size + length > len(raw):
             break  # the writer died inside this record
-        data = raw[pos + HEADER.size: pos + HEADER.size + length]
+        data = raw[pos + HEADER.size : pos + HEADER.size + length]
         ops.append(Op(kind.decode(), file, offset, data))
         pos += HEADER.size + length
     return ops
@@ -130,13 +130,14 @@ def apply(content: bytearray, op: Op) -> None:
         end = op.offset + len(op.data)
         if len(content) < op.offset:
             content.extend(b"\0" * (op.offset - len(content)))
-        content[op.offset:end] = op.data
+        content[op.offset : end] = op.data
     elif op.kind == "T":
-        del content[op.offset:]
+        del content[op.offset :]
 
 
-def crash_image(base: dict[int, bytes], ops: list[Op], crash_at: int,
-                rng: random.Random) -> dict[int, bytes]:
+def crash_image(
+    base: dict[int, bytes], ops: list[Op], crash_at: int, rng: random.Random
+) -> dict[int, bytes]:
     """Each file as a power cut at operation ``crash_at`` could leave it."""
     out = {}
     for file in (DB, WAL):
@@ -158,7 +159,7 @@ def crash_image(base: dict[int, bytes], ops: list[Op], crash_at: int,
                 continue
             for s in range(0, len(op.data), SECTOR):  # torn: some sectors made it
                 if rng.random() < 0.5:
-                    apply(content, Op("W", file, op.offset + s, op.data[s:s + SECTOR]))
+                    apply(content, Op("W", file, op.offset + s, op.data[s : s + SECTOR]))
         if file == DB or content or synced >= 0:
             out[file] = bytes(content)
     return out
@@ -206,39 +207,68 @@ def check_image(path: Path, acks: list[dict[str, Any]], figures: F3Figures, wher
         figures.corrupt += 1
         figures.problems.append(f"{where}: refused {e.code}: {e}")
         return
-    lost = [a for a in acks if (a["op"] == "append" and hashes.get(a["seq"]) != a["hash"])
-            or (a["op"] == "complete" and actions.get(a["key"]) != ActionStatus.COMPLETED)]
+    lost = [
+        a
+        for a in acks
+        if (a["op"] == "append" and hashes.get(a["seq"]) != a["hash"])
+        or (a["op"] == "complete" and actions.get(a["key"]) != ActionStatus.COMPLETED)
+    ]
     figures.lost += len(lost)
     figures.images_losing += bool(lost)
 
 
-def record_trace(root: Path, *, synchronous: str, ops: int, fault_after: int,
-                 checkpoint_pages: int) -> tuple[bytes, list[Op]]:
+def record_trace(
+    root: Path, *, synchronous: str, ops: int, fault_after: int, checkpoint_pages: int
+) -> tuple[bytes, list[Op]]:
     db = root / "trace.db"
     with SQLiteStorage(db) as store:
         store.create_run(Run(run_id=RUN))
     base = db.read_bytes()  # closed cleanly: everything is in the main file
     log = root / "ops.log"
     env = {"CONTINUUM_FAULTS": f"before_append_commit@{fault_after}"}
-    proc = subprocess.run([sys.executable, "-c", WORKER, str(db), str(log), synchronous,
-                           str(ops), str(checkpoint_pages)],
-                          env={**os.environ, **env}, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            WORKER,
+            str(db),
+            str(log),
+            synchronous,
+            str(ops),
+            str(checkpoint_pages),
+        ],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 86, f"the writer did not die at its fault point:\n{proc.stderr}"
     return base, read_log(log)
 
 
-def run_f3(root: Path, *, traces: int, seeds: int, seed: int, synchronous: str = "FULL",
-           ops: int = 40, stride: int = 1) -> F3Figures:
+def run_f3(
+    root: Path,
+    *,
+    traces: int,
+    seeds: int,
+    seed: int,
+    synchronous: str = "FULL",
+    ops: int = 40,
+    stride: int = 1,
+) -> F3Figures:
     rng = random.Random(seed)
     figures = F3Figures(synchronous=synchronous)
     for t in range(traces):
         trace_dir = root / f"trace{t}"
         trace_dir.mkdir(parents=True)
         checkpoint_pages = 0 if t % 2 == 0 else 16
-        base, log = record_trace(trace_dir, synchronous=synchronous, ops=ops,
-                                 fault_after=rng.randint(ops // 2, ops),
-                                 checkpoint_pages=checkpoint_pages)
+        base, log = record_trace(
+            trace_dir,
+            synchronous=synchronous,
+            ops=ops,
+            fault_after=rng.randint(ops // 2, ops),
+            checkpoint_pages=checkpoint_pages,
+        )
         figures.traces += 1
         figures.checkpoints_in_traces += sum(1 for o in log if o.kind == "S" and o.file == DB)
         image_dir = trace_dir / "image"
@@ -260,12 +290,15 @@ def run_f3(root: Path, *, traces: int, seeds: int, seed: int, synchronous: str =
 
 
 def test_crash_images_at_every_operation_are_committed_or_absent_never_corrupt(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     figures = run_f3(tmp_path, traces=4, seeds=2, seed=5)
 
-    print(f"F3: {figures.images:,} crash images ({figures.crash_points} crash points x 2 seeds, "
-          f"{figures.traces} traces, {figures.checkpoints_in_traces} database syncs): "
-          f"{figures.corrupt} corrupt, {figures.lost} lost")
+    print(
+        f"F3: {figures.images:,} crash images ({figures.crash_points} crash points x 2 seeds, "
+        f"{figures.traces} traces, {figures.checkpoints_in_traces} database syncs): "
+        f"{figures.corrupt} corrupt, {figures.lost} lost"
+    )
     assert figures.problems == []
     assert (figures.corrupt, figures.lost) == (0, 0)
     assert figures.checkpoints_in_traces > 0  # the sweep crossed checkpoints too
@@ -274,7 +307,9 @@ def test_crash_images_at_every_operation_are_committed_or_absent_never_corrupt(
 def test_the_sweep_finds_lost_acknowledgements_with_synchronous_normal(tmp_path: Path) -> None:
     figures = run_f3(tmp_path, traces=1, seeds=1, seed=6, synchronous="NORMAL", stride=4)
 
-    print(f"F3-neg: NORMAL lost acknowledged events in {figures.images_losing}/{figures.images} "
-          f"crash images ({figures.corrupt} corrupt)")
+    print(
+        f"F3-neg: NORMAL lost acknowledged events in {figures.images_losing}/{figures.images} "
+        f"crash images ({figures.corrupt} corrupt)"
+    )
     assert figures.images_losing > 0
     assert figures.corrupt == 0

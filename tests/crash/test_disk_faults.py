@@ -180,9 +180,14 @@ def make_store(path: Path) -> None:
 
 class Writer:
     def __init__(self, mode: str, cases: list[dict[str, Any]], cwd: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", WORKER, mode, json.dumps(cases)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, cwd=cwd)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER, mode, json.dumps(cases)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+        )
 
     def read(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -203,8 +208,15 @@ class Writer:
         assert self.proc.returncode == 0, err
 
 
-def run_cases(mode: str, cases: list[dict[str, Any]], cwd: Path, figures: FaultFigures, *,
-              expected_code: str | tuple[str, ...], on_full: Any = None) -> None:
+def run_cases(
+    mode: str,
+    cases: list[dict[str, Any]],
+    cwd: Path,
+    figures: FaultFigures,
+    *,
+    expected_code: str | tuple[str, ...],
+    on_full: Any = None,
+) -> None:
     """Drive one writer through ``cases``, then check every case's database afresh."""
     writer = Writer(mode, cases, cwd)
     results: list[dict[str, Any]] = []
@@ -229,8 +241,9 @@ def run_cases(mode: str, cases: list[dict[str, Any]], cwd: Path, figures: FaultF
                 elif r["kind"] in ("usable", "no_failure"):
                     usable = r
                     break
-            results.append({"case": case, "acks": acks, "failure": failure, "after": after,
-                            "usable": usable})
+            results.append(
+                {"case": case, "acks": acks, "failure": failure, "after": after, "usable": usable}
+            )
         assert writer.read()["kind"] == "done"
         writer.finish()
     finally:
@@ -241,8 +254,9 @@ def run_cases(mode: str, cases: list[dict[str, Any]], cwd: Path, figures: FaultF
         check_case(r, figures, expected_code)
 
 
-def check_case(r: dict[str, Any], figures: FaultFigures,
-               expected_code: str | tuple[str, ...]) -> None:
+def check_case(
+    r: dict[str, Any], figures: FaultFigures, expected_code: str | tuple[str, ...]
+) -> None:
     expected = (expected_code,) if isinstance(expected_code, str) else expected_code
     case, failure = r["case"], r["failure"]
     name = case["name"]
@@ -258,10 +272,15 @@ def check_case(r: dict[str, Any], figures: FaultFigures,
         hashes = {e.sequence: e.hash for e in events}
         ns = [e.payload.get("n") for e in events]
         actions = {a.key: a.status for a in app.actions(RUN)}
-    missing = [ack for ack in r["acks"] + r["after"] if not {
-        "append": lambda a: hashes.get(a["seq"]) == a["hash"],
-        "intercept": lambda a: a["key"] in actions,
-        "complete": lambda a: actions.get(a["key"]) == ActionStatus.COMPLETED}[ack["op"]](ack)]
+    missing = [
+        ack
+        for ack in r["acks"] + r["after"]
+        if not {
+            "append": lambda a: hashes.get(a["seq"]) == a["hash"],
+            "intercept": lambda a: a["key"] in actions,
+            "complete": lambda a: actions.get(a["key"]) == ActionStatus.COMPLETED,
+        }[ack["op"]](ack)
+    ]
     figures.lost += len(missing)
     figures.cases_losing += bool(missing)
     if missing:
@@ -272,8 +291,7 @@ def check_case(r: dict[str, Any], figures: FaultFigures,
     if n % 3 == 2:
         completed_acked = any(a["op"] == "complete" and a["key"] == key for a in r["acks"])
         intercept_acked = any(a["op"] == "intercept" and a["key"] == key for a in r["acks"])
-        recorded = (actions.get(key) == ActionStatus.COMPLETED if intercept_acked
-                    else key in actions)
+        recorded = actions.get(key) == ActionStatus.COMPLETED if intercept_acked else key in actions
         if completed_acked:
             figures.false_acks += 1
     else:
@@ -303,10 +321,15 @@ def check_failure(r: dict[str, Any], figures: FaultFigures, expected: tuple[str,
 
 
 def figure_line(row: str, f: FaultFigures, what: str) -> str:
-    return (f"{row}: {what} at {f.injected} points: {f.lost} lost, {f.false_acks} false acks, "
-            f"{f.clear_errors} clear errors, {f.reopened} reopened, {f.usable_again} usable again"
-            + (f", {f.ambiguous} ambiguous (written, fsync failed, not acknowledged)"
-               if f.ambiguous else ""))
+    return (
+        f"{row}: {what} at {f.injected} points: {f.lost} lost, {f.false_acks} false acks, "
+        f"{f.clear_errors} clear errors, {f.reopened} reopened, {f.usable_again} usable again"
+        + (
+            f", {f.ambiguous} ambiguous (written, fsync failed, not acknowledged)"
+            if f.ambiguous
+            else ""
+        )
+    )
 
 
 # -- F4: a real full disk ---------------------------------------------------------------------
@@ -316,8 +339,9 @@ def figure_line(row: str, f: FaultFigures, what: str) -> str:
 def tmpfs(tmp_path: Path) -> Iterator[Path | None]:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs",
-                              str(mnt)], capture_output=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs", str(mnt)], capture_output=True
+    )
     if mounted.returncode != 0:
         yield None
         return
@@ -357,13 +381,20 @@ def run_f4_tmpfs(mnt: Path, template: Path, *, points: int, seed: int) -> FaultF
         def free(case: dict[str, Any]) -> None:
             (mnt / "filler").unlink()
 
-        run_cases("plain-tmpfs", [{"name": f"tmpfs {p}", "db": str(db), "max_ops": 10_000}],
-                  mnt, figures, expected_code="store.disk_full", on_full=free)
+        run_cases(
+            "plain-tmpfs",
+            [{"name": f"tmpfs {p}", "db": str(db), "max_ops": 10_000}],
+            mnt,
+            figures,
+            expected_code="store.disk_full",
+            on_full=free,
+        )
     return figures
 
 
 def test_a_full_disk_gives_a_clear_error_loses_nothing_and_recovers_when_space_is_freed(
-        tmp_path: Path, tmpfs: Path | None) -> None:
+    tmp_path: Path, tmpfs: Path | None
+) -> None:
     template = tmp_path / "template.db"
     make_store(template)
     if tmpfs is None:
@@ -381,25 +412,35 @@ def test_a_full_disk_gives_a_clear_error_loses_nothing_and_recovers_when_space_i
 # -- F4 / F5 through the VFS: the N-th write or sync fails -------------------------------------
 
 
-def run_vfs_sweep(root: Path, template: Path, mode: str, points: list[int], *,
-                  expected_code: str) -> FaultFigures:
+def run_vfs_sweep(
+    root: Path, template: Path, mode: str, points: list[int], *, expected_code: str
+) -> FaultFigures:
     figures = FaultFigures(mode)
     cases = []
     for n in points:
         db = root / f"{mode}-{n}.db"
         shutil.copy(template, db)
-        cases.append({"name": f"{mode} #{n}", "db": str(db), "n": n, "max_ops": 30,
-                      "sync_failure": mode == "vfs-eio-sync"})
+        cases.append(
+            {
+                "name": f"{mode} #{n}",
+                "db": str(db),
+                "n": n,
+                "max_ops": 30,
+                "sync_failure": mode == "vfs-eio-sync",
+            }
+        )
     run_cases(mode, cases, root, figures, expected_code=expected_code)
     return figures
 
 
 def test_sqlite_full_at_every_write_of_a_workload_is_a_clear_disk_full_error(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     template = tmp_path / "template.db"
     make_store(template)
-    figures = run_vfs_sweep(tmp_path, template, "vfs-full", list(range(1, 121)),
-                            expected_code="store.disk_full")
+    figures = run_vfs_sweep(
+        tmp_path, template, "vfs-full", list(range(1, 121)), expected_code="store.disk_full"
+    )
 
     print(figure_line("F4", figures, "SQLITE_FULL (VFS, every write)"))
     assert figures.problems == []
@@ -410,8 +451,9 @@ def test_sqlite_full_at_every_write_of_a_workload_is_a_clear_disk_full_error(
 def test_an_io_error_at_every_write_is_reported_and_never_acknowledged(tmp_path: Path) -> None:
     template = tmp_path / "template.db"
     make_store(template)
-    figures = run_vfs_sweep(tmp_path, template, "vfs-eio-write", list(range(1, 121)),
-                            expected_code="store.io")
+    figures = run_vfs_sweep(
+        tmp_path, template, "vfs-eio-write", list(range(1, 121)), expected_code="store.io"
+    )
 
     print(figure_line("F5", figures, "EIO on write (VFS, every write)"))
     assert figures.problems == []
@@ -419,12 +461,12 @@ def test_an_io_error_at_every_write_is_reported_and_never_acknowledged(tmp_path:
     assert (figures.lost, figures.false_acks, figures.failed_call_recorded) == (0, 0, 0)
 
 
-def test_an_fsync_failure_at_every_sync_is_reported_and_never_acknowledged(
-        tmp_path: Path) -> None:
+def test_an_fsync_failure_at_every_sync_is_reported_and_never_acknowledged(tmp_path: Path) -> None:
     template = tmp_path / "template.db"
     make_store(template)
-    figures = run_vfs_sweep(tmp_path, template, "vfs-eio-sync", list(range(1, 41)),
-                            expected_code="store.io")
+    figures = run_vfs_sweep(
+        tmp_path, template, "vfs-eio-sync", list(range(1, 41)), expected_code="store.io"
+    )
 
     print(figure_line("F5", figures, "fsync failure (VFS, every sync)"))
     assert figures.problems == []
@@ -432,8 +474,7 @@ def test_an_fsync_failure_at_every_sync_is_reported_and_never_acknowledged(
     assert (figures.lost, figures.false_acks) == (0, 0)
 
 
-def test_a_file_size_limit_gives_a_clear_error_and_no_false_acknowledgement(
-        tmp_path: Path) -> None:
+def test_a_file_size_limit_gives_a_clear_error_and_no_false_acknowledgement(tmp_path: Path) -> None:
     template = tmp_path / "template.db"
     make_store(template)
     figures = FaultFigures("ulimit")
@@ -443,11 +484,23 @@ def test_a_file_size_limit_gives_a_clear_error_and_no_false_acknowledgement(
     for p in range(10):
         db = tmp_path / f"ulimit-{p}.db"
         shutil.copy(template, db)
-        cases.append({"name": f"ulimit {p}", "db": str(db), "max_ops": 10_000,
-                      "limit": base + rng.randrange(16 << 10, 200 << 10)})
+        cases.append(
+            {
+                "name": f"ulimit {p}",
+                "db": str(db),
+                "max_ops": 10_000,
+                "limit": base + rng.randrange(16 << 10, 200 << 10),
+            }
+        )
     # EFBIG is an I/O error (store.io); a write cut short by the limit reads as SQLITE_FULL.
-    run_cases("plain-ulimit", cases, tmp_path, figures,
-              expected_code=("store.io", "store.disk_full"), on_full=lambda case: None)
+    run_cases(
+        "plain-ulimit",
+        cases,
+        tmp_path,
+        figures,
+        expected_code=("store.io", "store.disk_full"),
+        on_full=lambda case: None,
+    )
 
     print(figure_line("F5", figures, "EFBIG (ulimit -f)"))
     assert figures.injected == 10
@@ -455,13 +508,15 @@ def test_a_file_size_limit_gives_a_clear_error_and_no_false_acknowledgement(
     assert figures.problems == []
 
 
-def test_the_harness_catches_a_disk_that_drops_a_write_and_reports_success(
-        tmp_path: Path) -> None:
+def test_the_harness_catches_a_disk_that_drops_a_write_and_reports_success(tmp_path: Path) -> None:
     template = tmp_path / "template.db"
     make_store(template)
-    figures = run_vfs_sweep(tmp_path, template, "vfs-drop-write", list(range(2, 60, 3)),
-                            expected_code="store.io")
+    figures = run_vfs_sweep(
+        tmp_path, template, "vfs-drop-write", list(range(2, 60, 3)), expected_code="store.io"
+    )
 
-    print(f"F5-neg: control caught {figures.lost} lost acknowledged events in "
-          f"{figures.cases_losing}/20 cases, each with one dropped write")
+    print(
+        f"F5-neg: control caught {figures.lost} lost acknowledged events in "
+        f"{figures.cases_losing}/20 cases, each with one dropped write"
+    )
     assert figures.lost > 0

@@ -49,8 +49,15 @@ from continuum.types import ActionStatus
 
 RUN = "run_f1"
 ACTION = "send_invoice"
-POINTS = ["before_append_commit", "after_append_commit", "after_intercept_commit",
-          "after_effect", "after_complete_commit", "after_reconcile_commit", "after_fail_commit"]
+POINTS = [
+    "before_append_commit",
+    "after_append_commit",
+    "after_intercept_commit",
+    "after_effect",
+    "after_complete_commit",
+    "after_reconcile_commit",
+    "after_fail_commit",
+]
 OPS_PER_ROUND = 12  # a round killed at a random time ends by itself after this many operations
 OPS_UNTIL_FAULT = 100  # a round armed at a fault point runs until it fires (bounded)
 CRASHED_EXIT = 70  # the worker hit an unexpected exception (reported in its crash file)
@@ -114,8 +121,9 @@ def effect_happened(paths: Paths, key: str) -> bool:
     return (paths.effects / key).exists()
 
 
-def perform_action(ledger: ActionLedger, paths: Paths, hist: History, key: str,
-                   replay: str | None, refuse: bool) -> None:
+def perform_action(
+    ledger: ActionLedger, paths: Paths, hist: History, key: str, replay: str | None, refuse: bool
+) -> None:
     """Intercept, perform (or be refused by the external system), complete or fail."""
     r = ledger.intercept(RUN, ACTION, {"invoice": key}, key=key, replay=replay)
     hist.write(op="intercept", key=key, proceed=r.proceed, status=r.status, attempt=r.attempt)
@@ -141,14 +149,20 @@ def recover(ledger: ActionLedger, paths: Paths, hist: History, strategy: str) ->
             continue
         key = rec.key or ""
         r = ledger.intercept(RUN, ACTION, {"invoice": key}, key=key)
-        hist.write(op="recover_intercept", key=key, prior=str(rec.status), proceed=r.proceed,
-                   status=r.status)
+        hist.write(
+            op="recover_intercept",
+            key=key,
+            prior=str(rec.status),
+            proceed=r.proceed,
+            status=r.status,
+        )
         if r.proceed:
             continue  # reported by the checker as a silent retry; never perform it
         if strategy == "reconcile":
             occurred = effect_happened(paths, key)
-            ledger.reconcile(RUN, r.action_key, occurred=occurred,
-                             external_id=f"ext-{key}" if occurred else None)
+            ledger.reconcile(
+                RUN, r.action_key, occurred=occurred, external_id=f"ext-{key}" if occurred else None
+            )
             hist.write(op="reconcile", key=key, occurred=occurred)
         else:  # broken: assume an interrupted action did not happen
             ledger.fail(RUN, r.action_key, error="assumed not done", certain=True)
@@ -158,8 +172,9 @@ def recover(ledger: ActionLedger, paths: Paths, hist: History, strategy: str) ->
             perform_action(ledger, paths, hist, key, None, refuse=False)
 
 
-def worker(paths: Paths, round_no: int, fault: str, seed: int, strategy: str,
-           ready_fd: int, max_ops: int) -> None:
+def worker(
+    paths: Paths, round_no: int, fault: str, seed: int, strategy: str, ready_fd: int, max_ops: int
+) -> None:
     """The body of one forked worker; never returns (the process always ends here)."""
     code = 0
     try:
@@ -178,12 +193,14 @@ def worker(paths: Paths, round_no: int, fault: str, seed: int, strategy: str,
                 hist.write(op="append", seq=e.sequence, hash=e.hash)
             else:
                 replay = rng.choice([None, "never", "reconcile"])
-                perform_action(ledger, paths, hist, f"k{round_no}-{i}", replay,
-                               refuse=rng.random() < 0.1)
+                perform_action(
+                    ledger, paths, hist, f"k{round_no}-{i}", replay, refuse=rng.random() < 0.1
+                )
         store.close()
     except BaseException:
-        paths.crash_report.write_text(f"round {round_no} ({fault or 'random kill'}):\n"
-                                      + traceback.format_exc())
+        paths.crash_report.write_text(
+            f"round {round_no} ({fault or 'random kill'}):\n" + traceback.format_exc()
+        )
         code = CRASHED_EXIT
     finally:
         os._exit(code)
@@ -208,18 +225,27 @@ class F1Figures:
     problems: list[str] = field(default_factory=list)
 
     def line(self, name: str = "F1") -> str:
-        return (f"{name}: {self.kills:,} kills ({self.at_fault_points:,} at fault points): "
-                f"{self.lost} lost, {self.breaks} breaks, {self.double_effects} double effects; "
-                f"{self.interrupted} interrupted actions, {self.reported_unknown} reported unknown, "
-                f"{self.silent_retries} silently retried, {self.died_in_recovery} kills during "
-                f"recovery")
+        return (
+            f"{name}: {self.kills:,} kills ({self.at_fault_points:,} at fault points): "
+            f"{self.lost} lost, {self.breaks} breaks, {self.double_effects} double effects; "
+            f"{self.interrupted} interrupted actions, {self.reported_unknown} reported unknown, "
+            f"{self.silent_retries} silently retried, {self.died_in_recovery} kills during "
+            f"recovery"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def fork_round(paths: Paths, round_no: int, fault: str, seed: int, strategy: str,
-               kill_after_s: float | None, max_ops: int = OPS_PER_ROUND) -> int:
+def fork_round(
+    paths: Paths,
+    round_no: int,
+    fault: str,
+    seed: int,
+    strategy: str,
+    kill_after_s: float | None,
+    max_ops: int = OPS_PER_ROUND,
+) -> int:
     """Run one worker; SIGKILL it after ``kill_after_s`` unless it died first. Returns the
     raw wait status."""
     ready_r, ready_w = os.pipe()
@@ -262,8 +288,10 @@ def check(paths: Paths, figures: F1Figures, *, final: bool) -> None:
         hashes = {e.sequence: e.hash for e in events}
         actions = {a.key: a for a in app.actions(RUN)}
         keys: dict[str | None, str | None] = {a.action_id: a.key for a in actions.values()}
-        reconciled = Counter(keys.get(e.payload.get("action_id")) for e in events
-                             if e.type == "action_reconciled")
+        reconciled = Counter(
+            keys.get(e.payload.get("action_id")) for e in events if e.type == "action_reconciled"
+        )
+
     # No acknowledged event lost.
     def present(h: dict[str, Any]) -> bool:
         a = actions.get(h.get("key"))
@@ -278,8 +306,11 @@ def check(paths: Paths, figures: F1Figures, *, final: bool) -> None:
     lost: list[dict[str, Any]] = [h for h in history if not present(h)]
     # A reconciliation stays in the log even when a later attempt of the action is interrupted.
     acked_reconciles = Counter(h["key"] for h in history if h["op"] == "reconcile")
-    lost += [{"op": "reconcile", "key": k, "acknowledged": n, "in_log": reconciled[k]}
-             for k, n in acked_reconciles.items() if reconciled[k] < n]
+    lost += [
+        {"op": "reconcile", "key": k, "acknowledged": n, "in_log": reconciled[k]}
+        for k, n in acked_reconciles.items()
+        if reconciled[k] < n
+    ]
     figures.acknowledged = len(history)
     figures.lost = len(lost)
     if lost:
@@ -294,15 +325,19 @@ def check(paths: Paths, figures: F1Figures, *, final: bool) -> None:
     # Every interrupted action reported unknown, never silently retried.
     recovered = [h for h in history if h["op"] == "recover_intercept"]
     figures.interrupted = len(recovered)
-    figures.reported_unknown = sum(1 for h in recovered if not h["proceed"]
-                                   and h["status"] in ("unknown", "reconcile_required"))
+    figures.reported_unknown = sum(
+        1
+        for h in recovered
+        if not h["proceed"] and h["status"] in ("unknown", "reconcile_required")
+    )
     figures.silent_retries = sum(1 for h in recovered if h["proceed"])
     finished = {h["round"] for h in history if h["op"] == "recovered"}
     figures.died_in_recovery = len({h["round"] for h in recovered} - finished)
     if final:
         # After a clean recovery, the ledger agrees with the world for every action.
-        figures.unsettled = sum(1 for a in actions.values()
-                                if a.status in (ActionStatus.STARTED, ActionStatus.UNKNOWN))
+        figures.unsettled = sum(
+            1 for a in actions.values() if a.status in (ActionStatus.STARTED, ActionStatus.UNKNOWN)
+        )
         for key, a in actions.items():
             done = effect_happened(paths, key or "")
             if (a.status == ActionStatus.COMPLETED) != done:
@@ -310,8 +345,16 @@ def check(paths: Paths, figures: F1Figures, *, final: bool) -> None:
                 figures.problems.append(f"{key}: ledger says {a.status}, effect done: {done}")
 
 
-def run_f1(root: Path, *, rounds: int, seed: int, strategy: str = "reconcile",
-           check_every: int = 25, kill_window_s: float = 0.03, max_hit: int = 4) -> F1Figures:
+def run_f1(
+    root: Path,
+    *,
+    rounds: int,
+    seed: int,
+    strategy: str = "reconcile",
+    check_every: int = 25,
+    kill_window_s: float = 0.03,
+    max_hit: int = 4,
+) -> F1Figures:
     """``rounds`` worker lives, each ended by a fault point or a random SIGKILL.
 
     A point armed ``@N`` fires at its N-th hit, N in 1..``max_hit``: small values make the
@@ -331,8 +374,9 @@ def run_f1(root: Path, *, rounds: int, seed: int, strategy: str = "reconcile",
         else:
             point, fault = "", ""
             kill_after, max_ops = rng.uniform(0, kill_window_s), OPS_PER_ROUND
-        status = fork_round(paths, round_no, fault, rng.randrange(2**32), strategy, kill_after,
-                            max_ops)
+        status = fork_round(
+            paths, round_no, fault, rng.randrange(2**32), strategy, kill_after, max_ops
+        )
         figures.rounds += 1
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == FAULT_EXIT_CODE:
             figures.kills += 1
@@ -373,7 +417,8 @@ def shm_path(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_kills_at_fault_points_and_random_times_lose_nothing_and_repeat_no_effect(
-        shm_path: Path) -> None:
+    shm_path: Path,
+) -> None:
     figures = run_f1(shm_path, rounds=300, seed=1)
 
     print(figures.line())
@@ -388,10 +433,12 @@ def test_kills_at_fault_points_and_random_times_lose_nothing_and_repeat_no_effec
 
 
 def test_the_harness_counts_double_effects_when_recovery_retries_interrupted_actions(
-        shm_path: Path) -> None:
+    shm_path: Path,
+) -> None:
     figures = run_f1(shm_path, rounds=80, seed=2, strategy="retry")
 
-    print(f"F1-neg: control caught {figures.double_effects} double effects in "
-          f"{figures.kills} kills")
+    print(
+        f"F1-neg: control caught {figures.double_effects} double effects in {figures.kills} kills"
+    )
     assert figures.double_effects > 0
     assert figures.silent_retries == 0  # the ledger still said unknown; the agent retried

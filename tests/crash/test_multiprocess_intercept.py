@@ -83,10 +83,16 @@ def make_store(path: Path) -> None:
 
 def run_workers(mode: str, dbs: list[Path], count: int) -> list[dict[str, Any]]:
     """Start one worker per db path, release them together, return their JSON reports."""
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, mode, str(db), RUN, str(count), str(w)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-             for w, db in enumerate(dbs)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, mode, str(db), RUN, str(count), str(w)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w, db in enumerate(dbs)
+    ]
     return release_together(procs, DEADLINE_S)
 
 
@@ -98,7 +104,8 @@ def double_proceeds(reports: list[dict[str, Any]]) -> dict[str, int]:
 
 @pytest.mark.parametrize("mode", ["interleaved", "batched"])
 def test_four_processes_intercepting_the_same_keys_proceed_once_per_key(
-        tmp_path: Path, mode: str) -> None:
+    tmp_path: Path, mode: str
+) -> None:
     db = tmp_path / "shared.db"
     make_store(db)
 
@@ -115,20 +122,25 @@ def test_four_processes_intercepting_the_same_keys_proceed_once_per_key(
     with SQLiteStorage(db) as store:
         events = store.read_events(RUN)
         assert [e.sequence for e in events] == list(range(1, 2 * KEYS + 1))
-        assert Counter(e.type for e in events) == {"action_intercepted": KEYS,
-                                                   "action_completed": KEYS}
+        assert Counter(e.type for e in events) == {
+            "action_intercepted": KEYS,
+            "action_completed": KEYS,
+        }
         for action in Continuum(store).actions(RUN):
             assert action.status == ActionStatus.COMPLETED
             assert action.attempt == 1
             assert action.external_id == f"{proceeded[action.key or '']}:{action.key}"
         assert Continuum(store).verify(RUN).ok
     answers = Counter(s for r in reports for s in r["answers"].values())
-    print(f"{mode}: {WORKERS * KEYS} intercepts / {WORKERS} procs: 0 double proceeds "
-          f"({answers['in_progress']} in_progress, {answers['completed']} completed)")
+    print(
+        f"{mode}: {WORKERS * KEYS} intercepts / {WORKERS} procs: 0 double proceeds "
+        f"({answers['in_progress']} in_progress, {answers['completed']} completed)"
+    )
 
 
 def test_the_harness_counts_double_proceeds_when_dedup_does_not_reach_across_processes(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     dbs = [tmp_path / f"private-{w}.db" for w in range(WORKERS)]
     for db in dbs:
         make_store(db)
@@ -157,10 +169,15 @@ def test_four_processes_appending_to_one_run_make_one_gapless_chain(tmp_path: Pa
         report = store.verify_events(RUN)
         assert report.ok
         assert report.head_sequence == WORKERS * APPENDS
-    switches = sum(1 for a, b in zip(events, events[1:], strict=False)
-                   if a.payload["worker"] != b.payload["worker"])
-    print(f"{WORKERS * APPENDS} appends / {WORKERS} procs: 0 forks, 0 gaps, 0 lost "
-          f"({switches} writer switches)")
+    switches = sum(
+        1
+        for a, b in zip(events, events[1:], strict=False)
+        if a.payload["worker"] != b.payload["worker"]
+    )
+    print(
+        f"{WORKERS * APPENDS} appends / {WORKERS} procs: 0 forks, 0 gaps, 0 lost "
+        f"({switches} writer switches)"
+    )
 
 
 def test_the_harness_fails_loudly_when_a_worker_cannot_start(tmp_path: Path) -> None:

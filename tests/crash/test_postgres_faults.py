@@ -112,17 +112,27 @@ print(json.dumps(out), flush=True)
 """
 
 
-def run_hosts(mode: str, url: str, count: int, env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def run_hosts(
+    mode: str, url: str, count: int, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Start WORKERS processes on one database, release them together, collect their reports."""
-    procs = [subprocess.Popen([sys.executable, "-c", HOST_WORKER, mode, url, RUN, str(count), str(w)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env={**os.environ, **(env or {})})
-             for w in range(WORKERS)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOST_WORKER, mode, url, RUN, str(count), str(w)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        for w in range(WORKERS)
+    ]
     return release_together(procs, DEADLINE_S)
 
 
 def test_f9_hosts_racing_on_one_database_make_one_chain_and_proceed_once_per_key(
-        database: str) -> None:
+    database: str,
+) -> None:
     make_run(database)
 
     appends = run_hosts("append", database, APPENDS)
@@ -140,20 +150,24 @@ def test_f9_hosts_racing_on_one_database_make_one_chain_and_proceed_once_per_key
         total = WORKERS * APPENDS + 2 * KEYS
         assert [e.sequence for e in events] == list(range(1, total + 1))
         for w in range(WORKERS):
-            mine = [e.payload["n"] for e in events
-                    if e.type == "work_completed" and e.payload["worker"] == w]
+            mine = [
+                e.payload["n"]
+                for e in events
+                if e.type == "work_completed" and e.payload["worker"] == w
+            ]
             assert mine == list(range(APPENDS))  # nothing lost, each writer's order kept
         rt = Continuum(store)
         for action in rt.actions(RUN):
             assert (action.status, action.attempt) == (ActionStatus.COMPLETED, 1)
             assert action.external_id == f"{owner[action.key or '']}:{action.key}"
         assert rt.verify(RUN).ok
-    print(f"\nF9: {WORKERS} procs x {APPENDS} appends + {KEYS} shared keys on one PostgreSQL "
-          f"database: 0 forks, 0 gaps, 0 lost, {len(doubles)} double proceeds")
+    print(
+        f"\nF9: {WORKERS} procs x {APPENDS} appends + {KEYS} shared keys on one PostgreSQL "
+        f"database: 0 forks, 0 gaps, 0 lost, {len(doubles)} double proceeds"
+    )
 
 
-def test_f9_neg_without_the_advisory_lock_the_primary_key_rejects_every_fork(
-        database: str) -> None:
+def test_f9_neg_without_the_advisory_lock_the_primary_key_rejects_every_fork(database: str) -> None:
     make_run(database)
 
     reports = run_hosts("append", database, APPENDS, env={"F9_NO_ADVISORY_LOCK": "1"})
@@ -165,8 +179,10 @@ def test_f9_neg_without_the_advisory_lock_the_primary_key_rejects_every_fork(
         assert [e.sequence for e in events] == list(range(1, WORKERS * APPENDS + 1))
         assert store.verify_events(RUN).ok
     assert rejected > 0, "without the lock, concurrent writers must collide on (run, sequence)"
-    print(f"\nF9-neg: advisory lock disabled: {rejected} fork attempts rejected by the "
-          f"(run, sequence) key, 0 forks, chain verifies")
+    print(
+        f"\nF9-neg: advisory lock disabled: {rejected} fork attempts rejected by the "
+        f"(run, sequence) key, 0 forks, chain verifies"
+    )
 
 
 # -- F10: server crash on a private cluster -------------------------------------------------
@@ -214,7 +230,10 @@ class Writer:
         self.read_back: Counter[str] = Counter()  # lost COMMIT replies, by resolved outcome
         self.process = subprocess.Popen(
             [sys.executable, "-c", WRITER, url, RUN, str(stop_file), "1" if unsafe else "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert self.process.stdout is not None
         first = self.process.stdout.readline()
         assert json.loads(first or "{}").get("ready"), self.process.communicate(timeout=DEADLINE_S)
@@ -288,8 +307,12 @@ def lost_acks(url: str, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [a for a in acks if stored.get(a["event_id"]) != (a["sequence"], a["hash"])]
 
 
-def crash_loop(cluster: PrivateCluster, writer: Writer, kills: int,
-               stop_when: Callable[[], bool] = lambda: False) -> int:
+def crash_loop(
+    cluster: PrivateCluster,
+    writer: Writer,
+    kills: int,
+    stop_when: Callable[[], bool] = lambda: False,
+) -> int:
     done = 0
     for _ in range(kills):
         writer.wait_for_acks(len(writer.acks) + ACKS_BETWEEN_KILLS)
@@ -303,7 +326,8 @@ def crash_loop(cluster: PrivateCluster, writer: Writer, kills: int,
 
 
 def test_f10_server_killed_and_restarted_loses_no_acknowledged_event(
-        cluster: PrivateCluster, tmp_path: Path) -> None:
+    cluster: PrivateCluster, tmp_path: Path
+) -> None:
     cluster.start()
     url = cluster.url()
     make_run(url)
@@ -321,17 +345,20 @@ def test_f10_server_killed_and_restarted_loses_no_acknowledged_event(
         assert report.ok
         landed = {e.payload["n"] for e in store.read_events(RUN)}
     settled = sum(1 for n in writer.unknown if n in landed)
-    print(f"\nF10: {kills} server kills (SIGKILL postmaster + backends, restart, crash recovery), "
-          f"{len(writer.acks)} acknowledged appends: 0 lost; chain verifies "
-          f"(head {report.head_sequence}); {sum(writer.retries.values())} appends refused while "
-          f"the server was down and retried; {sum(writer.read_back.values())} COMMIT replies "
-          f"lost in a kill, resolved by reading back ({writer.read_back['committed']} committed, "
-          f"{writer.read_back['not_committed']} not); {len(writer.unknown)} left unknown "
-          f"({settled} of them landed)")
+    print(
+        f"\nF10: {kills} server kills (SIGKILL postmaster + backends, restart, crash recovery), "
+        f"{len(writer.acks)} acknowledged appends: 0 lost; chain verifies "
+        f"(head {report.head_sequence}); {sum(writer.retries.values())} appends refused while "
+        f"the server was down and retried; {sum(writer.read_back.values())} COMMIT replies "
+        f"lost in a kill, resolved by reading back ({writer.read_back['committed']} committed, "
+        f"{writer.read_back['not_committed']} not); {len(writer.unknown)} left unknown "
+        f"({settled} of them landed)"
+    )
 
 
 def test_f10_neg_synchronous_commit_off_loses_acknowledged_events(
-        cluster: PrivateCluster, tmp_path: Path) -> None:
+    cluster: PrivateCluster, tmp_path: Path
+) -> None:
     # The walwriter writes async commits out every wal_writer_delay; widen that window so
     # a kill lands in it. The store refuses this server, so the writer bypasses the check.
     cluster.settings.update(synchronous_commit="off", wal_writer_delay="10s")
@@ -354,12 +381,15 @@ def test_f10_neg_synchronous_commit_off_loses_acknowledged_events(
     check()
 
     assert lost, "synchronous_commit=off must be able to lose acknowledged commits"
-    print(f"\nF10-neg: synchronous_commit=off: {len(lost)} of {len(writer.acks)} acknowledged "
-          f"appends lost after {kills} server kill(s); chain still verifies")
+    print(
+        f"\nF10-neg: synchronous_commit=off: {len(lost)} of {len(writer.acks)} acknowledged "
+        f"appends lost after {kills} server kill(s); chain still verifies"
+    )
 
 
 def test_startup_refuses_a_server_with_fsync_or_synchronous_commit_off(
-        cluster: PrivateCluster) -> None:
+    cluster: PrivateCluster,
+) -> None:
     refused = []
     for setting in ({"fsync": "off"}, {"synchronous_commit": "off"}):
         cluster.start(**setting)
@@ -522,7 +552,8 @@ def agent_sends_invoices(url: str, proxy: CommitCuttingProxy) -> tuple[Counter[s
 
 
 def test_f11_commits_cut_mid_flight_are_read_back_and_never_doubled(
-        proxied: tuple[str, CommitCuttingProxy], database: str) -> None:
+    proxied: tuple[str, CommitCuttingProxy], database: str
+) -> None:
     url, proxy = proxied
 
     effects, outcomes = agent_sends_invoices(url, proxy)
@@ -542,13 +573,16 @@ def test_f11_commits_cut_mid_flight_are_read_back_and_never_doubled(
         assert all((a.status, a.attempt) == (ActionStatus.COMPLETED, 1) for a in actions)
         kinds = Counter(e.type for e in store.read_events(RUN))
         assert kinds == {"action_intercepted": F11_KEYS, "action_completed": F11_KEYS}
-    print(f"\nF11: {sum(proxy.cuts.values())} cut commits ({proxy.cuts['after']} committed with "
-          f"the reply lost, {proxy.cuts['before']} never committed): all resolved by reading "
-          f"back, 0 double effects, chain verifies")
+    print(
+        f"\nF11: {sum(proxy.cuts.values())} cut commits ({proxy.cuts['after']} committed with "
+        f"the reply lost, {proxy.cuts['before']} never committed): all resolved by reading "
+        f"back, 0 double effects, chain verifies"
+    )
 
 
 def test_a_lost_commit_that_cannot_be_read_back_is_reported_unknown_and_never_retried(
-        proxied: tuple[str, CommitCuttingProxy], database: str) -> None:
+    proxied: tuple[str, CommitCuttingProxy], database: str
+) -> None:
     url, proxy = proxied
     store = PostgresStorage(url, resolve_timeout_s=0.5)
     try:
@@ -565,7 +599,8 @@ def test_a_lost_commit_that_cannot_be_read_back_is_reported_unknown_and_never_re
 
 
 def test_f11_neg_assuming_a_lost_reply_means_committed_doubles_effects(
-        proxied: tuple[str, CommitCuttingProxy], monkeypatch: pytest.MonkeyPatch) -> None:
+    proxied: tuple[str, CommitCuttingProxy], monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, proxy = proxied
     monkeypatch.setattr(PostgresStorage, "_resolve_lost_commit", lambda *args, **kwargs: None)
 
@@ -573,5 +608,7 @@ def test_f11_neg_assuming_a_lost_reply_means_committed_doubles_effects(
 
     doubles = {k: n for k, n in effects.items() if n > 1}
     assert doubles, "a store that assumes 'committed' must let effects run twice"
-    print(f"\nF11-neg: lost reply assumed committed: {len(doubles)} keys performed twice "
-          f"({outcomes['intercept_vanished']} intercepts silently lost)")
+    print(
+        f"\nF11-neg: lost reply assumed committed: {len(doubles)} keys performed twice "
+        f"({outcomes['intercept_vanished']} intercepts silently lost)"
+    )

@@ -102,8 +102,22 @@ def build_shim(directory: Path) -> Path:
     if shutil.which("gcc") is None:
         pytest.skip("gcc is needed to build the power-loss shim")
     out = directory / "fsync_shim.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o", str(out),
-                    str(SHIM_SOURCE), "-ldl"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-Wall",
+            "-Werror",
+            "-o",
+            str(out),
+            str(SHIM_SOURCE),
+            "-ldl",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -113,8 +127,13 @@ class Zygote:
     def __init__(self, shim: Path) -> None:
         env = {**os.environ, "LD_PRELOAD": str(shim)}
         env.pop("CONTINUUM_FAULTS", None)
-        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE, RUN], env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ZYGOTE, RUN],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None and self.proc.stdin is not None
         assert self.proc.stdout.readline().strip() == "ready"
 
@@ -182,8 +201,12 @@ def check_restored(db: Path, acks: list[dict[str, Any]], figures: F2Figures) -> 
         figures.problems.append(f"verify: {report.violations[:2]}")
         return
     hashes = {e.sequence: e.hash for e in events}
-    lost = [a for a in acks if (a["op"] == "append" and hashes.get(a["seq"]) != a["hash"])
-            or (a["op"] == "complete" and actions.get(a["key"]) != ActionStatus.COMPLETED)]
+    lost = [
+        a
+        for a in acks
+        if (a["op"] == "append" and hashes.get(a["seq"]) != a["hash"])
+        or (a["op"] == "complete" and actions.get(a["key"]) != ActionStatus.COMPLETED)
+    ]
     figures.acknowledged += len(acks)
     figures.lost += len(lost)
     figures.cuts_losing += bool(lost)
@@ -191,8 +214,15 @@ def check_restored(db: Path, acks: list[dict[str, Any]], figures: F2Figures) -> 
     figures.unacknowledged_present += sum(1 for s in hashes if s > max(acked_seqs, default=0))
 
 
-def run_f2(root: Path, shim: Path, *, cuts: int, seed: int, synchronous: str = "FULL",
-           max_kill_after: int = 150) -> F2Figures:
+def run_f2(
+    root: Path,
+    shim: Path,
+    *,
+    cuts: int,
+    seed: int,
+    synchronous: str = "FULL",
+    max_kill_after: int = 150,
+) -> F2Figures:
     template = root / "template.db"
     make_template(template)
     rng = random.Random(seed)
@@ -210,15 +240,23 @@ def run_f2(root: Path, shim: Path, *, cuts: int, seed: int, synchronous: str = "
             fault = ""
             if rng.random() < 0.25:  # die right after a commit returned, before the ack
                 fault, kill_after = f"after_append_commit@{kill_after}", MAX_OPS + 1
-            result = zygote.cut({"db": str(data / "f2.db"), "watch": str(data.resolve()),
-                                 "image": str(image.resolve()), "synchronous": synchronous,
-                                 "fault": fault, "kill_after_acks": kill_after,
-                                 "max_ops": MAX_OPS})
+            result = zygote.cut(
+                {
+                    "db": str(data / "f2.db"),
+                    "watch": str(data.resolve()),
+                    "image": str(image.resolve()),
+                    "synchronous": synchronous,
+                    "fault": fault,
+                    "kill_after_acks": kill_after,
+                    "max_ops": MAX_OPS,
+                }
+            )
             acks = [a for a in result["acks"] if a["op"] != "error"]
             errors = [a for a in result["acks"] if a["op"] == "error"]
             assert not errors, errors
-            assert not os.WIFEXITED(result["status"]) or os.WEXITSTATUS(result["status"]) == 86, \
+            assert not os.WIFEXITED(result["status"]) or os.WEXITSTATUS(result["status"]) == 86, (
                 f"cut {n}: the writer was not cut (status {result['status']})"
+            )
             for f in image.iterdir():
                 if not f.name.endswith(".shim-tmp"):
                     shutil.copy(f, restored / f.name)
@@ -236,22 +274,28 @@ def shim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def test_power_cuts_lose_no_acknowledged_event_with_synchronous_full(
-        tmp_path: Path, shim: Path) -> None:
+    tmp_path: Path, shim: Path
+) -> None:
     figures = run_f2(tmp_path, shim, cuts=100, seed=3)
 
-    print(f"F2: {figures.cuts} power cuts: {figures.lost}/{figures.acknowledged} acknowledged "
-          f"lost; {figures.integrity_failures} integrity failures, {figures.chain_failures} "
-          f"chain failures")
+    print(
+        f"F2: {figures.cuts} power cuts: {figures.lost}/{figures.acknowledged} acknowledged "
+        f"lost; {figures.integrity_failures} integrity failures, {figures.chain_failures} "
+        f"chain failures"
+    )
     assert figures.problems == []
     assert figures.lost == 0
     assert figures.cuts == 100 and figures.acknowledged > 0
 
 
 def test_the_simulator_loses_acknowledged_events_with_synchronous_normal(
-        tmp_path: Path, shim: Path) -> None:
+    tmp_path: Path, shim: Path
+) -> None:
     figures = run_f2(tmp_path, shim, cuts=15, seed=4, synchronous="NORMAL")
 
-    print(f"F2-neg: NORMAL lost {figures.lost}/{figures.acknowledged} acknowledged in "
-          f"{figures.cuts_losing}/{figures.cuts} cuts")
+    print(
+        f"F2-neg: NORMAL lost {figures.lost}/{figures.acknowledged} acknowledged in "
+        f"{figures.cuts_losing}/{figures.cuts} cuts"
+    )
     assert figures.problems == []  # committed-or-absent even so: only durability is lost
     assert figures.lost > 0

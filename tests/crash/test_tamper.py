@@ -76,8 +76,12 @@ def snapshot(app: Continuum, anchors: dict[str, str]) -> dict[str, Any]:
         report = app.verify(run_id, expect_head=anchors[run_id])
         if not report.ok:
             v = report.violations[0]
-            raise IntegrityError(f"verify: {v.kind} at {v.sequence}", code=f"integrity.{v.kind}",
-                                 run_id=run_id, sequence=v.sequence)
+            raise IntegrityError(
+                f"verify: {v.kind} at {v.sequence}",
+                code=f"integrity.{v.kind}",
+                run_id=run_id,
+                sequence=v.sequence,
+            )
         events = [e.model_dump(mode="json") for e in store.read_events(run_id)]
         actions = [a.model_dump(mode="json") for a in app.actions(run_id)]
         state = app.state(run_id).model_dump(mode="json")
@@ -85,8 +89,7 @@ def snapshot(app: Continuum, anchors: dict[str, str]) -> dict[str, Any]:
         for a in app.actions(run_id):
             r = app.intercept(run_id, ACTION, a.arguments, key=a.key)
             answers[a.key] = (r.proceed, r.status, r.attempt, r.external_id)
-        out[run_id] = {"events": events, "actions": actions, "state": state,
-                       "answers": answers}
+        out[run_id] = {"events": events, "actions": actions, "state": state, "answers": answers}
     return out
 
 
@@ -113,8 +116,9 @@ def page_kind(data: bytes, offset: int) -> str:
     return "header" if offset < 100 else f"page {page + 1}"
 
 
-def try_flip(db: Path, reference: dict[str, Any], anchors: dict[str, str],
-             figures: FlipFigures, where: str) -> None:
+def try_flip(
+    db: Path, reference: dict[str, Any], anchors: dict[str, str], figures: FlipFigures, where: str
+) -> None:
     figures.flips += 1
     try:
         store = SQLiteStorage(db, create=False)
@@ -135,9 +139,14 @@ def try_flip(db: Path, reference: dict[str, Any], anchors: dict[str, str],
             figures.codes[e.code] += 1
             # A damaged event names run and sequence; a damaged index row, run and action; a
             # damaged run or checkpoint record, run and record.
-            if e.code != "integrity.database_corrupt" and not (e.fields.get("run_id") and (
-                    e.fields.get("sequence") is not None or e.fields.get("action_id")
-                    or e.fields.get("record"))):
+            if e.code != "integrity.database_corrupt" and not (
+                e.fields.get("run_id")
+                and (
+                    e.fields.get("sequence") is not None
+                    or e.fields.get("action_id")
+                    or e.fields.get("record")
+                )
+            ):
                 figures.problems.append(f"{where}: {e.code} names no run and sequence: {e}")
             return
         except ContinuumError as e:
@@ -153,8 +162,11 @@ def try_flip(db: Path, reference: dict[str, Any], anchors: dict[str, str],
         else:
             figures.undetected += 1
             diff = [k for k in reference if reference[k] != got.get(k)]
-            sub = {k: [kk for kk in reference[k] if reference[k][kk] != got[k].get(kk)]
-                   for k in diff if isinstance(reference[k], dict) and isinstance(got.get(k), dict)}
+            sub = {
+                k: [kk for kk in reference[k] if reference[k][kk] != got[k].get(kk)]
+                for k in diff
+                if isinstance(reference[k], dict) and isinstance(got.get(k), dict)
+            }
             figures.problems.append(f"{where}: undetected change in {diff} {sub}")
     finally:
         store.close()
@@ -180,8 +192,9 @@ def reference_of(db: Path, anchors: dict[str, str], work: Path) -> dict[str, Any
         return snapshot(Continuum(store), anchors)
 
 
-def run_flips(db: Path, anchors: dict[str, str], work: Path, *, flips: int,
-              seed: int) -> FlipFigures:
+def run_flips(
+    db: Path, anchors: dict[str, str], work: Path, *, flips: int, seed: int
+) -> FlipFigures:
     reference = reference_of(db, anchors, work)
     data = db.read_bytes()
     rng = random.Random(seed)
@@ -200,30 +213,35 @@ def run_flips(db: Path, anchors: dict[str, str], work: Path, *, flips: int,
 
 
 def test_single_bit_flips_anywhere_in_the_file_are_refused_or_harmless(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     db, anchors = reference_db
     figures = run_flips(db, anchors, tmp_path, flips=1000, seed=11)
 
-    print(f"F13: {figures.flips:,} flips over {db.stat().st_size:,} bytes: "
-          f"{figures.undetected} undetected semantic changes ({figures.refused_at_open} refused "
-          f"at open, {figures.refused_on_read} refused on read or verify, {figures.harmless} "
-          f"harmless, {figures.untranslated} untranslated errors)")
+    print(
+        f"F13: {figures.flips:,} flips over {db.stat().st_size:,} bytes: "
+        f"{figures.undetected} undetected semantic changes ({figures.refused_at_open} refused "
+        f"at open, {figures.refused_on_read} refused on read or verify, {figures.harmless} "
+        f"harmless, {figures.untranslated} untranslated errors)"
+    )
     assert figures.problems == []
     assert (figures.undetected, figures.untranslated) == (0, 0)
     assert figures.refused_on_read > 0 and figures.harmless > 0
 
 
 def test_the_harness_counts_undetected_changes_when_hashes_are_not_recomputed(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The broken variant: a verifier that trusts each row's stored hash.
     monkeypatch.setattr("continuum.events.Event.computed_hash", lambda self: self.hash)
     monkeypatch.setattr("continuum.chain.stored_event_hash", lambda event, text: event.hash)
     db, anchors = reference_db
     figures = run_flips(db, anchors, tmp_path, flips=300, seed=13)
 
-    print(f"F13-neg: control caught {figures.undetected} undetected semantic changes in "
-          f"{figures.flips} flips")
+    print(
+        f"F13-neg: control caught {figures.undetected} undetected semantic changes in "
+        f"{figures.flips} flips"
+    )
     assert figures.undetected > 0
 
 
@@ -244,8 +262,12 @@ def test_bit_flips_in_the_wal_are_caught_by_the_anchor_or_harmless(tmp_path: Pat
     live.mkdir()
     db = live / "live.db"
     SQLiteStorage(db).close()  # the schema, so the holder has a table to read
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
         store = SQLiteStorage(db, create=False)
@@ -286,12 +308,13 @@ def test_bit_flips_in_the_wal_are_caught_by_the_anchor_or_harmless(tmp_path: Pat
             p.unlink()
         (work / "f.db").write_bytes(main_bytes)
         (work / "f.db-wal").write_bytes(damaged)
-        try_flip(work / "f.db", reference, anchors, figures,
-                 f"WAL bit {bit} (byte {bit // 8})")
+        try_flip(work / "f.db", reference, anchors, figures, f"WAL bit {bit} (byte {bit // 8})")
 
-    print(f"F13: {figures.flips} WAL flips: {figures.undetected} undetected semantic changes "
-          f"({figures.refused_on_read} caught, most by the anchor: "
-          f"{figures.codes.most_common(3)}; {figures.harmless} harmless)")
+    print(
+        f"F13: {figures.flips} WAL flips: {figures.undetected} undetected semantic changes "
+        f"({figures.refused_on_read} caught, most by the anchor: "
+        f"{figures.codes.most_common(3)}; {figures.harmless} harmless)"
+    )
     assert figures.problems == []
     assert (figures.undetected, figures.untranslated) == (0, 0)
     assert figures.codes["integrity.truncated"] > 0  # a dropped frame is a clean truncation
@@ -313,39 +336,78 @@ def raw(path: Path, *statements: str, params: tuple[Any, ...] = ()) -> list[Any]
 
 ROW_TAMPERS: dict[str, tuple[list[str], str, int | None]] = {
     # name: (statements, expected kind, expected first bad sequence in run_a)
-    "reordered rows": ([
-        "UPDATE events SET sequence = -1 WHERE run_id = 'run_a' AND sequence = 5",
-        "UPDATE events SET sequence = 5 WHERE run_id = 'run_a' AND sequence = 6",
-        "UPDATE events SET sequence = 6 WHERE run_id = 'run_a' AND sequence = -1"],
-        "hash_mismatch", 5),
-    "row moved to another run": ([
-        "UPDATE events SET run_id = 'run_b', sequence = 100 WHERE run_id = 'run_a'"
-        " AND sequence = 7"], "sequence_gap", 7),
-    "deleted first row": (["DELETE FROM events WHERE run_id = 'run_a' AND sequence = 1"],
-                          "sequence_gap", 1),
-    "rewound head": (["UPDATE runs SET head_sequence = head_sequence - 2 WHERE run_id = 'run_a'"],
-                     "head_mismatch", None),
-    "forged head hash": ([f"UPDATE runs SET head_hash = '{'0' * 64}' WHERE run_id = 'run_a'"],
-                         "head_mismatch", None),
-    "index row says completed": ([
-        "UPDATE actions SET record = json_set(record, '$.status', 'completed'),"
-        " status = 'completed' WHERE run_id = 'run_a' AND json_extract(record, '$.status')"
-        " = 'unknown'"], "index_mismatch", None),
-    "index row deleted": (["DELETE FROM actions WHERE run_id = 'run_a' AND rowid ="
-                           " (SELECT min(rowid) FROM actions WHERE run_id = 'run_a')"],
-                          "index_mismatch", None),
-    "index dedup key edited": ([
-        "UPDATE actions SET dedup_key = 'x' || dedup_key WHERE run_id = 'run_a' AND rowid ="
-        " (SELECT min(rowid) FROM actions WHERE run_id = 'run_a')"], "index_mismatch", None),
-    "checkpoint state edited": ([
-        "UPDATE checkpoints SET state = replace(state, 'goal of run_a', 'goal of evil')"
-        " WHERE run_id = 'run_a'"], "checkpoint_mismatch", None),
+    "reordered rows": (
+        [
+            "UPDATE events SET sequence = -1 WHERE run_id = 'run_a' AND sequence = 5",
+            "UPDATE events SET sequence = 5 WHERE run_id = 'run_a' AND sequence = 6",
+            "UPDATE events SET sequence = 6 WHERE run_id = 'run_a' AND sequence = -1",
+        ],
+        "hash_mismatch",
+        5,
+    ),
+    "row moved to another run": (
+        [
+            "UPDATE events SET run_id = 'run_b', sequence = 100 WHERE run_id = 'run_a'"
+            " AND sequence = 7"
+        ],
+        "sequence_gap",
+        7,
+    ),
+    "deleted first row": (
+        ["DELETE FROM events WHERE run_id = 'run_a' AND sequence = 1"],
+        "sequence_gap",
+        1,
+    ),
+    "rewound head": (
+        ["UPDATE runs SET head_sequence = head_sequence - 2 WHERE run_id = 'run_a'"],
+        "head_mismatch",
+        None,
+    ),
+    "forged head hash": (
+        [f"UPDATE runs SET head_hash = '{'0' * 64}' WHERE run_id = 'run_a'"],
+        "head_mismatch",
+        None,
+    ),
+    "index row says completed": (
+        [
+            "UPDATE actions SET record = json_set(record, '$.status', 'completed'),"
+            " status = 'completed' WHERE run_id = 'run_a' AND json_extract(record, '$.status')"
+            " = 'unknown'"
+        ],
+        "index_mismatch",
+        None,
+    ),
+    "index row deleted": (
+        [
+            "DELETE FROM actions WHERE run_id = 'run_a' AND rowid ="
+            " (SELECT min(rowid) FROM actions WHERE run_id = 'run_a')"
+        ],
+        "index_mismatch",
+        None,
+    ),
+    "index dedup key edited": (
+        [
+            "UPDATE actions SET dedup_key = 'x' || dedup_key WHERE run_id = 'run_a' AND rowid ="
+            " (SELECT min(rowid) FROM actions WHERE run_id = 'run_a')"
+        ],
+        "index_mismatch",
+        None,
+    ),
+    "checkpoint state edited": (
+        [
+            "UPDATE checkpoints SET state = replace(state, 'goal of run_a', 'goal of evil')"
+            " WHERE run_id = 'run_a'"
+        ],
+        "checkpoint_mismatch",
+        None,
+    ),
 }
 
 
 @pytest.mark.parametrize("tamper", sorted(ROW_TAMPERS))
 def test_tampered_rows_are_refused_with_the_kind_and_sequence_of_the_damage(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path, tamper: str) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path, tamper: str
+) -> None:
     db, anchors = reference_db
     copy = tmp_path / "t.db"
     shutil.copy(db, copy)
@@ -363,18 +425,21 @@ def test_tampered_rows_are_refused_with_the_kind_and_sequence_of_the_damage(
                 store.read_events("run_a")
             assert (e.value.fields["run_id"], e.value.fields["sequence"]) == ("run_a", sequence)
         assert report.trusted_through < report.head_sequence or kind != "sequence_gap"
-    print(f"F13: {tamper}: refused as {kind}"
-          + (f" at sequence {sequence}" if sequence else ""))
+    print(f"F13: {tamper}: refused as {kind}" + (f" at sequence {sequence}" if sequence else ""))
 
 
 @pytest.mark.parametrize("cut", ["half a page", "last page", "header only"])
-def test_a_file_cut_short_is_refused(reference_db: tuple[Path, dict[str, str]], tmp_path: Path,
-                                     cut: str) -> None:
+def test_a_file_cut_short_is_refused(
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path, cut: str
+) -> None:
     db, _ = reference_db
     data = db.read_bytes()
     page = int.from_bytes(data[16:18], "big")
-    keep = {"half a page": len(data) - page // 2, "last page": len(data) - page,
-            "header only": 100}[cut]
+    keep = {
+        "half a page": len(data) - page // 2,
+        "last page": len(data) - page,
+        "header only": 100,
+    }[cut]
     copy = tmp_path / "cut.db"
     copy.write_bytes(data[:keep])
 
@@ -389,7 +454,8 @@ def test_a_file_cut_short_is_refused(reference_db: tuple[Path, dict[str, str]], 
 
 
 def test_reference_store_is_what_the_flips_start_from(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     db, anchors = reference_db
     ref = reference_of(db, anchors, tmp_path)
     assert ref["runs"] == list(RUNS)
@@ -402,23 +468,30 @@ def test_reference_store_is_what_the_flips_start_from(
 
 
 def first_action(path: Path, status: str) -> tuple[str, str]:
-    rows = raw(path, "SELECT action_id, json_extract(record, '$.key') FROM actions WHERE run_id ="
-               " 'run_a' AND json_extract(record, '$.status') = ? ORDER BY rowid LIMIT 1",
-               params=(status,))
+    rows = raw(
+        path,
+        "SELECT action_id, json_extract(record, '$.key') FROM actions WHERE run_id ="
+        " 'run_a' AND json_extract(record, '$.status') = ? ORDER BY rowid LIMIT 1",
+        params=(status,),
+    )
     return rows[0][0], rows[0][1]
 
 
 @pytest.mark.parametrize("column", ["dedup_key", "action_id"])
 def test_an_intercept_refuses_when_a_damaged_index_hides_a_completed_action(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path, column: str) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path, column: str
+) -> None:
     # Found by flips: a damaged dedup-key entry made the next intercept answer
     # proceed: true for an action already completed (a repeated side effect).
     db, _ = reference_db
     copy = tmp_path / "idx.db"
     shutil.copy(db, copy)
     action_id, key = first_action(copy, "completed")
-    raw(copy, f"UPDATE actions SET {column} = 'damaged' || {column} WHERE action_id = ?",
-        params=(action_id,))
+    raw(
+        copy,
+        f"UPDATE actions SET {column} = 'damaged' || {column} WHERE action_id = ?",
+        params=(action_id,),
+    )
 
     with SQLiteStorage(copy, create=False) as store:
         app = Continuum(store)
@@ -433,12 +506,16 @@ def test_an_intercept_refuses_when_a_damaged_index_hides_a_completed_action(
 
 
 def test_an_event_whose_text_is_not_utf8_is_malformed_at_its_sequence(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     db, _ = reference_db
     copy = tmp_path / "utf.db"
     shutil.copy(db, copy)
-    raw(copy, "UPDATE events SET payload = CAST(X'7B2261223A22FF227D' AS TEXT)"
-        " WHERE run_id = 'run_a' AND sequence = 4")
+    raw(
+        copy,
+        "UPDATE events SET payload = CAST(X'7B2261223A22FF227D' AS TEXT)"
+        " WHERE run_id = 'run_a' AND sequence = 4",
+    )
 
     with SQLiteStorage(copy, create=False) as store:
         with pytest.raises(IntegrityError) as e:
@@ -451,13 +528,17 @@ def test_an_event_whose_text_is_not_utf8_is_malformed_at_its_sequence(
 
 
 def test_a_damaged_index_record_is_an_integrity_error_and_a_verify_finding(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     db, _ = reference_db
     copy = tmp_path / "rec.db"
     shutil.copy(db, copy)
     action_id, key = first_action(copy, "unknown")
-    raw(copy, "UPDATE actions SET record = substr(record, 1, 40) WHERE action_id = ?",
-        params=(action_id,))
+    raw(
+        copy,
+        "UPDATE actions SET record = substr(record, 1, 40) WHERE action_id = ?",
+        params=(action_id,),
+    )
 
     with SQLiteStorage(copy, create=False) as store:
         app = Continuum(store)
@@ -469,13 +550,17 @@ def test_a_damaged_index_record_is_an_integrity_error_and_a_verify_finding(
 
 
 def test_a_record_that_is_json_but_not_an_action_is_refused_by_the_ledger(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     db, _ = reference_db
     copy = tmp_path / "enum.db"
     shutil.copy(db, copy)
     action_id, key = first_action(copy, "unknown")
-    raw(copy, "UPDATE actions SET record = json_set(record, '$.status', 'unk.own')"
-        " WHERE action_id = ?", params=(action_id,))
+    raw(
+        copy,
+        "UPDATE actions SET record = json_set(record, '$.status', 'unk.own') WHERE action_id = ?",
+        params=(action_id,),
+    )
 
     with SQLiteStorage(copy, create=False) as store:
         app = Continuum(store)
@@ -486,7 +571,8 @@ def test_a_record_that_is_json_but_not_an_action_is_refused_by_the_ledger(
 
 
 def test_a_checkpoint_that_is_not_json_is_a_verify_finding_and_is_not_used(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     db, _ = reference_db
     copy = tmp_path / "cp.db"
     shutil.copy(db, copy)
@@ -501,7 +587,8 @@ def test_a_checkpoint_that_is_not_json_is_a_verify_finding_and_is_not_used(
 
 
 def test_a_run_record_whose_text_is_not_utf8_is_an_integrity_error(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     db, _ = reference_db
     copy = tmp_path / "goal.db"
     shutil.copy(db, copy)
@@ -513,15 +600,19 @@ def test_a_run_record_whose_text_is_not_utf8_is_an_integrity_error(
 
 
 def test_an_event_whose_sequence_is_not_a_number_is_malformed_at_its_position(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     # Found by the soak: a flip in a row header made the sequence NULL, and verify raised
     # a pydantic ValidationError instead of reporting the row.
     db, _ = reference_db
     copy = tmp_path / "seq.db"
     shutil.copy(db, copy)
     last = raw(copy, "SELECT head_sequence FROM runs WHERE run_id = 'run_b'")[0][0]
-    raw(copy, "UPDATE events SET sequence = 'x' WHERE run_id = 'run_b' AND sequence = ?",
-        params=(last,))
+    raw(
+        copy,
+        "UPDATE events SET sequence = 'x' WHERE run_id = 'run_b' AND sequence = ?",
+        params=(last,),
+    )
 
     with SQLiteStorage(copy, create=False) as store:
         report = store.verify_events("run_b")
@@ -531,15 +622,18 @@ def test_an_event_whose_sequence_is_not_a_number_is_malformed_at_its_position(
         assert (e.value.fields["run_id"], e.value.fields["sequence"]) == ("run_b", last)
 
 
-@pytest.mark.parametrize(("statement", "code"), [
-    ("UPDATE runs SET metadata = '{.' WHERE run_id = 'run_b'", "integrity.malformed"),
-    ("UPDATE runs SET status = 'activ%' WHERE run_id = 'run_b'", "integrity.malformed"),
-    ("UPDATE runs SET head_sequence = 'x' WHERE run_id = 'run_b'", "integrity.malformed"),
-    ("UPDATE actions SET record = 7 WHERE run_id = 'run_b'", "integrity.index_mismatch"),
-])
+@pytest.mark.parametrize(
+    ("statement", "code"),
+    [
+        ("UPDATE runs SET metadata = '{.' WHERE run_id = 'run_b'", "integrity.malformed"),
+        ("UPDATE runs SET status = 'activ%' WHERE run_id = 'run_b'", "integrity.malformed"),
+        ("UPDATE runs SET head_sequence = 'x' WHERE run_id = 'run_b'", "integrity.malformed"),
+        ("UPDATE actions SET record = 7 WHERE run_id = 'run_b'", "integrity.index_mismatch"),
+    ],
+)
 def test_a_damaged_run_action_or_checkpoint_record_is_an_integrity_error_naming_the_run(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path, statement: str,
-        code: str) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path, statement: str, code: str
+) -> None:
     # Found by the soak: a non-JSON run metadata and a record stored as a number escaped
     # as JSONDecodeError and TypeError.
     db, _ = reference_db
@@ -571,7 +665,8 @@ def test_a_text_column_holding_a_number_is_refused_as_damage() -> None:
 
 
 def test_a_run_whose_stored_id_no_longer_matches_its_index_is_not_listed_silently(
-        reference_db: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    reference_db: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     # Found by the soak: one flip turned the runs row's id into 'pun_b' while the index
     # still found the run as 'run_b'; `runs` listed a run no command could open.
     db, _ = reference_db

@@ -29,8 +29,13 @@ from continuum.types import Origin
 
 BOUND = 30.0  # seconds: start-up, exit
 TOKENS = {"read": "read-token-for-the-page-0001", "approve": "approve-token-for-the-page-02"}
-INJECTIONS = ("<script>alert(1)</script>", "\x1b[2K", "\u202e", "<img src=x onerror=alert(2)>",
-              "\" onmouseover=alert(3) x=\"")
+INJECTIONS = (
+    "<script>alert(1)</script>",
+    "\x1b[2K",
+    "\u202e",
+    "<img src=x onerror=alert(2)>",
+    '" onmouseover=alert(3) x="',
+)
 HOSTILE = " ".join(INJECTIONS)
 RUN = 'op-run-<b>"x</b>'  # run ids may hold markup (no controls: they are identifiers)
 OTHER_RUN = "plain-run"
@@ -54,11 +59,19 @@ def seed(db: Path) -> Seeded:
         rt.record_progress(RUN, completed=2, total=4)
         rt.append(RUN, EventType.EVIDENCE_ADDED, {"evidence_id": "ev<script>1", "text": HOSTILE})
         rt.append(RUN, EventType.FINDING_ADDED, {"finding_id": "f1", "text": "found " + HOSTILE})
-        started = rt.intercept(RUN, "send_<img src=x onerror=alert(4)>",
-                               {"to": HOSTILE}, key='mail:<script>alert(5)</script>"')
-        rt.fail(RUN, started.action_id or "", error="timeout " + HOSTILE)  # unknown: a person checks
-        asked = [rt.intercept(RUN, "wire_money", {"amount": n, "memo": HOSTILE}, key=f"wire-{n}")
-                 for n in (100, 200)]
+        started = rt.intercept(
+            RUN,
+            "send_<img src=x onerror=alert(4)>",
+            {"to": HOSTILE},
+            key='mail:<script>alert(5)</script>"',
+        )
+        rt.fail(
+            RUN, started.action_id or "", error="timeout " + HOSTILE
+        )  # unknown: a person checks
+        asked = [
+            rt.intercept(RUN, "wire_money", {"amount": n, "memo": HOSTILE}, key=f"wire-{n}")
+            for n in (100, 200)
+        ]
     return Seeded(RUN, started.action_id or "", [a.approval_id or "" for a in asked])
 
 
@@ -77,14 +90,22 @@ def snapshot(db: Path, to: Path) -> Path:
 
 def events(db: Path, run_id: str) -> list[dict[str, Any]]:
     with Continuum.open(str(db), create=False) as rt:
-        return [{"type": str(e.type), "source": str(e.source), "payload": e.payload}
-                for e in rt.events(run_id)]
+        return [
+            {"type": str(e.type), "source": str(e.source), "payload": e.payload}
+            for e in rt.events(run_id)
+        ]
 
 
 def cli(db: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "continuum", "--db", str(db), *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=BOUND,
-                          stdin=subprocess.DEVNULL, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "continuum", "--db", str(db), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 @dataclass
@@ -98,21 +119,51 @@ class Server:
 
 
 def ui_command(db: Path, tokens: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "continuum", "--db", str(db), "ui", "--listen", "127.0.0.1:0",
-            "--token-file", str(tokens), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "continuum",
+        "--db",
+        str(db),
+        "ui",
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        str(tokens),
+        *extra,
+    ]
 
 
 def mcp_command(db: Path, tokens: Path) -> list[str]:
-    return [sys.executable, "-m", "continuum.mcp", "--db", str(db), "--transport",
-            "streamable-http", "--listen", "127.0.0.1:0", "--token-file", str(tokens), "--ui"]
+    return [
+        sys.executable,
+        "-m",
+        "continuum.mcp",
+        "--db",
+        str(db),
+        "--transport",
+        "streamable-http",
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        str(tokens),
+        "--ui",
+    ]
 
 
 @contextmanager
 def serving(command: list[str], cwd: Path) -> Iterator[Server]:
     """Start ``command``; yield once it announces its URL; SIGTERM and a clean exit after."""
     env = {**os.environ, "NO_COLOR": "1", "CONTINUUM_LOG_LEVEL": "info"}
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: list[str] = []
     announced: queue.Queue[str | None] = queue.Queue()
 

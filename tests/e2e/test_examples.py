@@ -20,8 +20,9 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 
 def run(cmd: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
 
 
 def test_the_three_promised_examples_exist() -> None:
@@ -51,7 +52,8 @@ def test_kit_scripted_run_scores_7_of_7_and_a_double_send_is_caught(tmp_path: Pa
     assert [f"SKIP INV-00{i}: completed" in out for i in (1, 2, 3)] == [True] * 3
     assert out.count("DONE INV-004") == 1 and out.count("DONE INV-005") == 1
     assert sorted(f.name for f in (work / "outbox").iterdir()) == [
-        f"INV-00{i}.txt" for i in range(1, 6)]
+        f"INV-00{i}.txt" for i in range(1, 6)
+    ]
 
     # Negative control: the scorer must catch an invoice sent twice.
     line = (work / "outbox" / "INV-002.txt").read_text(encoding="utf-8")
@@ -71,8 +73,10 @@ def test_kit_http_variant_scores_7_of_7_from_what_the_sink_received(tmp_path: Pa
     assert p.stdout.strip().splitlines()[-1] == "7/7"
     assert "sent = what the HTTP sink received" in p.stdout
     assert not (work / "outbox").exists()
-    journal = [json.loads(x) for x in
-               (work / "sink" / "received.jsonl").read_text(encoding="utf-8").splitlines()]
+    journal = [
+        json.loads(x)
+        for x in (work / "sink" / "received.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert [r["invoice"] for r in journal] == [f"INV-00{i}" for i in range(1, 6)]
 
 

@@ -46,13 +46,21 @@ CHROMEDRIVER = shutil.which("chromedriver")
 
 
 def _require_browser() -> None:
-    missing = [name for name, found in (("chromium", CHROMIUM), ("chromedriver", CHROMEDRIVER),
-                                        ("selenium", importlib.util.find_spec("selenium")))
-               if not found]
+    missing = [
+        name
+        for name, found in (
+            ("chromium", CHROMIUM),
+            ("chromedriver", CHROMEDRIVER),
+            ("selenium", importlib.util.find_spec("selenium")),
+        )
+        if not found
+    ]
     if not missing:
         return
-    why = (f"{', '.join(missing)} missing: apt-get install chromium chromium-driver and "
-           "pip install -e '.[dev]' (make test does both)")
+    why = (
+        f"{', '.join(missing)} missing: apt-get install chromium chromium-driver and "
+        "pip install -e '.[dev]' (make test does both)"
+    )
     if os.environ.get("CONTINUUM_REQUIRE_EXTRAS") == "1":
         pytest.fail(why)
     pytest.skip(why)
@@ -78,8 +86,15 @@ def browser() -> Iterator[Any]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM or ""
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 "--window-size=1280,1400", "--no-first-run", "--disable-extensions"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,1400",
+        "--no-first-run",
+        "--disable-extensions",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(30)
@@ -112,10 +127,12 @@ class Visit:
 
     def by(self, css: str) -> Any:
         from selenium.webdriver.common.by import By
+
         return self.driver.find_element(By.CSS_SELECTOR, css)
 
     def all(self, css: str) -> list[Any]:
         from selenium.webdriver.common.by import By
+
         return list(self.driver.find_elements(By.CSS_SELECTOR, css))
 
     def submit(self, button: Any) -> None:
@@ -130,6 +147,7 @@ class Visit:
 
     def no_alert_and_no_injected_elements(self) -> None:
         from selenium.common.exceptions import NoAlertPresentException
+
         with pytest.raises(NoAlertPresentException):
             _ = self.driver.switch_to.alert.text
         # The page has no script and no image of its own: any would be injected markup.
@@ -150,8 +168,9 @@ def _open_run(v: Visit, seeded: Seeded) -> None:
     assert "run?id=" in v.driver.current_url
 
 
-def test_lists_runs_and_shows_every_agent_field_as_text(site: tuple[Server, Seeded, Path],
-                                                        browser: Any) -> None:
+def test_lists_runs_and_shows_every_agent_field_as_text(
+    site: tuple[Server, Seeded, Path], browser: Any
+) -> None:
     """contract §5 (what a person vouches for is shown as recorded, escaped)."""
     server, seeded, _ = site
     v = Visit(browser, server, "list")
@@ -163,10 +182,14 @@ def test_lists_runs_and_shows_every_agent_field_as_text(site: tuple[Server, Seed
     v.shot("runs")
     _open_run(v, seeded)
     page = v.by("main").text
-    for shown in (quoted("goal: " + HOSTILE), quoted(HOSTILE), quoted("found " + HOSTILE),
-                  quoted("timeout " + HOSTILE), quoted('send_<img src=x onerror=alert(4)>:mail:'
-                             '<script>alert(5)</script>"'),
-                  quoted("send_<img src=x onerror=alert(4)>")):
+    for shown in (
+        quoted("goal: " + HOSTILE),
+        quoted(HOSTILE),
+        quoted("found " + HOSTILE),
+        quoted("timeout " + HOSTILE),
+        quoted('send_<img src=x onerror=alert(4)>:mail:<script>alert(5)</script>"'),
+        quoted("send_<img src=x onerror=alert(4)>"),
+    ):
         assert shown in page, shown
     for raw in (INJECTIONS[0], INJECTIONS[3]):
         assert raw in page  # markup is visible as text...
@@ -189,8 +212,9 @@ def _replay(db: Path, tmp: Path, run_id: str, *args: str) -> list[dict[str, Any]
     return events(copy, run_id)
 
 
-def test_confirm_records_what_the_cli_records(site: tuple[Server, Seeded, Path], browser: Any,
-                                              tmp_path: Path) -> None:
+def test_confirm_records_what_the_cli_records(
+    site: tuple[Server, Seeded, Path], browser: Any, tmp_path: Path
+) -> None:
     """contract §5: a person confirms exactly the sequence and hash shown, origin human."""
     server, seeded, db = site
     v = Visit(browser, server, "confirm")
@@ -199,19 +223,20 @@ def test_confirm_records_what_the_cli_records(site: tuple[Server, Seeded, Path],
     shown_seq = int(v.by("#confirm-form input[name=through_sequence]").get_attribute("value"))
     before = events(db, seeded.run_id)
     assert shown_seq == len(before)
-    expected = _replay(db, tmp_path, seeded.run_id, "confirm", seeded.run_id)[len(before):]
+    expected = _replay(db, tmp_path, seeded.run_id, "confirm", seeded.run_id)[len(before) :]
     v.submit(v.by("#confirm"))
     assert f"through sequence {shown_seq}" in v.by(".msg").text
     v.shot("done")
-    after = events(db, seeded.run_id)[len(before):]
+    after = events(db, seeded.run_id)[len(before) :]
     assert [e["type"] for e in after] == ["review_confirmed"]
     assert after == expected and after[0]["source"] == "human"
     assert after[0]["payload"]["through_sequence"] == shown_seq
     v.tokens_never_shown()
 
 
-def test_reconcile_records_what_the_cli_records(site: tuple[Server, Seeded, Path],
-                                                browser: Any, tmp_path: Path) -> None:
+def test_reconcile_records_what_the_cli_records(
+    site: tuple[Server, Seeded, Path], browser: Any, tmp_path: Path
+) -> None:
     """contract §7: only a person settles an unknown effect (origin human)."""
     server, seeded, db = site
     v = Visit(browser, server, "reconcile")
@@ -219,15 +244,24 @@ def test_reconcile_records_what_the_cli_records(site: tuple[Server, Seeded, Path
     _open_run(v, seeded)
     before = events(db, seeded.run_id)
     note = "checked the mail log <script>alert(6)</script>"
-    expected = _replay(db, tmp_path, seeded.run_id, "reconcile", seeded.run_id,
-                       seeded.unknown_action, "--not-occurred", "--note", note)[len(before):]
+    expected = _replay(
+        db,
+        tmp_path,
+        seeded.run_id,
+        "reconcile",
+        seeded.run_id,
+        seeded.unknown_action,
+        "--not-occurred",
+        "--note",
+        note,
+    )[len(before) :]
     form = v.by(f"#reconcile-{seeded.unknown_action}")
     form.find_element("css selector", "input[value=no]").click()
     form.find_element("css selector", "input[name=note]").send_keys(note)
     v.shot("filled")
     v.submit(form.find_element("css selector", "button"))
     assert "is now" in v.by(".msg").text
-    after = events(db, seeded.run_id)[len(before):]
+    after = events(db, seeded.run_id)[len(before) :]
     assert [e["type"] for e in after] == ["action_reconciled"]
     assert _without_times(after) == _without_times(expected)
     assert after[0]["source"] == "human"
@@ -237,13 +271,16 @@ def test_reconcile_records_what_the_cli_records(site: tuple[Server, Seeded, Path
 
 
 def _without_times(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**e, "payload": {k: x for k, x in e["payload"].items() if not k.endswith("_at")}}
-            for e in found]
+    return [
+        {**e, "payload": {k: x for k, x in e["payload"].items() if not k.endswith("_at")}}
+        for e in found
+    ]
 
 
 @pytest.mark.parametrize("decision", ["allow", "deny"])
-def test_decide_records_what_the_cli_records(site: tuple[Server, Seeded, Path], browser: Any,
-                                             tmp_path: Path, decision: str) -> None:
+def test_decide_records_what_the_cli_records(
+    site: tuple[Server, Seeded, Path], browser: Any, tmp_path: Path, decision: str
+) -> None:
     """Issue 16 item 2: a person's decision, bound to the call shown, origin human."""
     server, seeded, db = site
     v = Visit(browser, server, f"decide-{decision}")
@@ -252,22 +289,26 @@ def test_decide_records_what_the_cli_records(site: tuple[Server, Seeded, Path], 
     approval = seeded.approvals[0]
     before = events(db, seeded.run_id)
     reason = f"{decision}: checked <img src=x onerror=alert(7)>"
-    expected = _replay(db, tmp_path, seeded.run_id, "decide", approval, f"--{decision}",
-                       "--reason", reason)[len(before):]
+    expected = _replay(
+        db, tmp_path, seeded.run_id, "decide", approval, f"--{decision}", "--reason", reason
+    )[len(before) :]
     form = v.by(f"#decide-{approval}")
     form.find_element("css selector", "input[name=reason]").send_keys(reason)
     v.submit(form.find_element("css selector", f"button[value={decision}]"))
     assert "recorded as human" in v.by(".msg").text
     v.shot("done")
-    after = events(db, seeded.run_id)[len(before):]
-    assert [e["type"] for e in after] == [f"approval_{'granted' if decision == 'allow' else 'denied'}"]
+    after = events(db, seeded.run_id)[len(before) :]
+    assert [e["type"] for e in after] == [
+        f"approval_{'granted' if decision == 'allow' else 'denied'}"
+    ]
     assert _without_times(after) == _without_times(expected) and after[0]["source"] == "human"
     assert len(v.all(".approval form")) == 1  # the other approval still waits
     v.tokens_never_shown()
 
 
-def test_read_role_sees_the_run_without_any_button(site: tuple[Server, Seeded, Path],
-                                                   browser: Any) -> None:
+def test_read_role_sees_the_run_without_any_button(
+    site: tuple[Server, Seeded, Path], browser: Any
+) -> None:
     server, seeded, db = site
     v = Visit(browser, server, "read")
     v.login("read")

@@ -33,18 +33,23 @@ DIST = "continuum-recovery"
 pytestmark = pytest.mark.slow
 
 
-def run(argv: list[str | Path], *, cwd: Path, env: dict[str, str],
-        check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+def run(
+    argv: list[str | Path], *, cwd: Path, env: dict[str, str], check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
     if check:
         assert done.returncode == 0, f"{argv}\n{done.stdout}\n{done.stderr}"
     return done
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTHON", "CONTINUUM_", "VIRTUAL_ENV", "PIP_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTHON", "CONTINUUM_", "VIRTUAL_ENV", "PIP_"))
+    }
     return {**env, "PIP_DISABLE_PIP_VERSION_CHECK": "1", **extra}
 
 
@@ -53,8 +58,11 @@ def copy_tree(dest: Path) -> Path:
     dest.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md"):
         shutil.copy2(ROOT / name, dest / name)
-    shutil.copytree(ROOT / "src", dest / "src",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
+    shutil.copytree(
+        ROOT / "src",
+        dest / "src",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"),
+    )
     return dest
 
 
@@ -64,15 +72,17 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("release")
     tree = copy_tree(base / "tree")
     out = base / "dist"
-    run([sys.executable, "-m", "build", "--no-isolation", "--outdir", out, tree], cwd=base,
-        env=clean_env())
+    run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", out, tree],
+        cwd=base,
+        env=clean_env(),
+    )
     sdists, wheels = sorted(out.glob("*.tar.gz")), sorted(out.glob("*.whl"))
     assert len(sdists) == 1 and len(wheels) == 1, sorted(p.name for p in out.iterdir())
     return sdists[0], wheels[0]
 
 
-def test_the_sdist_carries_the_license_the_readme_and_the_sources(
-        built: tuple[Path, Path]) -> None:
+def test_the_sdist_carries_the_license_the_readme_and_the_sources(built: tuple[Path, Path]) -> None:
     sdist, _ = built
     version = continuum.__version__
     assert sdist.name == f"continuum_recovery-{version}.tar.gz"
@@ -81,8 +91,14 @@ def test_the_sdist_carries_the_license_the_readme_and_the_sources(
         pkg_info = tar.extractfile(f"continuum_recovery-{version}/PKG-INFO")
         assert pkg_info is not None
         meta = email.parser.Parser().parsestr(pkg_info.read().decode("utf-8"))
-    for needed in ("LICENSE", "README.md", "pyproject.toml", "src/continuum/__init__.py",
-                   "src/continuum/py.typed", "src/continuum/cli/main.py"):
+    for needed in (
+        "LICENSE",
+        "README.md",
+        "pyproject.toml",
+        "src/continuum/__init__.py",
+        "src/continuum/py.typed",
+        "src/continuum/cli/main.py",
+    ):
         assert needed in names, needed
     assert not any(n.startswith("tests/") or "__pycache__" in n for n in names)
     assert (meta["Name"], meta["Version"]) == (DIST, version)
@@ -90,7 +106,8 @@ def test_the_sdist_carries_the_license_the_readme_and_the_sources(
 
 
 def test_the_wheel_has_both_commands_the_license_and_the_package_data(
-        built: tuple[Path, Path]) -> None:
+    built: tuple[Path, Path],
+) -> None:
     _, wheel = built
     version = continuum.__version__
     assert wheel.name == f"continuum_recovery-{version}-py3-none-any.whl"
@@ -110,13 +127,19 @@ def test_the_wheel_has_both_commands_the_license_and_the_package_data(
 
 
 def test_the_wheel_installs_into_a_fresh_venv_and_passes_a_smoke_test(
-        built: tuple[Path, Path], tmp_path: Path) -> None:
+    built: tuple[Path, Path], tmp_path: Path
+) -> None:
     _, wheel = built
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python, bin_dir = env_dir / "bin" / "python", env_dir / "bin"
-    site = Path(run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                    cwd=tmp_path, env=clean_env()).stdout.strip())
+    site = Path(
+        run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            cwd=tmp_path,
+            env=clean_env(),
+        ).stdout.strip()
+    )
     # The dependencies: this interpreter's site-packages, as a plain path (no .pth in it
     # is processed, so the editable install's path to src/ is not added).
     deps = Path(sysconfig.get_paths()["purelib"])
@@ -127,18 +150,34 @@ def test_the_wheel_installs_into_a_fresh_venv_and_passes_a_smoke_test(
     probe = "import pydantic, apsw, click, mcp\ntry:\n import continuum\nexcept ImportError:\n print('absent')"
     assert run([python, "-c", probe], cwd=tmp_path, env=env).stdout.strip() == "absent"
 
-    run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index",
-         "--quiet", wheel], cwd=tmp_path, env=env)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            wheel,
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
     assert (bin_dir / "continuum").exists() and (bin_dir / "continuum-mcp").exists()
 
     version = run([bin_dir / "continuum", "--version"], cwd=tmp_path, env=env).stdout
     assert version.strip() == f"continuum, version {continuum.__version__}"
     db = tmp_path / "smoke.db"
     run([bin_dir / "continuum", "--db", db, "init"], cwd=tmp_path, env=env)
-    run([bin_dir / "continuum", "--db", db, "start", "r1", "--goal", "smoke"], cwd=tmp_path,
-        env=env)
-    verified = run([bin_dir / "continuum", "--db", db, "--json", "verify", "r1"], cwd=tmp_path,
-                   env=env)
+    run(
+        [bin_dir / "continuum", "--db", db, "start", "r1", "--goal", "smoke"], cwd=tmp_path, env=env
+    )
+    verified = run(
+        [bin_dir / "continuum", "--db", db, "--json", "verify", "r1"], cwd=tmp_path, env=env
+    )
     assert json.loads(verified.stdout)["ok"] is True
     helped = run([bin_dir / "continuum-mcp", "--help"], cwd=tmp_path, env=env)
     assert "usage" in helped.stdout.lower() and "--db" in helped.stdout

@@ -38,9 +38,9 @@ replay = "REPLAY"
 PROBE = 'probe = "./check {command}"\n'
 
 # An invoice named FAIL-... is refused by the "mail server": nothing is sent, exit 1.
-SEND = "#!/bin/sh\ncase \"$1\" in FAIL-*) exit 1;; esac\necho \"$1\" >> outbox.txt\n"
+SEND = '#!/bin/sh\ncase "$1" in FAIL-*) exit 1;; esac\necho "$1" >> outbox.txt\n'
 # Exit 0 if the invoice named in the command is in the outbox, 1 if not.
-CHECK = "#!/bin/sh\ninv=${1##* }\n[ -f outbox.txt ] || exit 1\ngrep -qx \"$inv\" outbox.txt\n"
+CHECK = '#!/bin/sh\ninv=${1##* }\n[ -f outbox.txt ] || exit 1\ngrep -qx "$inv" outbox.txt\n'
 
 
 @dataclass
@@ -61,14 +61,31 @@ class Project:
         path = self.dir / "outbox.txt"
         return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
-    def session(self, session: str, calls: list[dict[str, Any]], *,
-                die_after_effect: int | None = None, die_after_post: int | None = None,
-                fault_pre: str | None = None, env: dict[str, str] | None = None,
-                session_start: bool = True) -> Session:
+    def session(
+        self,
+        session: str,
+        calls: list[dict[str, Any]],
+        *,
+        die_after_effect: int | None = None,
+        die_after_post: int | None = None,
+        fault_pre: str | None = None,
+        env: dict[str, str] | None = None,
+        session_start: bool = True,
+    ) -> Session:
         calls_file = self.dir.parent / f"calls-{session}.json"
         calls_file.write_text(json.dumps(calls), encoding="utf-8")
-        argv = [sys.executable, str(HERE / "host_sim.py"), "--host", self.host, "--project",
-                str(self.dir), "--session", session, "--calls", str(calls_file)]
+        argv = [
+            sys.executable,
+            str(HERE / "host_sim.py"),
+            "--host",
+            self.host,
+            "--project",
+            str(self.dir),
+            "--session",
+            session,
+            "--calls",
+            str(calls_file),
+        ]
         if die_after_effect is not None:
             argv += ["--die-after-effect", str(die_after_effect)]
         if die_after_post is not None:
@@ -77,15 +94,26 @@ class Project:
             argv += ["--fault-pre", fault_pre]
         if not session_start:
             argv.append("--no-session-start")
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=BOUND,
-                           env={**os.environ, **(env or {})}, check=False)
+        p = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=BOUND,
+            env={**os.environ, **(env or {})},
+            check=False,
+        )
         steps = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
         return Session(p.returncode, steps, p.stderr)
 
     def continuum(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "continuum", "--db", str(self.db), *args],
-                              capture_output=True, text=True, cwd=self.dir, timeout=BOUND,
-                              check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "continuum", "--db", str(self.db), *args],
+            capture_output=True,
+            text=True,
+            cwd=self.dir,
+            timeout=BOUND,
+            check=False,
+        )
 
     def runtime(self) -> Continuum:
         return Continuum(open_store(str(self.db)))
@@ -108,8 +136,7 @@ class Session:
         return next(s for s in self.steps if s["step"] == "pre-tool" and s["call"] == call)
 
     def post(self, call: int) -> dict[str, Any] | None:
-        return next((s for s in self.steps if s["step"] == "post-tool" and s["call"] == call),
-                    None)
+        return next((s for s in self.steps if s["step"] == "post-tool" and s["call"] == call), None)
 
     @property
     def context(self) -> str | None:

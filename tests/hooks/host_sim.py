@@ -36,15 +36,30 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SETTINGS = {"claude-code": ".claude/settings.json", "gemini": ".gemini/settings.json",
-            "codex": ".codex/hooks.json"}
+SETTINGS = {
+    "claude-code": ".claude/settings.json",
+    "gemini": ".gemini/settings.json",
+    "codex": ".codex/hooks.json",
+}
 EVENTS = {
-    "claude-code": {"pre": "PreToolUse", "post": "PostToolUse", "fail": "PostToolUseFailure",
-                    "start": "SessionStart"},
-    "gemini": {"pre": "BeforeTool", "post": "AfterTool", "fail": "AfterTool",
-               "start": "SessionStart"},
-    "codex": {"pre": "PreToolUse", "post": "PostToolUse", "fail": "PostToolUse",
-              "start": "SessionStart"},
+    "claude-code": {
+        "pre": "PreToolUse",
+        "post": "PostToolUse",
+        "fail": "PostToolUseFailure",
+        "start": "SessionStart",
+    },
+    "gemini": {
+        "pre": "BeforeTool",
+        "post": "AfterTool",
+        "fail": "AfterTool",
+        "start": "SessionStart",
+    },
+    "codex": {
+        "pre": "PreToolUse",
+        "post": "PostToolUse",
+        "fail": "PostToolUse",
+        "start": "SessionStart",
+    },
 }
 HOOK_ENV_PATH = "/usr/bin:/bin"  # hosts start hooks with their own PATH; not the venv's
 
@@ -74,8 +89,14 @@ def commands(host: str, project: Path, event: str, tool: str | None) -> list[str
     return out
 
 
-def run_hooks(host: str, project: Path, event: str, tool: str | None,
-              payload: dict[str, Any], fault: str | None = None) -> list[subprocess.CompletedProcess[str]]:
+def run_hooks(
+    host: str,
+    project: Path,
+    event: str,
+    tool: str | None,
+    payload: dict[str, Any],
+    fault: str | None = None,
+) -> list[subprocess.CompletedProcess[str]]:
     env = {"PATH": HOOK_ENV_PATH, "HOME": os.environ.get("HOME", "/root")}
     if fault:
         env["CONTINUUM_FAULTS"] = fault
@@ -85,9 +106,19 @@ def run_hooks(host: str, project: Path, event: str, tool: str | None,
         env["CLAUDE_PROJECT_DIR"] = str(project)
     if host == "gemini":
         env["GEMINI_PROJECT_DIR"] = env["CLAUDE_PROJECT_DIR"] = str(project)
-    return [subprocess.run(["sh", "-c", cmd], input=json.dumps(payload), capture_output=True,
-                           text=True, cwd=project, env=env, timeout=120, check=False)
-            for cmd in commands(host, project, event, tool)]
+    return [
+        subprocess.run(
+            ["sh", "-c", cmd],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            cwd=project,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        for cmd in commands(host, project, event, tool)
+    ]
 
 
 def blocked(host: str, answers: list[subprocess.CompletedProcess[str]]) -> str | None:
@@ -124,8 +155,7 @@ def _json_denial(stdout: str) -> str | None:
 
 
 def base(host: str, session: str, project: Path, event: str) -> dict[str, Any]:
-    payload: dict[str, Any] = {"session_id": session, "cwd": str(project),
-                               "hook_event_name": event}
+    payload: dict[str, Any] = {"session_id": session, "cwd": str(project), "hook_event_name": event}
     if host in ("claude-code", "codex"):
         payload["transcript_path"] = str(project / "transcript.jsonl")
     if host == "gemini":
@@ -135,8 +165,14 @@ def base(host: str, session: str, project: Path, event: str) -> dict[str, Any]:
 
 def perform(project: Path, tool: str, tool_input: dict[str, Any]) -> tuple[int, str, str]:
     if tool in ("Bash", "run_shell_command"):
-        p = subprocess.run(["sh", "-c", tool_input["command"]], cwd=project, capture_output=True,
-                           text=True, timeout=120, check=False)
+        p = subprocess.run(
+            ["sh", "-c", tool_input["command"]],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         return p.returncode, p.stdout, p.stderr
     if tool in ("Write", "write_file"):
         path = Path(tool_input["file_path"])
@@ -150,10 +186,19 @@ def post_event(host: str, ok: bool, code: int, out: str, err: str) -> tuple[str,
     names = EVENTS[host]
     if host == "claude-code":
         if ok:
-            return names["post"], {"tool_response": {"stdout": out, "stderr": err,
-                                                     "interrupted": False, "isImage": False}}
-        return names["fail"], {"error": f"Exit code {code}\n{out}{err}", "is_interrupt": False,
-                               "duration_ms": 5}
+            return names["post"], {
+                "tool_response": {
+                    "stdout": out,
+                    "stderr": err,
+                    "interrupted": False,
+                    "isImage": False,
+                }
+            }
+        return names["fail"], {
+            "error": f"Exit code {code}\n{out}{err}",
+            "is_interrupt": False,
+            "duration_ms": 5,
+        }
     if host == "gemini":
         text = f"Output: {out}{err}" + ("" if ok else f"\nExit Code: {code}")
         return names["post"], {"tool_response": {"llmContent": text, "returnDisplay": text}}
@@ -184,13 +229,20 @@ def main() -> int:
     for i, call in enumerate(calls):
         tool, tool_input = call["tool"], call["input"]
         pre = base(host, args.session, project, names["pre"]) | {
-            "tool_name": tool, "tool_input": tool_input}
+            "tool_name": tool,
+            "tool_input": tool_input,
+        }
         if host != "gemini":
             pre["tool_use_id"] = f"toolu_{args.session}_{i}"
         answers = run_hooks(host, project, names["pre"], tool, pre, fault=args.fault_pre)
         reason = blocked(host, answers)
-        say(step="pre-tool", call=i, blocked=reason is not None, reason=reason,
-            exits=[a.returncode for a in answers])
+        say(
+            step="pre-tool",
+            call=i,
+            blocked=reason is not None,
+            reason=reason,
+            exits=[a.returncode for a in answers],
+        )
         if reason is not None:
             continue
         code, out, err = perform(project, tool, tool_input)
@@ -199,8 +251,13 @@ def main() -> int:
         event, extra = post_event(host, code == 0, code, out, err)
         post = pre | {"hook_event_name": event} | extra
         answers = run_hooks(host, project, event, tool, post)
-        say(step="post-tool", call=i, exit=code, hook_exits=[a.returncode for a in answers],
-            stderr=[a.stderr for a in answers if a.stderr])
+        say(
+            step="post-tool",
+            call=i,
+            exit=code,
+            hook_exits=[a.returncode for a in answers],
+            stderr=[a.stderr for a in answers if a.stderr],
+        )
         if args.die_after_post == i:
             os.kill(os.getpid(), signal.SIGKILL)
     return 0

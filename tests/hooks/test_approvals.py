@@ -15,8 +15,7 @@ from tests.hooks.conftest import Project, make_project
 RULES = '[[approval]]\neffect = "send_invoice"\nmatch = { input.command = "BIG-" }\n'
 
 
-def test_a_gated_call_is_blocked_until_a_person_allows_it_then_runs_once(
-        project: Project) -> None:
+def test_a_gated_call_is_blocked_until_a_person_allows_it_then_runs_once(project: Project) -> None:
     (project.dir / ".continuum" / "approvals.toml").write_text(RULES, encoding="utf-8")
     first = project.session("s1", [project.send("BIG-1"), project.send("INV-2")])
     assert first.code == 0, first.stderr
@@ -60,7 +59,8 @@ def test_a_denied_call_stays_blocked_with_the_persons_reason(tmp_path: Path) -> 
 
 
 def test_a_call_the_host_ran_after_its_gate_died_is_recorded_not_left_to_be_approved_again(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # Claude Code lets a tool run when its pre-tool hook dies (fail open): the call ran
     # without a decision. It must be recorded as done, so nobody can approve a repeat.
     project = make_project(tmp_path, "claude-code", probe=False)

@@ -15,8 +15,12 @@ import pytest
 
 from tests.hooks.conftest import HOSTS, Project, make_project
 
-POINTS = ("hook_dies_before_intercept_commit", "hook_dies_after_intercept_commit",
-          "host_dies_after_effect", "host_dies_after_post_tool")
+POINTS = (
+    "hook_dies_before_intercept_commit",
+    "hook_dies_after_intercept_commit",
+    "host_dies_after_effect",
+    "host_dies_after_post_tool",
+)
 CONTRACTS = ("never", "reconcile", "safe", "idempotent")
 
 
@@ -38,7 +42,8 @@ def crash(project: Project, point: str) -> None:
 @pytest.mark.parametrize("contract", CONTRACTS)
 @pytest.mark.parametrize("point", POINTS)
 def test_after_a_crash_the_effect_runs_again_only_if_its_contract_allows(
-        tmp_path: Path, point: str, contract: str) -> None:
+    tmp_path: Path, point: str, contract: str
+) -> None:
     project = make_project(tmp_path, "claude-code", replay=contract, probe=False)
     crash(project, point)
     again = project.session("s2", [project.send("INV-1")])

@@ -33,17 +33,33 @@ def deny_reason(project: Project, **session: object) -> str:
 
 
 def settings_command(project: Project, kind: str = "pre-tool") -> str:
-    path = {"claude-code": ".claude/settings.json", "gemini": ".gemini/settings.json",
-            "codex": ".codex/hooks.json"}[project.host]
+    path = {
+        "claude-code": ".claude/settings.json",
+        "gemini": ".gemini/settings.json",
+        "codex": ".codex/hooks.json",
+    }[project.host]
     text = (project.dir / path).read_text(encoding="utf-8")
-    return next(h["command"] for groups in json.loads(text)["hooks"].values() for g in groups
-                for h in g["hooks"] if f"hook {kind}" in h["command"])
+    return next(
+        h["command"]
+        for groups in json.loads(text)["hooks"].values()
+        for g in groups
+        for h in g["hooks"]
+        if f"hook {kind}" in h["command"]
+    )
 
 
 def reinstall(project: Project, db: Path) -> None:
     project.db = db
-    r = project.continuum("hooks", "install", "--client", project.host, "--dir",
-                          str(project.dir), "--run", project.run)
+    r = project.continuum(
+        "hooks",
+        "install",
+        "--client",
+        project.host,
+        "--dir",
+        str(project.dir),
+        "--run",
+        project.run,
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -59,8 +75,9 @@ def test_a_store_in_a_missing_directory_refuses(tmp_path: Path, host: str) -> No
     assert "store.missing_directory" in reason and not (tmp_path / "gone").exists()
 
 
-def test_a_store_that_is_not_a_database_refuses_and_is_left_untouched(tmp_path: Path,
-                                                                      host: str) -> None:
+def test_a_store_that_is_not_a_database_refuses_and_is_left_untouched(
+    tmp_path: Path, host: str
+) -> None:
     project = make_project(tmp_path, host)
     notes = tmp_path / "notes.txt"
     notes.write_text("not a database\n", encoding="utf-8")
@@ -90,37 +107,62 @@ def deny_reason_for(project: Project, invoice: str, env: dict[str, str]) -> str:
     return str(pre["reason"])
 
 
-@pytest.mark.parametrize("broken", [
-    "[[effect]]\ntool = 'Bash'\nkye = '{command}'\n",  # unknown field
-    "[[effect]\n",  # not TOML
-    "[[effect]]\ntool = '('\naction_type = 'x'\nkey = '{command}'\n",  # bad regex
-])
-def test_a_malformed_registry_refuses_every_call_but_reading(tmp_path: Path, host: str,
-                                                             broken: str) -> None:
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "[[effect]]\ntool = 'Bash'\nkye = '{command}'\n",  # unknown field
+        "[[effect]\n",  # not TOML
+        "[[effect]]\ntool = '('\naction_type = 'x'\nkey = '{command}'\n",  # bad regex
+    ],
+)
+def test_a_malformed_registry_refuses_every_call_but_reading(
+    tmp_path: Path, host: str, broken: str
+) -> None:
     project = make_project(tmp_path, host)
     (project.dir / ".continuum" / "effects.toml").write_text(broken, encoding="utf-8")
     assert "hooks.bad_registry" in deny_reason(project)
     # A plain command that no rule could name is refused too: nobody can tell.
-    s = project.session("s2", [{"tool": project.tool, "input": {"command": "echo hi"}}],
-                        session_start=False)
+    s = project.session(
+        "s2", [{"tool": project.tool, "input": {"command": "echo hi"}}], session_start=False
+    )
     assert s.pre(0)["blocked"] is True
     read = {"claude-code": "Read", "gemini": "read_file", "codex": None}[host]
     if read is not None:  # looking around stays possible while a person fixes it
-        assert run_hook(project, {"tool_name": read, "tool_input": {"file_path": "x"}}).returncode == 0
+        assert (
+            run_hook(project, {"tool_name": read, "tool_input": {"file_path": "x"}}).returncode == 0
+        )
 
 
-def run_hook(project: Project, payload: dict[str, object] | bytes,
-             kind: str = "pre-tool") -> subprocess.CompletedProcess[bytes]:
-    data = payload if isinstance(payload, bytes) else json.dumps(
-        {"session_id": "s", "cwd": str(project.dir), **payload}).encode()
-    return subprocess.run(["sh", "-c", settings_command(project, kind)], input=data,
-                          capture_output=True, cwd=project.dir, env={"PATH": "/usr/bin:/bin"},
-                          timeout=120, check=False)
+def run_hook(
+    project: Project, payload: dict[str, object] | bytes, kind: str = "pre-tool"
+) -> subprocess.CompletedProcess[bytes]:
+    data = (
+        payload
+        if isinstance(payload, bytes)
+        else json.dumps({"session_id": "s", "cwd": str(project.dir), **payload}).encode()
+    )
+    return subprocess.run(
+        ["sh", "-c", settings_command(project, kind)],
+        input=data,
+        capture_output=True,
+        cwd=project.dir,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=120,
+        check=False,
+    )
 
 
-@pytest.mark.parametrize("stdin", [b"", b"not json", b"[1, 2]", b'{"tool_name": 5}',
-                                   b'{"tool_name": "Bash", "tool_input": "rm -rf /"}',
-                                   b"\xff\xfe"])
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'{"tool_name": 5}',
+        b'{"tool_name": "Bash", "tool_input": "rm -rf /"}',
+        b"\xff\xfe",
+    ],
+)
 def test_malformed_stdin_refuses(tmp_path: Path, host: str, stdin: bytes) -> None:
     project = make_project(tmp_path, host)
     p = run_hook(project, stdin)
@@ -128,9 +170,9 @@ def test_malformed_stdin_refuses(tmp_path: Path, host: str, stdin: bytes) -> Non
     assert b"hooks.bad_event" in p.stderr and len(p.stderr.splitlines()) == 1
 
 
-def test_an_unexpected_exception_in_the_gate_refuses(monkeypatch: pytest.MonkeyPatch,
-                                                     tmp_path: Path, host: str,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unexpected_exception_in_the_gate_refuses(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, host: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = make_project(tmp_path, host)
     from continuum.hooks import gate
 
@@ -138,18 +180,34 @@ def test_an_unexpected_exception_in_the_gate_refuses(monkeypatch: pytest.MonkeyP
         raise RuntimeError("injected")
 
     monkeypatch.setattr(gate, "pre_tool", broken)
-    event = {"session_id": "s", "cwd": str(project.dir), "tool_name": project.tool,
-             "tool_input": {"command": "./send INV-1"}}
+    event = {
+        "session_id": "s",
+        "cwd": str(project.dir),
+        "tool_name": project.tool,
+        "tool_input": {"command": "./send INV-1"},
+    }
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(event).encode())))
-    code = entry.main(["pre-tool", "--host", host, "--db", str(project.db), "--run", "proj",
-                       "--project", str(project.dir)])
+    code = entry.main(
+        [
+            "pre-tool",
+            "--host",
+            host,
+            "--db",
+            str(project.db),
+            "--run",
+            "proj",
+            "--project",
+            str(project.dir),
+        ]
+    )
     out = capsys.readouterr()
     assert code == 2 and out.out == ""
     assert "gate failed (RuntimeError: injected)" in out.err and out.err.count("\n") == 1
 
 
-def test_bad_hook_arguments_refuse_a_pre_tool_call(tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_hook_arguments_refuse_a_pre_tool_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert entry.main(["pre-tool", "--host", "vscode", "--db", "x", "--run", "r"]) == 2
     assert entry.main(["pre-tool", "--db", "x"]) == 2
     assert "usage." in capsys.readouterr().err

@@ -25,16 +25,24 @@ def write(project: Project, name: str, text: str) -> dict[str, object]:
 def test_file_writes_are_evidence_compared_with_the_disk(tmp_path: Path) -> None:
     for host in ("claude-code", "gemini"):
         project = make_project(tmp_path / host, host)
-        s = project.session("s1", [write(project, "a.py", "print(1)\n"),
-                                   write(project, "b.py", "print(2)\n"),
-                                   write(project, "c.py", "print(3)\n")])
+        s = project.session(
+            "s1",
+            [
+                write(project, "a.py", "print(1)\n"),
+                write(project, "b.py", "print(2)\n"),
+                write(project, "c.py", "print(3)\n"),
+            ],
+        )
         assert [s.pre(i)["blocked"] for i in range(3)] == [False] * 3
         rt = project.runtime()
         try:
             evidence = rt.state(project.run).evidence
             a = evidence[f"file:{project.dir / 'a.py'}"]
-            assert (a.path, a.size, a.provenance.origin) == (str(project.dir / "a.py"), 9,
-                                                             "external_agent")
+            assert (a.path, a.size, a.provenance.origin) == (
+                str(project.dir / "a.py"),
+                9,
+                "external_agent",
+            )
             assert a.sha256 is not None and a.sha256.startswith("sha256:")
         finally:
             rt.close()
@@ -42,8 +50,11 @@ def test_file_writes_are_evidence_compared_with_the_disk(tmp_path: Path) -> None
         (project.dir / "c.py").unlink()
         r = project.continuum("--json", "resume", project.run)
         files = json.loads(r.stdout)["files"]
-        assert files == {"verified": 1, "changed": [str(project.dir / "b.py")],
-                         "missing": [str(project.dir / "c.py")]}
+        assert files == {
+            "verified": 1,
+            "changed": [str(project.dir / "b.py")],
+            "missing": [str(project.dir / "c.py")],
+        }
         text = project.continuum("resume", project.run).stdout
         assert "1 as recorded, 1 changed since, 1 missing" in text
         nxt = project.session("s2", [])
@@ -54,9 +65,11 @@ def test_file_writes_are_evidence_compared_with_the_disk(tmp_path: Path) -> None
 def test_codex_patches_name_their_files(tmp_path: Path) -> None:
     from continuum.hooks.hosts import file_paths
 
-    patch = ("*** Begin Patch\n*** Add File: new.py\n+x = 1\n*** Update File: old.py\n"
-             "@@\n-a\n+b\n*** Delete File: gone.py\n*** Update File: a.py\n*** Move to: b.py\n"
-             "*** End Patch\n")
+    patch = (
+        "*** Begin Patch\n*** Add File: new.py\n+x = 1\n*** Update File: old.py\n"
+        "@@\n-a\n+b\n*** Delete File: gone.py\n*** Update File: a.py\n*** Move to: b.py\n"
+        "*** End Patch\n"
+    )
     assert file_paths("apply_patch", {"command": patch}) == ["new.py", "old.py", "a.py", "b.py"]
     assert file_paths("Bash", {"command": patch}) == []
 
@@ -74,10 +87,22 @@ def test_pre_compact_records_a_checkpoint(tmp_path: Path) -> None:
     project.session("s1", [project.send("INV-1")])
     config = json.loads((project.dir / ".claude" / "settings.json").read_text(encoding="utf-8"))
     [command] = [h["command"] for g in config["hooks"]["PreCompact"] for h in g["hooks"]]
-    event = {"session_id": "s1", "cwd": str(project.dir), "hook_event_name": "PreCompact",
-             "trigger": "auto", "custom_instructions": None}
-    p = subprocess.run(["sh", "-c", command], input=json.dumps(event), capture_output=True,
-                       text=True, cwd=project.dir, env={"PATH": "/usr/bin:/bin"}, timeout=120)
+    event = {
+        "session_id": "s1",
+        "cwd": str(project.dir),
+        "hook_event_name": "PreCompact",
+        "trigger": "auto",
+        "custom_instructions": None,
+    }
+    p = subprocess.run(
+        ["sh", "-c", command],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        cwd=project.dir,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     rt = project.runtime()
     try:
@@ -106,12 +131,22 @@ print(json.dumps({"code": code, "heavy": heavy}))
 def test_a_call_that_matches_no_rule_loads_neither_store_nor_runtime(tmp_path: Path) -> None:
     project = make_project(tmp_path, "claude-code")
     db = tmp_path / "missing-dir" / "store.db"
-    p = subprocess.run([sys.executable, "-c", LEAN, str(project.dir), str(db)],
-                       capture_output=True, text=True, timeout=60, check=True)
+    p = subprocess.run(
+        [sys.executable, "-c", LEAN, str(project.dir), str(db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert json.loads(p.stdout) == {"code": 0, "heavy": []}
     assert not db.parent.exists()
     # Control: a matching call does load them (the check above can fail).
     control = LEAN.replace("echo hello", "./send INV-1")
-    p = subprocess.run([sys.executable, "-c", control, str(project.dir), str(tmp_path / "s.db")],
-                       capture_output=True, text=True, timeout=60, check=True)
+    p = subprocess.run(
+        [sys.executable, "-c", control, str(project.dir), str(tmp_path / "s.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert "continuum.runtime" in json.loads(p.stdout)["heavy"]

@@ -17,12 +17,15 @@ def test_an_effect_runs_once_and_its_repeat_is_refused(project: Project) -> None
     assert s.pre(1)["blocked"] is True and "already happened" in s.pre(1)["reason"]
     assert project.outbox() == ["INV-1", "INV-2"]
     statuses = {a.action_key: str(a.status) for a in project.actions()}
-    assert statuses == {"send_invoice:./send INV-1": "completed",
-                        "send_invoice:./send INV-2": "completed"}
+    assert statuses == {
+        "send_invoice:./send INV-1": "completed",
+        "send_invoice:./send INV-2": "completed",
+    }
 
 
 def test_a_host_crash_between_effect_and_record_is_unknown_briefed_and_refused_until_settled(
-        bare_project: Project) -> None:
+    bare_project: Project,
+) -> None:
     project = bare_project
     first = project.session("s1", [project.send("INV-1")])
     crashed = project.session("s2", [project.send("INV-2")], die_after_effect=0)
@@ -61,8 +64,9 @@ def test_a_probe_that_finds_nothing_lets_the_effect_run_once_more(project: Proje
     # The host died right after a send the mail server refused (nothing was sent): the
     # probe, run by hand here, finds no FAIL-8 in the outbox, so it did not happen.
     project.session("s1", [project.send("FAIL-8")], die_after_effect=0, session_start=False)
-    r = project.continuum("reconcile", "--probe", project.run, "send_invoice:./send FAIL-8",
-                          "--dir", str(project.dir))
+    r = project.continuum(
+        "reconcile", "--probe", project.run, "send_invoice:./send FAIL-8", "--dir", str(project.dir)
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "not occurred" in r.stdout
     [action] = project.actions()
@@ -75,7 +79,12 @@ def test_a_probe_that_finds_nothing_lets_the_effect_run_once_more(project: Proje
 
 
 def test_a_call_that_matches_no_rule_runs_and_is_not_recorded(project: Project) -> None:
-    s = project.session("s1", [{"tool": project.tool, "input": {"command": "echo hello"}},
-                               {"tool": project.tool, "input": {"command": "echo hello"}}])
+    s = project.session(
+        "s1",
+        [
+            {"tool": project.tool, "input": {"command": "echo hello"}},
+            {"tool": project.tool, "input": {"command": "echo hello"}},
+        ],
+    )
     assert [s.pre(i)["blocked"] for i in (0, 1)] == [False, False]
     assert not project.db.exists()  # not even the store was created

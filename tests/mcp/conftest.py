@@ -129,7 +129,9 @@ def store_bytes(path: str | Path) -> StoreBytes:
 
 
 def sidecars(path: str | Path) -> list[Path]:
-    return [p for p in (Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")) if p.exists()]
+    return [
+        p for p in (Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")) if p.exists()
+    ]
 
 
 def tree_state(root: Path) -> dict[str, tuple[str, bytes | str]]:
@@ -221,7 +223,9 @@ class ServerSite:
         return StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(self.env), cwd=self.cwd)
 
     @asynccontextmanager
-    async def client(self, name: str | None = "agent", mode: str = "legacy") -> AsyncIterator[Client]:
+    async def client(
+        self, name: str | None = "agent", mode: str = "legacy"
+    ) -> AsyncIterator[Client]:
         """``mcp.Client`` over ``stdio_client`` (what ``Client(params)`` uses), with the
         server's stderr appended to ``stderr_path`` instead of the test's own stderr."""
         info = Implementation(name=name, version="1") if name is not None else None
@@ -250,8 +254,11 @@ def line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
-def initialize_request(name: str | None = "raw-agent", meta: dict[str, Any] | None = None,
-                       request_id: int | str = "init") -> dict[str, Any]:
+def initialize_request(
+    name: str | None = "raw-agent",
+    meta: dict[str, Any] | None = None,
+    request_id: int | str = "init",
+) -> dict[str, Any]:
     params: dict[str, Any] = {
         "protocolVersion": "2025-11-25",
         "capabilities": {},
@@ -264,15 +271,19 @@ def initialize_request(name: str | None = "raw-agent", meta: dict[str, Any] | No
 
 def envelope(name: str | None, **extra: Any) -> dict[str, Any]:
     """A 2026-07-28 request ``_meta``: the era, the client's capabilities and (optionally) name."""
-    meta: dict[str, Any] = {PROTOCOL_VERSION_META_KEY: MODERN_VERSION, CLIENT_CAPABILITIES_META_KEY: {}}
+    meta: dict[str, Any] = {
+        PROTOCOL_VERSION_META_KEY: MODERN_VERSION,
+        CLIENT_CAPABILITIES_META_KEY: {},
+    }
     if name is not None:
         meta[CLIENT_INFO_META_KEY] = {"name": name, "version": "1"}
     meta.update(extra)
     return meta
 
 
-def tool_call(request_id: int | str, tool: str, arguments: dict[str, Any],
-              meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def tool_call(
+    request_id: int | str, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+) -> dict[str, Any]:
     params: dict[str, Any] = {"name": tool, "arguments": arguments}
     if meta is not None:
         params["_meta"] = meta
@@ -322,12 +333,16 @@ class RawServer:
 
 
 @asynccontextmanager
-async def spawn_raw(site: ServerSite, *, initialize: dict[str, Any] | None = None) -> AsyncIterator[RawServer]:
+async def spawn_raw(
+    site: ServerSite, *, initialize: dict[str, Any] | None = None
+) -> AsyncIterator[RawServer]:
     """Spawn the server; with ``initialize`` perform that handshake first. On exit, close
     stdin, collect the rest of stdout into ``lines`` and require a clean exit (0)."""
     with site.stderr_path.open("ab") as errlog, anyio.fail_after(BOUND):
         async with await anyio.open_process(
-            server_command(site.db, *site.extra_args), stderr=errlog, cwd=site.cwd,
+            server_command(site.db, *site.extra_args),
+            stderr=errlog,
+            cwd=site.cwd,
             env=server_env(**site.env),
         ) as process:
             server = RawServer(process)

@@ -42,8 +42,20 @@ ANNOUNCE = re.compile(r"serving MCP over streamable HTTP at (\S+)")
 
 
 def http_command(db: Path, token_file: Path, *extra: str, listen: str = "127.0.0.1:0") -> list[str]:
-    return [sys.executable, "-m", "continuum.mcp", "--db", str(db), "--transport",
-            "streamable-http", "--listen", listen, "--token-file", str(token_file), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "continuum.mcp",
+        "--db",
+        str(db),
+        "--transport",
+        "streamable-http",
+        "--listen",
+        listen,
+        "--token-file",
+        str(token_file),
+        *extra,
+    ]
 
 
 def write_token_file(path: Path, content: str, mode: int = 0o600) -> Path:
@@ -85,8 +97,12 @@ class HttpSite:
         with anyio.fail_after(BOUND):
             process = await anyio.open_process(
                 http_command(self.db, self.token_file, *extra, listen=listen),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                cwd=self.cwd, env=server_env(**self.env))
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                cwd=self.cwd,
+                env=server_env(**self.env),
+            )
         url: list[str] = []
 
         async def drain() -> None:
@@ -119,40 +135,66 @@ class HttpSite:
             await process.aclose()
 
 
-def run_to_exit(cmd: list[str], cwd: Path, env: Mapping[str, str] | None = None
-                ) -> subprocess.CompletedProcess[str]:
+def run_to_exit(
+    cmd: list[str], cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """A start-up that must refuse: it exits at once (stdin closed, bounded wait)."""
-    return subprocess.run(cmd, input="", capture_output=True, text=True, cwd=cwd,
-                          env=server_env(**dict(env or {})), timeout=BOUND, check=False)
+    return subprocess.run(
+        cmd,
+        input="",
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=server_env(**dict(env or {})),
+        timeout=BOUND,
+        check=False,
+    )
 
 
-def http_client(token: str | None, *, verify: ssl.SSLContext | bool = False,
-                headers: Mapping[str, str] | None = None) -> httpx2.AsyncClient:
+def http_client(
+    token: str | None,
+    *,
+    verify: ssl.SSLContext | bool = False,
+    headers: Mapping[str, str] | None = None,
+) -> httpx2.AsyncClient:
     all_headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
     all_headers.update(headers or {})
-    return httpx2.AsyncClient(headers=all_headers, verify=verify, trust_env=False,
-                              timeout=httpx2.Timeout(BOUND))
+    return httpx2.AsyncClient(
+        headers=all_headers, verify=verify, trust_env=False, timeout=httpx2.Timeout(BOUND)
+    )
 
 
 @asynccontextmanager
-async def official_client(url: str, token: str | None, mode: str = "legacy", *,
-                          name: str = "agent", verify: ssl.SSLContext | bool = False
-                          ) -> AsyncIterator[Client]:
+async def official_client(
+    url: str,
+    token: str | None,
+    mode: str = "legacy",
+    *,
+    name: str = "agent",
+    verify: ssl.SSLContext | bool = False,
+) -> AsyncIterator[Client]:
     async with http_client(token, verify=verify) as hc:
         transport = streamable_http_client(url, http_client=hc)
-        async with Client(transport, client_info=Implementation(name=name, version="1"),
-                          mode=mode) as client:
+        async with Client(
+            transport, client_info=Implementation(name=name, version="1"), mode=mode
+        ) as client:
             yield client
 
 
 def initialize_body(name: str = "raw") -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": name, "version": "1"}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": name, "version": "1"},
+        },
+    }
 
 
-MCP_HEADERS = {"Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json"}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 def tree_digest(root: Path) -> dict[str, bytes]:
@@ -175,16 +217,26 @@ def one_line_refusal(result: Any) -> str:
     return str(lines[0])
 
 
-def refused_in_process(site: HttpSite, argv: list[str], capsys: pytest.CaptureFixture[str],
-                       monkeypatch: pytest.MonkeyPatch) -> str:
+def refused_in_process(
+    site: HttpSite,
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> str:
     """``continuum-mcp`` start-up in this process (``main``): exit 1, one line on stderr,
     nothing on stdout, no store created. Used where a subprocess adds only its start time."""
     from continuum.mcp.server import main
 
     monkeypatch.chdir(site.cwd)
-    for name in ("CONTINUUM_DB", "CONTINUUM_LOG_LEVEL", "CONTINUUM_MCP_MUTATING_CLIENTS",
-                 "CONTINUUM_MCP_ALLOW", "CONTINUUM_MCP_TOKEN", "CONTINUUM_MCP_CLIENT_TOKENS",
-                 "CONTINUUM_MCP_CONFIRM_TOKEN"):
+    for name in (
+        "CONTINUUM_DB",
+        "CONTINUUM_LOG_LEVEL",
+        "CONTINUUM_MCP_MUTATING_CLIENTS",
+        "CONTINUUM_MCP_ALLOW",
+        "CONTINUUM_MCP_TOKEN",
+        "CONTINUUM_MCP_CLIENT_TOKENS",
+        "CONTINUUM_MCP_CONFIRM_TOKEN",
+    ):
         monkeypatch.delenv(name, raising=False)
     assert main(["--db", str(site.db), *argv]) == 1
     out, err = capsys.readouterr()

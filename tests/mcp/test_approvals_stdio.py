@@ -43,23 +43,36 @@ def gated(site: ServerSite) -> ServerSite:
 
 
 def person(site: ServerSite, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CONTINUUM, "--db", str(site.db), *args, "--yes"],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=BOUND, check=False)
+    return subprocess.run(
+        [CONTINUUM, "--db", str(site.db), *args, "--yes"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=False,
+    )
 
 
 async def intercept(client: Any, arguments: dict[str, Any], key: str = "INV-7") -> dict[str, Any]:
-    return structured(await client.call_tool("continuum_intercept_action", {
-        "run_id": "r1", "action_type": "wire_money", "arguments": arguments, "key": key}))
+    return structured(
+        await client.call_tool(
+            "continuum_intercept_action",
+            {"run_id": "r1", "action_type": "wire_money", "arguments": arguments, "key": key},
+        )
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_an_agent_waits_for_a_person_then_proceeds_once_with_those_arguments(
-        gated: ServerSite, mode: str) -> None:
+    gated: ServerSite, mode: str
+) -> None:
     with anyio.fail_after(BOUND):
         async with gated.client(mode=mode) as client:
-            structured(await client.call_tool("continuum_record_progress",
-                                              {"run_id": "r1", "goal": "pay", "total": 1}))
+            structured(
+                await client.call_tool(
+                    "continuum_record_progress", {"run_id": "r1", "goal": "pay", "total": 1}
+                )
+            )
             names = {t.name for t in (await client.list_tools()).tools}
             assert not any("decide" in n or "approv" in n for n in names)  # agents never decide
             first = await intercept(client, WIRE)
@@ -78,10 +91,17 @@ async def test_an_agent_waits_for_a_person_then_proceeds_once_with_those_argumen
             assert changed["status"] == "awaiting_approval"
             assert changed["approval_id"] != approval_id
             go = await intercept(client, WIRE)
-            assert (go["proceed"], go["status"], go["approval_id"]) == (True, "started",
-                                                                        approval_id)
-            structured(await client.call_tool("continuum_complete_action", {
-                "run_id": "r1", "action_key": go["action_key"], "external_id": "tx-1"}))
+            assert (go["proceed"], go["status"], go["approval_id"]) == (
+                True,
+                "started",
+                approval_id,
+            )
+            structured(
+                await client.call_tool(
+                    "continuum_complete_action",
+                    {"run_id": "r1", "action_key": go["action_key"], "external_id": "tx-1"},
+                )
+            )
             done = await intercept(client, WIRE)
             assert (done["proceed"], done["status"]) == (False, "completed")
     requested = [e for e in read_events(gated.db, "r1") if e.type == "approval_requested"]
@@ -91,11 +111,15 @@ async def test_an_agent_waits_for_a_person_then_proceeds_once_with_those_argumen
 async def test_a_denied_call_is_told_so_with_the_persons_reason(gated: ServerSite) -> None:
     with anyio.fail_after(BOUND):
         async with gated.client() as client:
-            structured(await client.call_tool("continuum_record_progress",
-                                              {"run_id": "r1", "goal": "pay", "total": 1}))
+            structured(
+                await client.call_tool(
+                    "continuum_record_progress", {"run_id": "r1", "goal": "pay", "total": 1}
+                )
+            )
             asked = await intercept(client, WIRE)
-            refused = person(gated, "decide", asked["approval_id"], "--deny", "--reason",
-                             "wrong supplier")
+            refused = person(
+                gated, "decide", asked["approval_id"], "--deny", "--reason", "wrong supplier"
+            )
             assert refused.returncode == 0, refused.stderr
             denied = await intercept(client, WIRE)
     assert (denied["proceed"], denied["status"]) == (False, "denied")
@@ -105,7 +129,8 @@ async def test_a_denied_call_is_told_so_with_the_persons_reason(gated: ServerSit
 
 def test_a_malformed_approvals_file_refuses_to_start(gated: ServerSite) -> None:
     (gated.cwd / ".continuum" / "approvals.toml").write_text(
-        '[[approval]]\naction_type = "wire_money"\nmatch = { amount = "(" }\n')
+        '[[approval]]\naction_type = "wire_money"\nmatch = { amount = "(" }\n'
+    )
     done = run_server_to_exit(gated.db, cwd=gated.cwd, env=gated.env)
     assert done.returncode == 1
     lines = stderr_lines(done.stderr)

@@ -73,7 +73,12 @@ MALFORMED: list[tuple[str, bytes, int, int | str | None]] = [
     ("invalid UTF-8", b'{"jsonrpc":"2.0","id":7,"method":"p\xffing"}', -32700, None),
     ("bare invalid bytes", b"\xff\xfe\x00\x01", -32700, None),
     ("NaN", b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":NaN}}', -32700, None),
-    ("Infinity", b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":-Infinity}}', -32700, None),
+    (
+        "Infinity",
+        b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":-Infinity}}',
+        -32700,
+        None,
+    ),
     ("lone surrogate", b'{"jsonrpc":"2.0","id":7,"method":"\\udc00"}', -32700, None),
     ("nested too deep", b"[" * 50_000, -32700, None),
     ("NUL byte", b"\x00", -32700, None),
@@ -97,24 +102,49 @@ MALFORMED: list[tuple[str, bytes, int, int | str | None]] = [
     ("params a number", b'{"jsonrpc":"2.0","id":7,"method":"ping","params":1}', -32600, 7),
     ("params an array", b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":[]}', -32602, 7),
     ("response without id", b'{"jsonrpc":"2.0","result":{}}', -32600, None),
-    ("error response without id", b'{"jsonrpc":"2.0","error":{"code":1,"message":"m"}}', -32600, None),
+    (
+        "error response without id",
+        b'{"jsonrpc":"2.0","error":{"code":1,"message":"m"}}',
+        -32600,
+        None,
+    ),
     ("neither method nor result", b'{"jsonrpc":"2.0","id":7}', -32600, 7),
     ("result and error", b'{"jsonrpc":"2.0","id":7,"result":{},"error":{}}', -32600, 7),
     ("result not an object", b'{"jsonrpc":"2.0","id":7,"result":[]}', -32600, 7),
     ("malformed error object", b'{"jsonrpc":"2.0","id":7,"error":{"code":"x"}}', -32600, 7),
     ("unknown method", b'{"jsonrpc":"2.0","id":7,"method":"no/such/method"}', -32601, 7),
-    ("tools/call without a name", b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}',
-     -32602, 7),
-    ("tools/call name a number",
-     b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}', -32602, 7),
-    ("tools/call arguments a string",
-     b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"continuum_resume",'
-     b'"arguments":"run_id=r1"}}', -32602, 7),
-    ("tools/list cursor a number",
-     b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":5}}', -32602, 7),
+    (
+        "tools/call without a name",
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}',
+        -32602,
+        7,
+    ),
+    (
+        "tools/call name a number",
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}',
+        -32602,
+        7,
+    ),
+    (
+        "tools/call arguments a string",
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"continuum_resume",'
+        b'"arguments":"run_id=r1"}}',
+        -32602,
+        7,
+    ),
+    (
+        "tools/list cursor a number",
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":5}}',
+        -32602,
+        7,
+    ),
     ("_meta a number", b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"_meta":5}}', -32602, 7),
-    ("2026 envelope on a handshake connection",
-     line(tool_call(7, "continuum_resume", {}, envelope("agent"))).rstrip(b"\n"), -32600, 7),
+    (
+        "2026 envelope on a handshake connection",
+        line(tool_call(7, "continuum_resume", {}, envelope("agent"))).rstrip(b"\n"),
+        -32600,
+        7,
+    ),
 ]
 
 
@@ -165,15 +195,50 @@ SEEDS: list[dict[str, Any]] = [
     tool_call(5, "continuum_list_actions", {"run_id": "r1"}),
     tool_call(6, "continuum_validate", {"run_id": "r1", "env": {"dataset": "v1"}}),
     tool_call(7, "continuum_record_progress", {"run_id": "r1", "completed": 2, "goal": "g"}),
-    tool_call(8, "continuum_intercept_action", {"run_id": "r1", "action_type": "send",
-                                                "arguments": {"to": "a", "n": [1, 2]}, "key": "k"}),
+    tool_call(
+        8,
+        "continuum_intercept_action",
+        {"run_id": "r1", "action_type": "send", "arguments": {"to": "a", "n": [1, 2]}, "key": "k"},
+    ),
     tool_call(9, "continuum_confirm", {"run_id": "r1"}, {"confirmToken": "x", "authToken": "y"}),
     {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}},
 ]
-JUNK_VALUES: list[Any] = [None, 0, -1, 2**70, 1.5, "", "x" * 300, "\u0000", "é☃", [], {}, True,
-                          [[[[]]]], {"a": {"b": None}}, "null", "1e999"]
-JUNK_BYTES = [b"\x00", b"\xff", b"\xc3", b'"', b"{", b"}", b"[", b"]", b",", b":", b"\\", b"\\u",
-              b"\r", b" ", b"NaN", b"\xed\xa0\x80"]
+JUNK_VALUES: list[Any] = [
+    None,
+    0,
+    -1,
+    2**70,
+    1.5,
+    "",
+    "x" * 300,
+    "\u0000",
+    "é☃",
+    [],
+    {},
+    True,
+    [[[[]]]],
+    {"a": {"b": None}},
+    "null",
+    "1e999",
+]
+JUNK_BYTES = [
+    b"\x00",
+    b"\xff",
+    b"\xc3",
+    b'"',
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b",",
+    b":",
+    b"\\",
+    b"\\u",
+    b"\r",
+    b" ",
+    b"NaN",
+    b"\xed\xa0\x80",
+]
 
 
 def _json_paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -203,8 +268,9 @@ def _mutate(rng: random.Random, seed: dict[str, Any], request_id: int) -> bytes:
         elif kind == 1 and isinstance(parent, dict):
             del parent[path[-1]]
         elif isinstance(parent, dict):
-            parent[rng.choice(["id", "method", "params", "result", "error", "_meta", "zz"])] = \
+            parent[rng.choice(["id", "method", "params", "result", "error", "_meta", "zz"])] = (
                 rng.choice(JUNK_VALUES)
+            )
         encoded = json.dumps(message).encode()
         return encoded if kind != 2 or rng.random() < 0.8 else b"[" + encoded + b"]"
     data = bytearray(json.dumps(message).encode())
@@ -212,18 +278,19 @@ def _mutate(rng: random.Random, seed: dict[str, Any], request_id: int) -> bytes:
     if kind == 3:  # flip a byte
         data[pos] = rng.randrange(256)
     elif kind == 4:  # delete a span
-        del data[pos:pos + rng.randrange(1, 12)]
+        del data[pos : pos + rng.randrange(1, 12)]
     elif kind == 5:  # insert junk
         data[pos:pos] = rng.choice(JUNK_BYTES)
     elif kind == 6:  # truncate
         del data[pos:]
     else:  # duplicate a span
-        data[pos:pos] = data[pos:pos + rng.randrange(1, 20)]
+        data[pos:pos] = data[pos : pos + rng.randrange(1, 20)]
     return bytes(data).replace(b"\n", b" ")  # one line stays one line
 
 
 async def test_f14_malformed_json_rpc_is_always_answered_and_the_server_keeps_serving(
-        site: ServerSite) -> None:
+    site: ServerSite,
+) -> None:
     seed_store(site.db)
     before = store_bytes(site.db)  # no allowlist: nothing the fuzzer sends may write
     seen: dict[str, int] = {}  # answers received, by JSON-encoded id
@@ -263,10 +330,12 @@ async def test_f14_malformed_json_rpc_is_always_answered_and_the_server_keeps_se
             await server.ping("final")
     assert_stdout_is_only_json_rpc(server.lines)
     assert store_bytes(site.db) == before
-    figure(f"F14: {len(MALFORMED)} malformed inputs: {len(MALFORMED)} answered; "
-           f"400 fuzzed lines (seed 1414): {counts['answered']} answered as required, "
-           f"{counts['optional']} notifications/responses needing no answer, "
-           f"{counts['silent_required']} unanswered; process alive; stdout only JSON-RPC")
+    figure(
+        f"F14: {len(MALFORMED)} malformed inputs: {len(MALFORMED)} answered; "
+        f"400 fuzzed lines (seed 1414): {counts['answered']} answered as required, "
+        f"{counts['optional']} notifications/responses needing no answer, "
+        f"{counts['silent_required']} unanswered; process alive; stdout only JSON-RPC"
+    )
 
 
 # --- F15: huge payloads -----------------------------------------------------------
@@ -281,18 +350,30 @@ async def test_f15_huge_and_deep_payloads_are_refused_with_bounded_memory(site: 
     seed_store(site.db)
     intercept: dict[str, Any] = {
         "name": "continuum_intercept_action",
-        "arguments": {"run_id": "r1", "action_type": "t", "key": "deep", "arguments": {}}}
+        "arguments": {"run_id": "r1", "action_type": "t", "key": "deep", "arguments": {}},
+    }
     with anyio.fail_after(BOUND * 2):
         async with site.raw(initialize=initialize_request("agent")) as server:
-            warm = await server.request(tool_call(1, "continuum_intercept_action",
-                                                  {"run_id": "r1", "action_type": "t", "key": "warm",
-                                                   "arguments": {"a": [1, 2, 3]}}))
+            warm = await server.request(
+                tool_call(
+                    1,
+                    "continuum_intercept_action",
+                    {
+                        "run_id": "r1",
+                        "action_type": "t",
+                        "key": "warm",
+                        "arguments": {"a": [1, 2, 3]},
+                    },
+                )
+            )
             assert warm["result"]["isError"] is False  # negative control: a normal call is taken
             baseline = server.peak_rss_kib()
 
             # A 50 MB line, streamed in 1 MiB writes: refused while it streams by.
-            await server.send(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":'
-                              b'"continuum_resume","arguments":{"run_id":"')
+            await server.send(
+                b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":'
+                b'"continuum_resume","arguments":{"run_id":"'
+            )
             chunk = b"a" * (1 << 20)
             for _ in range(50):
                 await server.send(chunk)
@@ -301,15 +382,19 @@ async def test_f15_huge_and_deep_payloads_are_refused_with_bounded_memory(site: 
             await server.ping(3)
 
             # A huge array (5 million elements, about 10 MB): over the size limit too.
-            await server.send(b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":'
-                              b'"continuum_intercept_action","arguments":{"run_id":"r1",'
-                              b'"action_type":"t","arguments":{"x":[' + b"0," * 5_000_000 + b"0]}}}}\n")
+            await server.send(
+                b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":'
+                b'"continuum_intercept_action","arguments":{"run_id":"r1",'
+                b'"action_type":"t","arguments":{"x":[' + b"0," * 5_000_000 + b"0]}}}}\n"
+            )
             huge_array = await server.receive()
             await server.ping(5)
 
             # Nesting deeper than the JSON parser takes: a parse error.
             intercept["arguments"]["arguments"] = {"x": "DEEP"}
-            text = json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": intercept})
+            text = json.dumps(
+                {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": intercept}
+            )
             await server.send(text.replace('"DEEP"', _nested(100_000)).encode() + b"\n")
             too_deep = await server.receive()
             # Nesting the parser takes but the store must not keep (it broke later listings).
@@ -318,8 +403,13 @@ async def test_f15_huge_and_deep_payloads_are_refused_with_bounded_memory(site: 
                 sent = text.replace('"id": 6', f'"id": {10 + n}').replace('"DEEP"', _nested(depth))
                 await server.send(sent.encode() + b"\n")
                 deep_answers.append(await server.receive_id(10 + n))
-            deep_result = await server.request(tool_call(20, "continuum_complete_action", {
-                "run_id": "r1", "action_key": "t:warm", "result": json.loads(_nested(300))}))
+            deep_result = await server.request(
+                tool_call(
+                    20,
+                    "continuum_complete_action",
+                    {"run_id": "r1", "action_key": "t:warm", "result": json.loads(_nested(300))},
+                )
+            )
             listed = await server.request(tool_call(21, "continuum_list_actions", {"run_id": "r1"}))
             await server.ping(22)
             growth_mib = (server.peak_rss_kib() - baseline) / 1024
@@ -334,18 +424,29 @@ async def test_f15_huge_and_deep_payloads_are_refused_with_bounded_memory(site: 
         assert f"nested more than {MAX_JSON_DEPTH} levels" in text_
         assert "arguments" in text_ or "result" in text_
     assert listed["result"]["isError"] is False
-    assert [a["action_key"] for a in listed["result"]["structuredContent"]["actions"]] == \
-        ["send:seed-1", "t:warm"]
+    assert [a["action_key"] for a in listed["result"]["structuredContent"]["actions"]] == [
+        "send:seed-1",
+        "t:warm",
+    ]
     assert growth_mib < 32, f"peak RSS grew by {growth_mib:.1f} MiB"
-    figure(f"F15: 50 MB rejected, 10 MB array rejected, nesting 100000 rejected, nesting "
-           f"{MAX_JSON_DEPTH + 1}/300/900 refused by name; peak RSS grew {growth_mib:.1f} MiB "
-           f"(baseline {baseline / 1024:.0f} MiB); next request served")
+    figure(
+        f"F15: 50 MB rejected, 10 MB array rejected, nesting 100000 rejected, nesting "
+        f"{MAX_JSON_DEPTH + 1}/300/900 refused by name; peak RSS grew {growth_mib:.1f} MiB "
+        f"(baseline {baseline / 1024:.0f} MiB); next request served"
+    )
 
 
 # --- F16: wrong types for every tool ----------------------------------------------
 
-SAMPLES: dict[str, Any] = {"string": "text", "integer": 7, "number": 1.5, "boolean": True,
-                           "array": ["x"], "object": {"k": "v"}, "null": None}
+SAMPLES: dict[str, Any] = {
+    "string": "text",
+    "integer": 7,
+    "number": 1.5,
+    "boolean": True,
+    "array": ["x"],
+    "object": {"k": "v"},
+    "null": None,
+}
 
 
 def _json_types(schema: dict[str, Any]) -> set[str]:
@@ -369,8 +470,11 @@ def _invalid_values(schema: dict[str, Any]) -> list[Any]:
     allowed = _json_types(schema)
     if not allowed:
         return []
-    out = [v for k, v in SAMPLES.items() if k not in allowed
-           and not (k == "integer" and "number" in allowed)]
+    out = [
+        v
+        for k, v in SAMPLES.items()
+        if k not in allowed and not (k == "integer" and "number" in allowed)
+    ]
     if "integer" in allowed and "string" not in allowed:
         out += ["3", 3.0]  # a number in a string, and a float where an integer is due
     if "boolean" in allowed and "string" not in allowed:
@@ -397,17 +501,40 @@ def _base_arguments(action_key: str) -> dict[str, dict[str, Any]]:
         "continuum_validate": {"run_id": "r1", "env": {"dataset": "v1"}, "expected_model": "m"},
         "continuum_resume": {"run_id": "r1", "env": {"dataset": "v1"}, "expected_model": "m"},
         "continuum_list_actions": {"run_id": "r1"},
-        "continuum_record_progress": {"run_id": "r1", "completed": 2, "total": 3, "goal": "g",
-                                      "failed": 0},
+        "continuum_record_progress": {
+            "run_id": "r1",
+            "completed": 2,
+            "total": 3,
+            "goal": "g",
+            "failed": 0,
+        },
         "continuum_checkpoint": {"run_id": "r1", "reason": "x", "env": {"dataset": "v2"}},
-        "continuum_intercept_action": {"run_id": "r1", "action_type": "send",
-                                       "arguments": {"n": 1}, "key": "fresh", "replay": "never"},
-        "continuum_complete_action": {"run_id": "r1", "action_key": action_key, "external_id": "e",
-                                      "result": {"ok": True}},
-        "continuum_fail_action": {"run_id": "r1", "action_key": action_key, "error": "x",
-                                  "certain": False},
-        "continuum_reconcile_action": {"run_id": "r1", "action_key": action_key, "occurred": True,
-                                       "external_id": "e", "note": "n"},
+        "continuum_intercept_action": {
+            "run_id": "r1",
+            "action_type": "send",
+            "arguments": {"n": 1},
+            "key": "fresh",
+            "replay": "never",
+        },
+        "continuum_complete_action": {
+            "run_id": "r1",
+            "action_key": action_key,
+            "external_id": "e",
+            "result": {"ok": True},
+        },
+        "continuum_fail_action": {
+            "run_id": "r1",
+            "action_key": action_key,
+            "error": "x",
+            "certain": False,
+        },
+        "continuum_reconcile_action": {
+            "run_id": "r1",
+            "action_key": action_key,
+            "occurred": True,
+            "external_id": "e",
+            "note": "n",
+        },
         "continuum_confirm": {"run_id": "r1"},
     }
 
@@ -420,11 +547,14 @@ def _names_field(text: str, field: str) -> bool:
 
 # The counts are published as plain integers (so schema-driven clients send numbers), but
 # JSON null is taken as "not given", as many LLM hosts send null for every optional field.
-NULL_MEANS_OMITTED = {("continuum_record_progress", name) for name in ("completed", "total", "failed")}
+NULL_MEANS_OMITTED = {
+    ("continuum_record_progress", name) for name in ("completed", "total", "failed")
+}
 
 
-def _invalid_calls(schemas: dict[str, dict[str, Any]], base: dict[str, dict[str, Any]],
-                   rng: random.Random) -> list[tuple[str, dict[str, Any], set[str]]]:
+def _invalid_calls(
+    schemas: dict[str, dict[str, Any]], base: dict[str, dict[str, Any]], rng: random.Random
+) -> list[tuple[str, dict[str, Any], set[str]]]:
     """(tool, arguments, the fields any of which the error must name)."""
     calls: list[tuple[str, dict[str, Any], set[str]]] = []
     per_tool: dict[str, list[tuple[str, Any]]] = {}
@@ -447,7 +577,8 @@ def _invalid_calls(schemas: dict[str, dict[str, Any]], base: dict[str, dict[str,
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_f16_invalid_arguments_for_every_tool_name_the_field_and_change_nothing(
-        site: ServerSite, mode: str) -> None:
+    site: ServerSite, mode: str
+) -> None:
     site.env = {ALLOW_ENV: "agent", CONFIRM_TOKEN_ENV: CONFIRM_SECRET}
     action_key = seed_store(site.db)
     assert action_key is not None
@@ -460,22 +591,31 @@ async def test_f16_invalid_arguments_for_every_tool_name_the_field_and_change_no
             calls = _invalid_calls(schemas, base, random.Random(1616))
             before = store_bytes(site.db)
             for tool, args, fields in calls:
-                assert not jsonschema.Draft202012Validator(schemas[tool]).is_valid(args), (tool, args)
-                result = await client.call_tool(tool, args, meta=request_meta({"confirmToken": CONFIRM_SECRET}))
+                assert not jsonschema.Draft202012Validator(schemas[tool]).is_valid(args), (
+                    tool,
+                    args,
+                )
+                result = await client.call_tool(
+                    tool, args, meta=request_meta({"confirmToken": CONFIRM_SECRET})
+                )
                 text = result_text(result)
                 assert result.is_error is True, (tool, args, result.structured_content)
                 assert any(_names_field(text, f) for f in fields), (tool, args, text)
                 if store_bytes(site.db) != before:
                     changed.append(f"{tool} {args}")
             # Negative control: the harness sees a state change when one happens.
-            valid = await client.call_tool("continuum_record_progress", base["continuum_record_progress"])
+            valid = await client.call_tool(
+                "continuum_record_progress", base["continuum_record_progress"]
+            )
             assert valid.is_error is False
             assert store_bytes(site.db) != before
     tools_hit = {tool for tool, _, _ in calls}
     assert tools_hit == set(TOOL_NAMES)
     assert changed == []
-    figure(f"F16 [{mode}]: {len(calls)} invalid calls over {len(tools_hit)} tools: "
-           f"{len(changed)} state changes (control: 1 valid call changed the store)")
+    figure(
+        f"F16 [{mode}]: {len(calls)} invalid calls over {len(tools_hit)} tools: "
+        f"{len(changed)} state changes (control: 1 valid call changed the store)"
+    )
 
 
 # --- F17: path tricks -------------------------------------------------------------
@@ -540,12 +680,20 @@ def _bounded(fn: Callable[[], object]) -> object:
 
 
 # Also run as real processes (in parallel): the exit code and stderr of the actual binary.
-IN_A_SUBPROCESS = ("symlink to a real store", "FIFO", "/dev/zero", "file: URI with mode=memory",
-                   "leading - as its own word", "leading - joined with =", "sqlite://rel (two slashes)")
+IN_A_SUBPROCESS = (
+    "symlink to a real store",
+    "FIFO",
+    "/dev/zero",
+    "file: URI with mode=memory",
+    "leading - as its own word",
+    "leading - joined with =",
+    "sqlite://rel (two slashes)",
+)
 
 
 def test_f17_path_tricks_in_store_urls_and_file_dependencies_are_refused(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     work = tmp_path / "work"
     work.mkdir()
     attacks = _store_url_attacks(tmp_path, work)
@@ -563,10 +711,22 @@ def test_f17_path_tricks_in_store_urls_and_file_dependencies_are_refused(
         assert len(stderr_lines(err)) == 1 and err.startswith("continuum-mcp: "), (label, err)
         refused += 1
     # The real binary for a sample, all at once (a refusal is immediate; stdin is at EOF).
-    procs = [(label, subprocess.Popen([sys.executable, "-m", "continuum.mcp", *flags],
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, cwd=work, env=server_env(), text=True))
-             for label, flags in attacks if label in IN_A_SUBPROCESS]
+    procs = [
+        (
+            label,
+            subprocess.Popen(
+                [sys.executable, "-m", "continuum.mcp", *flags],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=work,
+                env=server_env(),
+                text=True,
+            ),
+        )
+        for label, flags in attacks
+        if label in IN_A_SUBPROCESS
+    ]
     assert len(procs) == len(IN_A_SUBPROCESS)
     for label, proc in procs:
         out, err = proc.communicate(timeout=BOUND)
@@ -576,9 +736,16 @@ def test_f17_path_tricks_in_store_urls_and_file_dependencies_are_refused(
     assert tree_state(tmp_path) == before, "a refused start-up touched the file system"
 
     # Negative control: the same harness accepts an honest relative path (and creates nothing).
-    control = subprocess.run(server_command("../ok.db"), stdin=subprocess.DEVNULL,
-                             capture_output=True, text=True, cwd=work, env=server_env(),
-                             timeout=BOUND, check=False)
+    control = subprocess.run(
+        server_command("../ok.db"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=server_env(),
+        timeout=BOUND,
+        check=False,
+    )
     assert control.returncode == 0, control.stderr
     assert tree_state(tmp_path) == before
 
@@ -587,9 +754,16 @@ def test_f17_path_tricks_in_store_urls_and_file_dependencies_are_refused(
     (tmp_path / "dep-link").symlink_to(tmp_path / "dep-fifo")
     (tmp_path / "dev-link").symlink_to("/dev/zero")
     (tmp_path / "data.csv").write_text("a,b\n1,2\n")
-    dep_attacks = [str(tmp_path / "dep-fifo"), "/dev/zero", str(tmp_path), str(tmp_path / "dep-link"),
-                   str(tmp_path / "dev-link"), str(work / ".." / "work"), str(tmp_path / "missing.csv"),
-                   "/proc/self/fd/0"]
+    dep_attacks = [
+        str(tmp_path / "dep-fifo"),
+        "/dev/zero",
+        str(tmp_path),
+        str(tmp_path / "dep-link"),
+        str(tmp_path / "dev-link"),
+        str(work / ".." / "work"),
+        str(tmp_path / "missing.csv"),
+        "/proc/self/fd/0",
+    ]
     for path in dep_attacks:
         error = _bounded(partial(declarations, files=[path]))
         assert isinstance(error, UsageError) and error.code == "usage.bad_dependency", (path, error)
@@ -619,10 +793,12 @@ def test_f17_path_tricks_in_store_urls_and_file_dependencies_are_refused(
         rt.close()
     total = len(attacks) + len(dep_attacks) + 1
     assert refused == total
-    figure(f"F17: {total} attacks: {refused} refused ({len(attacks)} store URLs given to --db, "
-           f"{len(IN_A_SUBPROCESS)} of them also to the real binary, "
-           f"{len(dep_attacks) + 1} file dependencies); nothing touched; a swapped-in FIFO "
-           f"validates as unknown")
+    figure(
+        f"F17: {total} attacks: {refused} refused ({len(attacks)} store URLs given to --db, "
+        f"{len(IN_A_SUBPROCESS)} of them also to the real binary, "
+        f"{len(dep_attacks) + 1} file dependencies); nothing touched; a swapped-in FIFO "
+        f"validates as unknown"
+    )
 
 
 # --- F18: unauthorized callers ----------------------------------------------------
@@ -648,26 +824,33 @@ class Tally:
 
 
 async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_is_logged(
-        site: ServerSite, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    site: ServerSite, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     action_key = seed_store(site.db)
     assert action_key is not None
     # Commas separate names and pairs (a space no longer does: names may hold spaces).
-    site.env = {ALLOW_ENV: "agent,other", CLIENT_TOKENS_ENV: f"agent:{SECRET},other:{OTHER_SECRET}",
-                CONFIRM_TOKEN_ENV: CONFIRM_SECRET}
-    calls: dict[str, dict[str, Any]] = {"continuum_record_progress": {"run_id": "r1", "completed": 3},
-             "continuum_checkpoint": {"run_id": "r1"},
-             "continuum_intercept_action": {"run_id": "r1", "action_type": "t", "key": "k9"},
-             "continuum_complete_action": {"run_id": "r1", "action_key": action_key},
-             "continuum_fail_action": {"run_id": "r1", "action_key": action_key},
-             "continuum_reconcile_action": {"run_id": "r1", "action_key": action_key, "occurred": True},
-             "continuum_confirm": {"run_id": "r1"}}
+    site.env = {
+        ALLOW_ENV: "agent,other",
+        CLIENT_TOKENS_ENV: f"agent:{SECRET},other:{OTHER_SECRET}",
+        CONFIRM_TOKEN_ENV: CONFIRM_SECRET,
+    }
+    calls: dict[str, dict[str, Any]] = {
+        "continuum_record_progress": {"run_id": "r1", "completed": 3},
+        "continuum_checkpoint": {"run_id": "r1"},
+        "continuum_intercept_action": {"run_id": "r1", "action_type": "t", "key": "k9"},
+        "continuum_complete_action": {"run_id": "r1", "action_key": action_key},
+        "continuum_fail_action": {"run_id": "r1", "action_key": action_key},
+        "continuum_reconcile_action": {"run_id": "r1", "action_key": action_key, "occurred": True},
+        "continuum_confirm": {"run_id": "r1"},
+    }
     assert sorted(calls) == sorted(MUTATING_TOOLS)
     tally = Tally()
     before = store_bytes(site.db)
     n = 0
 
-    async def attempt(server: RawServer, label: str, meta: dict[str, Any] | None,
-                      tools: list[str] | None = None) -> None:
+    async def attempt(
+        server: RawServer, label: str, meta: dict[str, Any] | None, tools: list[str] | None = None
+    ) -> None:
         nonlocal n
         for tool in tools or list(calls):
             n += 1
@@ -678,17 +861,29 @@ async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_
         # Handshake era: the name comes from initialize, so one connection per name.
         async with site.raw(initialize=initialize_request(None, {"authToken": SECRET})) as server:
             await attempt(server, "handshake, no name", None)
-        async with site.raw(initialize=initialize_request("mallory", {"authToken": SECRET})) as server:
+        async with site.raw(
+            initialize=initialize_request("mallory", {"authToken": SECRET})
+        ) as server:
             await attempt(server, "handshake, unlisted", None)
         async with site.raw(initialize=initialize_request("agent")) as server:
             await attempt(server, "handshake, token missing", None)
             await attempt(server, "handshake, wrong token", {"authToken": "guess"})
             await attempt(server, "handshake, another client's token", {"authToken": OTHER_SECRET})
-            await attempt(server, "handshake, confirm without confirm token", {"authToken": SECRET}, confirm)
-            await attempt(server, "handshake, wrong confirm token",
-                          {"authToken": SECRET, "confirmToken": "guess"}, confirm)
-            await attempt(server, "handshake, agent token as confirm token",
-                          {"authToken": SECRET, "confirmToken": SECRET}, confirm)
+            await attempt(
+                server, "handshake, confirm without confirm token", {"authToken": SECRET}, confirm
+            )
+            await attempt(
+                server,
+                "handshake, wrong confirm token",
+                {"authToken": SECRET, "confirmToken": "guess"},
+                confirm,
+            )
+            await attempt(
+                server,
+                "handshake, agent token as confirm token",
+                {"authToken": SECRET, "confirmToken": SECRET},
+                confirm,
+            )
         # 2026-07-28 era: every request names itself, so one connection serves all.
         async with site.raw() as server:
             await attempt(server, "envelope, no clientInfo", envelope(None, authToken=SECRET))
@@ -696,17 +891,32 @@ async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_
             await attempt(server, "envelope, unlisted", envelope("mallory", authToken=SECRET))
             await attempt(server, "envelope, token missing", envelope("agent"))
             await attempt(server, "envelope, wrong token", envelope("agent", authToken="guess"))
-            await attempt(server, "envelope, another client's token",
-                          envelope("agent", authToken=OTHER_SECRET))
-            await attempt(server, "envelope, confirm without confirm token",
-                          envelope("agent", authToken=SECRET), confirm)
-            await attempt(server, "envelope, wrong confirm token",
-                          envelope("agent", authToken=SECRET, confirmToken="guess"), confirm)
+            await attempt(
+                server,
+                "envelope, another client's token",
+                envelope("agent", authToken=OTHER_SECRET),
+            )
+            await attempt(
+                server,
+                "envelope, confirm without confirm token",
+                envelope("agent", authToken=SECRET),
+                confirm,
+            )
+            await attempt(
+                server,
+                "envelope, wrong confirm token",
+                envelope("agent", authToken=SECRET, confirmToken="guess"),
+                confirm,
+            )
             denied_so_far = tally.denied
             assert store_bytes(site.db) == before
             # Negative control: the counter sees an allowed call from a listed caller.
-            await attempt(server, "envelope, listed with its token", envelope("agent", authToken=SECRET),
-                          ["continuum_record_progress"])
+            await attempt(
+                server,
+                "envelope, listed with its token",
+                envelope("agent", authToken=SECRET),
+                ["continuum_record_progress"],
+            )
     assert tally.allowed == 1 and tally.denied == denied_so_far == tally.attempts - 1
     logged = [json.loads(row) for row in site.stderr().splitlines() if '"mcp.call_denied"' in row]
     assert len(logged) == tally.denied
@@ -729,5 +939,7 @@ async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_
         startups += 1
     assert store_bytes(site.db) != before  # only the control call wrote
     attempts = tally.attempts - 1 + startups
-    figure(f"F18: {attempts} attempts: 0 allowed ({tally.denied} calls denied and logged in both "
-           f"eras, {startups} bad policy files refused at start-up); control: 1 listed caller allowed")
+    figure(
+        f"F18: {attempts} attempts: 0 allowed ({tally.denied} calls denied and logged in both "
+        f"eras, {startups} bad policy files refused at start-up); control: 1 listed caller allowed"
+    )

@@ -393,7 +393,9 @@ def test_confirm_token_does_not_bypass_the_allowlist_or_the_auth_token() -> None
 
 def _every_denial() -> list[tuple[Policy, Caller, bool]]:
     allow: dict[str, Any] = {
-        "allow": frozenset({"agent"}), "allow_source": "CONTINUUM_MCP_MUTATING_CLIENTS"}
+        "allow": frozenset({"agent"}),
+        "allow_source": "CONTINUUM_MCP_MUTATING_CLIENTS",
+    }
     tokens = Policy(**allow, shared_token=Secret(SECRET), confirm_token=Secret(SECRET + "-c"))
     return [
         (Policy(), Caller("agent", auth_token=SECRET), False),
@@ -613,7 +615,9 @@ async def test_a_tool_reads_its_caller_from_the_mcpserver_context_in_both_eras(
 
     info = Implementation(name="claude-code", version="1")
     async with Client(server, client_info=info, mode=mode) as client:
-        result = await client.call_tool("whoami", {}, meta=request_meta({"authToken": "t", "confirmToken": "c"}))
+        result = await client.call_tool(
+            "whoami", {}, meta=request_meta({"authToken": "t", "confirmToken": "c"})
+        )
     assert result.structured_content == {
         "name": "claude-code",
         "era": era,

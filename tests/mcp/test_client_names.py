@@ -68,7 +68,9 @@ async def test_a_token_bound_to_a_name_with_spaces_opens_writes_for_that_name(
     with anyio.fail_after(BOUND):
         async with site.client(name="Kilo Code", mode="auto") as client:
             missing = await client.call_tool(*WRITE)
-            allowed = await client.call_tool(*WRITE, meta=request_meta({"authToken": "kc-secret-1"}))
+            allowed = await client.call_tool(
+                *WRITE, meta=request_meta({"authToken": "kc-secret-1"})
+            )
     assert "none was presented" in result_text(missing)
     assert structured(allowed)["run_id"] == "r1"
     assert "kc-secret-1" not in site.stderr()

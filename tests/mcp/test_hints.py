@@ -24,5 +24,7 @@ def test_damage_tells_the_agent_to_stop_and_ask_a_person() -> None:
 def test_other_codes_keep_the_core_hint() -> None:
     error = LedgerError("wide", code="ledger.replay_widening", hint="intercept again narrower")
     assert mcp_hint(error) == "intercept again narrower"
-    assert mcp_hint(NotFoundError("gone", code="not_found.run", hint="cli")) == MCP_HINTS[
-        "not_found.run"]
+    assert (
+        mcp_hint(NotFoundError("gone", code="not_found.run", hint="cli"))
+        == MCP_HINTS["not_found.run"]
+    )

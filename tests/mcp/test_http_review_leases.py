@@ -64,8 +64,9 @@ def lease_of(tools: Tools, run_id: str, key: str) -> float:
     return row.lease_expires
 
 
-async def loop_was_stalled(renewal: Callable[[], Coroutine[Any, Any, None]],
-                           hook: BlockingRenewals) -> bool:
+async def loop_was_stalled(
+    renewal: Callable[[], Coroutine[Any, Any, None]], hook: BlockingRenewals
+) -> bool:
     """Run ``renewal`` and, on the loop, wait for the store call to start, then release
     it. True when the loop could not run until the store call gave up by itself."""
     loop_thread = threading.get_ident()

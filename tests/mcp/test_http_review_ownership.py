@@ -80,12 +80,16 @@ def intercept_args(key: str = "inv-1") -> dict[str, Any]:
 
 
 async def start_run(client: Client) -> None:
-    structured(await client.call_tool("continuum_record_progress",
-                                      {"run_id": RUN, "goal": "send invoices", "total": 2}))
+    structured(
+        await client.call_tool(
+            "continuum_record_progress", {"run_id": RUN, "goal": "send invoices", "total": 2}
+        )
+    )
 
 
-async def assert_refused_unchanged(client: Client, url: str, tool: str,
-                                   arguments: dict[str, Any]) -> str:
+async def assert_refused_unchanged(
+    client: Client, url: str, tool: str, arguments: dict[str, Any]
+) -> str:
     """``tool`` is refused as ``ledger.owner_alive`` and the store is unchanged."""
     before = snapshot(url)
     result = await client.call_tool(tool, arguments)
@@ -105,23 +109,32 @@ def settling_calls(key: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 async def test_another_session_cannot_settle_an_action_in_flight_and_its_owner_can(
-        site: HttpSite, store_url: str) -> None:
+    site: HttpSite, store_url: str
+) -> None:
     """contract §6 (owner), §9: session B, same submit token, is refused; A completes."""
-    async with site.serve("--db", store_url) as server, \
-            official_client(server.url, TOKENS["submit"], "legacy", name="agent") as a, \
-            official_client(server.url, TOKENS["submit"], "legacy", name="agent") as b, \
-            official_client(server.url, TOKENS["approve"], "legacy", name="person") as p:
+    async with (
+        site.serve("--db", store_url) as server,
+        official_client(server.url, TOKENS["submit"], "legacy", name="agent") as a,
+        official_client(server.url, TOKENS["submit"], "legacy", name="agent") as b,
+        official_client(server.url, TOKENS["approve"], "legacy", name="person") as p,
+    ):
         with anyio.fail_after(BOUND):
             await start_run(a)
-            started = structured(await a.call_tool("continuum_intercept_action",
-                                                   intercept_args()))
+            started = structured(await a.call_tool("continuum_intercept_action", intercept_args()))
             assert started["proceed"] is True
             key = started["action_key"]
-            texts = [await assert_refused_unchanged(b, store_url, tool, args)
-                     for tool, args in settling_calls(key)]
-            texts.append(await assert_refused_unchanged(
-                p, store_url, "continuum_reconcile_action",
-                {"run_id": RUN, "action_key": key, "occurred": False}))
+            texts = [
+                await assert_refused_unchanged(b, store_url, tool, args)
+                for tool, args in settling_calls(key)
+            ]
+            texts.append(
+                await assert_refused_unchanged(
+                    p,
+                    store_url,
+                    "continuum_reconcile_action",
+                    {"run_id": RUN, "action_key": key, "occurred": False},
+                )
+            )
             before = snapshot(store_url)
             again = structured(await b.call_tool("continuum_intercept_action", intercept_args()))
             assert (again["proceed"], again["status"]) == (False, "in_progress")
@@ -129,8 +142,11 @@ async def test_another_session_cannot_settle_an_action_in_flight_and_its_owner_c
             # Negative control: the refusal check fails on the owner's own call.
             with pytest.raises(AssertionError, match="was allowed"):
                 await assert_refused_unchanged(
-                    a, store_url, "continuum_complete_action",
-                    {"run_id": RUN, "action_key": key, "external_id": "tx-1"})
+                    a,
+                    store_url,
+                    "continuum_complete_action",
+                    {"run_id": RUN, "action_key": key, "external_id": "tx-1"},
+                )
             listed = structured(await b.call_tool("continuum_list_actions", {"run_id": RUN}))
     (action,) = listed["actions"]
     assert (action["status"], action["external_id"]) == ("completed", "tx-1")
@@ -143,35 +159,45 @@ async def test_another_session_cannot_settle_an_action_in_flight_and_its_owner_c
 
 
 async def test_per_request_calls_are_owned_by_token_and_client_name(
-        site: HttpSite, tmp_path: Path) -> None:
+    site: HttpSite, tmp_path: Path
+) -> None:
     """contract §9, 2026-07-28 era: no session, so the owner is the token line plus the
     declared client name; another name or a session is another owner."""
     url = str(tmp_path / "stateless.db")
     async with site.serve("--db", url) as server:
-        async with official_client(server.url, TOKENS["submit"], "auto", name="agent-a") as a, \
-                official_client(server.url, TOKENS["submit"], "auto", name="agent-b") as b, \
-                official_client(server.url, TOKENS["submit"], "legacy", name="agent-a") as s:
+        async with (
+            official_client(server.url, TOKENS["submit"], "auto", name="agent-a") as a,
+            official_client(server.url, TOKENS["submit"], "auto", name="agent-b") as b,
+            official_client(server.url, TOKENS["submit"], "legacy", name="agent-a") as s,
+        ):
             with anyio.fail_after(BOUND):
                 await start_run(a)
-                key = structured(await a.call_tool("continuum_intercept_action",
-                                                   intercept_args()))["action_key"]
+                key = structured(await a.call_tool("continuum_intercept_action", intercept_args()))[
+                    "action_key"
+                ]
                 for tool, args in settling_calls(key):
                     await assert_refused_unchanged(b, url, tool, args)
                     await assert_refused_unchanged(s, url, tool, args)  # a session: not it
-                session_key = structured(await s.call_tool(
-                    "continuum_intercept_action", intercept_args("inv-2")))["action_key"]
+                session_key = structured(
+                    await s.call_tool("continuum_intercept_action", intercept_args("inv-2"))
+                )["action_key"]
                 for tool, args in settling_calls(session_key):  # nor the reverse
                     await assert_refused_unchanged(a, url, tool, args)
         # A later request with the same token and name (another client object) is the owner.
         async with official_client(server.url, TOKENS["submit"], "auto", name="agent-a") as a2:
             with anyio.fail_after(BOUND):
-                done = structured(await a2.call_tool("continuum_complete_action", {
-                    "run_id": RUN, "action_key": key, "external_id": "tx-1"}))
+                done = structured(
+                    await a2.call_tool(
+                        "continuum_complete_action",
+                        {"run_id": RUN, "action_key": key, "external_id": "tx-1"},
+                    )
+                )
     assert done["status"] == "completed"
 
 
 async def test_an_ended_session_leaves_its_action_unknown_for_the_next_agent(
-        site: HttpSite, tmp_path: Path) -> None:
+    site: HttpSite, tmp_path: Path
+) -> None:
     """contract §6: an interrupted action (its owner is gone) follows the replay contract
     (``never``: unknown, reconcile); a session that ended is a gone owner."""
     url = str(tmp_path / "ended.db")
@@ -179,19 +205,22 @@ async def test_an_ended_session_leaves_its_action_unknown_for_the_next_agent(
         async with official_client(server.url, TOKENS["submit"], "legacy", name="agent") as a:
             with anyio.fail_after(BOUND):
                 await start_run(a)
-                key = structured(await a.call_tool("continuum_intercept_action",
-                                                   intercept_args()))["action_key"]
+                key = structured(await a.call_tool("continuum_intercept_action", intercept_args()))[
+                    "action_key"
+                ]
         # Leaving the client ends its session (DELETE); the server marks the action.
         async with official_client(server.url, TOKENS["submit"], "legacy", name="agent") as b:
             with anyio.fail_after(BOUND):
                 while True:  # bounded by fail_after: the session's teardown is asynchronous
-                    rows = structured(await b.call_tool("continuum_list_actions",
-                                                        {"run_id": RUN}))["actions"]
+                    rows = structured(await b.call_tool("continuum_list_actions", {"run_id": RUN}))[
+                        "actions"
+                    ]
                     if rows[0]["status"] != "started":
                         break
                     await anyio.sleep(0.05)
-                again = structured(await b.call_tool("continuum_intercept_action",
-                                                     intercept_args()))
+                again = structured(
+                    await b.call_tool("continuum_intercept_action", intercept_args())
+                )
     assert rows[0]["status"] == "unknown"
     assert (again["proceed"], again["status"], again["action_key"]) == (False, "unknown", key)
     store = open_store(url, create=False)
@@ -213,23 +242,41 @@ def rpc_result(text: str) -> dict[str, Any]:
 
 
 async def test_a_session_open_when_the_server_stops_leaves_its_action_unknown(
-        site: HttpSite, tmp_path: Path) -> None:
+    site: HttpSite, tmp_path: Path
+) -> None:
     """contract §6: the server stopping ends its sessions, so their owner is gone; the
     shutdown stays graceful (``HttpSite.serve`` requires exit 0 after SIGTERM)."""
     url = str(tmp_path / "stopped.db")
     async with site.serve("--db", url) as server, http_client(TOKENS["submit"]) as hc:
         with anyio.fail_after(BOUND):
             opened = await hc.post(server.url, json=initialize_body("agent"), headers=MCP_HEADERS)
-            headers = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"],
-                       "mcp-protocol-version": "2025-11-25"}
-            await hc.post(server.url, headers=headers, json={
-                "jsonrpc": "2.0", "method": "notifications/initialized"})
-            for number, (tool, arguments) in enumerate([
+            headers = {
+                **MCP_HEADERS,
+                "mcp-session-id": opened.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
+            await hc.post(
+                server.url,
+                headers=headers,
+                json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            )
+            for number, (tool, arguments) in enumerate(
+                [
                     ("continuum_record_progress", {"run_id": RUN, "goal": "g", "total": 1}),
-                    ("continuum_intercept_action", intercept_args())], start=2):
-                answer = await hc.post(server.url, headers=headers, json={
-                    "jsonrpc": "2.0", "id": number, "method": "tools/call",
-                    "params": {"name": tool, "arguments": arguments}})
+                    ("continuum_intercept_action", intercept_args()),
+                ],
+                start=2,
+            ):
+                answer = await hc.post(
+                    server.url,
+                    headers=headers,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": number,
+                        "method": "tools/call",
+                        "params": {"name": tool, "arguments": arguments},
+                    },
+                )
                 result = rpc_result(answer.text)["result"]
                 assert not result.get("isError"), result
         assert result["structuredContent"]["proceed"] is True

@@ -41,8 +41,10 @@ def raw_request(url: str, request_line_target: str) -> bytes:
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
     with socket.create_connection((parts.hostname, parts.port), timeout=BOUND) as sock:
-        sock.sendall(f"GET {request_line_target} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                     "this line is no header\r\n\r\n".encode())
+        sock.sendall(
+            f"GET {request_line_target} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "this line is no header\r\n\r\n".encode()
+        )
         chunks = []
         while chunk := sock.recv(65536):
             chunks.append(chunk)
@@ -68,8 +70,10 @@ async def test_a_token_in_the_url_is_refused_and_never_logged(site: HttpSite) ->
         for bearer, url, statuses in cases:
             async with http_client(bearer) as hc:
                 with anyio.fail_after(BOUND):
-                    for answer in (await hc.post(url, json=initialize_body(), headers=MCP_HEADERS),
-                                   await hc.get(url, headers={"Accept": "text/event-stream"})):
+                    for answer in (
+                        await hc.post(url, json=initialize_body(), headers=MCP_HEADERS),
+                        await hc.get(url, headers={"Accept": "text/event-stream"}),
+                    ):
                         assert answer.status_code in statuses, (url, answer.status_code)
                         answers.append(answer)
         with anyio.fail_after(BOUND):
@@ -77,8 +81,11 @@ async def test_a_token_in_the_url_is_refused_and_never_logged(site: HttpSite) ->
         # Negative control: a peer's text the SDK does log reaches this stderr.
         async with http_client(SECRET) as hc:
             with anyio.fail_after(BOUND):
-                bad_host = await hc.post(server.url, json=initialize_body(),
-                                         headers={**MCP_HEADERS, "Host": "marker-host-7f3a:1"})
+                bad_host = await hc.post(
+                    server.url,
+                    json=initialize_body(),
+                    headers={**MCP_HEADERS, "Host": "marker-host-7f3a:1"},
+                )
     assert rejected.startswith(b"HTTP/1.1 400"), rejected[:80]
     assert bad_host.status_code in (400, 421), bad_host.status_code
     for answer in answers:

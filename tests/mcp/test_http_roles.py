@@ -76,8 +76,9 @@ def test_admin_covers_tools_added_later_and_no_other_role_does() -> None:
 
 
 def test_a_denial_names_the_tool_the_role_the_roles_needed_and_how_to_get_one() -> None:
-    decision = authorize_call("continuum_confirm", Grant(Role.SUBMIT, 3), Caller("agent"),
-                              policy=Policy())
+    decision = authorize_call(
+        "continuum_confirm", Grant(Role.SUBMIT, 3), Caller("agent"), policy=Policy()
+    )
     text = decision.text()
     assert not decision.allowed and decision.code == "auth.role_denied"
     assert "tool continuum_confirm" in text and "role 'submit'" in text
@@ -95,9 +96,13 @@ def test_confirm_by_role_still_needs_the_confirm_token() -> None:
     grant = Grant(Role.APPROVE, 1)
     without = authorize_call("continuum_confirm", grant, Caller("op"), policy=policy, confirm=True)
     assert not without.allowed and without.code == "auth.confirm_token_missing"
-    with_token = authorize_call("continuum_confirm", grant,
-                                Caller("op", confirm_token="the-confirm-token-0000"),
-                                policy=policy, confirm=True)
+    with_token = authorize_call(
+        "continuum_confirm",
+        grant,
+        Caller("op", confirm_token="the-confirm-token-0000"),
+        policy=policy,
+        confirm=True,
+    )
     assert with_token.allowed
 
 
@@ -105,8 +110,10 @@ def test_confirm_by_role_still_needs_the_confirm_token() -> None:
 
 
 def test_a_token_file_with_comments_blank_lines_and_crlf_loads(tmp_path: Path) -> None:
-    path = token_file(tmp_path, "# operators\r\n\r\n  read   " + "r" * 16 + "  \r\n"
-                      "admin " + "A1-._~+/" * 3 + "==\n")
+    path = token_file(
+        tmp_path,
+        "# operators\r\n\r\n  read   " + "r" * 16 + "  \r\nadmin " + "A1-._~+/" * 3 + "==\n",
+    )
     table = load_token_file(path)
     assert table.lookup("r" * 16) == Grant(Role.READ, 3)
     assert table.lookup("A1-._~+/" * 3 + "==") == Grant(Role.ADMIN, 4)
@@ -127,7 +134,8 @@ def test_a_token_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
 
 
 def test_lookup_compares_against_every_entry_whichever_matches(
-        table: roles.TokenTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    table: roles.TokenTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[int] = []
     real = hmac.compare_digest
 
@@ -153,28 +161,40 @@ def refusal(table: roles.TokenTable, headers: list[tuple[str, str]], query: str 
 
 
 def test_a_bearer_token_in_the_authorization_header_is_its_grant(table: roles.TokenTable) -> None:
-    assert authenticate([("Authorization", "Bearer " + TOKENS["submit"])], "", table) == \
-        Grant(Role.SUBMIT, 2)
-    assert authenticate([("authorization", "bearer  " + TOKENS["read"] + " ")], "a=1", table) \
-        == Grant(Role.READ, 1)
+    assert authenticate([("Authorization", "Bearer " + TOKENS["submit"])], "", table) == Grant(
+        Role.SUBMIT, 2
+    )
+    assert authenticate(
+        [("authorization", "bearer  " + TOKENS["read"] + " ")], "a=1", table
+    ) == Grant(Role.READ, 1)
 
 
-@pytest.mark.parametrize(("headers", "query", "status", "code"), [
-    ([], "", 401, "token_missing"),
-    ([("Authorization", "Bearer " + "z" * 20)], "", 401, "token_invalid"),
-    ([("Authorization", "Bearer")], "", 401, "token_invalid"),
-    ([("Authorization", "Token " + TOKENS["read"])], "", 401, "bad_scheme"),
-    ([("Authorization", "Bearer " + TOKENS["read"])] * 2, "", 400, "token_ambiguous"),
-    ([], "access_token=" + TOKENS["read"], 400, "token_in_url"),
-    ([], "Token=anything", 400, "token_in_url"),
-    ([], "q=" + TOKENS["read"].replace("r", "%72"), 400, "token_in_url"),
-    ([("X-Auth-Token", "whatever")], "", 400, "token_in_wrong_header"),
-    ([("Authorization", "Bearer " + TOKENS["read"]), ("X-Forwarded", "k=" + TOKENS["admin"])],
-     "", 400, "token_in_wrong_header"),
-])
+@pytest.mark.parametrize(
+    ("headers", "query", "status", "code"),
+    [
+        ([], "", 401, "token_missing"),
+        ([("Authorization", "Bearer " + "z" * 20)], "", 401, "token_invalid"),
+        ([("Authorization", "Bearer")], "", 401, "token_invalid"),
+        ([("Authorization", "Token " + TOKENS["read"])], "", 401, "bad_scheme"),
+        ([("Authorization", "Bearer " + TOKENS["read"])] * 2, "", 400, "token_ambiguous"),
+        ([], "access_token=" + TOKENS["read"], 400, "token_in_url"),
+        ([], "Token=anything", 400, "token_in_url"),
+        ([], "q=" + TOKENS["read"].replace("r", "%72"), 400, "token_in_url"),
+        ([("X-Auth-Token", "whatever")], "", 400, "token_in_wrong_header"),
+        (
+            [
+                ("Authorization", "Bearer " + TOKENS["read"]),
+                ("X-Forwarded", "k=" + TOKENS["admin"]),
+            ],
+            "",
+            400,
+            "token_in_wrong_header",
+        ),
+    ],
+)
 def test_requests_without_a_proper_bearer_token_are_refused(
-        table: roles.TokenTable, headers: list[tuple[str, str]], query: str, status: int,
-        code: str) -> None:
+    table: roles.TokenTable, headers: list[tuple[str, str]], query: str, status: int, code: str
+) -> None:
     refused = refusal(table, headers, query)
     assert (refused.status, refused.code) == (status, code)
     if code != "token_invalid":
@@ -184,24 +204,39 @@ def test_requests_without_a_proper_bearer_token_are_refused(
 # --- flags -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "host", "port", "loopback"), [
-    ("127.0.0.1:8765", "127.0.0.1", 8765, True),
-    ("127.9.9.9:1", "127.9.9.9", 1, True),
-    ("localhost:0", "localhost", 0, True),
-    ("[::1]:443", "::1", 443, True),
-    ("0.0.0.0:8765", "0.0.0.0", 8765, False),
-    ("[::]:8765", "::", 8765, False),
-    ("10.0.0.5:80", "10.0.0.5", 80, False),
-    ("[::ffff:127.0.0.1]:80", "::ffff:127.0.0.1", 80, False),  # mapped: treated as remote
-])
+@pytest.mark.parametrize(
+    ("text", "host", "port", "loopback"),
+    [
+        ("127.0.0.1:8765", "127.0.0.1", 8765, True),
+        ("127.9.9.9:1", "127.9.9.9", 1, True),
+        ("localhost:0", "localhost", 0, True),
+        ("[::1]:443", "::1", 443, True),
+        ("0.0.0.0:8765", "0.0.0.0", 8765, False),
+        ("[::]:8765", "::", 8765, False),
+        ("10.0.0.5:80", "10.0.0.5", 80, False),
+        ("[::ffff:127.0.0.1]:80", "::ffff:127.0.0.1", 80, False),  # mapped: treated as remote
+    ],
+)
 def test_listen_addresses_parse_and_know_whether_they_are_loopback(
-        text: str, host: str, port: int, loopback: bool) -> None:
+    text: str, host: str, port: int, loopback: bool
+) -> None:
     listen = parse_listen(text)
     assert (listen.host, listen.port, listen.loopback) == (host, port, loopback)
 
 
-@pytest.mark.parametrize("text", ["8765", ":8765", "127.0.0.1:", "127.0.0.1:x", "1.2.3.4:70000",
-                                  "host.example:80", "::1:80", "[::1:80"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "8765",
+        ":8765",
+        "127.0.0.1:",
+        "127.0.0.1:x",
+        "1.2.3.4:70000",
+        "host.example:80",
+        "::1:80",
+        "[::1:80",
+    ],
+)
 def test_malformed_listen_addresses_are_refused(text: str) -> None:
     with pytest.raises(UsageError) as caught:
         parse_listen(text)
@@ -212,8 +247,13 @@ def test_flag_problem_accepts_the_right_combinations() -> None:
     http = {"--listen": "127.0.0.1:1", "--token-file": "t"}
     assert flag_problem("stdio", {}) is None
     assert flag_problem("streamable-http", http) is None
-    assert flag_problem("streamable-http", {**http, "--tls-cert": "c", "--tls-key": "k",
-                                            "--tls-client-ca": "ca"}) is None
+    assert (
+        flag_problem(
+            "streamable-http",
+            {**http, "--tls-cert": "c", "--tls-key": "k", "--tls-client-ca": "ca"},
+        )
+        is None
+    )
 
 
 # --- the ASGI layers ---------------------------------------------------------------
@@ -232,6 +272,7 @@ class Recorder:
 
     def json(self) -> Any:
         import json
+
         return json.loads(self.messages[1]["body"])
 
 
@@ -239,24 +280,35 @@ async def no_body() -> dict[str, Any]:
     return {"type": "http.request", "body": b"", "more_body": False}
 
 
-def scope(method: str = "POST", path: str = "/mcp", headers: list[tuple[str, str]] | None = None,
-          query: str = "") -> dict[str, Any]:
-    return {"type": "http", "method": method, "path": path, "query_string": query.encode(),
-            "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or [])],
-            "client": ("127.0.0.1", 5)}
+def scope(
+    method: str = "POST",
+    path: str = "/mcp",
+    headers: list[tuple[str, str]] | None = None,
+    query: str = "",
+) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "query_string": query.encode(),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or [])],
+        "client": ("127.0.0.1", 5),
+    }
 
 
 @pytest.mark.anyio
 async def test_bearer_auth_passes_the_grant_on_and_refuses_with_a_json_rpc_error(
-        table: roles.TokenTable) -> None:
+    table: roles.TokenTable,
+) -> None:
     seen: list[Scope] = []
 
     async def app(s: Scope, receive: Any, send: Any) -> None:
         seen.append(s)
 
     auth = BearerAuth(app, table, open_paths=["/health"])
-    await auth(scope(headers=[("Authorization", "Bearer " + TOKENS["approve"])]), no_body,
-               Recorder())
+    await auth(
+        scope(headers=[("Authorization", "Bearer " + TOKENS["approve"])]), no_body, Recorder()
+    )
     assert seen[-1][GRANT_SCOPE_KEY] == Grant(Role.APPROVE, 3)
     assert seen[-1]["user"].access_token.client_id == "token-file-line-3"
     assert TOKENS["approve"] not in repr(seen[-1]["user"].access_token)
@@ -304,8 +356,9 @@ async def nodelay_of_accepted(sock: socket.socket) -> int:
     accepted = asyncio.Event()
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP,
-                                                               socket.TCP_NODELAY))
+        seen.append(
+            writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        )
         accepted.set()
         writer.close()
 

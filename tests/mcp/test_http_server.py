@@ -63,9 +63,14 @@ pytestmark = pytest.mark.anyio
 READ = {"continuum_validate", "continuum_resume", "continuum_list_actions"}
 ALLOWED = {
     "read": READ,
-    "submit": READ | {"continuum_record_progress", "continuum_checkpoint",
-                      "continuum_intercept_action", "continuum_complete_action",
-                      "continuum_fail_action"},
+    "submit": READ
+    | {
+        "continuum_record_progress",
+        "continuum_checkpoint",
+        "continuum_intercept_action",
+        "continuum_complete_action",
+        "continuum_fail_action",
+    },
     "approve": READ | {"continuum_reconcile_action", "continuum_confirm"},
     "admin": set(TOOL_NAMES),
 }
@@ -104,12 +109,20 @@ def denied_call_arguments(key: str) -> dict[str, dict[str, Any]]:
         "continuum_list_actions": {"run_id": "seeded"},
         "continuum_record_progress": {"run_id": "seeded", "completed": 2},
         "continuum_checkpoint": {"run_id": "seeded", "reason": "denied?"},
-        "continuum_intercept_action": {"run_id": "seeded", "action_type": "send",
-                                       "key": "denied-1", "arguments": {"n": 2}},
+        "continuum_intercept_action": {
+            "run_id": "seeded",
+            "action_type": "send",
+            "key": "denied-1",
+            "arguments": {"n": 2},
+        },
         "continuum_complete_action": {"run_id": "seeded", "action_key": key},
         "continuum_fail_action": {"run_id": "seeded", "action_key": key},
-        "continuum_reconcile_action": {"run_id": "seeded", "action_key": key,
-                                       "occurred": True, "external_id": "x-1"},
+        "continuum_reconcile_action": {
+            "run_id": "seeded",
+            "action_key": key,
+            "occurred": True,
+            "external_id": "x-1",
+        },
         "continuum_confirm": {"run_id": "seeded"},
     }
 
@@ -119,8 +132,9 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
     return await client.call_tool(tool, args, meta=request_meta({"confirmToken": CONFIRM_TOKEN}))
 
 
-async def assert_denied_unchanged(client: Client, db: Path, role: str, tool: str,
-                                  args: dict[str, Any]) -> str:
+async def assert_denied_unchanged(
+    client: Client, db: Path, role: str, tool: str, args: dict[str, Any]
+) -> str:
     """The call is denied readably and the store is byte-identical afterwards."""
     before = store_bytes(db)
     result = await call(client, tool, args)
@@ -146,20 +160,27 @@ async def run_allowed(client: Client, role: str, seeded_key: str) -> list[str]:
     if "continuum_record_progress" in ALLOWED[role]:
         await ok("continuum_record_progress", {"run_id": run, "goal": "g", "total": 2})
         await ok("continuum_checkpoint", {"run_id": run, "reason": "r"})
-        first = await ok("continuum_intercept_action", {"run_id": run, "action_type": "send",
-                                                        "key": "k1", "arguments": {"n": 1}})
+        first = await ok(
+            "continuum_intercept_action",
+            {"run_id": run, "action_type": "send", "key": "k1", "arguments": {"n": 1}},
+        )
         assert first["proceed"] is True
-        await ok("continuum_complete_action", {"run_id": run, "action_key": first["action_key"],
-                                               "external_id": "x-k1"})
-        second = await ok("continuum_intercept_action", {"run_id": run, "action_type": "send",
-                                                         "key": "k2"})
+        await ok(
+            "continuum_complete_action",
+            {"run_id": run, "action_key": first["action_key"], "external_id": "x-k1"},
+        )
+        second = await ok(
+            "continuum_intercept_action", {"run_id": run, "action_type": "send", "key": "k2"}
+        )
         await ok("continuum_fail_action", {"run_id": run, "action_key": second["action_key"]})
         unknown = second["action_key"]
     else:
         run, unknown = "seeded", seeded_key
     if "continuum_reconcile_action" in ALLOWED[role]:
-        settled = await ok("continuum_reconcile_action", {"run_id": run, "action_key": unknown,
-                                                          "occurred": True, "external_id": "x"})
+        settled = await ok(
+            "continuum_reconcile_action",
+            {"run_id": run, "action_key": unknown, "occurred": True, "external_id": "x"},
+        )
         assert settled["status"] == "completed"
     if "continuum_confirm" in ALLOWED[role]:
         assert (await ok("continuum_confirm", {"run_id": run}))["run_id"] == run
@@ -170,8 +191,9 @@ async def run_allowed(client: Client, role: str, seeded_key: str) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_each_role_may_call_exactly_its_tools_in_both_eras(http_site: HttpSite,
-                                                                 mode: str) -> None:
+async def test_each_role_may_call_exactly_its_tools_in_both_eras(
+    http_site: HttpSite, mode: str
+) -> None:
     key = seed(http_site.db)
     args = denied_call_arguments(key)
     denials: dict[tuple[str, str], str] = {}
@@ -181,7 +203,8 @@ async def test_each_role_may_call_exactly_its_tools_in_both_eras(http_site: Http
                 async with official_client(server.url, TOKENS[role], mode) as client:
                     for tool in sorted(set(TOOL_NAMES) - ALLOWED[role]):
                         denials[role, tool] = await assert_denied_unchanged(
-                            client, http_site.db, role, tool, args[tool])
+                            client, http_site.db, role, tool, args[tool]
+                        )
             for role in ROLES:
                 async with official_client(server.url, TOKENS[role], mode) as client:
                     assert set(await run_allowed(client, role, key)) == ALLOWED[role]
@@ -206,21 +229,31 @@ async def test_the_denial_check_fails_on_a_call_the_role_allows(http_site: HttpS
         with anyio.fail_after(BOUND):
             async with official_client(server.url, TOKENS["submit"]) as client:
                 with pytest.raises(AssertionError, match="was allowed"):
-                    await assert_denied_unchanged(client, http_site.db, "submit",
-                                                  "continuum_record_progress",
-                                                  {"run_id": "seeded", "completed": 2})
+                    await assert_denied_unchanged(
+                        client,
+                        http_site.db,
+                        "submit",
+                        "continuum_record_progress",
+                        {"run_id": "seeded", "completed": 2},
+                    )
 
 
 async def test_confirm_over_http_needs_the_confirm_token_besides_the_approve_role(
-        http_site: HttpSite) -> None:
+    http_site: HttpSite,
+) -> None:
     seed(http_site.db)
     before = store_bytes(http_site.db)
-    async with http_site.serve() as server, official_client(
-            server.url, TOKENS["approve"], "auto") as client:
+    async with (
+        http_site.serve() as server,
+        official_client(server.url, TOKENS["approve"], "auto") as client,
+    ):
         with anyio.fail_after(BOUND):
             missing = await client.call_tool("continuum_confirm", {"run_id": "seeded"})
-            wrong = await client.call_tool("continuum_confirm", {"run_id": "seeded"},
-                                           meta=request_meta({"confirmToken": TOKENS["approve"]}))
+            wrong = await client.call_tool(
+                "continuum_confirm",
+                {"run_id": "seeded"},
+                meta=request_meta({"confirmToken": TOKENS["approve"]}),
+            )
     for result in (missing, wrong):
         text = result_text(result)
         assert result.is_error and "continuum confirm seeded" in text, text
@@ -231,8 +264,15 @@ async def test_confirm_over_http_needs_the_confirm_token_besides_the_approve_rol
 
 
 def mutating_call_body() -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "continuum_record_progress", "arguments": {"run_id": "seeded", "completed": 3}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "continuum_record_progress",
+            "arguments": {"run_id": "seeded", "completed": 3},
+        },
+    }
 
 
 REFUSED = [  # case, bearer token, other headers, query string, status, code
@@ -249,7 +289,8 @@ REFUSED = [  # case, bearer token, other headers, query string, status, code
 
 
 async def test_requests_without_a_proper_bearer_token_are_refused_before_any_tool(
-        http_site: HttpSite) -> None:
+    http_site: HttpSite,
+) -> None:
     seed(http_site.db)
     before = tree_digest(http_site.cwd)
     async with http_site.serve() as server:
@@ -259,13 +300,16 @@ async def test_requests_without_a_proper_bearer_token_are_refused_before_any_too
             async with http_client(bearer, headers=headers) as hc:
                 with anyio.fail_after(BOUND):
                     answers = [
-                        await hc.post(server.url + suffix, json=initialize_body(),
-                                      headers=MCP_HEADERS),
-                        await hc.post(server.url + suffix, json=mutating_call_body(),
-                                      headers=MCP_HEADERS),
+                        await hc.post(
+                            server.url + suffix, json=initialize_body(), headers=MCP_HEADERS
+                        ),
+                        await hc.post(
+                            server.url + suffix, json=mutating_call_body(), headers=MCP_HEADERS
+                        ),
                         await hc.get(server.url + suffix, headers={"Accept": "text/event-stream"}),
                         await hc.delete(server.url + suffix),
-                        await hc.get(base + "/other" + suffix)]
+                        await hc.get(base + "/other" + suffix),
+                    ]
             for answer in answers:
                 assert answer.status_code == status, (case, answer.status_code, answer.text)
                 error = answer.json()["error"]
@@ -284,8 +328,10 @@ async def test_requests_without_a_proper_bearer_token_are_refused_before_any_too
 async def test_the_official_client_is_told_where_the_token_goes(http_site: HttpSite) -> None:
     async with http_site.serve() as server:
         for mode in MODES:
-            for token, code in ((None, "Authorization: Bearer <token>"),
-                                ("not-a-configured-token-000", "not valid for this server")):
+            for token, code in (
+                (None, "Authorization: Bearer <token>"),
+                ("not-a-configured-token-000", "not valid for this server"),
+            ):
                 with anyio.fail_after(BOUND), pytest.raises(Exception) as caught:  # noqa: B017
                     async with official_client(server.url, token, mode) as client:
                         await client.call_tool("continuum_resume", {})
@@ -297,26 +343,43 @@ async def test_the_official_client_is_told_where_the_token_goes(http_site: HttpS
 
 
 async def test_a_session_opened_with_one_token_is_refused_to_another(http_site: HttpSite) -> None:
-    async with http_site.serve() as server, http_client(TOKENS["submit"]) as submit, \
-            http_client(TOKENS["read"]) as read:
+    async with (
+        http_site.serve() as server,
+        http_client(TOKENS["submit"]) as submit,
+        http_client(TOKENS["read"]) as read,
+    ):
         with anyio.fail_after(BOUND):
             opened = await submit.post(server.url, json=initialize_body(), headers=MCP_HEADERS)
             assert opened.status_code == 200, opened.text
             session = opened.headers["mcp-session-id"]
             ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-            same = await submit.post(server.url, json=ping,
-                                     headers={**MCP_HEADERS, "mcp-session-id": session,
-                                              "mcp-protocol-version": "2025-11-25"})
-            other = await read.post(server.url, json=ping,
-                                    headers={**MCP_HEADERS, "mcp-session-id": session,
-                                             "mcp-protocol-version": "2025-11-25"})
+            same = await submit.post(
+                server.url,
+                json=ping,
+                headers={
+                    **MCP_HEADERS,
+                    "mcp-session-id": session,
+                    "mcp-protocol-version": "2025-11-25",
+                },
+            )
+            other = await read.post(
+                server.url,
+                json=ping,
+                headers={
+                    **MCP_HEADERS,
+                    "mcp-session-id": session,
+                    "mcp-protocol-version": "2025-11-25",
+                },
+            )
     assert same.status_code == 200, same.text
     assert other.status_code == 404, other.text
 
 
 async def test_a_body_over_the_limit_is_refused_and_serving_goes_on(http_site: HttpSite) -> None:
-    async with http_site.serve("--max-message-bytes", "2048") as server, \
-            http_client(TOKENS["admin"]) as hc:
+    async with (
+        http_site.serve("--max-message-bytes", "2048") as server,
+        http_client(TOKENS["admin"]) as hc,
+    ):
         with anyio.fail_after(BOUND):
             big = initialize_body("x" * 4096)
             too_big = await hc.post(server.url, json=big, headers=MCP_HEADERS)
@@ -329,8 +392,9 @@ async def test_a_body_over_the_limit_is_refused_and_serving_goes_on(http_site: H
 
 
 def test_plaintext_off_loopback_is_refused_at_start(http_site: HttpSite) -> None:
-    result = run_to_exit(http_command(http_site.db, http_site.token_file, listen="0.0.0.0:0"),
-                         http_site.cwd)
+    result = run_to_exit(
+        http_command(http_site.db, http_site.token_file, listen="0.0.0.0:0"), http_site.cwd
+    )
     line = one_line_refusal(result)
     assert "[mcp.tls_required]" in line and "--tls-cert" in line, line
     assert not http_site.db.exists()
@@ -344,76 +408,164 @@ def test_a_token_file_open_to_group_or_others_is_refused_at_start(http_site: Htt
     assert not http_site.db.exists()
 
 
-@pytest.mark.parametrize(("content", "mode", "expected"), [
-    ("read " + "r" * 20 + "\n", 0o620, "accessible by group or others (mode 0620)"),
-    ("read " + "r" * 20 + "\n", 0o604, "accessible by group or others (mode 0604)"),
-    ("# c\nread " + "r" * 20 + "\nsubmit short-secret\n", 0o600, "line 3 has a token of 12"),
-    ("\nread " + "r" * 20 + "\nwrite " + "w" * 20 + "\n", 0o600, "line 3 does not start with a role"),
-    ("read " + "r" * 20 + "\n" + "q" * 20 + " read\n", 0o600, "line 2 starts with something"),
-    ("read " + "r" * 20 + "\nadmin " + "r" * 20 + "\n", 0o600, "line 2 repeats the token of line 1"),
-    ("read " + "r" * 20 + " extra\n", 0o600, "line 1 has 3 fields"),
-    ("read " + "r" * 19 + "\u00e9\n", 0o600, "line 1 has a token with characters outside"),
-    ("# nothing\n", 0o600, "holds no tokens"),
-])
+@pytest.mark.parametrize(
+    ("content", "mode", "expected"),
+    [
+        ("read " + "r" * 20 + "\n", 0o620, "accessible by group or others (mode 0620)"),
+        ("read " + "r" * 20 + "\n", 0o604, "accessible by group or others (mode 0604)"),
+        ("# c\nread " + "r" * 20 + "\nsubmit short-secret\n", 0o600, "line 3 has a token of 12"),
+        (
+            "\nread " + "r" * 20 + "\nwrite " + "w" * 20 + "\n",
+            0o600,
+            "line 3 does not start with a role",
+        ),
+        ("read " + "r" * 20 + "\n" + "q" * 20 + " read\n", 0o600, "line 2 starts with something"),
+        (
+            "read " + "r" * 20 + "\nadmin " + "r" * 20 + "\n",
+            0o600,
+            "line 2 repeats the token of line 1",
+        ),
+        ("read " + "r" * 20 + " extra\n", 0o600, "line 1 has 3 fields"),
+        ("read " + "r" * 19 + "\u00e9\n", 0o600, "line 1 has a token with characters outside"),
+        ("# nothing\n", 0o600, "holds no tokens"),
+    ],
+)
 def test_a_bad_token_file_is_refused_at_start_naming_the_line_not_the_token(
-        http_site: HttpSite, content: str, mode: int, expected: str,
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    http_site: HttpSite,
+    content: str,
+    mode: int,
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     bad = write_token_file(http_site.cwd / "bad-tokens", content, mode)
-    line = refused_in_process(http_site, ["--transport", "streamable-http", "--listen",
-                                          "127.0.0.1:0", "--token-file", str(bad)],
-                              capsys, monkeypatch)
+    line = refused_in_process(
+        http_site,
+        ["--transport", "streamable-http", "--listen", "127.0.0.1:0", "--token-file", str(bad)],
+        capsys,
+        monkeypatch,
+    )
     assert "[mcp.bad_token_file]" in line and expected in line, line
     for word in content.split():
         if len(word) >= 11:
             assert word not in line, line
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    (["--listen", "127.0.0.1:0"], "--listen is for --transport streamable-http"),
-    (["--token-file", "tokens"], "--token-file is for --transport streamable-http"),
-    (["--transport", "streamable-http", "--token-file", "tokens"], "needs --listen"),
-    (["--transport", "streamable-http", "--listen", "127.0.0.1:0"], "needs --token-file"),
-    (["--transport", "streamable-http", "--listen", "127.0.0.1:0", "--token-file", "tokens",
-      "--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
-    (["--transport", "streamable-http", "--listen", "127.0.0.1:0", "--token-file", "tokens",
-      "--tls-client-ca", "ca.pem"], "--tls-client-ca needs --tls-cert"),
-    (["--transport", "streamable-http", "--listen", "localhost", "--token-file", "tokens"],
-     "[mcp.bad_listen]"),
-    (["--transport", "streamable-http", "--listen", "example.org:80", "--token-file", "tokens"],
-     "is not an IP address"),
-    (["--transport", "streamable-http", "--listen", "::1:80", "--token-file", "tokens"],
-     "needs brackets"),
-    (["--transport", "streamable-http", "--listen", "10.1.2.3:8443", "--token-file", "tokens"],
-     "[mcp.tls_required]"),
-    (["--transport", "streamable-http", "--listen", "[::]:0", "--token-file", "tokens"],
-     "[mcp.tls_required]"),
-    (["--transport", "streamable-http", "--listen", "127.0.0.1:0", "--token-file", "missing"],
-     "does not exist"),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--listen", "127.0.0.1:0"], "--listen is for --transport streamable-http"),
+        (["--token-file", "tokens"], "--token-file is for --transport streamable-http"),
+        (["--transport", "streamable-http", "--token-file", "tokens"], "needs --listen"),
+        (["--transport", "streamable-http", "--listen", "127.0.0.1:0"], "needs --token-file"),
+        (
+            [
+                "--transport",
+                "streamable-http",
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                "tokens",
+                "--tls-cert",
+                "c.pem",
+            ],
+            "--tls-cert and --tls-key go together",
+        ),
+        (
+            [
+                "--transport",
+                "streamable-http",
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                "tokens",
+                "--tls-client-ca",
+                "ca.pem",
+            ],
+            "--tls-client-ca needs --tls-cert",
+        ),
+        (
+            ["--transport", "streamable-http", "--listen", "localhost", "--token-file", "tokens"],
+            "[mcp.bad_listen]",
+        ),
+        (
+            [
+                "--transport",
+                "streamable-http",
+                "--listen",
+                "example.org:80",
+                "--token-file",
+                "tokens",
+            ],
+            "is not an IP address",
+        ),
+        (
+            ["--transport", "streamable-http", "--listen", "::1:80", "--token-file", "tokens"],
+            "needs brackets",
+        ),
+        (
+            [
+                "--transport",
+                "streamable-http",
+                "--listen",
+                "10.1.2.3:8443",
+                "--token-file",
+                "tokens",
+            ],
+            "[mcp.tls_required]",
+        ),
+        (
+            ["--transport", "streamable-http", "--listen", "[::]:0", "--token-file", "tokens"],
+            "[mcp.tls_required]",
+        ),
+        (
+            [
+                "--transport",
+                "streamable-http",
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                "missing",
+            ],
+            "does not exist",
+        ),
+    ],
+)
 def test_wrong_flag_combinations_are_refused_in_one_line(
-        http_site: HttpSite, argv: list[str], expected: str, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    http_site: HttpSite,
+    argv: list[str],
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     line = refused_in_process(http_site, argv, capsys, monkeypatch)
     assert expected in line, line
 
 
 def test_stdio_gate_settings_are_refused_over_http(http_site: HttpSite) -> None:
-    result = run_to_exit(http_command(http_site.db, http_site.token_file), http_site.cwd,
-                         env={"CONTINUUM_MCP_MUTATING_CLIENTS": "agent"})
+    result = run_to_exit(
+        http_command(http_site.db, http_site.token_file),
+        http_site.cwd,
+        env={"CONTINUUM_MCP_MUTATING_CLIENTS": "agent"},
+    )
     line = one_line_refusal(result)
     assert "[mcp.stdio_setting_over_http]" in line and "CONTINUUM_MCP_MUTATING_CLIENTS" in line
 
 
 def test_a_confirm_token_equal_to_a_bearer_token_is_refused(http_site: HttpSite) -> None:
-    result = run_to_exit(http_command(http_site.db, http_site.token_file), http_site.cwd,
-                         env={"CONTINUUM_MCP_CONFIRM_TOKEN": TOKENS["approve"]})
+    result = run_to_exit(
+        http_command(http_site.db, http_site.token_file),
+        http_site.cwd,
+        env={"CONTINUUM_MCP_CONFIRM_TOKEN": TOKENS["approve"]},
+    )
     line = one_line_refusal(result)
     assert "[mcp.secret_reused]" in line and TOKENS["approve"] not in line
 
 
 def test_doctor_shows_the_http_settings_with_role_counts_and_no_token(http_site: HttpSite) -> None:
-    result = run_to_exit(http_command(http_site.db, http_site.token_file, "--doctor"),
-                         http_site.cwd)
+    result = run_to_exit(
+        http_command(http_site.db, http_site.token_file, "--doctor"), http_site.cwd
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["starts"] is True
@@ -425,8 +577,9 @@ def test_doctor_shows_the_http_settings_with_role_counts_and_no_token(http_site:
 async def test_an_address_in_use_is_a_one_line_refusal(http_site: HttpSite) -> None:
     async with http_site.serve() as server:
         port = server.url.rsplit(":", 1)[1].split("/")[0]
-        result = run_to_exit(http_command(http_site.db, http_site.token_file,
-                                          listen=f"127.0.0.1:{port}"), http_site.cwd)
+        result = run_to_exit(
+            http_command(http_site.db, http_site.token_file, listen=f"127.0.0.1:{port}"),
+            http_site.cwd,
+        )
     line = one_line_refusal(result)
     assert "[mcp.cannot_listen]" in line, line
-

@@ -84,8 +84,11 @@ class Flood:
         return sorted(i for i, got in self.answers.items() if "result" in got[0])
 
     def busy(self) -> list[int]:
-        return sorted(i for i, got in self.answers.items()
-                      if got[0].get("error", {}).get("code") == SERVER_BUSY)
+        return sorted(
+            i
+            for i, got in self.answers.items()
+            if got[0].get("error", {}).get("code") == SERVER_BUSY
+        )
 
 
 class Wire:
@@ -130,9 +133,12 @@ class Wire:
 @asynccontextmanager
 async def raw_server(site: ServerSite, *extra: str) -> AsyncIterator[Wire]:
     with anyio.fail_after(BOUND):
-        async with await anyio.open_process(
-            server_command(site.db, *extra), cwd=site.cwd, env=server_env(**site.env)
-        ) as process, anyio.create_task_group() as tg:
+        async with (
+            await anyio.open_process(
+                server_command(site.db, *extra), cwd=site.cwd, env=server_env(**site.env)
+            ) as process,
+            anyio.create_task_group() as tg,
+        ):
             wire = Wire(process)
             tg.start_soon(wire.drain_stderr)
             await wire.send(line(initialize_request("flooder")))
@@ -198,17 +204,23 @@ async def test_a_client_that_does_not_read_gets_busy_errors_and_the_server_stays
 
     assert unbounded.busy() == [] and len(unbounded.results()) == FLOOD
     assert "result" in unbounded.after_drain
-    figure(f"F15 [inflight]: {FLOOD} list_actions requests (answers of "
-           f"{bounded.answer_mib:.1f} MiB) sent without reading: "
-           f"{len(results)} served, {len(busy)} refused busy (limit {DEFAULT_MAX_IN_FLIGHT}), "
-           f"each answered once; peak RSS grew {bounded.growth_mib:.0f} MiB; next request served")
-    figure(f"F15 [inflight_control]: same flood with {MAX_IN_FLIGHT_FLAG} 1000: "
-           f"{len(unbounded.results())} served, 0 refused; peak RSS grew "
-           f"{unbounded.growth_mib:.0f} MiB")
+    figure(
+        f"F15 [inflight]: {FLOOD} list_actions requests (answers of "
+        f"{bounded.answer_mib:.1f} MiB) sent without reading: "
+        f"{len(results)} served, {len(busy)} refused busy (limit {DEFAULT_MAX_IN_FLIGHT}), "
+        f"each answered once; peak RSS grew {bounded.growth_mib:.0f} MiB; next request served"
+    )
+    figure(
+        f"F15 [inflight_control]: same flood with {MAX_IN_FLIGHT_FLAG} 1000: "
+        f"{len(unbounded.results())} served, 0 refused; peak RSS grew "
+        f"{unbounded.growth_mib:.0f} MiB"
+    )
     # Measured: bounded 40-70 MiB (16 answers held at most), control 230-245 MiB.
     assert bounded.growth_mib < 120, f"bounded server grew by {bounded.growth_mib:.0f} MiB"
-    assert unbounded.growth_mib > bounded.growth_mib + 100, (bounded.growth_mib,
-                                                             unbounded.growth_mib)
+    assert unbounded.growth_mib > bounded.growth_mib + 100, (
+        bounded.growth_mib,
+        unbounded.growth_mib,
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-3"])
@@ -303,8 +315,11 @@ async def test_notifications_are_not_counted_and_a_cancelled_request_frees_its_s
         refused = json.loads(await from_server.receive())
         assert (refused["id"], refused["error"]["code"]) == (2, SERVER_BUSY)
         # The client gives up on request 1: the SDK settles it unanswered, freeing the slot.
-        await to_server.send(line({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                   "params": {"requestId": 1}}))
+        await to_server.send(
+            line(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+            )
+        )
         with anyio.fail_after(BOUND):
             while True:  # until the cancel has landed; every ping is answered either way
                 await to_server.send(line({"jsonrpc": "2.0", "id": "p", "method": "ping"}))

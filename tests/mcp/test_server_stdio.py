@@ -64,8 +64,12 @@ def valid_arguments(action_key: str) -> dict[str, dict[str, Any]]:
     return {
         "continuum_record_progress": {"run_id": "r1", "completed": 2, "total": 3, "goal": "g"},
         "continuum_checkpoint": {"run_id": "r1", "reason": "now", "env": {"dataset": "v2"}},
-        "continuum_intercept_action": {"run_id": "r1", "action_type": "send", "key": "new-1",
-                                       "arguments": {"to": "a@b"}},
+        "continuum_intercept_action": {
+            "run_id": "r1",
+            "action_type": "send",
+            "key": "new-1",
+            "arguments": {"to": "a@b"},
+        },
         "continuum_complete_action": {"run_id": "r1", "action_key": action_key, "external_id": "x"},
         "continuum_fail_action": {"run_id": "r1", "action_key": action_key, "error": "e"},
         "continuum_reconcile_action": {"run_id": "r1", "action_key": action_key, "occurred": True},
@@ -78,7 +82,8 @@ def valid_arguments(action_key: str) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_tool_list_has_the_ten_names_with_hints_output_schemas_and_descriptions(
-        site: ServerSite, mode: str) -> None:
+    site: ServerSite, mode: str
+) -> None:
     with anyio.fail_after(BOUND):
         async with site.client(mode=mode) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -100,7 +105,8 @@ async def test_tool_list_has_the_ten_names_with_hints_output_schemas_and_descrip
     [("unlisted", {ALLOW_ENV: "agent", TOKEN_ENV: SECRET}), ("no allowlist", {TOKEN_ENV: SECRET})],
 )
 async def test_every_mutating_tool_is_denied_readably_logged_and_writes_nothing(
-        site: ServerSite, mode: str, policy: str, env: dict[str, str]) -> None:
+    site: ServerSite, mode: str, policy: str, env: dict[str, str]
+) -> None:
     action_key = seed_store(site.db)
     assert action_key is not None
     before = store_bytes(site.db)
@@ -110,8 +116,9 @@ async def test_every_mutating_tool_is_denied_readably_logged_and_writes_nothing(
         async with site.client(name="intruder", mode=mode) as client:
             for tool, args in valid_arguments(action_key).items():
                 # The right token does not help a name off the allowlist.
-                result = await client.call_tool(tool, args, meta=request_meta({"authToken": SECRET,
-                                                                               "confirmToken": SECRET}))
+                result = await client.call_tool(
+                    tool, args, meta=request_meta({"authToken": SECRET, "confirmToken": SECRET})
+                )
                 assert result.is_error is True, (tool, result.structured_content)
                 texts[tool] = result_text(result)
     assert store_bytes(site.db) == before
@@ -132,16 +139,22 @@ async def test_every_mutating_tool_is_denied_readably_logged_and_writes_nothing(
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_read_only_tools_leave_an_existing_store_byte_identical(site: ServerSite, mode: str) -> None:
+async def test_read_only_tools_leave_an_existing_store_byte_identical(
+    site: ServerSite, mode: str
+) -> None:
     seed_store(site.db)
     before, files = store_bytes(site.db), tree_state(site.cwd)
     with anyio.fail_after(BOUND):
         async with site.client(mode=mode) as client:  # an allowed writer, reading only
             answers = [
                 await client.call_tool("continuum_resume", {}),
-                await client.call_tool("continuum_resume", {"run_id": "r1", "env": {"dataset": "v9"}}),
-                await client.call_tool("continuum_validate", {"run_id": "r1", "env": {"dataset": "v1"},
-                                                              "expected_model": "m"}),
+                await client.call_tool(
+                    "continuum_resume", {"run_id": "r1", "env": {"dataset": "v9"}}
+                ),
+                await client.call_tool(
+                    "continuum_validate",
+                    {"run_id": "r1", "env": {"dataset": "v1"}, "expected_model": "m"},
+                ),
                 await client.call_tool("continuum_list_actions", {"run_id": "r1"}),
                 await client.call_tool("continuum_resume", {"run_id": "no-such-run"}),
                 await client.call_tool("continuum_validate", {"run_id": "no-such-run"}),
@@ -153,7 +166,9 @@ async def test_read_only_tools_leave_an_existing_store_byte_identical(site: Serv
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_read_only_tools_on_a_missing_store_create_nothing(site: ServerSite, mode: str) -> None:
+async def test_read_only_tools_on_a_missing_store_create_nothing(
+    site: ServerSite, mode: str
+) -> None:
     site.env = {ALLOW_ENV: "agent"}
     with anyio.fail_after(BOUND):
         async with site.client(mode=mode) as client:
@@ -171,16 +186,24 @@ async def test_read_only_tools_on_a_missing_store_create_nothing(site: ServerSit
 
 
 async def test_a_token_in_the_initialize_meta_opens_mutating_tools_and_a_wrong_one_does_not(
-        site: ServerSite) -> None:
+    site: ServerSite,
+) -> None:
     site.env = {ALLOW_ENV: "agent", TOKEN_ENV: SECRET}
     with anyio.fail_after(BOUND):
         # ClientSession.initialize() cannot send _meta: the handshake is sent by hand.
-        async with site.raw(initialize=initialize_request("agent", {"authToken": "wrong"})) as server:
-            denied = await server.request(tool_call(1, "continuum_record_progress", {"run_id": "r1"}))
+        async with site.raw(
+            initialize=initialize_request("agent", {"authToken": "wrong"})
+        ) as server:
+            denied = await server.request(
+                tool_call(1, "continuum_record_progress", {"run_id": "r1"})
+            )
         assert not site.db.exists()
-        async with site.raw(initialize=initialize_request("agent", {"authToken": SECRET})) as server:
-            allowed = await server.request(tool_call(1, "continuum_record_progress",
-                                                     {"run_id": "r1", "goal": "g"}))
+        async with site.raw(
+            initialize=initialize_request("agent", {"authToken": SECRET})
+        ) as server:
+            allowed = await server.request(
+                tool_call(1, "continuum_record_progress", {"run_id": "r1", "goal": "g"})
+            )
     assert denied["result"]["isError"] is True
     assert "not valid" in denied["result"]["content"][0]["text"]
     assert allowed["result"]["isError"] is False
@@ -196,11 +219,13 @@ async def test_a_token_in_the_call_meta_opens_mutating_tools(site: ServerSite, m
     with anyio.fail_after(BOUND):
         async with site.client(mode=mode) as client:
             missing = await client.call_tool("continuum_record_progress", args)
-            other = await client.call_tool("continuum_record_progress", args,
-                                           meta=request_meta({"authToken": "other-secret"}))
+            other = await client.call_tool(
+                "continuum_record_progress", args, meta=request_meta({"authToken": "other-secret"})
+            )
             assert not site.db.exists()
-            allowed = await client.call_tool("continuum_record_progress", args,
-                                             meta=request_meta({"authToken": SECRET}))
+            allowed = await client.call_tool(
+                "continuum_record_progress", args, meta=request_meta({"authToken": SECRET})
+            )
     assert "none was presented" in result_text(missing)
     assert "not valid for this client" in result_text(other)  # a secret is bound to its name
     assert structured(allowed)["run_id"] == "r1"
@@ -209,17 +234,26 @@ async def test_a_token_in_the_call_meta_opens_mutating_tools(site: ServerSite, m
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_confirm_is_refused_without_the_confirm_token_and_recorded_as_human_with_it(
-        site: ServerSite, mode: str) -> None:
+    site: ServerSite, mode: str
+) -> None:
     site.env = {ALLOW_ENV: "agent", CONFIRM_TOKEN_ENV: CONFIRM_SECRET}
     with anyio.fail_after(BOUND):
         async with site.client(mode=mode) as client:
-            structured(await client.call_tool("continuum_record_progress",
-                                              {"run_id": "r1", "goal": "g", "total": 1}))
+            structured(
+                await client.call_tool(
+                    "continuum_record_progress", {"run_id": "r1", "goal": "g", "total": 1}
+                )
+            )
             before = store_bytes(site.db)
             refused = await client.call_tool("continuum_confirm", {"run_id": "r1"})
             assert store_bytes(site.db) == before
-            confirmed = structured(await client.call_tool(
-                "continuum_confirm", {"run_id": "r1"}, meta=request_meta({"confirmToken": CONFIRM_SECRET})))
+            confirmed = structured(
+                await client.call_tool(
+                    "continuum_confirm",
+                    {"run_id": "r1"},
+                    meta=request_meta({"confirmToken": CONFIRM_SECRET}),
+                )
+            )
             resumed = structured(await client.call_tool("continuum_resume", {"run_id": "r1"}))
     assert refused.is_error is True
     assert "a person must run `continuum confirm r1` at a terminal" in result_text(refused)
@@ -234,7 +268,8 @@ async def test_confirm_is_refused_without_the_confirm_token_and_recorded_as_huma
 
 
 async def test_malformed_and_oversized_lines_are_answered_and_the_server_keeps_serving(
-        site: ServerSite) -> None:
+    site: ServerSite,
+) -> None:
     site.extra_args = ("--max-message-bytes", "2048")
     with anyio.fail_after(BOUND):
         async with site.raw(initialize=initialize_request()) as server:
@@ -254,7 +289,8 @@ async def test_malformed_and_oversized_lines_are_answered_and_the_server_keeps_s
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_wrongly_typed_arguments_get_an_error_naming_the_field_and_change_nothing(
-        site: ServerSite, mode: str) -> None:
+    site: ServerSite, mode: str
+) -> None:
     action_key = seed_store(site.db)
     before = store_bytes(site.db)
     site.env = {ALLOW_ENV: "agent"}
@@ -263,11 +299,21 @@ async def test_wrongly_typed_arguments_get_an_error_naming_the_field_and_change_
         ("continuum_record_progress", {"run_id": "r1", "total": True}, "total"),
         ("continuum_record_progress", {"completed": 1}, "run_id"),
         ("continuum_checkpoint", {"run_id": "r1", "env": {"dataset": 2}}, "env"),
-        ("continuum_intercept_action", {"run_id": "r1", "action_type": "send", "replay": "always"},
-         "replay"),
-        ("continuum_fail_action", {"run_id": "r1", "action_key": action_key, "certain": "yes"}, "certain"),
-        ("continuum_reconcile_action", {"run_id": "r1", "action_key": action_key, "occurred": 1},
-         "occurred"),
+        (
+            "continuum_intercept_action",
+            {"run_id": "r1", "action_type": "send", "replay": "always"},
+            "replay",
+        ),
+        (
+            "continuum_fail_action",
+            {"run_id": "r1", "action_key": action_key, "certain": "yes"},
+            "certain",
+        ),
+        (
+            "continuum_reconcile_action",
+            {"run_id": "r1", "action_key": action_key, "occurred": 1},
+            "occurred",
+        ),
         ("continuum_validate", {"run_id": ["r1"]}, "run_id"),
     ]
     with anyio.fail_after(BOUND):
@@ -307,13 +353,22 @@ def _startup_case(name: str, tmp: Path) -> tuple[str, dict[str, str]]:
     raise AssertionError(name)
 
 
-@pytest.mark.parametrize("case", [
-    "malformed policy file", "empty token setting", "malformed client tokens",
-    "confirm token equal to the shared token", "store is a directory", "store is a text file",
-    "store directory is missing", "argument without a value",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "malformed policy file",
+        "empty token setting",
+        "malformed client tokens",
+        "confirm token equal to the shared token",
+        "store is a directory",
+        "store is a text file",
+        "store directory is missing",
+        "argument without a value",
+    ],
+)
 def test_a_refused_start_up_is_one_line_on_stderr_exit_1_and_creates_nothing(
-        tmp_path: Path, case: str) -> None:
+    tmp_path: Path, case: str
+) -> None:
     db, env = _startup_case(case, tmp_path)
     before = tree_state(tmp_path)
     done = run_server_to_exit(db, cwd=tmp_path, env=env)
@@ -326,7 +381,8 @@ def test_a_refused_start_up_is_one_line_on_stderr_exit_1_and_creates_nothing(
 
 
 async def test_start_up_and_shut_down_leave_another_connections_wal_and_shm_in_place(
-        site: ServerSite) -> None:
+    site: ServerSite,
+) -> None:
     seed_store(site.db, action_key=None)
     holder = Continuum(open_store(str(site.db)))  # a second connection, holding a live WAL
     try:
@@ -383,12 +439,14 @@ async def _kill_and_wait(pid: int) -> None:
 
 
 async def test_after_agent_and_server_are_killed_a_fresh_client_reconciles_and_a_human_confirms(
-        site: ServerSite) -> None:
+    site: ServerSite,
+) -> None:
     site.env = {ALLOW_ENV: "agent"}
     with anyio.fail_after(BOUND):
         async with await anyio.open_process(
             [sys.executable, "-c", AGENT_SCRIPT, str(site.db), str(site.stderr_path)],
-            cwd=site.cwd, env=server_env(),
+            cwd=site.cwd,
+            env=server_env(),
         ) as agent:
             assert agent.stdout is not None
             printed = b""
@@ -407,25 +465,58 @@ async def test_after_agent_and_server_are_killed_a_fresh_client_reconciles_and_a
 
         async with site.client(mode="auto") as client:
             resumed = structured(await client.call_tool("continuum_resume", {}))
-            again = structured(await client.call_tool(
-                "continuum_intercept_action",
-                {"run_id": "batch", "action_type": "send_invoice",
-                 "arguments": {"invoice": "INV-1"}, "key": "invoice:INV-1"}))
-            settled = structured(await client.call_tool(
-                "continuum_reconcile_action",
-                {"run_id": "batch", "action_key": action_key, "occurred": True,
-                 "external_id": "mail-1", "note": "found in the outbox"}))
-            still_human = structured(await client.call_tool("continuum_resume", {"run_id": "batch"}))
+            again = structured(
+                await client.call_tool(
+                    "continuum_intercept_action",
+                    {
+                        "run_id": "batch",
+                        "action_type": "send_invoice",
+                        "arguments": {"invoice": "INV-1"},
+                        "key": "invoice:INV-1",
+                    },
+                )
+            )
+            settled = structured(
+                await client.call_tool(
+                    "continuum_reconcile_action",
+                    {
+                        "run_id": "batch",
+                        "action_key": action_key,
+                        "occurred": True,
+                        "external_id": "mail-1",
+                        "note": "found in the outbox",
+                    },
+                )
+            )
+            still_human = structured(
+                await client.call_tool("continuum_resume", {"run_id": "batch"})
+            )
             confirm = await anyio.run_process(
-                [sys.executable, "-m", "continuum", "--db", str(site.db), "confirm", "batch", "--yes"],
-                check=False, cwd=site.cwd, env=server_env())
+                [
+                    sys.executable,
+                    "-m",
+                    "continuum",
+                    "--db",
+                    str(site.db),
+                    "confirm",
+                    "batch",
+                    "--yes",
+                ],
+                check=False,
+                cwd=site.cwd,
+                env=server_env(),
+            )
             final = structured(await client.call_tool("continuum_resume", {"run_id": "batch"}))
 
     assert resumed["run_id"] == "batch" and resumed["mode"] == "request_human"
     (uncertain,) = resumed["uncertain_actions"]
     assert (uncertain["action_key"], uncertain["status"]) == (action_key, "unknown")
     assert resumed["next_allowed_action"] == f"reconcile_action:{action.action_id}"
-    assert (again["proceed"], again["status"], again["action_key"]) == (False, "unknown", action_key)
+    assert (again["proceed"], again["status"], again["action_key"]) == (
+        False,
+        "unknown",
+        action_key,
+    )
     assert "reconcile" in again["guidance"]
     assert settled["status"] == "completed"
     assert still_human["mode"] == "request_human"  # the goal and progress are still self-reported
@@ -439,17 +530,31 @@ INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"  # the last release that ru
 
 
 def _npm_env() -> dict[str, str]:
-    cache = REPO / ".venv" / "npm-cache" if (REPO / ".venv").is_dir() else Path("/tmp/continuum-npm-cache")
-    return server_env(npm_config_cache=str(cache), npm_config_update_notifier="false",
-                      npm_config_fund="false", npm_config_audit="false")
+    cache = (
+        REPO / ".venv" / "npm-cache"
+        if (REPO / ".venv").is_dir()
+        else Path("/tmp/continuum-npm-cache")
+    )
+    return server_env(
+        npm_config_cache=str(cache),
+        npm_config_update_notifier="false",
+        npm_config_fund="false",
+        npm_config_audit="false",
+    )
 
 
 def _inspector_or_skip() -> str:
     npx = shutil.which("npx")
     if npx is None:
         pytest.skip("npx is not installed: the MCP Inspector CLI check needs Node.js and npm")
-    fetched = subprocess.run([npx, "-y", "-p", INSPECTOR, "-c", "true"], capture_output=True,
-                             text=True, env=_npm_env(), timeout=300, check=False)
+    fetched = subprocess.run(
+        [npx, "-y", "-p", INSPECTOR, "-c", "true"],
+        capture_output=True,
+        text=True,
+        env=_npm_env(),
+        timeout=300,
+        check=False,
+    )
     if fetched.returncode != 0:
         reason = f"could not fetch {INSPECTOR} with npx: {fetched.stderr.strip()[-300:]}"
         if os.environ.get("CI") == "true":
@@ -458,26 +563,46 @@ def _inspector_or_skip() -> str:
     return npx
 
 
-def _inspector(npx: str, site: ServerSite, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def _inspector(
+    npx: str, site: ServerSite, *args: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     env_flags = [flag for k, v in (env or {}).items() for flag in ("-e", f"{k}={v}")]
-    done = subprocess.run([npx, "-y", INSPECTOR, "--cli", *env_flags, *server_command(site.db), *args],
-                          capture_output=True, text=True, cwd=site.cwd, env=_npm_env(),
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [npx, "-y", INSPECTOR, "--cli", *env_flags, *server_command(site.db), *args],
+        capture_output=True,
+        text=True,
+        cwd=site.cwd,
+        env=_npm_env(),
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     answer: dict[str, Any] = json.loads(done.stdout)
     return answer
 
 
 def test_the_mcp_inspector_cli_lists_the_tools_calls_resume_and_writes_when_allowed(
-        site: ServerSite) -> None:
+    site: ServerSite,
+) -> None:
     npx = _inspector_or_skip()
     listed = _inspector(npx, site, "--method", "tools/list")
     resumed = _inspector(npx, site, "--method", "tools/call", "--tool-name", "continuum_resume")
     assert not site.db.exists()
-    allowed = _inspector(npx, site, "--method", "tools/call", "--tool-name",
-                         "continuum_record_progress", "--tool-arg", "run_id=r1",
-                         "--tool-arg", "goal=demo", "--tool-arg", "total=3",
-                         env={ALLOW_ENV: "inspector-cli"})
+    allowed = _inspector(
+        npx,
+        site,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "continuum_record_progress",
+        "--tool-arg",
+        "run_id=r1",
+        "--tool-arg",
+        "goal=demo",
+        "--tool-arg",
+        "total=3",
+        env={ALLOW_ENV: "inspector-cli"},
+    )
     assert sorted(t["name"] for t in listed["tools"]) == sorted(TOOL_NAMES)
     hints = {t["name"]: t["annotations"]["readOnlyHint"] for t in listed["tools"]}
     assert hints == {name: name in READ_ONLY_TOOLS for name in TOOL_NAMES}
@@ -508,13 +633,17 @@ async def test_list_actions_pages_open_actions_first_over_stdio(site: ServerSite
             keys = [a["action_key"] for a in first["actions"]]
             cursor = first["next_cursor"]
             while cursor is not None:
-                page = structured(await client.call_tool(
-                    "continuum_list_actions", {"run_id": "r1", "cursor": cursor, "limit": 40}))
+                page = structured(
+                    await client.call_tool(
+                        "continuum_list_actions", {"run_id": "r1", "cursor": cursor, "limit": 40}
+                    )
+                )
                 assert len(page["actions"]) <= 40
                 keys += [a["action_key"] for a in page["actions"]]
                 cursor = page["next_cursor"]
-            forged = await client.call_tool("continuum_list_actions",
-                                            {"run_id": "r1", "cursor": "o.x"})
+            forged = await client.call_tool(
+                "continuum_list_actions", {"run_id": "r1", "cursor": "o.x"}
+            )
     assert len(first["actions"]) == 50
     assert first["actions"][0]["action_key"] == "send:inv-late"  # open first
     assert first["actions"][0]["status"] == "started"

@@ -439,7 +439,9 @@ async def test_official_client_initializes_lists_and_calls_ping_in_a_subprocess(
         async with Client(transport, client_info=info, mode=mode) as client:
             tools = await client.list_tools()
             assert [tool.name for tool in tools.tools] == ["ping"]
-            result = await client.call_tool("ping", {"message": "hi"}, meta=request_meta({"authToken": "t"}))
+            result = await client.call_tool(
+                "ping", {"message": "hi"}, meta=request_meta({"authToken": "t"})
+            )
     assert result.is_error is False
     assert result.structured_content == {
         "pong": "hi",

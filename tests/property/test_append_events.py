@@ -27,11 +27,14 @@ from continuum.types import Origin
 
 RUN = "r"
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
-                      st.text(max_size=8))
-json_value = st.recursive(json_leaf, lambda kids: st.one_of(
-    st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=5), kids, max_size=3)),
-    max_leaves=8)
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(10**12), 10**12), st.text(max_size=8))
+json_value = st.recursive(
+    json_leaf,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=5), kids, max_size=3)
+    ),
+    max_leaves=8,
+)
 event = st.one_of(
     st.builds(lambda i: (EventType.WORK_COMPLETED, {"item_id": f"w{i}"}), st.integers(0, 99)),
     st.builds(lambda c: (EventType.PROGRESS_RECORDED, {"completed": c}), st.integers(0, 50)),
@@ -50,6 +53,7 @@ class _Ids:
     def uuid4(self) -> Any:
         class _U:
             hex = f"{next(self.n):032x}"
+
         return _U()
 
     def clock(self) -> str:
@@ -65,10 +69,13 @@ def _rows(path: Path) -> list[tuple[Any, ...]]:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-@given(events=st.lists(event, min_size=1, max_size=25),
-       cuts=st.lists(st.integers(1, 6), min_size=1, max_size=25))
-def test_a_batch_append_equals_the_same_single_appends(events: list[tuple[str, dict[str, Any]]],
-                                                       cuts: list[int]) -> None:
+@given(
+    events=st.lists(event, min_size=1, max_size=25),
+    cuts=st.lists(st.integers(1, 6), min_size=1, max_size=25),
+)
+def test_a_batch_append_equals_the_same_single_appends(
+    events: list[tuple[str, dict[str, Any]]], cuts: list[int]
+) -> None:
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
         single_path, batch_path = Path(tmp) / "single.db", Path(tmp) / "batch.db"
         for path, batched in ((single_path, False), (batch_path, True)):
@@ -91,9 +98,17 @@ def test_a_batch_append_equals_the_same_single_appends(events: list[tuple[str, d
             stored = store.read_events(RUN)
             prev = None
             for e in stored:  # each hash is the reference sealing of its fields
-                ref = seal(event_id=e.event_id, run_id=RUN, sequence=e.sequence, type=e.type,
-                           timestamp=e.timestamp, payload=e.payload, causer_event_id=None,
-                           source=Origin.EXTERNAL_AGENT, prev_hash=prev)
+                ref = seal(
+                    event_id=e.event_id,
+                    run_id=RUN,
+                    sequence=e.sequence,
+                    type=e.type,
+                    timestamp=e.timestamp,
+                    payload=e.payload,
+                    causer_event_id=None,
+                    source=Origin.EXTERNAL_AGENT,
+                    prev_hash=prev,
+                )
                 assert ref.hash == e.hash
                 prev = e.hash
             store.close()
@@ -111,8 +126,11 @@ def test_a_batch_with_one_bad_payload_writes_nothing_and_names_it(tmp_path: Path
     store = SQLiteStorage(tmp_path / "s.db")
     store.create_run(_run())
     before = _rows(tmp_path / "s.db")
-    bad = [(EventType.WORK_COMPLETED, {"item_id": "a"}), (EventType.PLAN_SET, {"steps": "x"}),
-           (EventType.WORK_COMPLETED, {"item_id": "b"})]
+    bad = [
+        (EventType.WORK_COMPLETED, {"item_id": "a"}),
+        (EventType.PLAN_SET, {"steps": "x"}),
+        (EventType.WORK_COMPLETED, {"item_id": "b"}),
+    ]
     with pytest.raises(UsageError) as e:
         store.append_events(RUN, bad)
     assert e.value.code == "usage.bad_payload" and e.value.fields["index"] == 1

@@ -86,8 +86,16 @@ class SeamMachine(RuleBasedStateMachine):
         self.tmp.cleanup()
 
     def _effect(self, key: str, contract: str, origin: Origin) -> Effect:
-        return Effect(self.ledger, RUN, TYPE, key=key, arguments={"key": key}, replay=contract,
-                      certain_on=(Refused,), origin=origin)
+        return Effect(
+            self.ledger,
+            RUN,
+            TYPE,
+            key=key,
+            arguments={"key": key},
+            replay=contract,
+            certain_on=(Refused,),
+            origin=origin,
+        )
 
     def _may_run(self, key: str, contract: str) -> bool:
         rec = self.model.get(key)
@@ -105,10 +113,13 @@ class SeamMachine(RuleBasedStateMachine):
 
     # -- calls -----------------------------------------------------------------------------
 
-    @rule(key=st.sampled_from(KEYS), contract=st.sampled_from(CONTRACTS),
-          outcome=st.sampled_from(["ok", "refused", "broken"]),
-          form=st.sampled_from(["decorator", "arun", "with"]),
-          origin=st.sampled_from([Origin.DETERMINISTIC, Origin.EXTERNAL_AGENT]))
+    @rule(
+        key=st.sampled_from(KEYS),
+        contract=st.sampled_from(CONTRACTS),
+        outcome=st.sampled_from(["ok", "refused", "broken"]),
+        form=st.sampled_from(["decorator", "arun", "with"]),
+        origin=st.sampled_from([Origin.DETERMINISTIC, Origin.EXTERNAL_AGENT]),
+    )
     def call(self, key: str, contract: str, outcome: str, form: str, origin: Origin) -> None:
         rec = self.model.get(key)
         contract = rec.contract if rec is not None else contract  # never widened here
@@ -146,8 +157,11 @@ class SeamMachine(RuleBasedStateMachine):
                 with pytest.raises(Refused if outcome == "refused" else Broken):
                     invoke()
                 certain = outcome == "refused"
-                self.model[key] = Expected("failed" if certain else "unknown", contract,
-                                           unconfirmed=certain and origin.self_certified)
+                self.model[key] = Expected(
+                    "failed" if certain else "unknown",
+                    contract,
+                    unconfirmed=certain and origin.self_certified,
+                )
         elif rec is not None and rec.status == "completed":
             before = self.runs[key]
             assert invoke() == rec.result  # the recorded result, not a re-run
@@ -161,10 +175,10 @@ class SeamMachine(RuleBasedStateMachine):
             assert err.value.command == f"continuum reconcile {RUN} {TYPE}:{key}"
             assert self.runs[key] == before
 
-    @rule(key=st.sampled_from(KEYS), contract=st.sampled_from(CONTRACTS),
-          effect_ran=st.booleans())
-    def crash_between_intercept_and_complete(self, key: str, contract: str,
-                                             effect_ran: bool) -> None:
+    @rule(key=st.sampled_from(KEYS), contract=st.sampled_from(CONTRACTS), effect_ran=st.booleans())
+    def crash_between_intercept_and_complete(
+        self, key: str, contract: str, effect_ran: bool
+    ) -> None:
         rec = self.model.get(key)
         contract = rec.contract if rec is not None else contract
         if not self._may_run(key, contract):
@@ -184,10 +198,10 @@ class SeamMachine(RuleBasedStateMachine):
         rec = self.model.get(key)
         if rec is None or not (rec.status == "unknown" or rec.unconfirmed):
             return
-        self.ledger.reconcile(RUN, f"{TYPE}:{key}", occurred=occurred,
-                              origin=Origin.DETERMINISTIC)
-        self.model[key] = replace(rec, status="completed" if occurred else "failed", result=None,
-                                  unconfirmed=False)
+        self.ledger.reconcile(RUN, f"{TYPE}:{key}", occurred=occurred, origin=Origin.DETERMINISTIC)
+        self.model[key] = replace(
+            rec, status="completed" if occurred else "failed", result=None, unconfirmed=False
+        )
 
     # -- invariants ----------------------------------------------------------------------------
 
@@ -211,5 +225,10 @@ class SeamMachine(RuleBasedStateMachine):
 def test_the_effect_seam_follows_the_ledger_model() -> None:
     run_state_machine_as_test(
         SeamMachine,
-        settings=settings(max_examples=60, stateful_step_count=20, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow]))
+        settings=settings(
+            max_examples=60,
+            stateful_step_count=20,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

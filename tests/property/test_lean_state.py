@@ -32,8 +32,12 @@ RUN = "r"
 KEYS = ["k0", "k1", "k2", "k3"]
 op = st.one_of(
     st.tuples(st.just("work"), st.integers(0, 3)),
-    st.tuples(st.just("intercept"), st.sampled_from(KEYS), st.sampled_from(["never", "safe"]),
-              st.booleans()),
+    st.tuples(
+        st.just("intercept"),
+        st.sampled_from(KEYS),
+        st.sampled_from(["never", "safe"]),
+        st.booleans(),
+    ),
     st.tuples(st.just("complete"), st.sampled_from(KEYS)),
     st.tuples(st.just("fail"), st.sampled_from(KEYS), st.booleans(), st.booleans()),
     st.tuples(st.just("reconcile"), st.sampled_from(KEYS), st.booleans(), st.booleans()),
@@ -50,8 +54,13 @@ def full_lean(store: SQLiteStorage, upto: int | None = None) -> Any:
 
 def _agent(store: SQLiteStorage, pid: int, origin: Origin) -> ActionLedger:
     import socket
-    return ActionLedger(store, origin=origin, cwd="/w",
-                        owner={"host": socket.gethostname(), "pid": pid, "start": None})
+
+    return ActionLedger(
+        store,
+        origin=origin,
+        cwd="/w",
+        owner={"host": socket.gethostname(), "pid": pid, "start": None},
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -97,8 +106,13 @@ def _apply(rt: Continuum, store: SQLiteStorage, step: tuple[Any, ...], pid: int)
         elif kind == "intercept":
             _, key, replay, under_approval = step
             _agent(store, pid, Origin.DETERMINISTIC).intercept(
-                RUN, "send", {"k": key}, key=key, replay=replay,
-                approval_id="ap" if under_approval else None)
+                RUN,
+                "send",
+                {"k": key},
+                key=key,
+                replay=replay,
+                approval_id="ap" if under_approval else None,
+            )
         elif kind == "complete":
             _agent(store, pid, Origin.DETERMINISTIC).complete(RUN, f"send:{step[1]}")
         elif kind == "fail":
@@ -130,11 +144,21 @@ def test_an_old_format_checkpoint_holding_every_action_still_reads(tmp_path: Pat
     state_json = canonical_json(state.model_dump(mode="json"))
     state_hash = digest(parse_json(state_json))
     with store.write(RUN) as tx:
-        event = tx.append(EventType.CHECKPOINTED, {"through_sequence": state.sequence,
-                                                   "state_hash": state_hash}, source=Origin.HUMAN)
-        tx.put_checkpoint(CheckpointRow(run_id=RUN, sequence=state.sequence,
-                                        event_sequence=event.sequence, state_json=state_json,
-                                        state_hash=state_hash, created_at=event.timestamp))
+        event = tx.append(
+            EventType.CHECKPOINTED,
+            {"through_sequence": state.sequence, "state_hash": state_hash},
+            source=Origin.HUMAN,
+        )
+        tx.put_checkpoint(
+            CheckpointRow(
+                run_id=RUN,
+                sequence=state.sequence,
+                event_sequence=event.sequence,
+                state_json=state_json,
+                state_hash=state_hash,
+                created_at=event.timestamp,
+            )
+        )
     rt.append(RUN, EventType.WORK_COMPLETED, {"item_id": "w"})
     fresh = Continuum(store)
     assert fresh.state(RUN) == full_lean(store) and fresh.state(RUN).actions == {}
@@ -149,12 +173,21 @@ def test_a_checkpoint_of_an_unknown_newer_format_is_not_used(tmp_path: Path) -> 
     state_json = canonical_json(state.model_dump(mode="json"))
     state_hash = digest(parse_json(state_json))
     with store.write(RUN) as tx:
-        event = tx.append(EventType.CHECKPOINTED, {"through_sequence": state.sequence,
-                                                   "state_hash": state_hash, "format": 99},
-                          source=Origin.HUMAN)
-        tx.put_checkpoint(CheckpointRow(run_id=RUN, sequence=state.sequence,
-                                        event_sequence=event.sequence, state_json=state_json,
-                                        state_hash=state_hash, created_at=event.timestamp))
+        event = tx.append(
+            EventType.CHECKPOINTED,
+            {"through_sequence": state.sequence, "state_hash": state_hash, "format": 99},
+            source=Origin.HUMAN,
+        )
+        tx.put_checkpoint(
+            CheckpointRow(
+                run_id=RUN,
+                sequence=state.sequence,
+                event_sequence=event.sequence,
+                state_json=state_json,
+                state_hash=state_hash,
+                created_at=event.timestamp,
+            )
+        )
     fresh = Continuum(store)
     assert "format 99" in fresh.checkpoint_warnings(RUN)[0]
     assert fresh.state(RUN) == full_lean(store)  # folded from the log instead

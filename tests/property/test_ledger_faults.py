@@ -83,13 +83,18 @@ class FaultyLedgerMachine(LedgerMachine):
             tally[f"died at {point}"] += 1
         return code
 
-    @rule(key=st.sampled_from(KEYS), replay=st.sampled_from(REPLAYS),
-          point=st.sampled_from(INTERCEPT_POINTS))
+    @rule(
+        key=st.sampled_from(KEYS),
+        replay=st.sampled_from(REPLAYS),
+        point=st.sampled_from(INTERCEPT_POINTS),
+    )
     def agent_dies_inside_intercept(self, key: str, replay: str | None, point: str) -> None:
         rec = self.model.get(key)
         widening = rec is not None and replay is not None and WIDTH[replay] > WIDTH[rec.contract]
-        code = self._die_inside(point, lambda ledger: ledger.intercept(
-            RUN, ACTION_TYPE, {"key": key}, key=key, replay=replay))
+        code = self._die_inside(
+            point,
+            lambda ledger: ledger.intercept(RUN, ACTION_TYPE, {"key": key}, key=key, replay=replay),
+        )
         if widening:
             assert code == REFUSED_EXIT
             return
@@ -103,21 +108,27 @@ class FaultyLedgerMachine(LedgerMachine):
             assert row is not None
             self.model[key] = Expected("started", contract, 1, DEAD, row.record["operation_key"])
             self.proceeds[key] += 1
-        elif rec.status in ("completed", "compensated") or (
-                rec.status == "started" and self._alive(rec.owner)) or (
-                rec.unconfirmed and contract not in ("safe", "idempotent")):
+        elif (
+            rec.status in ("completed", "compensated")
+            or (rec.status == "started" and self._alive(rec.owner))
+            or (rec.unconfirmed and contract not in ("safe", "idempotent"))
+        ):
             pass  # answered completed / compensated / in_progress / needs_confirmation: no write
         elif rec.status == "failed" or contract in ("safe", "idempotent"):
-            self.model[key] = replace(rec, status="started", attempt=rec.attempt + 1, owner=DEAD,
-                                      unconfirmed=False)
+            self.model[key] = replace(
+                rec, status="started", attempt=rec.attempt + 1, owner=DEAD, unconfirmed=False
+            )
             self.proceeds[key] += 1
         else:
             self.model[key] = replace(rec, status="unknown")
 
-    @rule(key=st.sampled_from(KEYS), verb=st.sampled_from(VERBS), before=st.booleans(),
-          flag=st.booleans())
-    def agent_dies_inside_a_transition(self, key: str, verb: str, before: bool,
-                                       flag: bool) -> None:
+    @rule(
+        key=st.sampled_from(KEYS),
+        verb=st.sampled_from(VERBS),
+        before=st.booleans(),
+        flag=st.booleans(),
+    )
+    def agent_dies_inside_a_transition(self, key: str, verb: str, before: bool, flag: bool) -> None:
         rec = self.model.get(key)
         ref = f"{ACTION_TYPE}:{key}"
         point = "before_append_commit" if before else f"after_{verb}_commit"
@@ -126,14 +137,23 @@ class FaultyLedgerMachine(LedgerMachine):
             "fail": lambda ledger: ledger.fail(RUN, ref, certain=flag),
             "reconcile": lambda ledger: ledger.reconcile(RUN, ref, occurred=flag),
         }
-        allowed = {"complete": {"started"}, "fail": {"started", "unknown"} if flag else {"started"},
-                   "reconcile": {"started", "unknown"}}[verb]
-        new_status = {"complete": "completed", "fail": "failed" if flag else "unknown",
-                      "reconcile": "completed" if flag else "failed"}[verb]
+        allowed = {
+            "complete": {"started"},
+            "fail": {"started", "unknown"} if flag else {"started"},
+            "reconcile": {"started", "unknown"},
+        }[verb]
+        new_status = {
+            "complete": "completed",
+            "fail": "failed" if flag else "unknown",
+            "reconcile": "completed" if flag else "failed",
+        }[verb]
         code = self._die_inside(point, calls[verb])
         settles_unconfirmed = verb == "reconcile" and rec is not None and rec.unconfirmed
-        if rec is None or (rec.status not in allowed and not settles_unconfirmed) or (
-                rec.status == "started" and self._alive(rec.owner)):
+        if (
+            rec is None
+            or (rec.status not in allowed and not settles_unconfirmed)
+            or (rec.status == "started" and self._alive(rec.owner))
+        ):
             # Refused: not there, not in a state it may leave that way, or a live owner's
             # (the forked agent never owns a live action: only the owner may settle it).
             assert code == REFUSED_EXIT
@@ -150,24 +170,37 @@ FaultyLedgerMachine.TestCase.settings = settings(stateful_step_count=STEPS, dead
 
 def test_the_ledger_keeps_to_its_model_when_agents_die_inside_its_transactions() -> None:
     tally.clear()
-    run_state_machine_as_test(FaultyLedgerMachine, settings=settings(
-        stateful_step_count=STEPS, deadline=None))
+    run_state_machine_as_test(
+        FaultyLedgerMachine, settings=settings(stateful_step_count=STEPS, deadline=None)
+    )
     deaths = sum(n for k, n in tally.items() if k.startswith("died at"))
-    print(f"F12: {tally['examples']} examples x up to {STEPS} steps, 0 failures "
-          f"({tally['forked']} agent processes forked into the ledger, {deaths} died at a fault "
-          f"point: " + ", ".join(f"{k[8:]} {n}" for k, n in sorted(tally.items())
-                                  if k.startswith("died at")) + ")")
+    print(
+        f"F12: {tally['examples']} examples x up to {STEPS} steps, 0 failures "
+        f"({tally['forked']} agent processes forked into the ledger, {deaths} died at a fault "
+        f"point: "
+        + ", ".join(f"{k[8:]} {n}" for k, n in sorted(tally.items()) if k.startswith("died at"))
+        + ")"
+    )
     assert deaths > 0
 
 
 def test_the_faulty_machine_catches_a_ledger_that_thinks_dead_agents_are_alive(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # An action whose agent died stays "in progress" forever instead of becoming unknown.
     monkeypatch.setattr("continuum.ledger.owner_alive", lambda *args: True)
     # Caught as a wrong answer, or as a refusal (owner_alive) where the model expects none.
     with pytest.raises((AssertionError, ActionOwnedError)):
-        run_state_machine_as_test(FaultyLedgerMachine, settings=settings(
-            max_examples=200, stateful_step_count=STEPS, deadline=None, database=None,
-            phases=[Phase.generate], report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck)))
+        run_state_machine_as_test(
+            FaultyLedgerMachine,
+            settings=settings(
+                max_examples=200,
+                stateful_step_count=STEPS,
+                deadline=None,
+                database=None,
+                phases=[Phase.generate],
+                report_multiple_bugs=False,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
     print("F12-neg: the machine caught a ledger that takes dead agents for live ones")

@@ -73,8 +73,9 @@ class LedgerMachine(RuleBasedStateMachine):
         self.agents: list[subprocess.Popen[bytes]] = []
         self.dead: set[int] = set()
         self.local = self._start_agent()
-        self.remote = ActionLedger(self.store, owner=REMOTE_OWNER, clock=self._clock,
-                                   lease_seconds=LEASE, cwd="/w")
+        self.remote = ActionLedger(
+            self.store, owner=REMOTE_OWNER, clock=self._clock, lease_seconds=LEASE, cwd="/w"
+        )
         self.model: dict[str, Expected] = {}
         self.proceeds = dict.fromkeys(KEYS, 0)
         self.certain_failures = dict.fromkeys(KEYS, 0)
@@ -88,8 +89,9 @@ class LedgerMachine(RuleBasedStateMachine):
         agent = subprocess.Popen(["sleep", "3600"])
         self.agents.append(agent)
         owner = {"host": socket.gethostname(), "pid": agent.pid, "start": None}
-        return ActionLedger(self.store, owner=owner, clock=self._clock, lease_seconds=LEASE,
-                            cwd="/w")
+        return ActionLedger(
+            self.store, owner=owner, clock=self._clock, lease_seconds=LEASE, cwd="/w"
+        )
 
     @property
     def incarnation(self) -> int:
@@ -111,8 +113,9 @@ class LedgerMachine(RuleBasedStateMachine):
 
     # -- intercepts ------------------------------------------------------------------------------
 
-    def _intercept(self, ledger: ActionLedger, owner: tuple[str, float], key: str,
-                   replay: str | None) -> None:
+    def _intercept(
+        self, ledger: ActionLedger, owner: tuple[str, float], key: str, replay: str | None
+    ) -> None:
         rec = self.model.get(key)
         if rec is not None and replay is not None and WIDTH[replay] > WIDTH[rec.contract]:
             before = self.store.get_run(RUN).head_sequence
@@ -145,8 +148,9 @@ class LedgerMachine(RuleBasedStateMachine):
             assert (r.proceed, r.status, r.attempt) == (True, "started", rec.attempt + 1)
             if contract == "idempotent":
                 assert r.operation_key == rec.operation_key
-            self.model[key] = replace(rec, status="started", attempt=rec.attempt + 1, owner=owner,
-                                      unconfirmed=False)
+            self.model[key] = replace(
+                rec, status="started", attempt=rec.attempt + 1, owner=owner, unconfirmed=False
+            )
         else:
             expected = "reconcile_required" if contract == "reconcile" else "unknown"
             assert (r.proceed, r.status, r.action_key) == (False, expected, f"{ACTION_TYPE}:{key}")
@@ -162,8 +166,16 @@ class LedgerMachine(RuleBasedStateMachine):
 
     # -- transitions ------------------------------------------------------------------------------
 
-    def _transition(self, key: str, allowed: set[str], new_status: str, call: Any, *,
-                    unconfirmed: bool = False, settles_unconfirmed: bool = False) -> bool:
+    def _transition(
+        self,
+        key: str,
+        allowed: set[str],
+        new_status: str,
+        call: Any,
+        *,
+        unconfirmed: bool = False,
+        settles_unconfirmed: bool = False,
+    ) -> bool:
         rec = self.model.get(key)
         if rec is None:
             with pytest.raises(NotFoundError):
@@ -173,46 +185,69 @@ class LedgerMachine(RuleBasedStateMachine):
             with pytest.raises(InvalidTransitionError):
                 call()
             return False
-        if rec.status == "started" and self._alive(rec.owner) and rec.owner != (
-                "local", self.incarnation):
+        if (
+            rec.status == "started"
+            and self._alive(rec.owner)
+            and rec.owner != ("local", self.incarnation)
+        ):
             with pytest.raises(ActionOwnedError):  # only the live owner may settle it
                 call()
             return False
         assert str(call().status) == new_status
-        self.model[key] = replace(rec, status=new_status,
-                                  unconfirmed=unconfirmed and new_status == "failed")
+        self.model[key] = replace(
+            rec, status=new_status, unconfirmed=unconfirmed and new_status == "failed"
+        )
         return True
 
     @rule(key=keys)
     def complete(self, key: str) -> None:
-        self._transition(key, {"started"}, "completed", lambda: self.local.complete(
-            RUN, f"{ACTION_TYPE}:{key}", external_id=f"ext-{key}", result={"ok": True}))
+        self._transition(
+            key,
+            {"started"},
+            "completed",
+            lambda: self.local.complete(
+                RUN, f"{ACTION_TYPE}:{key}", external_id=f"ext-{key}", result={"ok": True}
+            ),
+        )
 
     @rule(key=keys, certain=st.booleans(), origin=origins)
     def fail(self, key: str, certain: bool, origin: Origin) -> None:
         allowed = {"started", "unknown"} if certain else {"started"}
         agent = origin == Origin.EXTERNAL_AGENT
-        done = self._transition(key, allowed, "failed" if certain else "unknown",
-                                lambda: self.local.fail(RUN, f"{ACTION_TYPE}:{key}",
-                                                        certain=certain, origin=origin),
-                                unconfirmed=agent)
+        done = self._transition(
+            key,
+            allowed,
+            "failed" if certain else "unknown",
+            lambda: self.local.fail(RUN, f"{ACTION_TYPE}:{key}", certain=certain, origin=origin),
+            unconfirmed=agent,
+        )
         if done and certain and not agent:
             self.certain_failures[key] += 1
 
     @rule(key=keys, occurred=st.booleans(), origin=origins)
     def reconcile(self, key: str, occurred: bool, origin: Origin) -> None:
         agent = origin == Origin.EXTERNAL_AGENT
-        done = self._transition(key, {"started", "unknown"}, "completed" if occurred else "failed",
-                                lambda: self.local.reconcile(RUN, f"{ACTION_TYPE}:{key}",
-                                                             occurred=occurred, origin=origin),
-                                unconfirmed=agent, settles_unconfirmed=True)
+        done = self._transition(
+            key,
+            {"started", "unknown"},
+            "completed" if occurred else "failed",
+            lambda: self.local.reconcile(
+                RUN, f"{ACTION_TYPE}:{key}", occurred=occurred, origin=origin
+            ),
+            unconfirmed=agent,
+            settles_unconfirmed=True,
+        )
         if done and not occurred and not agent:
             self.certain_failures[key] += 1
 
     @rule(key=keys)
     def compensate(self, key: str) -> None:
-        self._transition(key, {"completed"}, "compensated",
-                         lambda: self.local.compensate(RUN, f"{ACTION_TYPE}:{key}"))
+        self._transition(
+            key,
+            {"completed"},
+            "compensated",
+            lambda: self.local.compensate(RUN, f"{ACTION_TYPE}:{key}"),
+        )
 
     # -- faults ----------------------------------------------------------------------------------
 
@@ -240,8 +275,12 @@ class LedgerMachine(RuleBasedStateMachine):
                 assert row is None
                 continue
             assert row is not None
-            got = (row.record["status"], row.record["attempt"], row.record["replay"],
-                   row.record["status"] == "failed" and row.record["settled_by"] == "external_agent")
+            got = (
+                row.record["status"],
+                row.record["attempt"],
+                row.record["replay"],
+                row.record["status"] == "failed" and row.record["settled_by"] == "external_agent",
+            )
             assert got == (rec.status, rec.attempt, rec.contract, rec.unconfirmed)
 
     @invariant()
@@ -273,11 +312,20 @@ def _retry_interrupted_actions(monkeypatch: pytest.MonkeyPatch) -> None:
     # Recovery that takes an interrupted action for a failed one and runs it again (F1-neg).
     decide = ActionLedger._decide
 
-    def broken(self: ActionLedger, tx: Any, row: ActionRow, requested: Any, origin: Any,
-               now: float, matched: str, *rest: Any) -> Any:
+    def broken(
+        self: ActionLedger,
+        tx: Any,
+        row: ActionRow,
+        requested: Any,
+        origin: Any,
+        now: float,
+        matched: str,
+        *rest: Any,
+    ) -> Any:
         rec = row.record
         if rec["status"] == "unknown" or (
-                rec["status"] == "started" and not owner_alive(rec["owner"], row.lease_expires, now)):
+            rec["status"] == "started" and not owner_alive(rec["owner"], row.lease_expires, now)
+        ):
             row = row.model_copy(update={"record": {**rec, "status": "failed"}})
         return decide(self, tx, row, requested, origin, now, matched, *rest)
 
@@ -285,11 +333,21 @@ def _retry_interrupted_actions(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("breakage", [_ignore_live_owners, _retry_interrupted_actions])
-def test_the_machine_catches_a_broken_ledger(monkeypatch: pytest.MonkeyPatch, breakage: Any) -> None:
+def test_the_machine_catches_a_broken_ledger(
+    monkeypatch: pytest.MonkeyPatch, breakage: Any
+) -> None:
     breakage(monkeypatch)
     # Caught as a failed assertion, or as a refusal the model expected and did not get.
     with pytest.raises((AssertionError, pytest.fail.Exception)):
-        run_state_machine_as_test(LedgerMachine, settings=settings(
-            max_examples=200, stateful_step_count=30, deadline=None, database=None,
-            phases=[Phase.generate], report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck)))
+        run_state_machine_as_test(
+            LedgerMachine,
+            settings=settings(
+                max_examples=200,
+                stateful_step_count=30,
+                deadline=None,
+                database=None,
+                phases=[Phase.generate],
+                report_multiple_bugs=False,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )

@@ -67,15 +67,35 @@ def test_every_public_name_and_its_own_methods_have_docstrings() -> None:
         if not (doc or "").strip():
             missing.append(name)
         if inspect.isclass(obj):
-            missing += [f"{name}.{m}" for m, f in own_members(obj).items()
-                        if not (f.__doc__ or "").strip()]
+            missing += [
+                f"{name}.{m}" for m, f in own_members(obj).items() if not (f.__doc__ or "").strip()
+            ]
     assert missing == []
 
 
-@pytest.mark.parametrize("method", ["open", "start_run", "append", "events", "record_progress",
-                                    "intercept", "complete", "fail", "reconcile", "compensate",
-                                    "declare_dependencies", "checkpoint", "verify", "anchor",
-                                    "resume", "confirm", "verify_contract", "validate"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "open",
+        "start_run",
+        "append",
+        "events",
+        "record_progress",
+        "intercept",
+        "complete",
+        "fail",
+        "reconcile",
+        "compensate",
+        "declare_dependencies",
+        "checkpoint",
+        "verify",
+        "anchor",
+        "resume",
+        "confirm",
+        "verify_contract",
+        "validate",
+    ],
+)
 def test_facade_methods_say_what_they_return_and_raise(method: str) -> None:
     doc = inspect.getdoc(getattr(Continuum, method)) or ""
     assert re.search(r"\b[Rr]eturns?\b", doc) or "->" in doc or method in ("open",), doc
@@ -118,13 +138,19 @@ def test_help_renders_the_facade_with_an_example_and_the_error_tree() -> None:
 
 
 def test_no_docstring_or_comment_in_src_cites_a_document_outside_the_repository() -> None:
-    hits = [f"{p.relative_to(ROOT)}:{i}" for p in SRC.rglob("*.py")
-            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-            if re.search(r"\bSPEC\b|\.\./shared", line)]
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in SRC.rglob("*.py")
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bSPEC\b|\.\./shared", line)
+    ]
     assert hits == []
     # and every references/X.md a source file names exists
-    named = {m for p in SRC.rglob("*.py")
-             for m in re.findall(r"references/([a-z_-]+\.md)", p.read_text(encoding="utf-8"))}
+    named = {
+        m
+        for p in SRC.rglob("*.py")
+        for m in re.findall(r"references/([a-z_-]+\.md)", p.read_text(encoding="utf-8"))
+    }
     assert named and all((ROOT / "references" / n).is_file() for n in named), named
 
 
@@ -134,8 +160,15 @@ def test_the_return_types_are_exported_where_help_finds_them() -> None:
     from continuum.store import RunInfo
     from continuum.validation import ValidationReport
 
-    for cls in (ActionRecord, ActionsPage, CheckpointInfo, ConfirmResult, RunInfo,
-                ValidationReport, InterceptStatus):
+    for cls in (
+        ActionRecord,
+        ActionsPage,
+        CheckpointInfo,
+        ConfirmResult,
+        RunInfo,
+        ValidationReport,
+        InterceptStatus,
+    ):
         assert getattr(continuum, cls.__name__) is cls
     hints = inspect.signature(Continuum.intercept).return_annotation
     assert hints in ("InterceptResult", InterceptResult)
@@ -185,7 +218,8 @@ def test_recovery_mode_is_a_mode_and_no_active_run_stays_a_string(cx: Continuum)
 
 
 def test_event_type_is_the_enum_when_known_on_every_path_and_hashes_do_not_change(
-        cx: Continuum) -> None:
+    cx: Continuum,
+) -> None:
     cx.start_run("r1", "g")
     appended = cx.append("r1", EventType.WORK_COMPLETED, {"doc": 1})
     custom = cx.append("r1", "my_team.note", {"text": "x"})
@@ -201,12 +235,28 @@ def test_event_type_is_the_enum_when_known_on_every_path_and_hashes_do_not_chang
     assert validated.model_dump(mode="json")["type"] == "work_completed"
     for e in read:
         assert e.computed_hash() == e.hash  # the enum hashes as its string
-    sealed = seal(event_id="e1", run_id="r", sequence=1, type="run_started", timestamp="t",
-                  payload={}, causer_event_id=None, source=continuum.Origin.HUMAN,
-                  prev_hash=None)
-    plain = seal(event_id="e1", run_id="r", sequence=1, type=EventType.RUN_STARTED,
-                 timestamp="t", payload={}, causer_event_id=None,
-                 source=continuum.Origin.HUMAN, prev_hash=None)
+    sealed = seal(
+        event_id="e1",
+        run_id="r",
+        sequence=1,
+        type="run_started",
+        timestamp="t",
+        payload={},
+        causer_event_id=None,
+        source=continuum.Origin.HUMAN,
+        prev_hash=None,
+    )
+    plain = seal(
+        event_id="e1",
+        run_id="r",
+        sequence=1,
+        type=EventType.RUN_STARTED,
+        timestamp="t",
+        payload={},
+        causer_event_id=None,
+        source=continuum.Origin.HUMAN,
+        prev_hash=None,
+    )
     assert sealed.type is EventType.RUN_STARTED and sealed.hash == plain.hash
     assert cx.verify("r1").ok
 

@@ -54,17 +54,23 @@ def test_an_effect_rule_gates_only_calls_through_that_host_effect() -> None:
     assert rules.find("git_push", {"input": {"command": "git push"}}, effect="git_push") is None
 
 
-@pytest.mark.parametrize("text,problem", [
-    ("[[approval]]\naction_type = 'x'\ncolour = 'red'\n", "unknown field"),
-    ("[[approval]]\nmatch = { a = 'b' }\n", "name what it gates"),
-    ("[[approval]]\naction_type = 'x'\nmatch = { a = '(' }\n", "not a valid regular expression"),
-    ("[[approval]]\naction_type = 'x'\neffect = 'y'\n", "could never match"),
-    ("[[approval]]\naction_type = 'x\u202e'\n", "bidi"),
-    ("[approval]\naction_type = 'x'\n", "array of tables"),
-    ("[[aproval]]\naction_type = 'x'\n", "unknown key"),
-    ("[[approval]\n", "not valid TOML"),
-    ("[[approval]]\naction_type = 7\n", "must be a string"),
-])
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ("[[approval]]\naction_type = 'x'\ncolour = 'red'\n", "unknown field"),
+        ("[[approval]]\nmatch = { a = 'b' }\n", "name what it gates"),
+        (
+            "[[approval]]\naction_type = 'x'\nmatch = { a = '(' }\n",
+            "not a valid regular expression",
+        ),
+        ("[[approval]]\naction_type = 'x'\neffect = 'y'\n", "could never match"),
+        ("[[approval]]\naction_type = 'x\u202e'\n", "bidi"),
+        ("[approval]\naction_type = 'x'\n", "array of tables"),
+        ("[[aproval]]\naction_type = 'x'\n", "unknown key"),
+        ("[[approval]\n", "not valid TOML"),
+        ("[[approval]]\naction_type = 7\n", "must be a string"),
+    ],
+)
 def test_a_malformed_file_is_refused_naming_what_is_wrong(text: str, problem: str) -> None:
     with pytest.raises(UsageError) as e:
         parse_rules(text, "/p/.continuum/approvals.toml")
@@ -89,12 +95,14 @@ def test_the_files_of_the_working_directory_and_beside_the_store_both_apply(tmp_
     rules = load_rules(paths)
     assert rules.find("wire_money", {}) is not None and rules.find("delete_db", {}) is not None
     assert len(rules.sources) == 2
-    assert rule_paths(str(work), "postgresql://h/db") == [str(work / ".continuum" /
-                                                               "approvals.toml")]
+    assert rule_paths(str(work), "postgresql://h/db") == [
+        str(work / ".continuum" / "approvals.toml")
+    ]
 
 
 def test_rules_are_read_again_when_a_file_changes_and_a_bad_edit_fails_closed(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     files = RuleFiles.around(str(tmp_path))
     assert files.current().find("wire_money", {}) is None  # no file: nothing gated
     path = rules_in(tmp_path, "[[approval]]\naction_type = 'wire_money'\n")

@@ -30,8 +30,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     workdir = tmp_path_factory.mktemp("bench")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = run(["benchmark", "--total", str(TOTAL), "--json", "--quiet",
-                    "--workdir", str(workdir)])
+        code = run(
+            ["benchmark", "--total", str(TOTAL), "--json", "--quiet", "--workdir", str(workdir)]
+        )
     doc: dict[str, Any] = json.loads(out.getvalue())
     doc["exit_code"] = code
     doc["workdir"] = workdir
@@ -39,14 +40,16 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _row(report: dict[str, Any], scenario: str, strategy: str) -> dict[str, Any]:
-    rows = [r for r in report["scenarios"]
-            if r["scenario"] == scenario and r["strategy"] == strategy]
+    rows = [
+        r for r in report["scenarios"] if r["scenario"] == scenario and r["strategy"] == strategy
+    ]
     assert len(rows) == 1
     return rows[0]
 
 
 def test_benchmark_json_is_one_document_with_every_scenario_and_strategy(
-        report: dict[str, Any]) -> None:
+    report: dict[str, Any],
+) -> None:
     assert report["ok"] is True and report["exit_code"] == 0 and report["passed"] is True
     pairs = {(r["scenario"], r["strategy"]) for r in report["scenarios"]}
     assert pairs == {(s, st) for s in SCENARIO_NAMES for st in STRATEGIES}
@@ -68,14 +71,17 @@ def test_metrics_are_well_formed(report: dict[str, Any], scenario: str, strategy
 
 @pytest.mark.parametrize("scenario", SCENARIO_NAMES)
 def test_continuum_never_duplicates_a_side_effect_and_loses_none(
-        report: dict[str, Any], scenario: str) -> None:
+    report: dict[str, Any], scenario: str
+) -> None:
     r = _row(report, scenario, "continuum")
     assert r["duplicate_side_effects"] == 0
     assert r["missing_side_effects"] == 0
     assert r["side_effects"] == TOTAL
     # The outbox itself agrees: one line per invoice.
     outbox = Path(report["workdir"]) / "scenarios" / scenario / "continuum" / "outbox"
-    assert sorted(len(p.read_text().splitlines()) for p in outbox.glob("invoice-*.txt")) == [1] * TOTAL
+    assert (
+        sorted(len(p.read_text().splitlines()) for p in outbox.glob("invoice-*.txt")) == [1] * TOTAL
+    )
 
 
 def test_continuum_detects_the_changed_dataset(report: dict[str, Any]) -> None:
@@ -99,8 +105,10 @@ def test_baselines_show_what_the_benchmark_measures(report: dict[str, Any]) -> N
     assert replay["duplicate_side_effects"] == TOTAL // 2
     assert _row(report, "unknown_side_effect", "naive_checkpoint")["duplicate_side_effects"] == 1
     assert _row(report, "partial_completion", "naive_checkpoint")["missing_side_effects"] >= 1
-    assert all(_row(report, "dataset_change", s)["stale_detected"] == 0
-               for s in ("full_replay", "naive_checkpoint"))
+    assert all(
+        _row(report, "dataset_change", s)["stale_detected"] == 0
+        for s in ("full_replay", "naive_checkpoint")
+    )
 
 
 def test_drift_with_a_stable_key_or_the_fallback_sends_once(tmp_path: Path) -> None:
@@ -118,19 +126,41 @@ def test_drift_with_a_stable_key_or_the_fallback_sends_once(tmp_path: Path) -> N
 
 
 def test_checks_fail_on_a_duplicate_or_a_missed_stale_dependency() -> None:
-    base: dict[str, Any] = dict(scenario="dataset_change", strategy="continuum", total=4, killed_at="between:1",
-                work_executions=4, duplicate_work=0, side_effects=4, duplicate_side_effects=0,
-                missing_side_effects=0, stale_dependencies=1, stale_detected=1,
-                stale_components=4, context_bytes=10,
-                full_log_bytes=100, verdict="repair_and_resume", final_verdict="resume",
-                uncertain_reported=0, reconciled=0, first_run_seconds=0.1, resume_seconds=0.1)
+    base: dict[str, Any] = dict(
+        scenario="dataset_change",
+        strategy="continuum",
+        total=4,
+        killed_at="between:1",
+        work_executions=4,
+        duplicate_work=0,
+        side_effects=4,
+        duplicate_side_effects=0,
+        missing_side_effects=0,
+        stale_dependencies=1,
+        stale_detected=1,
+        stale_components=4,
+        context_bytes=10,
+        full_log_bytes=100,
+        verdict="repair_and_resume",
+        final_verdict="resume",
+        uncertain_reported=0,
+        reconciled=0,
+        first_run_seconds=0.1,
+        resume_seconds=0.1,
+    )
     assert all(c.ok for c in checks([ScenarioResult(**base)], []))
     dup = ScenarioResult(**{**base, "side_effects": 5, "duplicate_side_effects": 1})
     missed = ScenarioResult(**{**base, "stale_detected": 0})
     assert not all(c.ok for c in checks([dup], []))
     assert not all(c.ok for c in checks([missed], []))
-    drift = DriftResult(variant="renamed_fields", change="", identity="fallback", deliveries=2,
-                        duplicate_side_effects=1, matched_by=None)
+    drift = DriftResult(
+        variant="renamed_fields",
+        change="",
+        identity="fallback",
+        deliveries=2,
+        duplicate_side_effects=1,
+        matched_by=None,
+    )
     assert not all(c.ok for c in checks([], [drift]))
 
 

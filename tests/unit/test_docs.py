@@ -83,8 +83,10 @@ def test_the_spec_tool_list_is_what_the_server_registers() -> None:
 
 def test_every_spec_tool_is_described_in_mcp_md() -> None:
     if not MCP_MD.exists():
-        pytest.fail("references/mcp.md does not exist yet: it must describe every MCP tool of "
-                    f"contract §9 ({', '.join(SPEC_TOOLS)})")
+        pytest.fail(
+            "references/mcp.md does not exist yet: it must describe every MCP tool of "
+            f"contract §9 ({', '.join(SPEC_TOOLS)})"
+        )
     text = MCP_MD.read_text(encoding="utf-8")
     missing = [t for t in SPEC_TOOLS if not re.search(rf"\b{t}\b", text)]
     assert not missing, f"tools missing from references/mcp.md: {missing}"
@@ -137,8 +139,15 @@ def test_the_readme_tour_prints_what_the_readme_shows(tmp_path: Path) -> None:
         script += [f"echo '@@step {n}'", "{", command, "} 2>&1"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUUM_")}
     env.update(PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}", NO_COLOR="1")
-    p = subprocess.run(["bash", "-c", "\n".join(script)], cwd=tmp_path, env=env, text=True,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    p = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=300,
+    )
     actual = re.split(r"^@@step \d+\n", p.stdout, flags=re.M)[1:]
     assert len(actual) == len(steps), p.stdout
     for (command, expected), got in zip(steps, actual, strict=True):

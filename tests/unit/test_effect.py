@@ -98,18 +98,22 @@ def test_reconcile_required_and_needs_confirmation_raise_effect_uncertain(cx: Co
     agent = Continuum(cx.store, origin=Origin.EXTERNAL_AGENT)
     with pytest.raises(ValueError):
         agent.effect(RUN, "b", key="1", certain_on=(ValueError,)).run(
-            lambda: (_ for _ in ()).throw(ValueError("not done, says the agent")))
+            lambda: (_ for _ in ()).throw(ValueError("not done, says the agent"))
+        )
     with pytest.raises(EffectUncertain) as err:
         cx.effect(RUN, "b", key="1").run(boom)
     assert err.value.status == "needs_confirmation"
 
 
-def test_an_effect_in_progress_elsewhere_is_refused_with_its_own_code(cx: Continuum,
-                                                                      tmp_path: Path) -> None:
+def test_an_effect_in_progress_elsewhere_is_refused_with_its_own_code(
+    cx: Continuum, tmp_path: Path
+) -> None:
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        other = Continuum(cx.store, owner={"host": __import__("socket").gethostname(),
-                                           "pid": sleeper.pid, "start": None})
+        other = Continuum(
+            cx.store,
+            owner={"host": __import__("socket").gethostname(), "pid": sleeper.pid, "start": None},
+        )
         other.intercept(RUN, "send", {"k": 1}, key="INV-9")
         with pytest.raises(LedgerError) as err:
             cx.effect(RUN, "send", key="INV-9").run(lambda: None)
@@ -119,8 +123,7 @@ def test_an_effect_in_progress_elsewhere_is_refused_with_its_own_code(cx: Contin
         sleeper.wait()
 
 
-def test_a_result_that_is_not_json_is_recorded_completed_and_never_run_again(
-        cx: Continuum) -> None:
+def test_a_result_that_is_not_json_is_recorded_completed_and_never_run_again(cx: Continuum) -> None:
     calls: list[int] = []
 
     @cx.effect(RUN, "make", key="x")
@@ -145,13 +148,14 @@ def test_encode_and_decode_carry_a_result_that_is_not_json(cx: Continuum) -> Non
     assert cx.actions(RUN)[0].result == ["a", "b"]
 
 
-def test_arguments_that_are_not_json_are_refused_before_anything_is_written(
-        cx: Continuum) -> None:
+def test_arguments_that_are_not_json_are_refused_before_anything_is_written(cx: Continuum) -> None:
     with pytest.raises(UsageError) as err:
         cx.effect(RUN, "send")(lambda when: when)(object())
     assert err.value.code == "usage.effect_arguments" and cx.actions(RUN) == []
-    assert cx.effect(RUN, "send", arguments=lambda when: {"when": "now"})(
-        lambda when: 1)(object()) == 1
+    assert (
+        cx.effect(RUN, "send", arguments=lambda when: {"when": "now"})(lambda when: 1)(object())
+        == 1
+    )
 
 
 def test_the_with_form_records_what_the_block_says_and_replays_it(cx: Continuum) -> None:

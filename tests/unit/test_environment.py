@@ -14,9 +14,18 @@ from continuum.errors import UsageError
 
 
 def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+    subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+        },
+    )
 
 
 @pytest.fixture
@@ -68,8 +77,10 @@ def test_static_dependency_is_unknown_until_the_caller_says(cx: Continuum) -> No
     assert cx.resume("r").next_allowed_action == "provide_environment:dataset"
     assert dep_status(cx, env={"dataset": "v1"}) == {"dataset": "unchanged"}
     assert dep_status(cx, env={"dataset": "v2"}) == {"dataset": "changed"}
-    assert dep_status(cx, env={"dataset": "v1", "extra": "1"}) == {"dataset": "unchanged",
-                                                                   "extra": "added"}
+    assert dep_status(cx, env={"dataset": "v1", "extra": "1"}) == {
+        "dataset": "unchanged",
+        "extra": "added",
+    }
 
 
 def test_callable_provider(tmp_path: Path) -> None:
@@ -91,14 +102,24 @@ def test_staleness_propagates_through_the_runtime(cx: Continuum) -> None:
     cx.append("r", "decision_created", {"decision_id": "d1", "findings": ["f1"]})
     r = cx.resume("r", env={"dataset": "v2"})
     assert r.mode == "repair_and_resume"
-    assert r.required_actions == ["refresh_dependency:dataset", "recompute_evidence:e1",
-                                  "recheck_finding:f1", "revisit_decision:d1"]
+    assert r.required_actions == [
+        "refresh_dependency:dataset",
+        "recompute_evidence:e1",
+        "recheck_finding:f1",
+        "revisit_decision:d1",
+    ]
 
 
 @pytest.mark.parametrize("kind", ["missing", "directory", "fifo", "device"])
-def test_file_declarations_refuse_non_regular_files_without_blocking(tmp_path: Path, kind: str) -> None:
-    target = {"missing": tmp_path / "nope", "directory": tmp_path, "fifo": tmp_path / "p",
-              "device": Path("/dev/zero")}[kind]
+def test_file_declarations_refuse_non_regular_files_without_blocking(
+    tmp_path: Path, kind: str
+) -> None:
+    target = {
+        "missing": tmp_path / "nope",
+        "directory": tmp_path,
+        "fifo": tmp_path / "p",
+        "device": Path("/dev/zero"),
+    }[kind]
     if kind == "fifo":
         os.mkfifo(target)
     with pytest.raises(UsageError) as err:

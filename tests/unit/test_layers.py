@@ -60,11 +60,42 @@ EDGES = ("continuum.cli", "continuum.mcp", "continuum.adapters")
 # `continuum ui` serves the page with the HTTP transport's listener, TLS and token-file
 # checks: one implementation of each, shared with `continuum-mcp --ui`.
 EDGE_IMPORTS_ALLOWED = {("continuum.cli.ui", "continuum.mcp.http")}
-PURE = ("continuum.canonical", "continuum.untrusted", "continuum.payloads", "continuum.notices", "continuum.archived", "continuum.events", "continuum.chain", "continuum.projection",
-        "continuum.validation", "continuum.contract", "continuum.recovery")
-IO_MODULES = {"os", "sys", "time", "datetime", "socket", "subprocess", "sqlite3", "apsw",
-              "psycopg", "logging", "structlog", "random", "pathlib", "io", "shutil", "tempfile",
-              "threading", "uuid", "continuum.store", "continuum.log", "continuum.faults"}
+PURE = (
+    "continuum.canonical",
+    "continuum.untrusted",
+    "continuum.payloads",
+    "continuum.notices",
+    "continuum.archived",
+    "continuum.events",
+    "continuum.chain",
+    "continuum.projection",
+    "continuum.validation",
+    "continuum.contract",
+    "continuum.recovery",
+)
+IO_MODULES = {
+    "os",
+    "sys",
+    "time",
+    "datetime",
+    "socket",
+    "subprocess",
+    "sqlite3",
+    "apsw",
+    "psycopg",
+    "logging",
+    "structlog",
+    "random",
+    "pathlib",
+    "io",
+    "shutil",
+    "tempfile",
+    "threading",
+    "uuid",
+    "continuum.store",
+    "continuum.log",
+    "continuum.faults",
+}
 
 
 def module_name(path: Path) -> str:
@@ -110,7 +141,9 @@ def layer_violations(name: str, imported: list[str]) -> list[str]:
         if (name, imp) in EDGE_IMPORTS_ALLOWED:
             continue
         if other_rank >= rank:
-            bad.append(f"{name} ({layer}, rank {rank}) imports {imp} ({other_layer}, rank {other_rank})")
+            bad.append(
+                f"{name} ({layer}, rank {rank}) imports {imp} ({other_layer}, rank {other_rank})"
+            )
         if layer in EDGES and other_layer in EDGES and other_layer != layer:
             bad.append(f"edge {name} imports another edge {imp}")
     return bad
@@ -124,8 +157,13 @@ def test_module_imports_only_lower_layers(path: Path) -> None:
 @pytest.mark.parametrize("name", PURE)
 def test_pure_core_imports_no_io(name: str) -> None:
     path = SRC / (name.split(".", 1)[1] + ".py")
-    found = [i for i in imports_of(path) if i in IO_MODULES or i.split(".")[0] in IO_MODULES
-             or any(i.startswith(m + ".") for m in IO_MODULES)]
+    found = [
+        i
+        for i in imports_of(path)
+        if i in IO_MODULES
+        or i.split(".")[0] in IO_MODULES
+        or any(i.startswith(m + ".") for m in IO_MODULES)
+    ]
     assert found == [], f"{name} imports I/O modules {found}"
 
 

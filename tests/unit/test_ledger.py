@@ -89,11 +89,13 @@ def assert_consistent(store: SQLiteStorage) -> None:
     assert report.ok, report.violations
 
 
-def interrupted(store: SQLiteStorage, dead_pid: int, *, replay: str | None = None,
-                key: str = "invoice:INV-001") -> InterceptResult:
+def interrupted(
+    store: SQLiteStorage, dead_pid: int, *, replay: str | None = None, key: str = "invoice:INV-001"
+) -> InterceptResult:
     """An action intercepted by a process that then died before completing it."""
     first = ActionLedger(store, cwd=CWD, owner=dead_owner(dead_pid)).intercept(
-        RUN, "send_invoice", {"invoice": "INV-001"}, key=key, replay=replay)
+        RUN, "send_invoice", {"invoice": "INV-001"}, key=key, replay=replay
+    )
     assert first.proceed
     return first
 
@@ -101,8 +103,9 @@ def interrupted(store: SQLiteStorage, dead_pid: int, *, replay: str | None = Non
 # -- intercept, complete ----------------------------------------------------------------------
 
 
-def test_first_intercept_proceeds_with_a_started_action(store: SQLiteStorage,
-                                                        ledger: ActionLedger) -> None:
+def test_first_intercept_proceeds_with_a_started_action(
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     r = ledger.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001")
 
     assert r.proceed is True
@@ -118,7 +121,8 @@ def test_first_intercept_proceeds_with_a_started_action(store: SQLiteStorage,
 
 
 def test_intercept_of_a_completed_action_returns_its_result_and_does_not_proceed(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     first = ledger.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001")
     done = ledger.complete(RUN, first.action_key, external_id="msg-77", result={"sent": True})
     assert done.status == ActionStatus.COMPLETED
@@ -137,7 +141,8 @@ def test_intercept_of_a_completed_action_returns_its_result_and_does_not_proceed
 
 
 def test_complete_accepts_the_action_id_as_well_as_the_action_key(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     r = ledger.intercept(RUN, "send_invoice", {"invoice": "INV-2"}, key="invoice:INV-2")
     ledger.complete(RUN, r.action_id, external_id="x")
     assert status_of(store, r.action_key) == ActionStatus.COMPLETED
@@ -148,14 +153,17 @@ def test_complete_accepts_the_action_id_as_well_as_the_action_key(
 
 
 def test_intercept_of_an_action_started_by_this_live_process_is_in_progress_and_writes_nothing(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
-    first = ledger.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001",
-                             replay="safe")
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
+    first = ledger.intercept(
+        RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001", replay="safe"
+    )
     before = head(store)
 
     for replay in (None, "safe", "never"):
         again = ActionLedger(store, cwd=CWD).intercept(
-            RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001", replay=replay)
+            RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001", replay=replay
+        )
         assert again.proceed is False
         assert again.status == "in_progress"
         assert again.action_id == first.action_id
@@ -166,9 +174,11 @@ def test_intercept_of_an_action_started_by_this_live_process_is_in_progress_and_
 
 
 def test_intercept_of_an_action_owned_by_another_host_with_a_valid_lease_is_in_progress(
-        store: SQLiteStorage) -> None:
-    remote = ActionLedger(store, cwd=CWD, owner=remote_owner(), clock=lambda: 1000.0,
-                          lease_seconds=30.0)
+    store: SQLiteStorage,
+) -> None:
+    remote = ActionLedger(
+        store, cwd=CWD, owner=remote_owner(), clock=lambda: 1000.0, lease_seconds=30.0
+    )
     first = remote.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001")
     before = head(store)
 
@@ -182,8 +192,9 @@ def test_intercept_of_an_action_owned_by_another_host_with_a_valid_lease_is_in_p
 
 def test_a_renewed_lease_keeps_a_remote_action_in_progress(store: SQLiteStorage) -> None:
     now = [1000.0]
-    remote = ActionLedger(store, cwd=CWD, owner=remote_owner(), clock=lambda: now[0],
-                          lease_seconds=30.0)
+    remote = ActionLedger(
+        store, cwd=CWD, owner=remote_owner(), clock=lambda: now[0], lease_seconds=30.0
+    )
     first = remote.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001")
     now[0] = 1025.0
     remote.renew_lease(RUN, first.action_key)
@@ -196,8 +207,9 @@ def test_a_renewed_lease_keeps_a_remote_action_in_progress(store: SQLiteStorage)
 
 
 def test_an_expired_remote_lease_makes_the_action_interrupted(store: SQLiteStorage) -> None:
-    remote = ActionLedger(store, cwd=CWD, owner=remote_owner(), clock=lambda: 1000.0,
-                          lease_seconds=30.0)
+    remote = ActionLedger(
+        store, cwd=CWD, owner=remote_owner(), clock=lambda: 1000.0, lease_seconds=30.0
+    )
     remote.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001")
 
     local = ActionLedger(store, cwd=CWD, clock=lambda: 1031.0)
@@ -211,7 +223,8 @@ def test_an_expired_remote_lease_makes_the_action_interrupted(store: SQLiteStora
 
 
 def test_an_action_of_a_dead_owner_with_replay_never_becomes_unknown(
-        store: SQLiteStorage, ledger: ActionLedger, dead_pid: int) -> None:
+    store: SQLiteStorage, ledger: ActionLedger, dead_pid: int
+) -> None:
     first = interrupted(store, dead_pid)
 
     r = ledger.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001")
@@ -231,7 +244,8 @@ def test_an_action_of_a_dead_owner_with_replay_never_becomes_unknown(
 
 
 def test_an_action_of_a_dead_owner_with_replay_safe_proceeds_as_a_new_attempt(
-        store: SQLiteStorage, ledger: ActionLedger, dead_pid: int) -> None:
+    store: SQLiteStorage, ledger: ActionLedger, dead_pid: int
+) -> None:
     first = interrupted(store, dead_pid, replay="safe")
 
     r = ledger.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001")
@@ -245,13 +259,15 @@ def test_an_action_of_a_dead_owner_with_replay_safe_proceeds_as_a_new_attempt(
     assert_consistent(store)
 
     # The new attempt is owned by this live process: a third caller must wait.
-    third = ActionLedger(store, cwd=CWD).intercept(RUN, "send_invoice", {"invoice": "INV-001"},
-                                                   key="invoice:INV-001")
+    third = ActionLedger(store, cwd=CWD).intercept(
+        RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001"
+    )
     assert third.status == "in_progress"
 
 
 def test_an_action_of_a_dead_owner_with_replay_idempotent_proceeds_with_the_same_operation_key(
-        store: SQLiteStorage, ledger: ActionLedger, dead_pid: int) -> None:
+    store: SQLiteStorage, ledger: ActionLedger, dead_pid: int
+) -> None:
     first = interrupted(store, dead_pid, replay="idempotent")
 
     r = ledger.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001")
@@ -263,7 +279,8 @@ def test_an_action_of_a_dead_owner_with_replay_idempotent_proceeds_with_the_same
 
 
 def test_an_action_of_a_dead_owner_with_replay_reconcile_requires_reconciliation(
-        store: SQLiteStorage, ledger: ActionLedger, dead_pid: int) -> None:
+    store: SQLiteStorage, ledger: ActionLedger, dead_pid: int
+) -> None:
     first = interrupted(store, dead_pid, replay="reconcile")
 
     r = ledger.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001")
@@ -282,7 +299,8 @@ def test_an_action_of_a_dead_owner_with_replay_reconcile_requires_reconciliation
 
 
 def test_a_reused_pid_with_another_start_time_counts_as_dead(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     impostor = {"host": socket.gethostname(), "pid": os.getpid(), "start": "-1"}
     ActionLedger(store, cwd=CWD, owner=impostor).intercept(RUN, "send_invoice", {"i": 1}, key="k")
 
@@ -292,7 +310,8 @@ def test_a_reused_pid_with_another_start_time_counts_as_dead(
 
 
 def test_an_owner_killed_but_not_yet_reaped_counts_as_dead(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     agent = subprocess.Popen(["sleep", "600"])
     try:
         owner = {"host": socket.gethostname(), "pid": agent.pid, "start": None}
@@ -311,11 +330,18 @@ def test_an_owner_killed_but_not_yet_reaped_counts_as_dead(
 # -- replay contract: widening and narrowing ---------------------------------------------------
 
 
-@pytest.mark.parametrize(("stored", "requested"), [
-    ("never", "reconcile"), ("never", "safe"), ("reconcile", "idempotent"), ("idempotent", "safe"),
-])
+@pytest.mark.parametrize(
+    ("stored", "requested"),
+    [
+        ("never", "reconcile"),
+        ("never", "safe"),
+        ("reconcile", "idempotent"),
+        ("idempotent", "safe"),
+    ],
+)
 def test_widening_the_replay_contract_is_refused_and_writes_nothing(
-        store: SQLiteStorage, ledger: ActionLedger, stored: str, requested: str) -> None:
+    store: SQLiteStorage, ledger: ActionLedger, stored: str, requested: str
+) -> None:
     first = ledger.intercept(RUN, "send_invoice", {"i": 1}, key="k", replay=stored)
     ledger.complete(RUN, first.action_key)
     before = head(store)
@@ -328,18 +354,21 @@ def test_widening_the_replay_contract_is_refused_and_writes_nothing(
 
 
 def test_narrowing_the_replay_contract_is_allowed(
-        store: SQLiteStorage, ledger: ActionLedger, dead_pid: int) -> None:
+    store: SQLiteStorage, ledger: ActionLedger, dead_pid: int
+) -> None:
     interrupted(store, dead_pid, replay="safe")
 
-    r = ledger.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001",
-                         replay="never")
+    r = ledger.intercept(
+        RUN, "send_invoice", {"invoice": "INV-001"}, key="invoice:INV-001", replay="never"
+    )
 
     assert (r.proceed, r.status) == (False, "unknown")
     assert_consistent(store)
 
 
 def test_an_unknown_replay_contract_is_refused_without_writing(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     before = head(store)
     with pytest.raises(UsageError) as e:
         ledger.intercept(RUN, "send_invoice", {"i": 1}, key="k", replay="sometimes")
@@ -351,7 +380,8 @@ def test_an_unknown_replay_contract_is_refused_without_writing(
 
 
 def test_the_same_key_is_one_action_whatever_the_arguments(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     first = ledger.intercept(RUN, "send_invoice", {"amount": 10}, key="invoice:INV-001")
     ledger.complete(RUN, first.action_key)
 
@@ -366,8 +396,9 @@ def test_the_same_key_for_another_action_type_is_another_action(ledger: ActionLe
     assert b.proceed and b.action_id != a.action_id
 
 
-def test_the_same_key_in_another_run_is_another_action(store: SQLiteStorage,
-                                                       ledger: ActionLedger) -> None:
+def test_the_same_key_in_another_run_is_another_action(
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     store.create_run(Run(run_id="run_other"))
     a = ledger.intercept(RUN, "send_invoice", {"i": 1}, key="invoice:INV-001")
     b = ledger.intercept("run_other", "send_invoice", {"i": 1}, key="invoice:INV-001")
@@ -375,14 +406,18 @@ def test_the_same_key_in_another_run_is_another_action(store: SQLiteStorage,
 
 
 def test_without_a_key_the_same_arguments_are_one_action(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     first = ledger.intercept(RUN, "send_mail", {"to": "a@example.com", "subject": "Hi"})
     ledger.complete(RUN, first.action_key)
 
     again = ledger.intercept(RUN, "send_mail", {"subject": "Hi", "to": "a@example.com"})
 
-    assert (again.proceed, again.action_id, again.matched_by) == (False, first.action_id,
-                                                                  "arguments")
+    assert (again.proceed, again.action_id, again.matched_by) == (
+        False,
+        first.action_id,
+        "arguments",
+    )
 
 
 def test_without_a_key_different_arguments_are_different_actions(ledger: ActionLedger) -> None:
@@ -397,18 +432,35 @@ def test_a_keyed_and_an_unkeyed_intercept_are_different_actions(ledger: ActionLe
     assert b.proceed and b.action_id != a.action_id
 
 
-@pytest.mark.parametrize(("first", "second", "matched_by"), [
-    ({"invoice": "INV-1", "to": "a@example.com"}, {"invoice_id": "INV-1", "recipient": "a@example.com"},
-     "fallback"),
-    ({"path": "out/a.txt"}, {"path": f"{CWD}/out/a.txt"}, "arguments"),
-    ({"path": "./out/../out/a.txt"}, {"path": f"{CWD}/out/./a.txt"}, "arguments"),
-    ({"path": "out/a.txt", "body": "x"}, {"file": f"{CWD}/out/a.txt", "content": "x"}, "fallback"),
-    ({"files": ["out/a.txt", "out/b.txt"]}, {"paths": [f"{CWD}/out/a.txt", "out/b.txt"]},
-     "fallback"),
-])
+@pytest.mark.parametrize(
+    ("first", "second", "matched_by"),
+    [
+        (
+            {"invoice": "INV-1", "to": "a@example.com"},
+            {"invoice_id": "INV-1", "recipient": "a@example.com"},
+            "fallback",
+        ),
+        ({"path": "out/a.txt"}, {"path": f"{CWD}/out/a.txt"}, "arguments"),
+        ({"path": "./out/../out/a.txt"}, {"path": f"{CWD}/out/./a.txt"}, "arguments"),
+        (
+            {"path": "out/a.txt", "body": "x"},
+            {"file": f"{CWD}/out/a.txt", "content": "x"},
+            "fallback",
+        ),
+        (
+            {"files": ["out/a.txt", "out/b.txt"]},
+            {"paths": [f"{CWD}/out/a.txt", "out/b.txt"]},
+            "fallback",
+        ),
+    ],
+)
 def test_drifted_arguments_of_the_same_call_match_the_first_action(
-        store: SQLiteStorage, ledger: ActionLedger, first: dict[str, Any], second: dict[str, Any],
-        matched_by: str) -> None:
+    store: SQLiteStorage,
+    ledger: ActionLedger,
+    first: dict[str, Any],
+    second: dict[str, Any],
+    matched_by: str,
+) -> None:
     a = ledger.intercept(RUN, "write_file", first)
     ledger.complete(RUN, a.action_key, external_id="written")
     before = head(store)
@@ -416,33 +468,48 @@ def test_drifted_arguments_of_the_same_call_match_the_first_action(
     b = ledger.intercept(RUN, "write_file", second)
 
     if matched_by == "arguments":  # the same call, normalized: it is done
-        assert (b.proceed, b.status, b.action_id, b.matched_by) == (False, "completed",
-                                                                    a.action_id, "arguments")
+        assert (b.proceed, b.status, b.action_id, b.matched_by) == (
+            False,
+            "completed",
+            a.action_id,
+            "arguments",
+        )
         assert b.external_id == "written"
     else:  # the same values under other names: a suspicion, never "done", never performed
         assert (b.proceed, b.status, b.action_id, b.matched_by) == (
-            False, "possible_duplicate", a.action_id, "fallback")
+            False,
+            "possible_duplicate",
+            a.action_id,
+            "fallback",
+        )
         assert b.similar_action is not None
-        assert (b.similar_action["action_key"], b.similar_action["status"]) == (a.action_key,
-                                                                                 "completed")
+        assert (b.similar_action["action_key"], b.similar_action["status"]) == (
+            a.action_key,
+            "completed",
+        )
         assert b.similar_action["arguments"] == first
         assert head(store) == before  # nothing written
 
 
-@pytest.mark.parametrize("second", [
-    {"path": "out/b.txt"},
-    {"path": "/elsewhere/out/a.txt"},
-    {"path": "out/a.txt", "extra": 1},
-])
-def test_arguments_naming_another_identifier_do_not_match(ledger: ActionLedger,
-                                                          second: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "second",
+    [
+        {"path": "out/b.txt"},
+        {"path": "/elsewhere/out/a.txt"},
+        {"path": "out/a.txt", "extra": 1},
+    ],
+)
+def test_arguments_naming_another_identifier_do_not_match(
+    ledger: ActionLedger, second: dict[str, Any]
+) -> None:
     a = ledger.intercept(RUN, "write_file", {"path": "out/a.txt"})
     b = ledger.intercept(RUN, "write_file", second)
     assert b.proceed and b.action_id != a.action_id
 
 
 def test_the_same_relative_path_from_another_directory_is_another_action(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     a = ledger.intercept(RUN, "write_file", {"path": "out/a.txt"})
     b = ActionLedger(store, cwd="/other/dir").intercept(RUN, "write_file", {"path": "out/a.txt"})
     assert b.proceed and b.action_id != a.action_id
@@ -452,7 +519,8 @@ def test_the_same_relative_path_from_another_directory_is_another_action(
 
 
 def test_fail_without_certainty_marks_the_action_unknown(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     r = ledger.intercept(RUN, "send_invoice", {"i": 1}, key="k")
 
     rec = ledger.fail(RUN, r.action_key, error="timeout")
@@ -464,7 +532,8 @@ def test_fail_without_certainty_marks_the_action_unknown(
 
 
 def test_a_certain_failure_lets_the_next_intercept_proceed_as_a_new_attempt(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     r = ledger.intercept(RUN, "send_invoice", {"i": 1}, key="k")
 
     rec = ledger.fail(RUN, r.action_key, error="rejected by the API", certain=True)
@@ -477,16 +546,18 @@ def test_a_certain_failure_lets_the_next_intercept_proceed_as_a_new_attempt(
     assert_consistent(store)
 
 
-def test_a_certain_failure_can_settle_an_unknown_action(store: SQLiteStorage,
-                                                        ledger: ActionLedger) -> None:
+def test_a_certain_failure_can_settle_an_unknown_action(
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     r = ledger.intercept(RUN, "send_invoice", {"i": 1}, key="k")
     ledger.fail(RUN, r.action_key)
     assert ledger.fail(RUN, r.action_key, certain=True).status == ActionStatus.FAILED
     assert_consistent(store)
 
 
-def test_reconcile_occurred_true_completes_the_action(store: SQLiteStorage,
-                                                      ledger: ActionLedger) -> None:
+def test_reconcile_occurred_true_completes_the_action(
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     r = ledger.intercept(RUN, "send_invoice", {"i": 1}, key="k")
     ledger.fail(RUN, r.action_key)
 
@@ -499,7 +570,8 @@ def test_reconcile_occurred_true_completes_the_action(store: SQLiteStorage,
 
 
 def test_reconcile_occurred_false_fails_the_action_so_it_may_run_again(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     r = ledger.intercept(RUN, "send_invoice", {"i": 1}, key="k")
     ledger.fail(RUN, r.action_key)
 
@@ -512,7 +584,8 @@ def test_reconcile_occurred_false_fails_the_action_so_it_may_run_again(
 
 
 def test_compensate_records_an_undo_and_later_intercepts_do_not_proceed(
-        store: SQLiteStorage, ledger: ActionLedger) -> None:
+    store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     r = ledger.intercept(RUN, "send_invoice", {"i": 1}, key="k")
     ledger.complete(RUN, r.action_key, external_id="msg-1")
 
@@ -541,8 +614,13 @@ def _to_compensated(ledger: ActionLedger, ref: str) -> None:
     ledger.compensate(RUN, ref)
 
 
-SETUPS = {"started": lambda ledger, ref: None, "completed": _to_completed, "unknown": _to_unknown,
-          "failed": _to_failed, "compensated": _to_compensated}
+SETUPS = {
+    "started": lambda ledger, ref: None,
+    "completed": _to_completed,
+    "unknown": _to_unknown,
+    "failed": _to_failed,
+    "compensated": _to_compensated,
+}
 MOVES = {
     "complete": lambda ledger, ref: ledger.complete(RUN, ref),
     "fail": lambda ledger, ref: ledger.fail(RUN, ref),
@@ -557,13 +635,18 @@ ALLOWED = {
     "reconcile": {"started", "unknown"},
     "compensate": {"completed"},
 }
-INVALID = [(move, state) for move in sorted(MOVES) for state in sorted(SETUPS)
-           if state not in ALLOWED[move]]
+INVALID = [
+    (move, state)
+    for move in sorted(MOVES)
+    for state in sorted(SETUPS)
+    if state not in ALLOWED[move]
+]
 
 
 @pytest.mark.parametrize(("move", "state"), INVALID)
 def test_an_invalid_transition_is_refused_and_writes_nothing(
-        store: SQLiteStorage, ledger: ActionLedger, move: str, state: str) -> None:
+    store: SQLiteStorage, ledger: ActionLedger, move: str, state: str
+) -> None:
     r = ledger.intercept(RUN, "send_invoice", {"i": 1}, key="k")
     SETUPS[state](ledger, r.action_key)
     before = head(store)
@@ -578,7 +661,8 @@ def test_an_invalid_transition_is_refused_and_writes_nothing(
 
 @pytest.mark.parametrize("move", sorted(MOVES))
 def test_a_transition_on_an_unknown_action_is_not_found(
-        store: SQLiteStorage, ledger: ActionLedger, move: str) -> None:
+    store: SQLiteStorage, ledger: ActionLedger, move: str
+) -> None:
     before = head(store)
     with pytest.raises(NotFoundError) as e:
         MOVES[move](ledger, "send_invoice:nope")
@@ -592,15 +676,19 @@ def test_intercept_in_a_missing_run_is_not_found(ledger: ActionLedger) -> None:
     assert e.value.code == "not_found.run"
 
 
-@pytest.mark.parametrize(("kwargs", "code"), [
-    ({"action_type": ""}, "usage.bad_action_type"),
-    ({"action_type": "  "}, "usage.bad_action_type"),
-    ({"key": ""}, "usage.bad_key"),
-    ({"arguments": {"amount": math.nan}}, "usage.non_finite_number"),
-    ({"arguments": {"when": object()}}, "usage.not_json"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"action_type": ""}, "usage.bad_action_type"),
+        ({"action_type": "  "}, "usage.bad_action_type"),
+        ({"key": ""}, "usage.bad_key"),
+        ({"arguments": {"amount": math.nan}}, "usage.non_finite_number"),
+        ({"arguments": {"when": object()}}, "usage.not_json"),
+    ],
+)
 def test_bad_intercept_input_is_refused_without_writing(
-        store: SQLiteStorage, ledger: ActionLedger, kwargs: dict[str, Any], code: str) -> None:
+    store: SQLiteStorage, ledger: ActionLedger, kwargs: dict[str, Any], code: str
+) -> None:
     call: dict[str, Any] = {"action_type": "send_invoice", "arguments": {"i": 1}, "key": "k"}
     call.update(kwargs)
     before = head(store)
@@ -616,7 +704,8 @@ def test_bad_intercept_input_is_refused_without_writing(
 
 
 def test_the_index_follows_the_fold_through_a_full_lifecycle(
-        store: SQLiteStorage, ledger: ActionLedger, dead_pid: int) -> None:
+    store: SQLiteStorage, ledger: ActionLedger, dead_pid: int
+) -> None:
     steps = [
         lambda: interrupted(store, dead_pid, replay="idempotent", key="a"),
         lambda: ledger.intercept(RUN, "send_invoice", {"invoice": "INV-001"}, key="a"),
@@ -634,7 +723,8 @@ def test_the_index_follows_the_fold_through_a_full_lifecycle(
 
 
 def test_verify_reports_an_index_row_that_disagrees_with_the_log(
-        db: Path, store: SQLiteStorage, ledger: ActionLedger) -> None:
+    db: Path, store: SQLiteStorage, ledger: ActionLedger
+) -> None:
     r = ledger.intercept(RUN, "send_invoice", {"i": 1}, key="k")
     ledger.complete(RUN, r.action_key)
     conn = apsw.Connection(str(db))

@@ -322,8 +322,10 @@ def test_a_single_dependency_declaration_defaults_to_the_static_provider() -> No
 
 def test_a_batch_declaration_with_a_bad_entry_is_malformed_as_a_whole() -> None:
     log = Log()
-    log.add(EventType.DEPENDENCY_DECLARED,
-            {"dependencies": [{"name": "a", "version": "1"}, {"version": "no-name"}]})
+    log.add(
+        EventType.DEPENDENCY_DECLARED,
+        {"dependencies": [{"name": "a", "version": "1"}, {"version": "no-name"}]},
+    )
     log.add(EventType.DEPENDENCY_DECLARED, {"resource": "dataset", "version": "v3"})
     state = log.state()
     assert state.dependencies == {}
@@ -420,8 +422,10 @@ def test_recording_an_assumption_again_supersedes_it_so_a_model_switch_can_be_re
     log.add(EventType.MODEL_ASSUMPTION_RECORDED, {"assumption_id": "a1", "text": "ctx 200k"})
     log.add(EventType.MODEL_ASSUMPTION_RECORDED, {"assumption_id": "a2", "text": "json"})
     log.add(EventType.MODEL_CHANGED, {"model": "m-2"})
-    log.add(EventType.MODEL_ASSUMPTION_RECORDED,
-            {"assumption_id": "a1", "text": "no", "status": "retracted"})
+    log.add(
+        EventType.MODEL_ASSUMPTION_RECORDED,
+        {"assumption_id": "a1", "text": "no", "status": "retracted"},
+    )
     log.add(EventType.MODEL_ASSUMPTION_RECORDED, {"assumption_id": "a2", "text": "json"})
     state = log.state()
     assert [(a.id, a.model, a.status) for a in state.model_assumptions] == [
@@ -768,8 +772,17 @@ def test_events_already_covered_by_the_start_state_are_skipped() -> None:
 
 
 def _ev(seq: int, type_: str, payload: dict[str, object], prev: str | None) -> Event:
-    return seal(event_id=f"e{seq}", run_id="r", sequence=seq, type=type_, timestamp="t",
-                payload=payload, causer_event_id=None, source=Origin.DETERMINISTIC, prev_hash=prev)
+    return seal(
+        event_id=f"e{seq}",
+        run_id="r",
+        sequence=seq,
+        type=type_,
+        timestamp="t",
+        payload=payload,
+        causer_event_id=None,
+        source=Origin.DETERMINISTIC,
+        prev_hash=prev,
+    )
 
 
 def test_malformed_action_events_are_counted_not_fatal() -> None:

@@ -21,14 +21,14 @@ def test_readme_shows_make_demo_and_make_test_first() -> None:
     assert "make test" in first_block
 
 
-def test_first_python_example_runs_as_shown_and_again_in_the_same_directory(
-        tmp_path: Path) -> None:
+def test_first_python_example_runs_as_shown_and_again_in_the_same_directory(tmp_path: Path) -> None:
     """Run twice in a row in one directory (issue 12): the second run finds the run the
     first one left, appends nothing and still prints the same line."""
     code = python_blocks()[0]
     for attempt in ("first", "second"):
-        out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
         assert out.returncode == 0, f"{attempt} run: {out.stderr}"
         assert out.stdout == "10000 documents done; chain verified\n", attempt
     assert (tmp_path / "agent.db").exists()

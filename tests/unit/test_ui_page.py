@@ -13,8 +13,10 @@ from continuum.types import Origin
 from continuum.ui import page
 from continuum.ui.sessions import IDLE_SECONDS, Principal, Sessions
 
-HOSTILE = ("<script>alert(1)</script> \x1b[2K \u202e <img src=x onerror=alert(2)> "
-           "\" onmouseover=alert(3) x=\"")
+HOSTILE = (
+    "<script>alert(1)</script> \x1b[2K \u202e <img src=x onerror=alert(2)> "
+    '" onmouseover=alert(3) x="'
+)
 RUN = 'run-<b>"x</b>'
 READER = Principal("read", False, "token-file line 1")
 ACTOR = Principal("approve", True, "token-file line 2")
@@ -55,19 +57,28 @@ def test_runs_page_escapes_a_hostile_goal_and_run_id() -> None:
     assert 'href="/ui/run?id=run-%3Cb%3E%22x%3C%2Fb%3E"' in html
 
 
-def test_run_page_escapes_every_agent_field_and_hides_buttons_from_readers(
-        tmp_path: Path) -> None:
+def test_run_page_escapes_every_agent_field_and_hides_buttons_from_readers(tmp_path: Path) -> None:
     with Continuum.open(str(tmp_path / "s.db"), origin=Origin.EXTERNAL_AGENT) as rt:
         rt.start_run(RUN, HOSTILE)
         rt.append(RUN, EventType.EVIDENCE_ADDED, {"evidence_id": "e<script>", "text": HOSTILE})
         started = rt.intercept(RUN, "send<img src=x>", {"a": HOSTILE}, key="k<script>")
         rt.fail(RUN, started.action_id or "", error=HOSTILE)
         state = rt.state(RUN)
-        view = page.RunView(run_id=RUN, status="active", state=state, verdict="request_human",
-                            rationale="because " + HOSTILE, next_allowed_action=None,
-                            chain_ok=True, trusted_through=state.sequence,
-                            head_sequence=state.sequence, violations=0,
-                            actions=rt.actions(RUN), interrupted=frozenset(), approvals=[])
+        view = page.RunView(
+            run_id=RUN,
+            status="active",
+            state=state,
+            verdict="request_human",
+            rationale="because " + HOSTILE,
+            next_allowed_action=None,
+            chain_ok=True,
+            trusted_through=state.sequence,
+            head_sequence=state.sequence,
+            violations=0,
+            actions=rt.actions(RUN),
+            interrupted=frozenset(),
+            approvals=[],
+        )
     for who, forms in ((ACTOR, 2), (READER, 0)):
         html = page.run_page("/ui", who, "csrf-token", view)
         assert raw_markup(html) == []

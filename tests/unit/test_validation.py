@@ -250,8 +250,10 @@ def test_only_assumptions_made_under_another_model_than_the_resuming_one_are_in_
 
 
 def test_no_model_anywhere_checks_nothing() -> None:
-    state = state_of((EventType.RUN_STARTED, {"goal": "g"}),
-                     (EventType.MODEL_ASSUMPTION_RECORDED, {"assumption_id": "a1", "text": "x"}))
+    state = state_of(
+        (EventType.RUN_STARTED, {"goal": "g"}),
+        (EventType.MODEL_ASSUMPTION_RECORDED, {"assumption_id": "a1", "text": "x"}),
+    )
     assert model_checks(state, None) == []
 
 

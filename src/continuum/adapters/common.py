@@ -33,11 +33,17 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def tool_effect(cx: Continuum, run_id: str, action_type: str, *, key: KeyFn | None,
-                replay: ReplayContract | str | None,
-                certain_on: tuple[type[BaseException], ...],
-                encode: Callable[[Any], Any] | None = None,
-                decode: Callable[[Any], Any] | None = None) -> Effect:
+def tool_effect(
+    cx: Continuum,
+    run_id: str,
+    action_type: str,
+    *,
+    key: KeyFn | None,
+    replay: ReplayContract | str | None,
+    certain_on: tuple[type[BaseException], ...],
+    encode: Callable[[Any], Any] | None = None,
+    decode: Callable[[Any], Any] | None = None,
+) -> Effect:
     """The effect for one tool: identity from the call's argument dict (its one argument)."""
 
     def key_of(tool_args: dict[str, Any], *_: Any) -> str | None:
@@ -47,12 +53,23 @@ def tool_effect(cx: Continuum, run_id: str, action_type: str, *, key: KeyFn | No
         return tool_args
 
     if key is not None and not callable(key):
-        raise UsageError("key must be a function of the tool's arguments",
-                         code="usage.bad_key_function",
-                         hint="e.g. key=lambda args: args['invoice_id']")
-    return Effect(cx.ledger, run_id, action_type, key=key_of, arguments=arguments_of,
-                  replay=replay, certain_on=certain_on, encode=encode, decode=decode,
-                  origin=Origin.DETERMINISTIC)
+        raise UsageError(
+            "key must be a function of the tool's arguments",
+            code="usage.bad_key_function",
+            hint="e.g. key=lambda args: args['invoice_id']",
+        )
+    return Effect(
+        cx.ledger,
+        run_id,
+        action_type,
+        key=key_of,
+        arguments=arguments_of,
+        replay=replay,
+        certain_on=certain_on,
+        encode=encode,
+        decode=decode,
+        origin=Origin.DETERMINISTIC,
+    )
 
 
 def record_claim(cx: Continuum, run_id: str, text: str, *, source: str = "model") -> None:
@@ -64,7 +81,13 @@ def record_claim(cx: Continuum, run_id: str, text: str, *, source: str = "model"
     """
     if not text.strip():
         return
-    cx.store.append_event(run_id, EventType.FINDING_ADDED,
-                          {"finding_id": "claim_" + digest([source, text])[:16],
-                           "text": text[:4000], "source": source},
-                          source=Origin.EXTERNAL_AGENT)
+    cx.store.append_event(
+        run_id,
+        EventType.FINDING_ADDED,
+        {
+            "finding_id": "claim_" + digest([source, text])[:16],
+            "text": text[:4000],
+            "source": source,
+        },
+        source=Origin.EXTERNAL_AGENT,
+    )

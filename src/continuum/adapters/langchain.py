@@ -33,8 +33,9 @@ from continuum.types import ReplayContract
 __all__ = ["ClaimsCallback", "GuardedTool", "guard_tool", "guard_tools"]
 
 
-def _call_kwargs(method: Callable[..., Any], config: RunnableConfig,
-                 run_manager: Any) -> dict[str, Any]:
+def _call_kwargs(
+    method: Callable[..., Any], config: RunnableConfig, run_manager: Any
+) -> dict[str, Any]:
     """``config`` / ``run_manager`` for the inner tool's ``_run``, where it takes them
     (as ``BaseTool.run`` decides for the outer one)."""
     params = inspect.signature(method).parameters
@@ -64,12 +65,16 @@ class GuardedTool(BaseTool):
 
     def _identity_args(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         # What the model chose; injected values (tool call ids, runtime) differ per attempt.
-        args = {k: v for k, v in self.inner._filter_injected_args(kwargs).items()
-                if k not in self._injected_args_keys}
+        args = {
+            k: v
+            for k, v in self.inner._filter_injected_args(kwargs).items()
+            if k not in self._injected_args_keys
+        }
         return dict(jsonable(args))
 
-    def _run(self, *args: Any, config: RunnableConfig, run_manager: Any = None,
-             **kwargs: Any) -> Any:
+    def _run(
+        self, *args: Any, config: RunnableConfig, run_manager: Any = None, **kwargs: Any
+    ) -> Any:
         extra = _call_kwargs(self.inner._run, config, run_manager)
 
         def perform(_tool_args: dict[str, Any]) -> Any:
@@ -77,12 +82,12 @@ class GuardedTool(BaseTool):
 
         return self.effect.run(perform, self._identity_args(kwargs))
 
-    async def _arun(self, *args: Any, config: RunnableConfig, run_manager: Any = None,
-                    **kwargs: Any) -> Any:
+    async def _arun(
+        self, *args: Any, config: RunnableConfig, run_manager: Any = None, **kwargs: Any
+    ) -> Any:
         # BaseTool's own _arun runs _run in a thread and passes its keywords on to _run.
         own_arun = type(self.inner)._arun is not BaseTool._arun
-        extra = _call_kwargs(self.inner._arun if own_arun else self.inner._run, config,
-                             run_manager)
+        extra = _call_kwargs(self.inner._arun if own_arun else self.inner._run, config, run_manager)
 
         async def perform(_tool_args: dict[str, Any]) -> Any:
             return await self.inner._arun(*args, **kwargs, **extra)
@@ -90,11 +95,18 @@ class GuardedTool(BaseTool):
         return await self.effect.arun(perform, self._identity_args(kwargs))
 
 
-def guard_tool(tool: BaseTool, cx: Continuum, run_id: str, *, key: KeyFn | None = None,
-               action_type: str | None = None, replay: ReplayContract | str | None = None,
-               certain_on: tuple[type[BaseException], ...] = (),
-               encode: Callable[[Any], Any] | None = None,
-               decode: Callable[[Any], Any] | None = None) -> GuardedTool:
+def guard_tool(
+    tool: BaseTool,
+    cx: Continuum,
+    run_id: str,
+    *,
+    key: KeyFn | None = None,
+    action_type: str | None = None,
+    replay: ReplayContract | str | None = None,
+    certain_on: tuple[type[BaseException], ...] = (),
+    encode: Callable[[Any], Any] | None = None,
+    decode: Callable[[Any], Any] | None = None,
+) -> GuardedTool:
     """``tool`` performed at most once per identity in run ``run_id``.
 
     ``key``: a function of the tool's arguments (a dict) giving its business key; without
@@ -102,24 +114,46 @@ def guard_tool(tool: BaseTool, cx: Continuum, run_id: str, *, key: KeyFn | None 
     ledger's name for the effect (default the tool's name). The tool's output is recorded
     as JSON (``encode`` / ``decode`` for other outputs, e.g. a ``Command``).
     """
-    effect = tool_effect(cx, run_id, action_type or tool.name, key=key, replay=replay,
-                         certain_on=certain_on, encode=encode, decode=decode)
-    return GuardedTool(name=tool.name, description=tool.description,
-                       args_schema=tool.args_schema, return_direct=tool.return_direct,
-                       response_format=tool.response_format,
-                       handle_tool_error=tool.handle_tool_error,
-                       handle_validation_error=tool.handle_validation_error,
-                       metadata=tool.metadata, tags=tool.tags, inner=tool, effect=effect)
+    effect = tool_effect(
+        cx,
+        run_id,
+        action_type or tool.name,
+        key=key,
+        replay=replay,
+        certain_on=certain_on,
+        encode=encode,
+        decode=decode,
+    )
+    return GuardedTool(
+        name=tool.name,
+        description=tool.description,
+        args_schema=tool.args_schema,
+        return_direct=tool.return_direct,
+        response_format=tool.response_format,
+        handle_tool_error=tool.handle_tool_error,
+        handle_validation_error=tool.handle_validation_error,
+        metadata=tool.metadata,
+        tags=tool.tags,
+        inner=tool,
+        effect=effect,
+    )
 
 
-def guard_tools(tools: list[BaseTool], cx: Continuum, run_id: str, *,
-                keys: dict[str, KeyFn] | None = None,
-                replay: ReplayContract | str | None = None,
-                certain_on: tuple[type[BaseException], ...] = ()) -> list[BaseTool]:
+def guard_tools(
+    tools: list[BaseTool],
+    cx: Continuum,
+    run_id: str,
+    *,
+    keys: dict[str, KeyFn] | None = None,
+    replay: ReplayContract | str | None = None,
+    certain_on: tuple[type[BaseException], ...] = (),
+) -> list[BaseTool]:
     """Guard every tool of ``tools``; ``keys`` maps a tool name to its key function."""
     keys = keys or {}
-    return [guard_tool(t, cx, run_id, key=keys.get(t.name), replay=replay,
-                       certain_on=certain_on) for t in tools]
+    return [
+        guard_tool(t, cx, run_id, key=keys.get(t.name), replay=replay, certain_on=certain_on)
+        for t in tools
+    ]
 
 
 class ClaimsCallback(BaseCallbackHandler):

@@ -44,19 +44,27 @@ from continuum.types import Origin, ReplayContract
 
 __all__ = ["CHECKPOINT_EVENTS", "ContinuumCheckpointer", "guard_node", "guard_tool", "guard_tools"]
 
-SAVED, WRITES, DELETED = ("langgraph_checkpoint_saved", "langgraph_writes_saved",
-                          "langgraph_thread_deleted")
+SAVED, WRITES, DELETED = (
+    "langgraph_checkpoint_saved",
+    "langgraph_writes_saved",
+    "langgraph_thread_deleted",
+)
 CHECKPOINT_EVENTS = (SAVED, WRITES, DELETED)
 
 
-def guard_node(fn: Callable[..., Any], cx: Continuum, run_id: str, *,
-               action_type: str | None = None,
-               key: Callable[[Any], str | None] | None = None,
-               arguments: Callable[[Any], Any] | None = None,
-               replay: ReplayContract | str | None = None,
-               certain_on: tuple[type[BaseException], ...] = (),
-               encode: Callable[[Any], Any] | None = jsonable,
-               decode: Callable[[Any], Any] | None = None) -> Callable[..., Any]:
+def guard_node(
+    fn: Callable[..., Any],
+    cx: Continuum,
+    run_id: str,
+    *,
+    action_type: str | None = None,
+    key: Callable[[Any], str | None] | None = None,
+    arguments: Callable[[Any], Any] | None = None,
+    replay: ReplayContract | str | None = None,
+    certain_on: tuple[type[BaseException], ...] = (),
+    encode: Callable[[Any], Any] | None = jsonable,
+    decode: Callable[[Any], Any] | None = None,
+) -> Callable[..., Any]:
     """The node ``fn(state, ...)`` (sync or async) as an effect of run ``run_id``.
 
     ``key``: a function of the state giving the business key; ``arguments``: what the
@@ -74,9 +82,18 @@ def guard_node(fn: Callable[..., Any], cx: Continuum, run_id: str, *,
         return jsonable(arguments(state) if arguments is not None else state)
 
     name = action_type or str(getattr(fn, "__name__", "node"))
-    effect = Effect(cx.ledger, run_id, name, key=key_of, arguments=arguments_of, replay=replay,
-                    certain_on=certain_on, encode=encode, decode=decode,
-                    origin=Origin.DETERMINISTIC)
+    effect = Effect(
+        cx.ledger,
+        run_id,
+        name,
+        key=key_of,
+        arguments=arguments_of,
+        replay=replay,
+        certain_on=certain_on,
+        encode=encode,
+        decode=decode,
+        origin=Origin.DETERMINISTIC,
+    )
     return effect(fn)
 
 
@@ -121,37 +138,72 @@ class ContinuumCheckpointer(InMemorySaver):
             for channel, version, typed in p["blobs"]:
                 self.blobs[(thread, ns, channel, version)] = _untyped(typed)
             self.storage[thread][ns][p["checkpoint_id"]] = (
-                _untyped(p["checkpoint"]), _untyped(p["metadata"]), p["parent_id"])
+                _untyped(p["checkpoint"]),
+                _untyped(p["metadata"]),
+                p["parent_id"],
+            )
         elif type_ == WRITES:
             outer = self.writes[(thread, ns, p["checkpoint_id"])]
             for idx, channel, typed in p["writes"]:
-                outer[(p["task_id"], idx)] = (p["task_id"], channel, _untyped(typed),
-                                              p["task_path"])
+                outer[(p["task_id"], idx)] = (
+                    p["task_id"],
+                    channel,
+                    _untyped(typed),
+                    p["task_path"],
+                )
         elif type_ == DELETED:
             super().delete_thread(thread)
 
-    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> RunnableConfig:
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         conf = config["configurable"]
         thread, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         c: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = c.pop("channel_values")
-        blobs = [[k, v, _typed(self.serde.dumps_typed(values[k]) if k in values
-                               else ("empty", b""))] for k, v in new_versions.items()]
-        self._log(SAVED, {
-            "thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"],
-            "parent_id": conf.get("checkpoint_id"), "blobs": blobs,
-            "checkpoint": _typed(self.serde.dumps_typed(c)),
-            "metadata": _typed(self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
-        })
-        return {"configurable": {"thread_id": thread, "checkpoint_ns": ns,
-                                 "checkpoint_id": checkpoint["id"]}}
+        blobs = [
+            [k, v, _typed(self.serde.dumps_typed(values[k]) if k in values else ("empty", b""))]
+            for k, v in new_versions.items()
+        ]
+        self._log(
+            SAVED,
+            {
+                "thread_id": thread,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+                "parent_id": conf.get("checkpoint_id"),
+                "blobs": blobs,
+                "checkpoint": _typed(self.serde.dumps_typed(c)),
+                "metadata": _typed(
+                    self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
+                ),
+            },
+        )
+        return {
+            "configurable": {
+                "thread_id": thread,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
 
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
-                   task_id: str, task_path: str = "") -> None:
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
         conf = config["configurable"]
-        thread, ns, checkpoint_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf[
-            "checkpoint_id"]
+        thread, ns, checkpoint_id = (
+            conf["thread_id"],
+            conf.get("checkpoint_ns", ""),
+            conf["checkpoint_id"],
+        )
         stored = self.writes.get((thread, ns, checkpoint_id)) or {}
         entries = []
         for idx, (channel, value) in enumerate(writes):
@@ -160,9 +212,17 @@ class ContinuumCheckpointer(InMemorySaver):
                 continue  # a special write already saved for this task is kept (as upstream)
             entries.append([inner, channel, _typed(self.serde.dumps_typed(value))])
         if entries:
-            self._log(WRITES, {"thread_id": thread, "checkpoint_ns": ns,
-                               "checkpoint_id": checkpoint_id, "task_id": task_id,
-                               "task_path": task_path, "writes": entries})
+            self._log(
+                WRITES,
+                {
+                    "thread_id": thread,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                    "task_id": task_id,
+                    "task_path": task_path,
+                    "writes": entries,
+                },
+            )
 
     def delete_thread(self, thread_id: str) -> None:
         self._log(DELETED, {"thread_id": thread_id})

@@ -32,13 +32,15 @@ from continuum.types import ReplayContract
 __all__ = ["ContinuumRunHooks", "guarded_function_tool"]
 
 
-def _tool_args(signature: inspect.Signature, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> dict[str, Any]:
+def _tool_args(
+    signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
     """The model's arguments of one call: the SDK's context parameter left out."""
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
-    return {k: jsonable(v) for k, v in bound.arguments.items()
-            if not isinstance(v, RunContextWrapper)}
+    return {
+        k: jsonable(v) for k, v in bound.arguments.items() if not isinstance(v, RunContextWrapper)
+    }
 
 
 def _stop_on_uncertain(ctx: RunContextWrapper[Any], error: Exception) -> str:
@@ -47,13 +49,19 @@ def _stop_on_uncertain(ctx: RunContextWrapper[Any], error: Exception) -> str:
     return default_tool_error_function(ctx, error)
 
 
-def guarded_function_tool(fn: Callable[..., Any], cx: Continuum, run_id: str, *,
-                          key: KeyFn | None = None, action_type: str | None = None,
-                          replay: ReplayContract | str | None = None,
-                          certain_on: tuple[type[BaseException], ...] = (),
-                          encode: Callable[[Any], Any] | None = jsonable,
-                          decode: Callable[[Any], Any] | None = None,
-                          **function_tool_kwargs: Any) -> FunctionTool:
+def guarded_function_tool(
+    fn: Callable[..., Any],
+    cx: Continuum,
+    run_id: str,
+    *,
+    key: KeyFn | None = None,
+    action_type: str | None = None,
+    replay: ReplayContract | str | None = None,
+    certain_on: tuple[type[BaseException], ...] = (),
+    encode: Callable[[Any], Any] | None = jsonable,
+    decode: Callable[[Any], Any] | None = None,
+    **function_tool_kwargs: Any,
+) -> FunctionTool:
     """``function_tool(fn, **function_tool_kwargs)`` performed at most once per identity.
 
     ``key``: a function of the tool's arguments (a dict, the context parameter left out)
@@ -63,11 +71,20 @@ def guarded_function_tool(fn: Callable[..., Any], cx: Continuum, run_id: str, *,
     """
     signature = inspect.signature(fn)
     name = function_tool_kwargs.get("name_override") or fn.__name__
-    effect = tool_effect(cx, run_id, action_type or name, key=key, replay=replay,
-                         certain_on=certain_on, encode=encode, decode=decode)
+    effect = tool_effect(
+        cx,
+        run_id,
+        action_type or name,
+        key=key,
+        replay=replay,
+        certain_on=certain_on,
+        encode=encode,
+        decode=decode,
+    )
     function_tool_kwargs.setdefault("failure_error_function", _stop_on_uncertain)
 
     if inspect.iscoroutinefunction(fn):
+
         @functools.wraps(fn)
         async def guarded_async(*args: Any, **kwargs: Any) -> Any:
             async def perform(_tool_args: dict[str, Any]) -> Any:

@@ -54,12 +54,20 @@ class ContinuumToolset(WrapperToolset[Any]):
     decode: Callable[[Any], Any] | None = field(default=None, kw_only=True)
 
     def effect_for(self, name: str) -> Effect:
-        return tool_effect(self.cx, self.run_id, name, key=self.keys.get(name),
-                           replay=self.replay, certain_on=self.certain_on,
-                           encode=self.encode, decode=self.decode)
+        return tool_effect(
+            self.cx,
+            self.run_id,
+            name,
+            key=self.keys.get(name),
+            replay=self.replay,
+            certain_on=self.certain_on,
+            encode=self.encode,
+            decode=self.decode,
+        )
 
-    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
-                        tool: ToolsetTool[Any]) -> Any:
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
         if self.only is not None and name not in self.only:
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
 
@@ -69,14 +77,24 @@ class ContinuumToolset(WrapperToolset[Any]):
         return await self.effect_for(name).arun(perform, jsonable(tool_args))
 
 
-def guard_functions(functions: Sequence[Callable[..., Any]], cx: Continuum, run_id: str, *,
-                    keys: Mapping[str, KeyFn] | None = None,
-                    replay: ReplayContract | str | None = None,
-                    certain_on: tuple[type[BaseException], ...] = (ModelRetry,)
-                    ) -> AbstractToolset[Any]:
+def guard_functions(
+    functions: Sequence[Callable[..., Any]],
+    cx: Continuum,
+    run_id: str,
+    *,
+    keys: Mapping[str, KeyFn] | None = None,
+    replay: ReplayContract | str | None = None,
+    certain_on: tuple[type[BaseException], ...] = (ModelRetry,),
+) -> AbstractToolset[Any]:
     """A guarded ``FunctionToolset`` of plain tool functions (``Agent(toolsets=[...])``)."""
-    return ContinuumToolset(FunctionToolset(list(functions)), cx=cx, run_id=run_id,
-                            keys=dict(keys or {}), replay=replay, certain_on=certain_on)
+    return ContinuumToolset(
+        FunctionToolset(list(functions)),
+        cx=cx,
+        run_id=run_id,
+        keys=dict(keys or {}),
+        replay=replay,
+        certain_on=certain_on,
+    )
 
 
 def record_output(cx: Continuum, run_id: str, output: Any) -> None:

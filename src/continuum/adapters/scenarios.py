@@ -69,8 +69,9 @@ class Agent:
         """The side effect: one line in the external system's record of the invoice."""
         n = INVOICES.index(invoice_id) + 1 if invoice_id in INVOICES else 0
         self.stop(f"before_effect:{n}")
-        fd = os.open(self.outbox / f"{invoice_id}.txt", os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-                     0o644)
+        fd = os.open(
+            self.outbox / f"{invoice_id}.txt", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+        )
         try:
             os.write(fd, f"{invoice_id} {amount} pid={os.getpid()}\n".encode())
         finally:
@@ -89,8 +90,9 @@ class Agent:
                 invoice = (a.get("arguments") or {}).get("invoice_id", "")
                 happened = (self.outbox / f"{invoice}.txt").exists()
                 print(f"UNCERTAIN {a['action_key']}", flush=True)
-                cx.reconcile(RUN, a["action_id"], occurred=happened,
-                             note="the program looked in the outbox")
+                cx.reconcile(
+                    RUN, a["action_id"], occurred=happened, note="the program looked in the outbox"
+                )
                 print(f"RECONCILED {a['action_key']} occurred={happened}", flush=True)
         self.cx = cx
         return cx
@@ -136,13 +138,30 @@ def _langchain_model() -> Any:
 
         messages: Any = iter(())
 
-        def _generate(self, messages: list[BaseMessage], stop: Any = None,
-                      run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        def _generate(
+            self,
+            messages: list[BaseMessage],
+            stop: Any = None,
+            run_manager: Any = None,
+            **kwargs: Any,
+        ) -> ChatResult:
             done = sum(isinstance(m, ToolMessage) for m in messages)
             call = next_call(done)
-            message = (AIMessage(content=final_text()) if call is None else AIMessage(
-                content="", tool_calls=[{"name": "send_invoice", "args": call,
-                                         "id": f"call_{done + 1}", "type": "tool_call"}]))
+            message = (
+                AIMessage(content=final_text())
+                if call is None
+                else AIMessage(
+                    content="",
+                    tool_calls=[
+                        {
+                            "name": "send_invoice",
+                            "args": call,
+                            "id": f"call_{done + 1}",
+                            "type": "tool_call",
+                        }
+                    ],
+                )
+            )
             return ChatResult(generations=[ChatGeneration(message=message)])
 
         def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
@@ -155,6 +174,7 @@ def _langchain_tool(agent: Agent, flavor: str) -> Any:
     from langchain_core.tools import tool
 
     if flavor == "async":
+
         @tool("send_invoice")
         async def send_invoice(invoice_id: str, amount: float) -> str:
             """Send one invoice to its customer."""
@@ -189,14 +209,14 @@ def _savers(agent: Agent) -> tuple[type[Any], type[Any]]:
             return super().put(config, checkpoint, metadata, new_versions)
 
     class AsyncStoppingSaver(AsyncSqliteSaver):
-        async def aput_writes(self, config: Any, writes: Any, task_id: str,
-                              task_path: str = "") -> None:
+        async def aput_writes(
+            self, config: Any, writes: Any, task_id: str, task_path: str = ""
+        ) -> None:
             async with self.lock:  # blocking here stops the event loop as well
                 _checkpoint_target(repr(writes), agent)
             await super().aput_writes(config, writes, task_id, task_path)
 
-        async def aput(self, config: Any, checkpoint: Any, metadata: Any,
-                       new_versions: Any) -> Any:
+        async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
             async with self.lock:
                 _checkpoint_target(repr(checkpoint.get("channel_values")), agent)
             return await super().aput(config, checkpoint, metadata, new_versions)
@@ -255,6 +275,7 @@ def run_langgraph(agent: Agent, framework: str, flavor: str, durability: str) ->
                 return "ALREADY_DONE"
             out = graph.invoke(start(graph, state), config, durability=durability)
     else:
+
         async def main() -> Any:
             async with async_saver_cls.from_conn_string(path) as saver:
                 graph = _build_graph(framework, flavor, model, tools, saver)
@@ -295,21 +316,37 @@ def run_openai_agents(agent: Agent, flavor: str) -> str:
     class ScriptedModel(Model):
         """A scripted ``Model``: the next tool call follows from the tool outputs so far."""
 
-        async def get_response(self, system_instructions: Any, input: Any, *args: Any,
-                               **kwargs: Any) -> ModelResponse:
+        async def get_response(
+            self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+        ) -> ModelResponse:
             items = input if isinstance(input, list) else []
             done = sum(1 for i in items if _item_type(i) == "function_call_output")
             call = next_call(done)
             output: list[Any]
             if call is None:
-                output = [ResponseOutputMessage(
-                    id="msg_final", type="message", role="assistant", status="completed",
-                    content=[ResponseOutputText(type="output_text", text=final_text(),
-                                                annotations=[])])]
+                output = [
+                    ResponseOutputMessage(
+                        id="msg_final",
+                        type="message",
+                        role="assistant",
+                        status="completed",
+                        content=[
+                            ResponseOutputText(
+                                type="output_text", text=final_text(), annotations=[]
+                            )
+                        ],
+                    )
+                ]
             else:
-                output = [ResponseFunctionToolCall(
-                    type="function_call", call_id=f"call_{done + 1}", name="send_invoice",
-                    arguments=json.dumps(call), id=f"fc_{done + 1}")]
+                output = [
+                    ResponseFunctionToolCall(
+                        type="function_call",
+                        call_id=f"call_{done + 1}",
+                        name="send_invoice",
+                        arguments=json.dumps(call),
+                        id=f"fc_{done + 1}",
+                    )
+                ]
             return ModelResponse(output=output, usage=Usage(), response_id=None)
 
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:
@@ -321,25 +358,29 @@ def run_openai_agents(agent: Agent, flavor: str) -> str:
             await super().add_items(items)
 
     if flavor == "async":
+
         async def send_invoice(invoice_id: str, amount: float) -> str:
             """Send one invoice to its customer."""
             return agent.deliver(invoice_id, amount)
+
         fn: Callable[..., Any] = send_invoice
     else:
+
         def send_invoice_sync(invoice_id: str, amount: float) -> str:
             """Send one invoice to its customer."""
             return agent.deliver(invoice_id, amount)
+
         fn = send_invoice_sync
 
     if agent.cx is not None:
         from continuum.adapters.openai_agents import guarded_function_tool
 
-        tool = guarded_function_tool(fn, agent.cx, RUN, key=agent.key,
-                                     name_override="send_invoice")
+        tool = guarded_function_tool(fn, agent.cx, RUN, key=agent.key, name_override="send_invoice")
     else:
         tool = function_tool(fn, name_override="send_invoice")
-    oagent = OAgent(name="billing", instructions="Send the invoices.", model=ScriptedModel(),
-                    tools=[tool])
+    oagent = OAgent(
+        name="billing", instructions="Send the invoices.", model=ScriptedModel(), tools=[tool]
+    )
     session = StoppingSession(THREAD, str(agent.workdir / "framework.sqlite"))
     run_config = RunConfig(tracing_disabled=True)
 
@@ -382,25 +423,31 @@ def run_pydantic_ai(agent: Agent, flavor: str) -> str:
         call = next_call(done)
         if call is None:
             return ModelResponse(parts=[TextPart(final_text())])
-        return ModelResponse(parts=[ToolCallPart("send_invoice", call,
-                                                 tool_call_id=f"call_{done + 1}")])
+        return ModelResponse(
+            parts=[ToolCallPart("send_invoice", call, tool_call_id=f"call_{done + 1}")]
+        )
 
     if flavor == "async":
+
         async def send_invoice(invoice_id: str, amount: float) -> str:
             """Send one invoice to its customer."""
             return agent.deliver(invoice_id, amount)
+
         toolset: Any = FunctionToolset([send_invoice])
     else:
+
         def send_invoice_sync(invoice_id: str, amount: float) -> str:
             """Send one invoice to its customer."""
             return agent.deliver(invoice_id, amount)
+
         toolset = FunctionToolset()
         toolset.add_function(send_invoice_sync, name="send_invoice")
     if agent.cx is not None:
         from continuum.adapters.pydantic_ai import ContinuumToolset
 
-        toolset = ContinuumToolset(toolset, cx=agent.cx, run_id=RUN,
-                                   keys={"send_invoice": agent.key})
+        toolset = ContinuumToolset(
+            toolset, cx=agent.cx, run_id=RUN, keys={"send_invoice": agent.key}
+        )
     pagent = PAgent(FunctionModel(policy), toolsets=[toolset])
     path = agent.workdir / "history.json"
 

@@ -21,8 +21,17 @@ from continuum.bench.drift import run_drift
 from continuum.bench.report import BenchmarkReport, ScenarioResult, checks, render
 from continuum.bench.scenarios import SCENARIO_NAMES, SCENARIOS, run_all
 
-__all__ = ["DEFAULT_TOTAL", "SCENARIOS", "SCENARIO_NAMES", "STRATEGIES", "BenchmarkReport",
-           "ScenarioResult", "machine_info", "render", "run_benchmark"]
+__all__ = [
+    "DEFAULT_TOTAL",
+    "SCENARIOS",
+    "SCENARIO_NAMES",
+    "STRATEGIES",
+    "BenchmarkReport",
+    "ScenarioResult",
+    "machine_info",
+    "render",
+    "run_benchmark",
+]
 
 DEFAULT_TOTAL = 40
 
@@ -31,14 +40,22 @@ def machine_info() -> dict[str, object]:
     import apsw  # the store's SQLite library, reported with the figures
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"python": platform.python_version(), "sqlite": apsw.sqlite_lib_version(),
-            "platform": platform.platform(), "cpus": os.cpu_count(),
-            "loadavg": [round(x, 2) for x in load] if load else None}
+    return {
+        "python": platform.python_version(),
+        "sqlite": apsw.sqlite_lib_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg": [round(x, 2) for x in load] if load else None,
+    }
 
 
-def run_benchmark(total: int = DEFAULT_TOTAL, *, workdir: Path | None = None,
-                  scenarios: tuple[str, ...] = SCENARIO_NAMES,
-                  progress: Callable[[str], None] | None = None) -> BenchmarkReport:
+def run_benchmark(
+    total: int = DEFAULT_TOTAL,
+    *,
+    workdir: Path | None = None,
+    scenarios: tuple[str, ...] = SCENARIO_NAMES,
+    progress: Callable[[str], None] | None = None,
+) -> BenchmarkReport:
     """Run every scenario and the drift scenario in ``workdir`` (a temporary one by default)."""
     started = time.perf_counter()
     machine = machine_info()
@@ -49,9 +66,14 @@ def run_benchmark(total: int = DEFAULT_TOTAL, *, workdir: Path | None = None,
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
-    machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()] if hasattr(
-        os, "getloadavg") else None
-    return BenchmarkReport(total=total, machine=machine, scenarios=results, drift=drift,
-                           checks=checks(results, drift),
-                           seconds=round(time.perf_counter() - started, 2))
-
+    machine["loadavg_end"] = (
+        [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+    )
+    return BenchmarkReport(
+        total=total,
+        machine=machine,
+        scenarios=results,
+        drift=drift,
+        checks=checks(results, drift),
+        seconds=round(time.perf_counter() - started, 2),
+    )

@@ -22,8 +22,9 @@ class Rejected(Exception):
 class Batch:
     """The work, the side effect and the stop points, shared by every strategy."""
 
-    def __init__(self, root: Path, total: int, stop: tuple[str, int] | None,
-                 reject_first: bool) -> None:
+    def __init__(
+        self, root: Path, total: int, stop: tuple[str, int] | None, reject_first: bool
+    ) -> None:
         self.root, self.total, self.stop, self.reject_first = root, total, stop, reject_first
         self.outbox = root / "outbox"
         self.dataset = root / "dataset.txt"

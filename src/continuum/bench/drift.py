@@ -32,28 +32,58 @@ IDENTITIES = ("stable_key", "fallback", "exact_arguments", "no_ledger")
 def variants(base: Path) -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
     """(name, what changes, first call, drifted call); relative paths are from ``base``."""
     absolute = str(base / "out" / "INV-7.pdf")
-    first = {"invoice": "INV-7", "to": "billing@example.test", "amount": "120.00",
-             "attachment": absolute}
+    first = {
+        "invoice": "INV-7",
+        "to": "billing@example.test",
+        "amount": "120.00",
+        "attachment": absolute,
+    }
     return [
-        ("renamed_fields", "invoice->invoice_id, to->recipient, attachment->file", first,
-         {"invoice_id": "INV-7", "recipient": "billing@example.test", "amount": "120.00",
-          "file": absolute}),
-        ("path_form", "relative path vs absolute path with ./",
-         {**first, "attachment": "out/INV-7.pdf"},
-         {**first, "attachment": str(base / "out" / "." / "INV-7.pdf")}),
-        ("renamed_and_path", "both of the above",
-         {**first, "attachment": "out/INV-7.pdf"},
-         {"invoice_id": "INV-7", "recipient": "billing@example.test", "amount": "120.00",
-          "file": str(base / "out" / "." / "INV-7.pdf")}),
-        ("reformatted_value", "renamed fields and amount '120.00' -> 120 (a different value "
-         "to any generic rule)", first,
-         {"invoice_id": "INV-7", "recipient": "billing@example.test", "amount": 120,
-          "file": absolute}),
+        (
+            "renamed_fields",
+            "invoice->invoice_id, to->recipient, attachment->file",
+            first,
+            {
+                "invoice_id": "INV-7",
+                "recipient": "billing@example.test",
+                "amount": "120.00",
+                "file": absolute,
+            },
+        ),
+        (
+            "path_form",
+            "relative path vs absolute path with ./",
+            {**first, "attachment": "out/INV-7.pdf"},
+            {**first, "attachment": str(base / "out" / "." / "INV-7.pdf")},
+        ),
+        (
+            "renamed_and_path",
+            "both of the above",
+            {**first, "attachment": "out/INV-7.pdf"},
+            {
+                "invoice_id": "INV-7",
+                "recipient": "billing@example.test",
+                "amount": "120.00",
+                "file": str(base / "out" / "." / "INV-7.pdf"),
+            },
+        ),
+        (
+            "reformatted_value",
+            "renamed fields and amount '120.00' -> 120 (a different value to any generic rule)",
+            first,
+            {
+                "invoice_id": "INV-7",
+                "recipient": "billing@example.test",
+                "amount": 120,
+                "file": absolute,
+            },
+        ),
     ]
 
 
-def _continuum_attempt(root: Path, cwd: Path, args: dict[str, Any], key: str | None,
-                       deliver: Callable[[], None]) -> str | None:
+def _continuum_attempt(
+    root: Path, cwd: Path, args: dict[str, Any], key: str | None, deliver: Callable[[], None]
+) -> str | None:
     """One agent process's attempt: intercept, deliver if allowed, complete."""
     rt = Continuum.open(str(root / "continuum.db"), cwd=str(cwd))
     try:
@@ -97,10 +127,21 @@ def run_drift(base: Path, progress: Callable[[str], None] | None = None) -> list
                 deliver()
                 deliver()
             sent = len(outbox.read_text(encoding="utf-8").splitlines())
-            out.append(DriftResult(variant=name, change=change, identity=identity,
-                                   deliveries=sent, duplicate_side_effects=sent - 1,
-                                   matched_by=matched))
+            out.append(
+                DriftResult(
+                    variant=name,
+                    change=change,
+                    identity=identity,
+                    deliveries=sent,
+                    duplicate_side_effects=sent - 1,
+                    matched_by=matched,
+                )
+            )
         if progress:
-            progress(f"drift {name}: " + ", ".join(
-                f"{r.identity}={r.duplicate_side_effects}" for r in out if r.variant == name))
+            progress(
+                f"drift {name}: "
+                + ", ".join(
+                    f"{r.identity}={r.duplicate_side_effects}" for r in out if r.variant == name
+                )
+            )
     return out

@@ -39,11 +39,15 @@ FRAMEWORKS = {
 }
 # name -> (stop point, what happened)
 SCENARIOS = {
-    "after_effect": ("after_effect:2", "SIGKILL after INV-2 was sent, before the tool returned "
-                                       "(nothing persisted it)"),
+    "after_effect": (
+        "after_effect:2",
+        "SIGKILL after INV-2 was sent, before the tool returned (nothing persisted it)",
+    ),
     "before_effect": ("before_effect:2", "SIGKILL in the tool, before INV-2 was sent"),
-    "checkpoint_write": ("checkpoint:2", "SIGKILL inside the framework's own write of INV-2's "
-                                         "tool result"),
+    "checkpoint_write": (
+        "checkpoint:2",
+        "SIGKILL inside the framework's own write of INV-2's tool result",
+    ),
     "after_all": ("after_all", "SIGKILL after the whole batch was done and saved"),
 }
 MODES = ("alone", "continuum")
@@ -79,8 +83,11 @@ class FrameworksReport(BaseModel):
     @property
     def passed(self) -> bool:
         """continuum: no duplicate, nothing missing, every run finished."""
-        return all(c.duplicate_effects == 0 and c.missing_effects == 0 and c.finished
-                   for c in self.cases if c.mode == "continuum")
+        return all(
+            c.duplicate_effects == 0 and c.missing_effects == 0 and c.finished
+            for c in self.cases
+            if c.mode == "continuum"
+        )
 
 
 class AgentError(Exception):
@@ -101,19 +108,40 @@ class AgentProcess:
 
     def __init__(self, cmd: list[str], env: dict[str, str], cwd: Path) -> None:
         self.err = tempfile.TemporaryFile()  # noqa: SIM115 (closed by run_agent)
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err, env=env, cwd=cwd)
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, env=env, cwd=cwd
+        )
 
     def stderr_text(self) -> str:
         self.err.seek(0)
         return self.err.read().decode("utf-8", "replace")
 
 
-def spawn(workdir: Path, framework: str, *, mode: str, flavor: str = "sync",
-          stop: str | None = None, faults: str | None = None, durability: str = "sync",
-          reconcile: bool = True) -> AgentProcess:
-    cmd = [sys.executable, "-m", AGENT_MODULE, str(workdir), "--framework", framework,
-           "--mode", mode, "--flavor", flavor, "--durability", durability]
+def spawn(
+    workdir: Path,
+    framework: str,
+    *,
+    mode: str,
+    flavor: str = "sync",
+    stop: str | None = None,
+    faults: str | None = None,
+    durability: str = "sync",
+    reconcile: bool = True,
+) -> AgentProcess:
+    cmd = [
+        sys.executable,
+        "-m",
+        AGENT_MODULE,
+        str(workdir),
+        "--framework",
+        framework,
+        "--mode",
+        mode,
+        "--flavor",
+        flavor,
+        "--durability",
+        durability,
+    ]
     if stop:
         cmd += ["--stop", stop]
     if not reconcile:
@@ -125,8 +153,9 @@ def spawn(workdir: Path, framework: str, *, mode: str, flavor: str = "sync",
     return AgentProcess(cmd, env, workdir)
 
 
-def run_agent(agent: AgentProcess, *, kill_at: str | None = None,
-              deadline_s: float = DEADLINE_SECONDS) -> tuple[int, list[str], str]:
+def run_agent(
+    agent: AgentProcess, *, kill_at: str | None = None, deadline_s: float = DEADLINE_SECONDS
+) -> tuple[int, list[str], str]:
     """Read the agent's lines until it exits, or SIGKILL it when it announces ``kill_at``.
 
     Returns (exit code, stdout lines, stderr); a killed agent's code is ``-SIGKILL``.
@@ -146,8 +175,10 @@ def run_agent(agent: AgentProcess, *, kill_at: str | None = None,
                 left = deadline - time.monotonic()
                 ready, _, _ = select.select([fd], [], [], max(left, 0))
                 if not ready:
-                    raise AgentError(f"no answer within {deadline_s:.0f} s; output so far: "
-                                     f"{lines}; stderr: {agent.stderr_text()[-2000:]}")
+                    raise AgentError(
+                        f"no answer within {deadline_s:.0f} s; output so far: "
+                        f"{lines}; stderr: {agent.stderr_text()[-2000:]}"
+                    )
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     if pending:
@@ -185,38 +216,61 @@ def count_outbox(workdir: Path) -> tuple[int, int, int]:
     return effects, dups, missing
 
 
-def run_case(workdir: Path, framework: str, scenario: str, mode: str, *,
-             flavor: str = "sync") -> FrameworkCase:
+def run_case(
+    workdir: Path, framework: str, scenario: str, mode: str, *, flavor: str = "sync"
+) -> FrameworkCase:
     """Kill the agent at the scenario's stop point, resume it once, count the outbox."""
     started = time.perf_counter()
     stop = SCENARIOS[scenario][0]
-    code, lines, err = run_agent(spawn(workdir, framework, mode=mode, flavor=flavor, stop=stop),
-                                 kill_at=stop)
+    code, lines, err = run_agent(
+        spawn(workdir, framework, mode=mode, flavor=flavor, stop=stop), kill_at=stop
+    )
     killed = code == -signal.SIGKILL
     if not killed:
-        raise AgentError(f"{framework}/{scenario}/{mode}: the agent exited {code} instead of "
-                         f"stopping at {stop}: {lines} {err[-2000:]}")
+        raise AgentError(
+            f"{framework}/{scenario}/{mode}: the agent exited {code} instead of "
+            f"stopping at {stop}: {lines} {err[-2000:]}"
+        )
     code, lines, err = run_agent(spawn(workdir, framework, mode=mode, flavor=flavor))
     if code not in (0, 20):
-        raise AgentError(f"{framework}/{scenario}/{mode}: the resumed agent exited {code}: "
-                         f"{lines} {err[-2000:]}")
+        raise AgentError(
+            f"{framework}/{scenario}/{mode}: the resumed agent exited {code}: {lines} {err[-2000:]}"
+        )
     effects, dups, missing = count_outbox(workdir)
     unknown = [line.split(" ", 1)[1] for line in lines if line.startswith("UNCERTAIN ")]
     finished = code == 0 and any(line.startswith(("DONE", "ALREADY_DONE")) for line in lines)
-    return FrameworkCase(framework=framework, scenario=scenario, mode=mode, flavor=flavor,
-                         killed=killed, effects=effects, duplicate_effects=dups,
-                         missing_effects=missing, unknown_reported=unknown, resume_exit=code,
-                         finished=finished, seconds=round(time.perf_counter() - started, 2))
+    return FrameworkCase(
+        framework=framework,
+        scenario=scenario,
+        mode=mode,
+        flavor=flavor,
+        killed=killed,
+        effects=effects,
+        duplicate_effects=dups,
+        missing_effects=missing,
+        unknown_reported=unknown,
+        resume_exit=code,
+        finished=finished,
+        seconds=round(time.perf_counter() - started, 2),
+    )
 
 
-def run_frameworks(*, workdir: Path | None = None, frameworks: Sequence[str] = tuple(FRAMEWORKS),
-                   scenarios: Sequence[str] = tuple(SCENARIOS), jobs: int | None = None,
-                   progress: Callable[[str], None] | None = None) -> FrameworksReport:
+def run_frameworks(
+    *,
+    workdir: Path | None = None,
+    frameworks: Sequence[str] = tuple(FRAMEWORKS),
+    scenarios: Sequence[str] = tuple(SCENARIOS),
+    jobs: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> FrameworksReport:
     """Every case of every installed framework (``jobs`` agents at a time)."""
     started = time.perf_counter()
     base = workdir or Path(tempfile.mkdtemp(prefix="continuum-frameworks-"))
-    skipped = {f: f"not installed: pip install 'continuum-recovery[{FRAMEWORKS[f][1]}]'"
-               for f in frameworks if not available(f)}
+    skipped = {
+        f: f"not installed: pip install 'continuum-recovery[{FRAMEWORKS[f][1]}]'"
+        for f in frameworks
+        if not available(f)
+    }
     todo = [(f, s, m) for f in frameworks if f not in skipped for s in scenarios for m in MODES]
 
     def one(case: tuple[str, str, str]) -> FrameworkCase:
@@ -231,41 +285,72 @@ def run_frameworks(*, workdir: Path | None = None, frameworks: Sequence[str] = t
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
-    return FrameworksReport(cases=cases, skipped=skipped,
-                            seconds=round(time.perf_counter() - started, 2))
+    return FrameworksReport(
+        cases=cases, skipped=skipped, seconds=round(time.perf_counter() - started, 2)
+    )
 
 
 def render(report: FrameworksReport) -> list[str]:
     """One table: each framework and scenario, alone and with continuum, side by side."""
-    lines = [f"Agent frameworks: a batch of {len(INVOICES)} invoices (one tool call each); the "
-             "agent is SIGKILLed, a fresh process resumes it.", ""]
+    lines = [
+        f"Agent frameworks: a batch of {len(INVOICES)} invoices (one tool call each); the "
+        "agent is SIGKILLed, a fresh process resumes it.",
+        "",
+    ]
     cell = {(c.framework, c.scenario, c.mode): c for c in report.cases}
-    headers = ["framework", "scenario", "alone: dup", "missing", "continuum: dup", "missing",
-               "unknown reported", "finished"]
+    headers = [
+        "framework",
+        "scenario",
+        "alone: dup",
+        "missing",
+        "continuum: dup",
+        "missing",
+        "unknown reported",
+        "finished",
+    ]
     rows: list[list[str]] = []
     for f in dict.fromkeys(c.framework for c in report.cases):
         for s in dict.fromkeys(c.scenario for c in report.cases):
             a, c = cell.get((f, s, "alone")), cell.get((f, s, "continuum"))
             if a is None or c is None:
                 continue
-            rows.append([f, s, str(a.duplicate_effects), str(a.missing_effects),
-                         str(c.duplicate_effects), str(c.missing_effects),
-                         ", ".join(c.unknown_reported) or "-",
-                         "yes" if c.finished and a.finished else
-                         f"alone {'yes' if a.finished else 'no'}, continuum "
-                         f"{'yes' if c.finished else 'no'}"])
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
+            rows.append(
+                [
+                    f,
+                    s,
+                    str(a.duplicate_effects),
+                    str(a.missing_effects),
+                    str(c.duplicate_effects),
+                    str(c.missing_effects),
+                    ", ".join(c.unknown_reported) or "-",
+                    "yes"
+                    if c.finished and a.finished
+                    else f"alone {'yes' if a.finished else 'no'}, continuum "
+                    f"{'yes' if c.finished else 'no'}",
+                ]
+            )
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
     for cells in (headers, ["-" * w for w in widths], *rows):
-        lines.append("  ".join(v.ljust(w) if i < 2 or i == 6 else v.rjust(w)
-                               for i, (v, w) in enumerate(zip(cells, widths, strict=True))).rstrip())
+        lines.append(
+            "  ".join(
+                v.ljust(w) if i < 2 or i == 6 else v.rjust(w)
+                for i, (v, w) in enumerate(zip(cells, widths, strict=True))
+            ).rstrip()
+        )
     lines.append("")
     for name, (_stop, what) in SCENARIOS.items():
         lines.append(f"  {name}: {what}")
     for f, why in report.skipped.items():
         lines.append(f"skipped {f}: {why}")
     total = sum(c.duplicate_effects for c in report.cases if c.mode == "continuum")
-    lines.append(("continuum: 0 duplicate effects, nothing missing, every run finished"
-                  if report.passed else f"FAILED: continuum shows {total} duplicate effect(s) "
-                  "or an unfinished run") + f"; {report.seconds:.1f} s")
+    lines.append(
+        (
+            "continuum: 0 duplicate effects, nothing missing, every run finished"
+            if report.passed
+            else f"FAILED: continuum shows {total} duplicate effect(s) or an unfinished run"
+        )
+        + f"; {report.seconds:.1f} s"
+    )
     return lines

@@ -86,29 +86,51 @@ def checks(scenarios: list[ScenarioResult], drift: list[DriftResult]) -> list[Ch
     for r in scenarios:
         if r.strategy != "continuum":
             continue
-        out.append(Check(name=f"{r.scenario}: no duplicate side effect",
-                         ok=r.duplicate_side_effects == 0,
-                         detail=f"{r.duplicate_side_effects} duplicate(s) of {r.side_effects}"))
-        out.append(Check(name=f"{r.scenario}: every item delivered", ok=r.missing_side_effects == 0,
-                         detail=f"{r.missing_side_effects} missing of {r.total}"))
-        out.append(Check(name=f"{r.scenario}: every stale dependency detected",
-                         ok=r.stale_detected == r.stale_dependencies,
-                         detail=f"{r.stale_detected} of {r.stale_dependencies} detected"))
+        out.append(
+            Check(
+                name=f"{r.scenario}: no duplicate side effect",
+                ok=r.duplicate_side_effects == 0,
+                detail=f"{r.duplicate_side_effects} duplicate(s) of {r.side_effects}",
+            )
+        )
+        out.append(
+            Check(
+                name=f"{r.scenario}: every item delivered",
+                ok=r.missing_side_effects == 0,
+                detail=f"{r.missing_side_effects} missing of {r.total}",
+            )
+        )
+        out.append(
+            Check(
+                name=f"{r.scenario}: every stale dependency detected",
+                ok=r.stale_detected == r.stale_dependencies,
+                detail=f"{r.stale_detected} of {r.stale_dependencies} detected",
+            )
+        )
     for d in drift:
-        if d.identity == "stable_key" or (d.identity == "fallback" and d.variant in FALLBACK_TOLERATES):
-            out.append(Check(name=f"drift {d.variant}: {d.identity} prevents the duplicate",
-                             ok=d.duplicate_side_effects == 0,
-                             detail=f"{d.deliveries} deliveries, matched by {d.matched_by}"))
+        if d.identity == "stable_key" or (
+            d.identity == "fallback" and d.variant in FALLBACK_TOLERATES
+        ):
+            out.append(
+                Check(
+                    name=f"drift {d.variant}: {d.identity} prevents the duplicate",
+                    ok=d.duplicate_side_effects == 0,
+                    detail=f"{d.deliveries} deliveries, matched by {d.matched_by}",
+                )
+            )
     return out
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+        return "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
 
     return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
@@ -119,20 +141,48 @@ def _kib(n: int) -> str:
 
 def render(report: BenchmarkReport) -> list[str]:
     """The readable tables (the TTY form of ``continuum benchmark``)."""
-    lines = [f"Recovery scenarios: a batch of {report.total} invoices; the first process is "
-             "SIGKILLed, a fresh one resumes.", ""]
+    lines = [
+        f"Recovery scenarios: a batch of {report.total} invoices; the first process is "
+        "SIGKILLed, a fresh one resumes.",
+        "",
+    ]
     rows = []
     for r in report.scenarios:
         ratio = f"{r.context_ratio:.1%}" if r.context_ratio is not None else "-"
-        rows.append([r.scenario, r.strategy, f"{r.duplicate_work_ratio:.1%}", str(r.side_effects),
-                     str(r.duplicate_side_effects), str(r.missing_side_effects),
-                     f"{r.stale_detected}/{r.stale_dependencies}",
-                     f"{_kib(r.context_bytes)} / {_kib(r.full_log_bytes)}", ratio,
-                     f"{r.verdict} -> {r.final_verdict}" if r.verdict else "-"])
-    lines += _table(["scenario", "strategy", "dup work", "effects", "dup effects", "missing",
-                     "stale found", "context / full log", "ratio", "verdict at restart -> end"], rows)
-    lines += ["", "Argument drift: INV-7 sent once, then again in drifted form "
-              "(duplicate side effects):", ""]
+        rows.append(
+            [
+                r.scenario,
+                r.strategy,
+                f"{r.duplicate_work_ratio:.1%}",
+                str(r.side_effects),
+                str(r.duplicate_side_effects),
+                str(r.missing_side_effects),
+                f"{r.stale_detected}/{r.stale_dependencies}",
+                f"{_kib(r.context_bytes)} / {_kib(r.full_log_bytes)}",
+                ratio,
+                f"{r.verdict} -> {r.final_verdict}" if r.verdict else "-",
+            ]
+        )
+    lines += _table(
+        [
+            "scenario",
+            "strategy",
+            "dup work",
+            "effects",
+            "dup effects",
+            "missing",
+            "stale found",
+            "context / full log",
+            "ratio",
+            "verdict at restart -> end",
+        ],
+        rows,
+    )
+    lines += [
+        "",
+        "Argument drift: INV-7 sent once, then again in drifted form (duplicate side effects):",
+        "",
+    ]
     variants = list(dict.fromkeys(d.variant for d in report.drift))
     identities = list(dict.fromkeys(d.identity for d in report.drift))
     cell = {(d.variant, d.identity): d for d in report.drift}
@@ -141,8 +191,11 @@ def render(report: BenchmarkReport) -> list[str]:
         row = [v, ""]
         for ident in identities:
             d = cell.get((v, ident))
-            row.append("-" if d is None else f"{d.duplicate_side_effects}"
-                       + (f" ({d.matched_by})" if d.matched_by else ""))
+            row.append(
+                "-"
+                if d is None
+                else f"{d.duplicate_side_effects}" + (f" ({d.matched_by})" if d.matched_by else "")
+            )
         drows.append(row)
     lines += _table(["variant", "", *identities], drows)
     lines += [""]
@@ -150,7 +203,13 @@ def render(report: BenchmarkReport) -> list[str]:
         if not c.ok:
             lines.append(f"FAILED  {c.name}: {c.detail}")
     passed = sum(c.ok for c in report.checks)
-    lines.append(f"{passed}/{len(report.checks)} checks hold"
-                 + (" (continuum: 0 duplicate side effects, every stale dependency detected)"
-                    if report.passed else "") + f"; {report.seconds:.1f} s")
+    lines.append(
+        f"{passed}/{len(report.checks)} checks hold"
+        + (
+            " (continuum: 0 duplicate side effects, every stale dependency detected)"
+            if report.passed
+            else ""
+        )
+        + f"; {report.seconds:.1f} s"
+    )
     return lines

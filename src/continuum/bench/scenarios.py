@@ -40,42 +40,83 @@ class Scenario:
 
 
 SCENARIOS = (
-    Scenario("process_crash", "killed between two items, half-way through the batch",
-             "between", lambda n: n // 2 - 1),
-    Scenario("dataset_change", "killed half-way; the declared dataset file changes before the "
-             "restart", "between", lambda n: n // 2 - 1, changes_dataset=True),
-    Scenario("unknown_side_effect", "killed after an invoice was delivered, before it was "
-             "recorded", "after_effect", lambda n: n // 2 - 1),
-    Scenario("partial_completion", "killed half-way after some deliveries were rejected "
-             f"(items i % {FAIL_EVERY} == 2 fail once and must be retried)", "between",
-             lambda n: n // 2 - 1, rejects_first=True),
-    Scenario("early_crash", "killed right after the first intercept, before any delivery",
-             "before_effect", lambda n: 0),
+    Scenario(
+        "process_crash",
+        "killed between two items, half-way through the batch",
+        "between",
+        lambda n: n // 2 - 1,
+    ),
+    Scenario(
+        "dataset_change",
+        "killed half-way; the declared dataset file changes before the restart",
+        "between",
+        lambda n: n // 2 - 1,
+        changes_dataset=True,
+    ),
+    Scenario(
+        "unknown_side_effect",
+        "killed after an invoice was delivered, before it was recorded",
+        "after_effect",
+        lambda n: n // 2 - 1,
+    ),
+    Scenario(
+        "partial_completion",
+        "killed half-way after some deliveries were rejected "
+        f"(items i % {FAIL_EVERY} == 2 fail once and must be retried)",
+        "between",
+        lambda n: n // 2 - 1,
+        rejects_first=True,
+    ),
+    Scenario(
+        "early_crash",
+        "killed right after the first intercept, before any delivery",
+        "before_effect",
+        lambda n: 0,
+    ),
 )
 SCENARIO_NAMES = tuple(s.name for s in SCENARIOS)
 
 
 class BenchError(ContinuumError):
     def __init__(self, message: str) -> None:
-        super().__init__(message, code="bench.failed",
-                         hint="run with --workdir DIR to keep the files and look at them")
+        super().__init__(
+            message,
+            code="bench.failed",
+            hint="run with --workdir DIR to keep the files and look at them",
+        )
 
 
 def write_dataset(path: Path, total: int, version: int) -> None:
     path.write_text("".join(f"{100 + i * version}.00\n" for i in range(total)), encoding="utf-8")
 
 
-def _spawn(root: Path, strategy: str, total: int, stop: str | None,
-           rejects: bool) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "continuum.bench.worker", str(root), "--strategy", strategy,
-           "--total", str(total)]
+def _spawn(
+    root: Path, strategy: str, total: int, stop: str | None, rejects: bool
+) -> subprocess.Popen[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "continuum.bench.worker",
+        str(root),
+        "--strategy",
+        strategy,
+        "--total",
+        str(total),
+    ]
     if stop:
         cmd += ["--stop", stop]
     if rejects:
         cmd.append("--reject-first")
     env = {k: v for k, v in os.environ.items() if k != "CONTINUUM_FAULTS"}
-    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+    return subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=root,
+    )
 
 
 def _kill_at_stop(proc: subprocess.Popen[str], stop: str) -> None:
@@ -93,8 +134,9 @@ def _kill_at_stop(proc: subprocess.Popen[str], stop: str) -> None:
     if not line.startswith("STOP "):
         proc.kill()
         _, err = proc.communicate(timeout=30)
-        raise BenchError(f"the worker never reached {stop} (exit {proc.returncode}): "
-                         f"{err.strip()[-400:]}")
+        raise BenchError(
+            f"the worker never reached {stop} (exit {proc.returncode}): {err.strip()[-400:]}"
+        )
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     for stream in (proc.stdin, proc.stdout, proc.stderr):
@@ -105,7 +147,9 @@ def _kill_at_stop(proc: subprocess.Popen[str], stop: str) -> None:
 def _finish(proc: subprocess.Popen[str]) -> None:
     _, err = proc.communicate(timeout=600)
     if proc.returncode != 0:
-        raise BenchError(f"the resumed worker failed (exit {proc.returncode}): {err.strip()[-600:]}")
+        raise BenchError(
+            f"the resumed worker failed (exit {proc.returncode}): {err.strip()[-600:]}"
+        )
 
 
 def _lines(path: Path) -> list[str]:
@@ -116,8 +160,10 @@ def _log_bytes(root: Path) -> int:
     """Bytes of the whole event log, as canonical JSON lines (what a transcript replay reads)."""
     rt = Continuum.open(str(root / "continuum.db"), create=False)
     try:
-        return sum(len(canonical_json(e.model_dump(mode="json")).encode("utf-8")) + 1
-                   for e in rt.store.iter_events(RUN))
+        return sum(
+            len(canonical_json(e.model_dump(mode="json")).encode("utf-8")) + 1
+            for e in rt.store.iter_events(RUN)
+        )
     finally:
         rt.close()
 
@@ -143,23 +189,36 @@ def run_scenario(scenario: Scenario, strategy: str, root: Path, total: int) -> S
     _finish(_spawn(root, strategy, total, None, scenario.rejects_first))
     finished = time.perf_counter()
 
-    result = parse_json((root / "result.json").read_text(encoding="utf-8")) if (
-        root / "result.json").exists() else {}
+    result = (
+        parse_json((root / "result.json").read_text(encoding="utf-8"))
+        if (root / "result.json").exists()
+        else {}
+    )
     counts = [len(_lines(root / "outbox" / f"invoice-{i}.txt")) for i in range(total)]
     work = [int(x) for x in _lines(root / "work.log")]
-    context = {"continuum": int(result.get("context_bytes", 0)), "full_replay": full_log,
-               "naive_checkpoint": naive_context}[strategy]
+    context = {
+        "continuum": int(result.get("context_bytes", 0)),
+        "full_replay": full_log,
+        "naive_checkpoint": naive_context,
+    }[strategy]
     stale_detected = len(result.get("stale_detected", []))
     return ScenarioResult(
-        scenario=scenario.name, strategy=strategy, total=total, killed_at=stop,
-        work_executions=len(work), duplicate_work=len(work) - len(set(work)),
-        side_effects=sum(counts), duplicate_side_effects=sum(max(c - 1, 0) for c in counts),
+        scenario=scenario.name,
+        strategy=strategy,
+        total=total,
+        killed_at=stop,
+        work_executions=len(work),
+        duplicate_work=len(work) - len(set(work)),
+        side_effects=sum(counts),
+        duplicate_side_effects=sum(max(c - 1, 0) for c in counts),
         missing_side_effects=sum(1 for c in counts if c == 0),
         stale_dependencies=1 if scenario.changes_dataset else 0,
         stale_detected=stale_detected,
         stale_components=len(result.get("invalidated", [])),
-        context_bytes=context, full_log_bytes=full_log,
-        verdict=result.get("verdict"), final_verdict=result.get("final_verdict"),
+        context_bytes=context,
+        full_log_bytes=full_log,
+        verdict=result.get("verdict"),
+        final_verdict=result.get("final_verdict"),
         uncertain_reported=int(result.get("uncertain_reported", 0)),
         reconciled=len(result.get("reconciled", [])),
         first_run_seconds=round(resumed_at - started, 3),
@@ -167,9 +226,14 @@ def run_scenario(scenario: Scenario, strategy: str, root: Path, total: int) -> S
     )
 
 
-def run_all(base: Path, total: int, *, scenarios: tuple[str, ...] = SCENARIO_NAMES,
-            strategies: tuple[str, ...] = STRATEGIES,
-            progress: Callable[[str], None] | None = None) -> list[ScenarioResult]:
+def run_all(
+    base: Path,
+    total: int,
+    *,
+    scenarios: tuple[str, ...] = SCENARIO_NAMES,
+    strategies: tuple[str, ...] = STRATEGIES,
+    progress: Callable[[str], None] | None = None,
+) -> list[ScenarioResult]:
     pairs = [(s, st) for s in SCENARIOS if s.name in scenarios for st in strategies]
     out = []
     for n, (scenario, strategy) in enumerate(pairs, 1):
@@ -177,8 +241,10 @@ def run_all(base: Path, total: int, *, scenarios: tuple[str, ...] = SCENARIO_NAM
             progress(f"[{n}/{len(pairs)}] {scenario.name} / {strategy} ...")
         r = run_scenario(scenario, strategy, base / scenario.name / strategy, total)
         if progress:
-            progress(f"[{n}/{len(pairs)}] {scenario.name} / {strategy}: "
-                     f"{r.duplicate_side_effects} duplicate side effects, "
-                     f"{r.missing_side_effects} missing ({r.first_run_seconds + r.resume_seconds:.1f} s)")
+            progress(
+                f"[{n}/{len(pairs)}] {scenario.name} / {strategy}: "
+                f"{r.duplicate_side_effects} duplicate side effects, "
+                f"{r.missing_side_effects} missing ({r.first_run_seconds + r.resume_seconds:.1f} s)"
+            )
         out.append(r)
     return out

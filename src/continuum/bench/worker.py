@@ -105,13 +105,29 @@ def _declare_dataset(rt: Continuum, b: Batch) -> None:
     """The dataset is a declared file dependency; what was derived from it cites it."""
     dep = f"file:{b.dataset}"
     rt.declare_dependencies(RUN, files=[str(b.dataset)])
-    rt.append(RUN, EventType.EVIDENCE_ADDED, {"evidence_id": "amounts", "dependencies": [dep],
-                                             "text": "invoice amounts read from the dataset"})
-    rt.append(RUN, EventType.FINDING_ADDED, {"finding_id": "batch-total", "evidence": ["amounts"],
-                                            "text": "the batch total"})
-    rt.append(RUN, EventType.DECISION_CREATED, {"decision_id": "send-batch",
-                                               "findings": ["batch-total"],
-                                               "text": "send every invoice of the batch"})
+    rt.append(
+        RUN,
+        EventType.EVIDENCE_ADDED,
+        {
+            "evidence_id": "amounts",
+            "dependencies": [dep],
+            "text": "invoice amounts read from the dataset",
+        },
+    )
+    rt.append(
+        RUN,
+        EventType.FINDING_ADDED,
+        {"finding_id": "batch-total", "evidence": ["amounts"], "text": "the batch total"},
+    )
+    rt.append(
+        RUN,
+        EventType.DECISION_CREATED,
+        {
+            "decision_id": "send-batch",
+            "findings": ["batch-total"],
+            "text": "send every invoice of the batch",
+        },
+    )
 
 
 def run_continuum(b: Batch) -> dict[str, Any]:
@@ -132,7 +148,11 @@ def run_continuum(b: Batch) -> dict[str, Any]:
         known = actions.get(key)
         if known is not None and known.status == ActionStatus.COMPLETED:
             continue  # the ledger says it is done: no work, no delivery
-        if known is not None and known.status == ActionStatus.FAILED and not out.get("stale_detected"):
+        if (
+            known is not None
+            and known.status == ActionStatus.FAILED
+            and not out.get("stale_detected")
+        ):
             amount = str(known.arguments["amount"])  # the recorded intent: no need to recompute
         else:
             amount = b.compute(i)
@@ -174,27 +194,40 @@ def _recover(rt: Continuum, b: Batch) -> dict[str, Any]:
     (b.root / "resume.json").write_text(context, encoding="utf-8")
     contract = rec.contract or {}
     deps = contract.get("evidence", {}).get("dependencies", {})
-    stale = sorted(n for n, s in deps.items()
-                   if s in (DependencyStatus.CHANGED, DependencyStatus.REMOVED))
+    stale = sorted(
+        n for n, s in deps.items() if s in (DependencyStatus.CHANGED, DependencyStatus.REMOVED)
+    )
     reconciled = []
     for action in rec.uncertain_actions:
         i = int(action["arguments"]["invoice"])
         occurred = b.delivered(i)  # look in the external system; never just redo it
-        rt.reconcile(RUN, action["action_key"], occurred=occurred,
-                     external_id=f"outbox:invoice-{i}" if occurred else None,
-                     note="checked the outbox")
+        rt.reconcile(
+            RUN,
+            action["action_key"],
+            occurred=occurred,
+            external_id=f"outbox:invoice-{i}" if occurred else None,
+            note="checked the outbox",
+        )
         reconciled.append({"item": i, "occurred": occurred})
     if stale:
         _declare_dataset(rt, b)  # refresh the dependency and re-derive what rested on it
-    return {"restarted": True, "verdict": rec.mode, "next_allowed_action": rec.next_allowed_action,
-            "uncertain_reported": len(rec.uncertain_actions), "reconciled": reconciled,
-            "stale_detected": stale,
-            "invalidated": [c["component"] for c in contract.get("invalidated_components", [])],
-            "context_bytes": len(context.encode("utf-8"))}
+    return {
+        "restarted": True,
+        "verdict": rec.mode,
+        "next_allowed_action": rec.next_allowed_action,
+        "uncertain_reported": len(rec.uncertain_actions),
+        "reconciled": reconciled,
+        "stale_detected": stale,
+        "invalidated": [c["component"] for c in contract.get("invalidated_components", [])],
+        "context_bytes": len(context.encode("utf-8")),
+    }
 
 
-RUNNERS = {"continuum": run_continuum, "full_replay": run_full_replay,
-           "naive_checkpoint": run_naive_checkpoint}
+RUNNERS = {
+    "continuum": run_continuum,
+    "full_replay": run_full_replay,
+    "naive_checkpoint": run_naive_checkpoint,
+}
 
 
 def parse_stop(text: str | None) -> tuple[str, int] | None:
@@ -212,8 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strategy", choices=STRATEGIES, required=True)
     ap.add_argument("--total", type=int, required=True)
     ap.add_argument("--stop", default=None, metavar="PHASE:INDEX")
-    ap.add_argument("--reject-first", action="store_true",
-                    help="the receiver rejects items i %% 5 == 2 on their first delivery")
+    ap.add_argument(
+        "--reject-first",
+        action="store_true",
+        help="the receiver rejects items i %% 5 == 2 on their first delivery",
+    )
     args = ap.parse_args(argv)
     batch = Batch(args.dir, args.total, parse_stop(args.stop), args.reject_first)
     result = RUNNERS[args.strategy](batch)

@@ -53,67 +53,90 @@ def _arguments_lines(a: ApprovalInfo, *, detail: bool) -> list[Line]:
     approval is bound to and where to read the rest: never cut silently."""
     if not detail:
         text = json_safe(json.dumps(a.arguments, ensure_ascii=False, sort_keys=True))
-        more = (f"  (shortened; in full: continuum approvals {as_typed(a.run_id)} --all --json)"
-                if len(text) > LIST_ARGUMENT_CHARS else "")
+        more = (
+            f"  (shortened; in full: continuum approvals {as_typed(a.run_id)} --all --json)"
+            if len(text) > LIST_ARGUMENT_CHARS
+            else ""
+        )
         return [f"    arguments: {quoted(text, limit=LIST_ARGUMENT_CHARS)}{more}"]
     pretty = json_safe(json.dumps(a.arguments, ensure_ascii=False, sort_keys=True, indent=2))
     shown = pretty[:PROMPT_ARGUMENT_CHARS]
-    lines: list[Line] = ["    arguments: in full, as JSON written by the agent (each line "
-                         "marked |):"]
+    lines: list[Line] = [
+        "    arguments: in full, as JSON written by the agent (each line marked |):"
+    ]
     # JSON quotes every string and escapes its newlines, so no value can end the block or
     # start a line of its own; ``render_line`` escapes any control character left.
     lines += [f"      | {line}" for line in shown.split("\n")]
     if len(pretty) > len(shown):
-        lines.append(f"    ARGUMENTS CUT: the first {len(shown)} of {len(pretty)} characters are "
-                     f"shown above. The approval is bound to arguments with sha256 digest "
-                     f"{a.arguments_hash}; read them all with `continuum approvals "
-                     f"{as_typed(a.run_id)} --all --json` before deciding")
+        lines.append(
+            f"    ARGUMENTS CUT: the first {len(shown)} of {len(pretty)} characters are "
+            f"shown above. The approval is bound to arguments with sha256 digest "
+            f"{a.arguments_hash}; read them all with `continuum approvals "
+            f"{as_typed(a.run_id)} --all --json` before deciding"
+        )
     return lines
 
 
 def approval_lines(a: ApprovalInfo, *, detail: bool = False) -> list[Line]:
     """An approval for a person: every agent-supplied value quoted and escaped."""
     what = quoted(a.action_key or a.action_type or a.id, limit=120)
-    head: list[Line] = [[Styled(a.id, bold=True),
-                         f"  run {quoted(a.run_id, limit=80)}  {what}  {a.status}"
-                         + origin_label(str(a.requested_by) if a.requested_by else None,
-                                        a.requested_sequence)]]
+    head: list[Line] = [
+        [
+            Styled(a.id, bold=True),
+            f"  run {quoted(a.run_id, limit=80)}  {what}  {a.status}"
+            + origin_label(str(a.requested_by) if a.requested_by else None, a.requested_sequence),
+        ]
+    ]
     lines: list[Line] = head
     if a.action_type is not None:
-        lines.append(f"    action type: {quoted(a.action_type, limit=120)}"
-                     + (f", key {quoted(a.key, limit=200)}" if a.key else ""))
+        lines.append(
+            f"    action type: {quoted(a.action_type, limit=120)}"
+            + (f", key {quoted(a.key, limit=200)}" if a.key else "")
+        )
     lines += _arguments_lines(a, detail=detail)
     if a.arguments_hash and detail:
         lines.append(f"    arguments sha256 digest: {a.arguments_hash}")
     if a.rule:
         lines.append(f"    asked by: {quoted(a.rule, limit=300)}")
     if a.status != "requested":
-        lines.append(f"    decision: {a.status}" + (f" ({a.scope})" if a.scope else "")
-                     + (f" by {a.decided_by}" if a.decided_by else "")
-                     + (f" at {a.decided_at}" if a.decided_at else "")
-                     + (f": {quoted(a.reason, limit=300)}" if a.reason else ""))
+        lines.append(
+            f"    decision: {a.status}"
+            + (f" ({a.scope})" if a.scope else "")
+            + (f" by {a.decided_by}" if a.decided_by else "")
+            + (f" at {a.decided_at}" if a.decided_at else "")
+            + (f": {quoted(a.reason, limit=300)}" if a.reason else "")
+        )
         if a.used_by:
             lines.append(f"    used by action {a.used_by}")
     elif not detail:
         lines.append(f"    decide: {decide_command(a.id)}")
     if a.ignored_decisions:
-        lines.append(f"    note: {a.ignored_decisions} decision(s) recorded by an agent were "
-                     "ignored (only a person decides)")
+        lines.append(
+            f"    note: {a.ignored_decisions} decision(s) recorded by an agent were "
+            "ignored (only a person decides)"
+        )
     return lines
 
 
 @click.command("approvals")
 @click.argument("run_id", required=False)
-@click.option("--all", "show_all", is_flag=True,
-              help="Also decided approvals, and those of finished runs.")
-@click.option("--rules", is_flag=True,
-              help="Show the approval rules that apply here (approvals.toml) instead.")
-@click.option("--limit", type=click.IntRange(1, MAX_PAGE), default=DEFAULT_APPROVALS,
-              show_default=True,
-              help="Show at most this many, oldest request first; says how many more exist.")
+@click.option(
+    "--all", "show_all", is_flag=True, help="Also decided approvals, and those of finished runs."
+)
+@click.option(
+    "--rules",
+    is_flag=True,
+    help="Show the approval rules that apply here (approvals.toml) instead.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_PAGE),
+    default=DEFAULT_APPROVALS,
+    show_default=True,
+    help="Show at most this many, oldest request first; says how many more exist.",
+)
 @common
-def approvals_cmd(s: Settings, run_id: str | None, show_all: bool, rules: bool,
-                  limit: int) -> None:
+def approvals_cmd(s: Settings, run_id: str | None, show_all: bool, rules: bool, limit: int) -> None:
     """List approvals waiting for a person's decision (of RUN, or of every run), in the
     order they were requested (oldest first), at most --limit of them.
 
@@ -123,11 +146,23 @@ def approvals_cmd(s: Settings, run_id: str | None, show_all: bool, rules: bool,
     rt = runtime(s)
     if rules:
         loaded = rt.approval_rules()
-        emit(s, {"sources": list(loaded.sources),
-                 "rules": [{"where": r.where, "action_type": r.action_type, "effect": r.effect,
-                            "match": {".".join(p): pat.pattern for p, pat in r.match},
-                            "description": r.description} for r in loaded.rules]},
-             loaded.explain())
+        emit(
+            s,
+            {
+                "sources": list(loaded.sources),
+                "rules": [
+                    {
+                        "where": r.where,
+                        "action_type": r.action_type,
+                        "effect": r.effect,
+                        "match": {".".join(p): pat.pattern for p, pat in r.match},
+                        "description": r.description,
+                    }
+                    for r in loaded.rules
+                ],
+            },
+            loaded.explain(),
+        )
         return
     every = rt.approvals(run_id, pending_only=not show_all, limit=MAX_PAGE)
     found, more = every[:limit], len(every) - min(limit, len(every))
@@ -141,28 +176,59 @@ def approvals_cmd(s: Settings, run_id: str | None, show_all: bool, rules: bool,
     elif pending:
         lines.append(f"{at_least}{len(pending)} waiting for a person's decision")
     if more:
-        lines.append(f"{at_least}{more} more not shown (oldest first; see them with --limit "
-                     f"{min(MAX_PAGE, limit + more)}, or decide these first)")
-    emit(s, {"approvals": [approval_json(a) for a in found], "pending": len(pending),
-             "shown": len(found), "more": more, "more_is_lower_bound": bool(at_least)},
-         lines, code=20 if pending else 0)
+        lines.append(
+            f"{at_least}{more} more not shown (oldest first; see them with --limit "
+            f"{min(MAX_PAGE, limit + more)}, or decide these first)"
+        )
+    emit(
+        s,
+        {
+            "approvals": [approval_json(a) for a in found],
+            "pending": len(pending),
+            "shown": len(found),
+            "more": more,
+            "more_is_lower_bound": bool(at_least),
+        },
+        lines,
+        code=20 if pending else 0,
+    )
 
 
 @click.command("decide")
 @click.argument("approval_id")
-@click.option("--allow/--deny", "allow", default=None,
-              help="Allow the call it is bound to (once, exactly those arguments), or deny it.")
+@click.option(
+    "--allow/--deny",
+    "allow",
+    default=None,
+    help="Allow the call it is bound to (once, exactly those arguments), or deny it.",
+)
 @click.option("--reason", default=None, help="Why (required; recorded with the decision).")
-@click.option("--scope", type=click.Choice(["call", "run"]), default="call", show_default=True,
-              help="call: exactly this call, once; run (allow only): this action type, any "
-                   "arguments, for the rest of the run.")
+@click.option(
+    "--scope",
+    type=click.Choice(["call", "run"]),
+    default="call",
+    show_default=True,
+    help="call: exactly this call, once; run (allow only): this action type, any "
+    "arguments, for the rest of the run.",
+)
 @click.option("--run", "run_id", default=None, help="The run, if two runs hold this id.")
-@click.option("--yes", "-y", is_flag=True,
-              help="Do not ask: for a person's own script. Without it, decide asks on a "
-                   "terminal and refuses when stdin is not one.")
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Do not ask: for a person's own script. Without it, decide asks on a "
+    "terminal and refuses when stdin is not one.",
+)
 @common
-def decide_cmd(s: Settings, approval_id: str, allow: bool | None, reason: str | None,
-               scope: str, run_id: str | None, yes: bool) -> None:
+def decide_cmd(
+    s: Settings,
+    approval_id: str,
+    allow: bool | None,
+    reason: str | None,
+    scope: str,
+    run_id: str | None,
+    yes: bool,
+) -> None:
     """As a person, allow or deny the call waiting under APPROVAL_ID.
 
     Recorded with origin human. Shows the call (its arguments exactly) and asks first;
@@ -170,29 +236,55 @@ def decide_cmd(s: Settings, approval_id: str, allow: bool | None, reason: str | 
     a person). A decision stands: a changed call asks again.
     """
     if allow is None:
-        raise UsageError("say what you decide: --allow or --deny", code="usage.missing_option",
-                         hint=f"e.g. continuum decide {approval_id} --allow --reason \"checked\"")
+        raise UsageError(
+            "say what you decide: --allow or --deny",
+            code="usage.missing_option",
+            hint=f'e.g. continuum decide {approval_id} --allow --reason "checked"',
+        )
     if reason is None:
-        raise UsageError("a decision needs a reason: --reason TEXT", code="usage.bad_reason",
-                         hint="say why; it is recorded with the decision")
+        raise UsageError(
+            "a decision needs a reason: --reason TEXT",
+            code="usage.bad_reason",
+            hint="say why; it is recorded with the decision",
+        )
     flag = "--allow" if allow else "--deny"
-    require_person(yes, "a decision on an approval",
-                   f"continuum decide {approval_id} {flag} --reason ...")
+    require_person(
+        yes, "a decision on an approval", f"continuum decide {approval_id} {flag} --reason ..."
+    )
     rt = runtime(s, origin=Origin.HUMAN)
     shown = rt.approval(approval_id, run_id=run_id)
     if not yes and shown.pending:
         write_lines(s, [AGENT_TEXT_NOTICE, *approval_lines(shown, detail=True)], err=True)
-        what = ("ALLOW this call once, with exactly these arguments" if allow and scope == "call"
-                else f"ALLOW every {shown.action_type} call for the rest of run {shown.run_id}"
-                if allow else "DENY this call")
+        what = (
+            "ALLOW this call once, with exactly these arguments"
+            if allow and scope == "call"
+            else f"ALLOW every {shown.action_type} call for the rest of run {shown.run_id}"
+            if allow
+            else "DENY this call"
+        )
         if not ask(s, f"Record, as a person: {what}?"):
-            raise UsageError("decision declined; nothing was recorded", code="usage.declined",
-                             hint="run it again when you have decided")
-    decided = rt.decide(shown.id, allow=allow, reason=reason, scope=scope, run_id=shown.run_id,
-                        expect_binding=shown.binding)
-    emit(s, {"approval": approval_json(decided)},
-         [f"approval {decided.id} is now {decided.status}"
-          + (f" ({decided.scope})" if decided.scope else "") + " (recorded as human)"])
+            raise UsageError(
+                "decision declined; nothing was recorded",
+                code="usage.declined",
+                hint="run it again when you have decided",
+            )
+    decided = rt.decide(
+        shown.id,
+        allow=allow,
+        reason=reason,
+        scope=scope,
+        run_id=shown.run_id,
+        expect_binding=shown.binding,
+    )
+    emit(
+        s,
+        {"approval": approval_json(decided)},
+        [
+            f"approval {decided.id} is now {decided.status}"
+            + (f" ({decided.scope})" if decided.scope else "")
+            + " (recorded as human)"
+        ],
+    )
 
 
 # -- the outbox --------------------------------------------------------------------------------
@@ -203,25 +295,38 @@ def outbox_json(row: OutboxRow) -> dict[str, Any]:
 
 
 def outbox_lines(row: OutboxRow) -> list[Line]:
-    lines: list[Line] = [f"{row.delivery_id}  {row.kind:<26} {row.status:<9} run "
-                         f"{quoted(row.run_id, limit=80)} seq {row.sequence}  attempts "
-                         f"{row.attempts}"]
+    lines: list[Line] = [
+        f"{row.delivery_id}  {row.kind:<26} {row.status:<9} run "
+        f"{quoted(row.run_id, limit=80)} seq {row.sequence}  attempts "
+        f"{row.attempts}"
+    ]
     summary = row.body.get("summary")
     if isinstance(summary, str):
         lines.append(f"    {summary}")  # built with every agent value quoted and escaped
     if row.delivered_to:
-        lines.append(f"    delivered to: {', '.join(quoted(n, limit=80) for n in row.delivered_to)}")
+        lines.append(
+            f"    delivered to: {', '.join(quoted(n, limit=80) for n in row.delivered_to)}"
+        )
     if row.last_error:
         lines.append(f"    last error: {quoted(row.last_error, limit=300)}")
     return lines
 
 
 @click.group("outbox", invoke_without_command=True)
-@click.option("--status", type=click.Choice(OUTBOX_STATUSES), default=None,
-              help="Only notifications with this status.")
+@click.option(
+    "--status",
+    type=click.Choice(OUTBOX_STATUSES),
+    default=None,
+    help="Only notifications with this status.",
+)
 @click.option("--run", "run_id", default=None, help="Only notifications about this run.")
-@click.option("--limit", type=click.IntRange(1, MAX_PAGE), default=100, show_default=True,
-              help="At most this many, newest first.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_PAGE),
+    default=100,
+    show_default=True,
+    help="At most this many, newest first.",
+)
 @common
 def outbox_group(s: Settings, status: str | None, run_id: str | None, limit: int) -> None:
     """Notifications for a person (pending approvals, unknown actions, runs that need a
@@ -234,26 +339,42 @@ def outbox_group(s: Settings, status: str | None, run_id: str | None, limit: int
     rt = runtime(s)
     rows = rt.outbox(status=status, run_id=run_id, limit=limit)
     counts = rt.outbox_counts()
-    lines: list[Line] = [f"{counts['pending']} pending, {counts['delivered']} delivered, "
-                         f"{counts['failed']} failed"]
+    lines: list[Line] = [
+        f"{counts['pending']} pending, {counts['delivered']} delivered, {counts['failed']} failed"
+    ]
     for row in rows:
         lines += outbox_lines(row)
-    emit(s, {"counts": counts, "notifications": [outbox_json(r) for r in rows]}, lines,
-         code=20 if counts["failed"] else 0)
+    emit(
+        s,
+        {"counts": counts, "notifications": [outbox_json(r) for r in rows]},
+        lines,
+        code=20 if counts["failed"] else 0,
+    )
 
 
 def _report_lines(report: DeliveryReport) -> list[Line]:
-    lines: list[Line] = [f"claimed {report.claimed}: {report.delivered} delivered, "
-                         f"{report.retrying} to retry, {report.failed} failed"]
+    lines: list[Line] = [
+        f"claimed {report.claimed}: {report.delivered} delivered, "
+        f"{report.retrying} to retry, {report.failed} failed"
+    ]
     lines += [f"  {quoted(e, limit=300)}" for e in report.errors[:20]]
     return lines
 
 
 @outbox_group.command("deliver")
-@click.option("--loop", is_flag=True,
-              help="Keep delivering until stopped (SIGTERM or Ctrl-C): run it as a service.")
-@click.option("--poll", "poll", type=click.FloatRange(min=0.05), default=2.0, show_default=True,
-              help="With --loop: seconds between passes.")
+@click.option(
+    "--loop",
+    is_flag=True,
+    help="Keep delivering until stopped (SIGTERM or Ctrl-C): run it as a service.",
+)
+@click.option(
+    "--poll",
+    "poll",
+    type=click.FloatRange(min=0.05),
+    default=2.0,
+    show_default=True,
+    help="With --loop: seconds between passes.",
+)
 @common
 def deliver_cmd(s: Settings, loop: bool, poll: float) -> None:
     """Send the notifications that are due to every configured webhook, at least once.
@@ -266,10 +387,12 @@ def deliver_cmd(s: Settings, loop: bool, poll: float) -> None:
     rt = runtime(s)
     config = rt.notify_config()
     if not config.webhooks:
-        raise UsageError("no webhooks are configured, so nothing can be delivered",
-                         code="outbox.no_webhooks",
-                         hint="add [[webhook]] url = \"https://...\" to .continuum/notify.toml "
-                              "(here or beside the store); notifications wait in the outbox")
+        raise UsageError(
+            "no webhooks are configured, so nothing can be delivered",
+            code="outbox.no_webhooks",
+            hint='add [[webhook]] url = "https://..." to .continuum/notify.toml '
+            "(here or beside the store); notifications wait in the outbox",
+        )
     total = DeliveryReport()
 
     def add(report: DeliveryReport) -> None:
@@ -297,10 +420,16 @@ def deliver_cmd(s: Settings, loop: bool, poll: float) -> None:
             if report.claimed < 50:
                 break
     counts = rt.outbox_counts()
-    emit(s, {"delivery": total.as_dict(), "counts": counts}, _report_lines(total)
-         + [f"outbox: {counts['pending']} pending, {counts['delivered']} delivered, "
-            f"{counts['failed']} failed"],
-         code=20 if total.retrying or total.failed else 0)
+    emit(
+        s,
+        {"delivery": total.as_dict(), "counts": counts},
+        _report_lines(total)
+        + [
+            f"outbox: {counts['pending']} pending, {counts['delivered']} delivered, "
+            f"{counts['failed']} failed"
+        ],
+        code=20 if total.retrying or total.failed else 0,
+    )
 
 
 @outbox_group.command("retry")
@@ -310,9 +439,11 @@ def deliver_cmd(s: Settings, loop: bool, poll: float) -> None:
 def retry_cmd(s: Settings, delivery_ids: tuple[str, ...], every: bool) -> None:
     """Put failed notifications (DELIVERY_IDS, or --all) back to pending, due now."""
     if bool(delivery_ids) == every:
-        raise UsageError("name the notifications to retry, or pass --all",
-                         code="usage.missing_option",
-                         hint="see them with `continuum outbox --status failed`")
+        raise UsageError(
+            "name the notifications to retry, or pass --all",
+            code="usage.missing_option",
+            hint="see them with `continuum outbox --status failed`",
+        )
     count = runtime(s).retry_outbox(None if every else list(delivery_ids))
     emit(s, {"requeued": count}, [f"{count} notification(s) back to pending"])
 

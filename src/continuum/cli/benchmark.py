@@ -18,19 +18,32 @@ def _progress(message: str) -> None:
 
 
 @click.command("benchmark")
-@click.option("--total", type=click.IntRange(4, 5000), default=40, show_default=True,
-              help="Invoices per batch (each scenario kills the first process half-way).")
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Keep every store, outbox and log here (default: a temporary directory, "
-                   "removed afterwards).")
+@click.option(
+    "--total",
+    type=click.IntRange(4, 5000),
+    default=40,
+    show_default=True,
+    help="Invoices per batch (each scenario kills the first process half-way).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep every store, outbox and log here (default: a temporary directory, "
+    "removed afterwards).",
+)
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
-@click.option("--frameworks", is_flag=True,
-              help="Instead: each installed agent framework (LangGraph, LangChain, OpenAI "
-                   "Agents, Pydantic AI) with and without continuum's adapter, SIGKILLed at the "
-                   "same points; duplicate and missing effects side by side.")
+@click.option(
+    "--frameworks",
+    is_flag=True,
+    help="Instead: each installed agent framework (LangGraph, LangChain, OpenAI "
+    "Agents, Pydantic AI) with and without continuum's adapter, SIGKILLed at the "
+    "same points; duplicate and missing effects side by side.",
+)
 @common_without_db
-def benchmark_cmd(s: Settings, total: int, workdir: Path | None, quiet: bool,
-                  frameworks: bool) -> None:
+def benchmark_cmd(
+    s: Settings, total: int, workdir: Path | None, quiet: bool, frameworks: bool
+) -> None:
     """Crash an agent for real and count what each recovery strategy repeats.
 
     Scenarios process_crash, dataset_change, unknown_side_effect, partial_completion

@@ -21,8 +21,10 @@ from continuum.untrusted import quoted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DB_HELP = "Store: a file path, sqlite:///abs/path.db or postgresql://... " \
-          "(default: $CONTINUUM_DB, else ./continuum.db)."
+DB_HELP = (
+    "Store: a file path, sqlite:///abs/path.db or postgresql://... "
+    "(default: $CONTINUUM_DB, else ./continuum.db)."
+)
 
 
 def common(f: F) -> F:
@@ -45,8 +47,13 @@ def common_without_db(f: F) -> F:
     """Add --json and --no-color (no --db: for a command that uses no store of ours) and
     pass the merged Settings first."""
 
-    @click.option("--json", "as_json", is_flag=True, default=False,
-                  help="Print exactly one JSON document on stdout.")
+    @click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        default=False,
+        help="Print exactly one JSON document on stdout.",
+    )
     @click.option("--no-color", "no_color", is_flag=True, default=False, help="No ANSI colour.")
     @functools.wraps(f)
     def wrapper(*args: Any, as_json: bool, no_color: bool, **kwargs: Any) -> Any:
@@ -61,8 +68,9 @@ def common_without_db(f: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def runtime(settings: Settings, *, create: bool = False,
-            origin: Origin = Origin.DETERMINISTIC) -> Continuum:
+def runtime(
+    settings: Settings, *, create: bool = False, origin: Origin = Origin.DETERMINISTIC
+) -> Continuum:
     rt = Continuum.open(resolve_url(settings.db), create=create, origin=origin)
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
@@ -75,8 +83,11 @@ def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
-            raise UsageError(f"--env {pair!r} is not name=value", code="usage.bad_env",
-                             hint="write --env dataset=v2 (repeat --env for more)")
+            raise UsageError(
+                f"--env {pair!r} is not name=value",
+                code="usage.bad_env",
+                hint="write --env dataset=v2 (repeat --env for more)",
+            )
         env[name] = value
     return env
 
@@ -88,11 +99,13 @@ def require_person(yes: bool, what: str, command: str) -> None:
     follows advice literally must not become a person by running them from a pipe.
     """
     if not yes and not (sys.stdin is not None and sys.stdin.isatty()):
-        raise UsageError(f"{what} records origin human and must be given by a person at a "
-                         "terminal; stdin is not a terminal and --yes was not given",
-                         code="usage.not_a_terminal",
-                         hint=f"a person must run `{command}` in a terminal; a person's own "
-                              "script may pass --yes")
+        raise UsageError(
+            f"{what} records origin human and must be given by a person at a "
+            "terminal; stdin is not a terminal and --yes was not given",
+            code="usage.not_a_terminal",
+            hint=f"a person must run `{command}` in a terminal; a person's own "
+            "script may pass --yes",
+        )
 
 
 def private_file(path: Path) -> TextIO:
@@ -124,4 +137,6 @@ def suggest_run(settings: Settings, err: ContinuumError) -> None:
     if close:
         match = by_folded[close[0]]
         err.fields["did_you_mean"] = match
-        err.hint = f"did you mean {quoted(match)}? " + (err.hint or "list runs with `continuum runs`")
+        err.hint = f"did you mean {quoted(match)}? " + (
+            err.hint or "list runs with `continuum runs`"
+        )

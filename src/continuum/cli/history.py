@@ -21,12 +21,27 @@ from continuum.projection import State, fold, project
 from continuum.untrusted import quoted
 
 # The action fields a person reads in a diff (owner, leases and sequences are bookkeeping).
-ACTION_FIELDS = ("action_key", "action_type", "status", "attempt", "replay", "external_id",
-                 "error", "note", "settled_by")
+ACTION_FIELDS = (
+    "action_key",
+    "action_type",
+    "status",
+    "attempt",
+    "replay",
+    "external_id",
+    "error",
+    "note",
+    "settled_by",
+)
 # (name in the JSON and the text, State attribute) of the keyed components, in display order.
-KEYED = (("finding", "findings"), ("decision", "decisions"), ("evidence", "evidence"),
-         ("work", "work"), ("approval", "approvals"), ("dependency", "dependencies"),
-         ("action", "actions"))
+KEYED = (
+    ("finding", "findings"),
+    ("decision", "decisions"),
+    ("evidence", "evidence"),
+    ("work", "work"),
+    ("approval", "approvals"),
+    ("dependency", "dependencies"),
+    ("action", "actions"),
+)
 
 
 def _comparable(state: State) -> dict[str, dict[str, Any]]:
@@ -36,8 +51,14 @@ def _comparable(state: State) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {
         "status": {"": str(state.status)},
         "goal": {"": state.goal.value} if state.goal else {},
-        "progress": {"": {"total": p.total, "completed": p.completed, "failed": p.failed,
-                          "pending": p.pending}},
+        "progress": {
+            "": {
+                "total": p.total,
+                "completed": p.completed,
+                "failed": p.failed,
+                "pending": p.pending,
+            }
+        },
         "plan": {"": state.plan} if state.plan else {},
         "model": {"": state.model} if state.model else {},
     }
@@ -47,8 +68,10 @@ def _comparable(state: State) -> dict[str, dict[str, Any]]:
             out[name] = {k: {f: getattr(a, f) for f in ACTION_FIELDS} for k, a in items.items()}
             out[name] = json.loads(json.dumps(out[name], default=str))  # enums as their values
         else:
-            out[name] = {k: v.model_dump(mode="json", exclude={"provenance", "id", "name"})
-                         for k, v in items.items()}
+            out[name] = {
+                k: v.model_dump(mode="json", exclude={"provenance", "id", "name"})
+                for k, v in items.items()
+            }
     return out
 
 
@@ -63,10 +86,21 @@ def state_changes(before: State, after: State) -> list[dict[str, Any]]:
             if was == now:
                 continue
             change = "added" if key not in a else "removed" if key not in b else "changed"
-            fields = (sorted(f for f in {*was, *now} if was.get(f) != now.get(f))
-                      if isinstance(was, dict) and isinstance(now, dict) else [])
-            changes.append({"component": component, "key": key or None, "change": change,
-                            "before": was, "after": now, "fields": fields})
+            fields = (
+                sorted(f for f in {*was, *now} if was.get(f) != now.get(f))
+                if isinstance(was, dict) and isinstance(now, dict)
+                else []
+            )
+            changes.append(
+                {
+                    "component": component,
+                    "key": key or None,
+                    "change": change,
+                    "before": was,
+                    "after": now,
+                    "fields": fields,
+                }
+            )
     return changes
 
 
@@ -82,8 +116,11 @@ def _value(value: Any) -> str:
 
 
 def _fields(value: dict[str, Any]) -> str:
-    shown = [f"{f} {_value(v)}" for f, v in value.items()
-             if v not in (None, "", [], {}) and f != "action_key"]
+    shown = [
+        f"{f} {_value(v)}"
+        for f, v in value.items()
+        if v not in (None, "", [], {}) and f != "action_key"
+    ]
     return ", ".join(shown) or "-"
 
 
@@ -97,19 +134,35 @@ def change_line(c: dict[str, Any]) -> str:
         return f"{name}: added " + (_fields(now) if isinstance(now, dict) else _value(now))
     if c["change"] == "removed":
         was = c["before"]
-        return f"{name}: removed (was " + (_fields(was) if isinstance(was, dict) else _value(was)) + ")"
+        return (
+            f"{name}: removed (was "
+            + (_fields(was) if isinstance(was, dict) else _value(was))
+            + ")"
+        )
     if c["fields"]:
         return f"{name}: changed " + ", ".join(
-            f"{f} {_value(c['before'].get(f))} -> {_value(c['after'].get(f))}" for f in c["fields"])
+            f"{f} {_value(c['before'].get(f))} -> {_value(c['after'].get(f))}" for f in c["fields"]
+        )
     return f"{name}: changed {_value(c['before'])} -> {_value(c['after'])}"
 
 
 @click.command("diff")
 @click.argument("run_id")
-@click.option("--from", "start", type=click.IntRange(min=0), default=0, show_default=True,
-              help="The earlier point: the state after event SEQ (0: before the first).")
-@click.option("--to", "end", type=click.IntRange(min=0), default=None,
-              help="The later point: the state after event SEQ (default: the head).")
+@click.option(
+    "--from",
+    "start",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="The earlier point: the state after event SEQ (0: before the first).",
+)
+@click.option(
+    "--to",
+    "end",
+    type=click.IntRange(min=0),
+    default=None,
+    help="The later point: the state after event SEQ (default: the head).",
+)
 @common
 def diff_cmd(s: Settings, run_id: str, start: int, end: int | None) -> None:
     """How RUN's semantic state changed between two sequences: goal, progress, findings,
@@ -119,11 +172,17 @@ def diff_cmd(s: Settings, run_id: str, start: int, end: int | None) -> None:
     head = rt.store.get_run(run_id).head_sequence
     end = head if end is None else end
     if max(start, end) > head:
-        raise UsageError(f"run {run_id} has no event {max(start, end)} (its head is {head})",
-                         code="usage.bad_sequence", hint=f"use sequences from 0 to {head}")
+        raise UsageError(
+            f"run {run_id} has no event {max(start, end)} (its head is {head})",
+            code="usage.bad_sequence",
+            hint=f"use sequences from 0 to {head}",
+        )
     if start > end:
-        raise UsageError(f"--from {start} is after --to {end}", code="usage.bad_sequence",
-                         hint="give the earlier sequence as --from")
+        raise UsageError(
+            f"--from {start} is after --to {end}",
+            code="usage.bad_sequence",
+            hint="give the earlier sequence as --from",
+        )
     # The full fold, settled actions included (the runtime's state keeps only open ones):
     # events 1..end, each verified as it is read, folded once through ``start``.
     events = list(rt.store.iter_raw(run_id, upto=end))
@@ -151,21 +210,43 @@ def history_cmd(s: Settings, run_id: str) -> None:
         base = {"sequence": e.sequence, "time": e.timestamp, "origin": str(e.source)}
         if e.type == EventType.CHECKPOINTED:
             through, reason = e.payload.get("through_sequence"), e.payload.get("reason")
-            entries.append({"kind": "checkpoint", **base, "through_sequence": through,
-                            "reason": reason if isinstance(reason, str) else None})
-            lines.append(f"{e.sequence:>6}  {e.timestamp}  checkpoint through {_value(through)}"
-                         + (f", reason {quoted(reason)}" if isinstance(reason, str) else "")
-                         + origin_label(str(e.source)))
+            entries.append(
+                {
+                    "kind": "checkpoint",
+                    **base,
+                    "through_sequence": through,
+                    "reason": reason if isinstance(reason, str) else None,
+                }
+            )
+            lines.append(
+                f"{e.sequence:>6}  {e.timestamp}  checkpoint through {_value(through)}"
+                + (f", reason {quoted(reason)}" if isinstance(reason, str) else "")
+                + origin_label(str(e.source))
+            )
         elif (c := confirmations.get(e.sequence)) is not None:
-            entries.append({"kind": "confirmation", **base, "through_sequence": c.through_sequence,
-                            "scope": c.scope, "counted": c.counted})
-            lines.append(f"{e.sequence:>6}  {e.timestamp}  confirmation through "
-                         f"{c.through_sequence} of {', '.join(quoted(x) for x in c.scope)}, "
-                         f"origin {c.origin}"
-                         + ("" if c.counted else " (not counted: only a person's confirmation "
-                                                 "covers self-reported state)"))
-    head = [f"run {run_id}: {sum(x['kind'] == 'checkpoint' for x in entries)} checkpoint(s), "
-            f"{sum(x['kind'] == 'confirmation' for x in entries)} confirmation(s)"]
+            entries.append(
+                {
+                    "kind": "confirmation",
+                    **base,
+                    "through_sequence": c.through_sequence,
+                    "scope": c.scope,
+                    "counted": c.counted,
+                }
+            )
+            lines.append(
+                f"{e.sequence:>6}  {e.timestamp}  confirmation through "
+                f"{c.through_sequence} of {', '.join(quoted(x) for x in c.scope)}, "
+                f"origin {c.origin}"
+                + (
+                    ""
+                    if c.counted
+                    else " (not counted: only a person's confirmation covers self-reported state)"
+                )
+            )
+    head = [
+        f"run {run_id}: {sum(x['kind'] == 'checkpoint' for x in entries)} checkpoint(s), "
+        f"{sum(x['kind'] == 'confirmation' for x in entries)} confirmation(s)"
+    ]
     emit(s, {"run_id": run_id, "history": entries}, head + lines)
 
 

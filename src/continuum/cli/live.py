@@ -72,8 +72,9 @@ def _json_line(document: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def follow_events(s: Settings, rt: Continuum, run_id: str, after: int, *,
-                  line: Callable[[Event], Line]) -> NoReturn:
+def follow_events(
+    s: Settings, rt: Continuum, run_id: str, after: int, *, line: Callable[[Event], Line]
+) -> NoReturn:
     """Print the events after ``after``, then each new one as it is appended, until Ctrl-C.
 
     Only the head is looked at while nothing changes; the log is read past the last
@@ -108,14 +109,18 @@ def _focus(runs: list[RunInfo], wanted: str | None) -> str | None:
     return pool[-1].run_id if pool else None
 
 
-def _frame(rt: Continuum, runs: list[RunInfo], run_id: str | None) -> tuple[dict[str, Any], list[Line]]:
+def _frame(
+    rt: Continuum, runs: list[RunInfo], run_id: str | None
+) -> tuple[dict[str, Any], list[Line]]:
     """What `watch` shows now, as data and as lines (every agent value quoted)."""
     active = sum(r.status == RunStatus.ACTIVE for r in runs)
     lines: list[Line] = [f"runs: {len(runs)} ({active} active)"]
     for r in runs[-MAX_RUNS_SHOWN:]:
         mark = "*" if r.run_id == run_id else " "
-        lines.append(f" {mark} {quoted(r.run_id, limit=40):<26} {r.status:<10} "
-                     f"head {r.head_sequence:<7} {shown(r.goal, limit=60)}")
+        lines.append(
+            f" {mark} {quoted(r.run_id, limit=40):<26} {r.status:<10} "
+            f"head {r.head_sequence:<7} {shown(r.goal, limit=60)}"
+        )
     if len(runs) > MAX_RUNS_SHOWN:
         lines.append(f"   ... and {len(runs) - MAX_RUNS_SHOWN} earlier (`continuum runs`)")
     data: dict[str, Any] = {"runs": [r.model_dump(mode="json") for r in runs], "run": None}
@@ -129,40 +134,67 @@ def _frame(rt: Continuum, runs: list[RunInfo], run_id: str | None) -> tuple[dict
     # the verdict: listing every action of a long run to find them would cost the history).
     uncertain = {u["action_id"] for u in recovery.uncertain_actions}
     unresolved = [a for a in state.actions.values() if a.needs_human]
-    interrupted = {a.action_id for a in unresolved
-                   if a.status == ActionStatus.STARTED and a.action_id in uncertain}
+    interrupted = {
+        a.action_id
+        for a in unresolved
+        if a.status == ActionStatus.STARTED and a.action_id in uncertain
+    }
     unreviewed = state.unreviewed()
     p = state.progress
-    lines += ["", [Styled(f"run {run_id}", bold=True), f"  [{state.status}]  head {info.head_sequence}"],
-              "goal: " + (shown(state.goal.value) + provenance_label(state.goal.provenance)
-                          if state.goal else "-"),
-              f"progress: {p.completed}/{'?' if p.total is None else p.total} completed, "
-              f"{p.failed} failed, {p.pending} pending" + provenance_label(p.provenance),
-              f"unresolved actions: {len(unresolved)}"]
+    lines += [
+        "",
+        [Styled(f"run {run_id}", bold=True), f"  [{state.status}]  head {info.head_sequence}"],
+        "goal: "
+        + (
+            shown(state.goal.value) + provenance_label(state.goal.provenance) if state.goal else "-"
+        ),
+        f"progress: {p.completed}/{'?' if p.total is None else p.total} completed, "
+        f"{p.failed} failed, {p.pending} pending" + provenance_label(p.provenance),
+        f"unresolved actions: {len(unresolved)}",
+    ]
     human: list[Line] = []
     for a in unresolved:
         status = "unknown (interrupted)" if a.action_id in interrupted else str(a.status)
         lines.append(f"  {quoted(a.action_key, limit=80)}: {status}, attempt {a.attempt}")
-        human.append(f"  reconcile {quoted(a.action_key, limit=80)}: continuum reconcile "
-                     f"{run_id} {a.action_id} --occurred|--not-occurred")
+        human.append(
+            f"  reconcile {quoted(a.action_key, limit=80)}: continuum reconcile "
+            f"{run_id} {a.action_id} --occurred|--not-occurred"
+        )
     if unreviewed:
-        human.append(f"  confirm {', '.join(unreviewed)} (self-reported, not yet confirmed): "
-                     f"continuum confirm {run_id}")
+        human.append(
+            f"  confirm {', '.join(unreviewed)} (self-reported, not yet confirmed): "
+            f"continuum confirm {run_id}"
+        )
     lines += ["needs a person:" if human else "needs a person: nothing", *human]
     if not recovery.safe and recovery.required_actions:
         lines.append("required before it may resume, in order:")
         lines += [f"  {i}. {step}" for i, step in enumerate(recovery.required_actions, 1)]
-    lines.append([verdict_styled("verdict", recovery.mode),
-                  f"  next allowed action: {recovery.next_allowed_action or '-'}"])
+    lines.append(
+        [
+            verdict_styled("verdict", recovery.mode),
+            f"  next allowed action: {recovery.next_allowed_action or '-'}",
+        ]
+    )
     data["run"] = {
-        "run_id": run_id, "status": str(state.status), "head_sequence": info.head_sequence,
+        "run_id": run_id,
+        "status": str(state.status),
+        "head_sequence": info.head_sequence,
         "goal": state.goal.value if state.goal else None,
         "progress": p.model_dump(mode="json", exclude={"provenance"}),
-        "unresolved_actions": [{"action_id": a.action_id, "action_key": a.action_key,
-                                "status": str(a.status), "interrupted": a.action_id in interrupted}
-                               for a in unresolved],
-        "confirmation_needed": list(unreviewed), "required_actions": recovery.required_actions,
-        "verdict": recovery.mode, "next_allowed_action": recovery.next_allowed_action}
+        "unresolved_actions": [
+            {
+                "action_id": a.action_id,
+                "action_key": a.action_key,
+                "status": str(a.status),
+                "interrupted": a.action_id in interrupted,
+            }
+            for a in unresolved
+        ],
+        "confirmation_needed": list(unreviewed),
+        "required_actions": recovery.required_actions,
+        "verdict": recovery.mode,
+        "next_allowed_action": recovery.next_allowed_action,
+    }
     return data, lines
 
 
@@ -170,8 +202,12 @@ def _draw(s: Settings, header: str, lines: list[Line], *, tty: bool, first: bool
     color = use_color(s)
     rendered = [render_line(line, color=color) for line in [header, *lines]]
     if tty:
-        sys.stdout.write((CLEAR if first else "") + HOME
-                         + "".join(text + ERASE_LINE + "\n" for text in rendered) + ERASE_BELOW)
+        sys.stdout.write(
+            (CLEAR if first else "")
+            + HOME
+            + "".join(text + ERASE_LINE + "\n" for text in rendered)
+            + ERASE_BELOW
+        )
     else:
         sys.stdout.write(("" if first else "\n") + "".join(text + "\n" for text in rendered))
     sys.stdout.flush()
@@ -179,8 +215,13 @@ def _draw(s: Settings, header: str, lines: list[Line], *, tty: bool, first: bool
 
 @click.command("watch")
 @click.argument("run_id", required=False)
-@click.option("--interval", type=click.FloatRange(min=0.05, max=60), default=1.0,
-              show_default=True, help="Longest wait, in seconds, between two looks at the store.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05, max=60),
+    default=1.0,
+    show_default=True,
+    help="Longest wait, in seconds, between two looks at the store.",
+)
 @click.option("--once", is_flag=True, help="Show one frame and exit.")
 @common
 def watch_cmd(s: Settings, run_id: str | None, interval: float, once: bool) -> None:
@@ -211,8 +252,13 @@ def watch_cmd(s: Settings, run_id: str | None, interval: float, once: bool) -> N
                     _json_line({"ok": True, "store": store, **data})
                 else:
                     at = datetime.now(UTC).strftime("%H:%M:%S UTC")
-                    _draw(s, f"continuum watch: {store}  ({at}; Ctrl-C to quit)", lines,
-                          tty=tty, first=seen is None)
+                    _draw(
+                        s,
+                        f"continuum watch: {store}  ({at}; Ctrl-C to quit)",
+                        lines,
+                        tty=tty,
+                        first=seen is None,
+                    )
                 seen = heads
                 backoff.changed()
             backoff.wait()

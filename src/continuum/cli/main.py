@@ -35,17 +35,25 @@ from continuum.version import __version__
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name="continuum")
-@click.option("--db", metavar="URL", default=None,
-              help="Store: path, sqlite:///abs/path.db or postgresql://... "
-                   "(default: $CONTINUUM_DB, else ./continuum.db).")
+@click.option(
+    "--db",
+    metavar="URL",
+    default=None,
+    help="Store: path, sqlite:///abs/path.db or postgresql://... "
+    "(default: $CONTINUUM_DB, else ./continuum.db).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON document on stdout.")
 @click.option("--no-color", is_flag=True, help="No ANSI colour (also: NO_COLOR).")
-@click.option("--log-level", metavar="LEVEL", default=None,
-              help=f"Log level on stderr: {', '.join(LEVELS)} (default: $CONTINUUM_LOG_LEVEL, "
-                   "else warning).")
+@click.option(
+    "--log-level",
+    metavar="LEVEL",
+    default=None,
+    help=f"Log level on stderr: {', '.join(LEVELS)} (default: $CONTINUUM_LOG_LEVEL, else warning).",
+)
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, as_json: bool, no_color: bool,
-        log_level: str | None) -> None:
+def cli(
+    ctx: click.Context, db: str | None, as_json: bool, no_color: bool, log_level: str | None
+) -> None:
     """continuum: crash recovery for AI agents.
 
     Every run keeps a hash-chained event log; side effects go through an action
@@ -61,12 +69,29 @@ def cli(ctx: click.Context, db: str | None, as_json: bool, no_color: bool,
     try:
         configure(log_level)
     except BadLogLevel as e:
-        raise UsageError(str(e), code="usage.bad_log_level",
-                         hint="e.g. --log-level info (the default is warning)") from e
+        raise UsageError(
+            str(e),
+            code="usage.bad_log_level",
+            hint="e.g. --log-level info (the default is warning)",
+        ) from e
 
 
-for module in (runs, recovery, ledger, integrity, history, live, mcp_install, hooks, transfer,
-               prune, approvals, operations, benchmark, ui):
+for module in (
+    runs,
+    recovery,
+    ledger,
+    integrity,
+    history,
+    live,
+    mcp_install,
+    hooks,
+    transfer,
+    prune,
+    approvals,
+    operations,
+    benchmark,
+    ui,
+):
     for command in module.COMMANDS:
         cli.add_command(command)
 
@@ -79,8 +104,9 @@ class Interrupted(ContinuumError):
 
 
 def interrupted(settings: Settings) -> int:
-    return emit_error(settings, Interrupted(
-        "interrupted (Ctrl-C); what was already recorded stays recorded"))
+    return emit_error(
+        settings, Interrupted("interrupted (Ctrl-C); what was already recorded stays recorded")
+    )
 
 
 def run(argv: list[str]) -> int:
@@ -110,12 +136,24 @@ def run(argv: list[str]) -> int:
     except KeyboardInterrupt:  # outside click's own handling (e.g. while an error is written)
         return interrupted(settings)
     except click.ClickException as e:
-        return emit_error(settings, UsageError(e.format_message(), code="usage.invalid",
-                                               hint="see `continuum --help` or `continuum COMMAND --help`"))
+        return emit_error(
+            settings,
+            UsageError(
+                e.format_message(),
+                code="usage.invalid",
+                hint="see `continuum --help` or `continuum COMMAND --help`",
+            ),
+        )
     except Exception as e:  # unexpected: one clear line, the traceback only in the log
         get_logger("continuum.cli").error("unexpected_failure", error=repr(e))
-        return emit_error(settings, ContinuumError(f"unexpected failure: {type(e).__name__}: {e}",
-                                                   code="internal", hint="this is a bug; please report it"))
+        return emit_error(
+            settings,
+            ContinuumError(
+                f"unexpected failure: {type(e).__name__}: {e}",
+                code="internal",
+                hint="this is a bug; please report it",
+            ),
+        )
 
 
 def main() -> None:

@@ -55,13 +55,18 @@ def allowlist_name(name: str) -> str:
     Spaces are fine ("Kilo Code"); a comma would split the name in two, and control,
     bidi or invisible characters are refused by the server at start-up.
     """
-    hint = ("give the exact clientInfo.name the host sends; spaces are fine, commas and "
-            "control, bidi or invisible characters are not")
+    hint = (
+        "give the exact clientInfo.name the host sends; spaces are fine, commas and "
+        "control, bidi or invisible characters are not"
+    )
     check_identifier(name, what="client name", code="usage.bad_client_name", hint=hint)
     if "," in name:
-        raise UsageError(f"client name {quoted(name, limit=80)} contains a comma, which "
-                         f"separates names in {ALLOW_ENV}", code="usage.bad_client_name",
-                         hint=hint)
+        raise UsageError(
+            f"client name {quoted(name, limit=80)} contains a comma, which "
+            f"separates names in {ALLOW_ENV}",
+            code="usage.bad_client_name",
+            hint=hint,
+        )
     return name
 
 
@@ -103,7 +108,7 @@ def strip_json_comments(text: str) -> tuple[str, bool]:
         c = text[i]
         if in_string:
             if c == "\\":
-                out.append(text[i:i + 2])
+                out.append(text[i : i + 2])
                 i += 2
                 continue
             in_string = c != '"'
@@ -116,7 +121,7 @@ def strip_json_comments(text: str) -> tuple[str, bool]:
             i, found = end, True
             continue
         elif text.startswith("/*", i) and (close := text.find("*/", i + 2)) >= 0:
-            out.append("".join(ch if ch == "\n" else " " for ch in text[i:close + 2]))
+            out.append("".join(ch if ch == "\n" else " " for ch in text[i : close + 2]))
             i, found = close + 2, True
             continue
         out.append(c)
@@ -134,21 +139,28 @@ def read_config(path: Path, *, comments: bool = False) -> tuple[dict[str, Any], 
         return {}, False
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) else "it is not UTF-8"
-        raise UsageError(f"cannot read {path} ({reason}); it was left untouched",
-                         code="usage.bad_config_file",
-                         hint="fix or move the file, or use --print and merge by hand") from e
+        raise UsageError(
+            f"cannot read {path} ({reason}); it was left untouched",
+            code="usage.bad_config_file",
+            hint="fix or move the file, or use --print and merge by hand",
+        ) from e
     found = False
     if comments:
         text, found = strip_json_comments(text)
     try:
         config = json.loads(text) if text.strip() else {}
     except ValueError as e:
-        raise UsageError(f"{path} is not valid JSON ({e}); it was left untouched",
-                         code="usage.bad_config_file",
-                         hint="fix or move the file, or use --print and merge by hand") from e
+        raise UsageError(
+            f"{path} is not valid JSON ({e}); it was left untouched",
+            code="usage.bad_config_file",
+            hint="fix or move the file, or use --print and merge by hand",
+        ) from e
     if not isinstance(config, dict) or not isinstance(config.get("mcpServers", {}), dict):
-        raise UsageError(f"{path} does not hold a JSON object with an mcpServers object",
-                         code="usage.bad_config_file", hint="use --print and merge by hand")
+        raise UsageError(
+            f"{path} does not hold a JSON object with an mcpServers object",
+            code="usage.bad_config_file",
+            hint="use --print and merge by hand",
+        )
     return config, found
 
 
@@ -173,14 +185,25 @@ def check_comments(s: Settings, path: Path, *, found: bool, print_only: bool, fo
     if not found:
         return
     if not (print_only or force):
-        raise UsageError(f"{path} has comments, which writing it would drop; it was left "
-                         "untouched", code="usage.config_has_comments",
-                         hint="pass --force to write it without its comments, or --print to "
-                              "see the result and merge by hand")
+        raise UsageError(
+            f"{path} has comments, which writing it would drop; it was left untouched",
+            code="usage.config_has_comments",
+            hint="pass --force to write it without its comments, or --print to "
+            "see the result and merge by hand",
+        )
     if not s.json:
-        write_lines(s, [f"note: {path} has comments; "
-                        + ("the configuration printed has none" if print_only
-                           else "they are dropped from the file written now")], err=True)
+        write_lines(
+            s,
+            [
+                f"note: {path} has comments; "
+                + (
+                    "the configuration printed has none"
+                    if print_only
+                    else "they are dropped from the file written now"
+                )
+            ],
+            err=True,
+        )
 
 
 @click.group("mcp")
@@ -189,19 +212,42 @@ def mcp_group() -> None:
 
 
 @mcp_group.command("install")
-@click.option("--client", "client", type=click.Choice(sorted(CLIENTS)), required=True,
-              help="The host to configure.")
+@click.option(
+    "--client",
+    "client",
+    type=click.Choice(sorted(CLIENTS)),
+    required=True,
+    help="The host to configure.",
+)
 @click.option("--print", "print_only", is_flag=True, help="Print the configuration, write nothing.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="The configuration file to merge into (default: the host's project file).")
-@click.option("--client-name", "client_names", multiple=True,
-              help="Allow this clientInfo name instead of the host's defaults (repeatable; "
-                   "spaces are fine, e.g. \"Kilo Code\"; no commas).")
-@click.option("--force", is_flag=True,
-              help="Write a file that has comments (Gemini CLI allows them): they are dropped.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The configuration file to merge into (default: the host's project file).",
+)
+@click.option(
+    "--client-name",
+    "client_names",
+    multiple=True,
+    help="Allow this clientInfo name instead of the host's defaults (repeatable; "
+    'spaces are fine, e.g. "Kilo Code"; no commas).',
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Write a file that has comments (Gemini CLI allows them): they are dropped.",
+)
 @common
-def install_cmd(s: Settings, client: str, print_only: bool, config_path: str | None,
-                client_names: tuple[str, ...], force: bool) -> None:
+def install_cmd(
+    s: Settings,
+    client: str,
+    print_only: bool,
+    config_path: str | None,
+    client_names: tuple[str, ...],
+    force: bool,
+) -> None:
     """Write (or print) CLIENT's MCP configuration for this server.
 
     The store is --db / CONTINUUM_DB / ./continuum.db made absolute; the allowlist
@@ -217,26 +263,48 @@ def install_cmd(s: Settings, client: str, print_only: bool, config_path: str | N
     config = with_server(before, entry)
     check_comments(s, path, found=commented, print_only=print_only, force=force)
     if print_only:
-        emit(s, {"client": client, "path": str(path), "config": config, "written": False},
-             json.dumps(config, indent=2))
+        emit(
+            s,
+            {"client": client, "path": str(path), "config": config, "written": False},
+            json.dumps(config, indent=2),
+        )
         return
     write_config(path, config)
-    emit(s, {"client": client, "path": str(path.absolute()), "config": config, "written": True},
-         [f"wrote {path} (server '{SERVER_NAME}', allowlist: {', '.join(names)})",
-          "restart the host, then ask it to call continuum_resume"])
+    emit(
+        s,
+        {"client": client, "path": str(path.absolute()), "config": config, "written": True},
+        [
+            f"wrote {path} (server '{SERVER_NAME}', allowlist: {', '.join(names)})",
+            "restart the host, then ask it to call continuum_resume",
+        ],
+    )
 
 
 @mcp_group.command("uninstall")
-@click.option("--client", "client", type=click.Choice(sorted(CLIENTS)), required=True,
-              help="The host whose configuration loses the server.")
+@click.option(
+    "--client",
+    "client",
+    type=click.Choice(sorted(CLIENTS)),
+    required=True,
+    help="The host whose configuration loses the server.",
+)
 @click.option("--print", "print_only", is_flag=True, help="Print the configuration, write nothing.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="The configuration file (default: the host's project file).")
-@click.option("--force", is_flag=True,
-              help="Write a file that has comments (Gemini CLI allows them): they are dropped.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The configuration file (default: the host's project file).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Write a file that has comments (Gemini CLI allows them): they are dropped.",
+)
 @common
-def uninstall_cmd(s: Settings, client: str, print_only: bool, config_path: str | None,
-                  force: bool) -> None:
+def uninstall_cmd(
+    s: Settings, client: str, print_only: bool, config_path: str | None, force: bool
+) -> None:
     """Remove the continuum server from CLIENT's MCP configuration; nothing else changes.
 
     Other servers and settings are kept (an mcpServers object only ours filled goes too);
@@ -244,8 +312,7 @@ def uninstall_cmd(s: Settings, client: str, print_only: bool, config_path: str |
     is not valid JSON is refused and left untouched.
     """
     path = Path(config_path or CLIENTS[client]["path"])
-    data: dict[str, Any] = {"client": client, "path": str(path), "removed": False,
-                            "written": False}
+    data: dict[str, Any] = {"client": client, "path": str(path), "removed": False, "written": False}
     if not path.exists():
         emit(s, {**data, "config": None}, [f"nothing to remove: {path} does not exist"])
         return
@@ -262,9 +329,15 @@ def uninstall_cmd(s: Settings, client: str, print_only: bool, config_path: str |
         return
     check_comments(s, path, found=commented, print_only=False, force=force)
     write_config(path, config)
-    emit(s, {**data, "path": str(path.absolute()), "written": True},
-         [f"removed the '{SERVER_NAME}' server from {path}; other servers and settings are "
-          "unchanged", "restart the host for it to take effect"])
+    emit(
+        s,
+        {**data, "path": str(path.absolute()), "written": True},
+        [
+            f"removed the '{SERVER_NAME}' server from {path}; other servers and settings are "
+            "unchanged",
+            "restart the host for it to take effect",
+        ],
+    )
 
 
 def run_doctor(db: str | None, names: list[str]) -> dict[str, Any]:
@@ -275,66 +348,93 @@ def run_doctor(db: str | None, names: list[str]) -> dict[str, Any]:
     base = [*server_command(), "--doctor", *(["--db", db] if db is not None else [])]
     command = base + [arg for name in names for arg in ("--client-name", name)]
     try:
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              env=dict(os.environ), timeout=DOCTOR_SECONDS, check=False)
+        done = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            timeout=DOCTOR_SECONDS,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise UsageError(f"could not run {command[0]} --doctor ({type(e).__name__}: {e})",
-                         code="usage.mcp_doctor_failed",
-                         hint="check that continuum-mcp is installed beside continuum") from e
+        raise UsageError(
+            f"could not run {command[0]} --doctor ({type(e).__name__}: {e})",
+            code="usage.mcp_doctor_failed",
+            hint="check that continuum-mcp is installed beside continuum",
+        ) from e
     try:
         report: dict[str, Any] = json.loads(done.stdout)
     except ValueError as e:
         first = (done.stderr.strip().splitlines() or ["no output"])[0]
-        raise UsageError(f"{command[0]} --doctor gave no report (exit {done.returncode}): "
-                         f"{first}", code="usage.mcp_doctor_failed",
-                         hint="this continuum-mcp may be an older version without --doctor") from e
+        raise UsageError(
+            f"{command[0]} --doctor gave no report (exit {done.returncode}): {first}",
+            code="usage.mcp_doctor_failed",
+            hint="this continuum-mcp may be an older version without --doctor",
+        ) from e
     error = report.get("error")
     if isinstance(error, dict):
-        raise ContinuumError(str(error.get("message")), code=str(error.get("code")),
-                             hint=str(error.get("hint") or ""))
+        raise ContinuumError(
+            str(error.get("message")),
+            code=str(error.get("code")),
+            hint=str(error.get("hint") or ""),
+        )
     return {"command": base, **report}
 
 
 def _decision_lines(label: str, verdict: dict[str, Any]) -> list[str]:
     if verdict["allowed"]:
         return [f"  {label}: allowed"]
-    return [f"  {label}: denied [{verdict['code']}]",
-            *(f"    {line}" for line in str(verdict["text"]).splitlines())]
+    return [
+        f"  {label}: denied [{verdict['code']}]",
+        *(f"    {line}" for line in str(verdict["text"]).splitlines()),
+    ]
 
 
 def doctor_lines(report: dict[str, Any]) -> list[str]:
     policy, store = report["policy"], report["store"]
     allow = ", ".join(quoted(n) for n in policy["allow"])
-    auth = {"none": "none (no token is required)",
-            "shared_token": "one shared token (CONTINUUM_MCP_TOKEN) required as _meta.authToken",
-            "client_tokens": "per-client tokens (CONTINUUM_MCP_CLIENT_TOKENS) for "
-                             + ", ".join(quoted(n) for n in policy["token_clients"])}
+    auth = {
+        "none": "none (no token is required)",
+        "shared_token": "one shared token (CONTINUUM_MCP_TOKEN) required as _meta.authToken",
+        "client_tokens": "per-client tokens (CONTINUUM_MCP_CLIENT_TOKENS) for "
+        + ", ".join(quoted(n) for n in policy["token_clients"]),
+    }
     lines = [
         f"continuum-mcp {report['server']['version']} started in {report['server']['cwd']} "
         "with this environment would load:",
         f"  store:      {store['url']}"
         + ("" if store["exists"] else " (does not exist yet: the first write creates it)"),
-        f"  allowlist:  {allow} (from {policy['allow_source']})" if policy["allow"]
+        f"  allowlist:  {allow} (from {policy['allow_source']})"
+        if policy["allow"]
         else "  allowlist:  none"
         + (f" ({policy['allow_source']} is empty)" if policy["allow_source"] else ""),
-        "  mode:       read-only: every mutating call is denied" if policy["read_only"]
+        "  mode:       read-only: every mutating call is denied"
+        if policy["read_only"]
         else "  mode:       mutating tools for the clients on the allowlist",
         f"  auth:       {auth.get(policy['auth'], policy['auth'])}",
         "  confirm over MCP: enabled (CONTINUUM_MCP_CONFIRM_TOKEN is set; only a person may "
-        "present it)" if policy["confirm_over_mcp"]
+        "present it)"
+        if policy["confirm_over_mcp"]
         else "  confirm over MCP: disabled (CONTINUUM_MCP_CONFIRM_TOKEN is not set)",
     ]
     for client in report["clients"]:
-        lines += [f"client {quoted(client['name'])} (sending no token, as hosts do):",
-                  *_decision_lines("a mutating tool", client["mutating"]),
-                  *_decision_lines("continuum_confirm", client["confirm"])]
+        lines += [
+            f"client {quoted(client['name'])} (sending no token, as hosts do):",
+            *_decision_lines("a mutating tool", client["mutating"]),
+            *_decision_lines("continuum_confirm", client["confirm"]),
+        ]
     return lines
 
 
 @mcp_group.command("doctor")
-@click.option("--client-name", "client_names", multiple=True,
-              help="Say what this clientInfo name would be told (repeatable; default: the "
-                   "names of Claude Code, Gemini CLI and Kilo Code).")
+@click.option(
+    "--client-name",
+    "client_names",
+    multiple=True,
+    help="Say what this clientInfo name would be told (repeatable; default: the "
+    "names of Claude Code, Gemini CLI and Kilo Code).",
+)
 @common
 def doctor_cmd(s: Settings, client_names: tuple[str, ...]) -> None:
     """Show what continuum-mcp started here, with this environment, would load.

@@ -34,6 +34,7 @@ def progress_on_stderr(command: str) -> Callable[[str, int, int], None]:
         share = f"{100 * done // total}% " if total else ""
         sys.stderr.write(f"{command}: {stage} {share}({done}/{total})\n")
         sys.stderr.flush()
+
     return report
 
 
@@ -41,16 +42,22 @@ def _runs_lines(runs: dict[str, dict[str, Any]]) -> list[Line]:
     out: list[Line] = []
     for run_id, r in runs.items():
         archived = f", events 1..{r['archived_through']} archived" if r["archived_through"] else ""
-        out.append(f"  {quoted(run_id)}  head {r['head_sequence']}:{r['head_hash']}  "
-                   f"({r['events']} events{archived}, {r['actions']} actions)")
+        out.append(
+            f"  {quoted(run_id)}  head {r['head_sequence']}:{r['head_hash']}  "
+            f"({r['events']} events{archived}, {r['actions']} actions)"
+        )
     return out
 
 
 @click.command("backup")
 @click.argument("dest", metavar="DEST")
-@click.option("--run", "run_ids", multiple=True, metavar="RUN",
-              help="Back up only this run (repeat for more; the copy is then in the export "
-                   "format).")
+@click.option(
+    "--run",
+    "run_ids",
+    multiple=True,
+    metavar="RUN",
+    help="Back up only this run (repeat for more; the copy is then in the export format).",
+)
 @common
 def backup_cmd(s: Settings, dest: str, run_ids: tuple[str, ...]) -> None:
     """Write a consistent backup of the store to the new file DEST while agents keep writing.
@@ -64,9 +71,12 @@ def backup_cmd(s: Settings, dest: str, run_ids: tuple[str, ...]) -> None:
     m = rt.backup(dest, run_ids=list(run_ids) or None, progress=progress_on_stderr("backup"))
     t = m["totals"]
     rate = m["data"]["bytes"] / (1 << 20) / m["seconds"] if m["seconds"] else 0.0
-    first: Line = [Styled("ok", fg="green"), f"  backup {as_typed(m['file'])}: {t['runs']} "
-                   f"run(s), {t['events']} events, {m['data']['bytes']} bytes ({m['kind']}) in "
-                   f"{m['seconds']:.2f} s ({rate:.1f} MB/s); manifest {m['manifest_digest'][:16]}"]
+    first: Line = [
+        Styled("ok", fg="green"),
+        f"  backup {as_typed(m['file'])}: {t['runs']} "
+        f"run(s), {t['events']} events, {m['data']['bytes']} bytes ({m['kind']}) in "
+        f"{m['seconds']:.2f} s ({rate:.1f} MB/s); manifest {m['manifest_digest'][:16]}",
+    ]
     emit(s, m, [first, *_runs_lines(m["runs"])])
 
 
@@ -82,9 +92,12 @@ def verify_backup_cmd(s: Settings, file: str) -> None:
 
     r = verify_backup(Path(file), progress=progress_on_stderr("verify-backup"))
     t = r["totals"]
-    first: Line = [Styled("ok", fg="green"), f"  backup {as_typed(file)} ({r['kind']}, taken "
-                   f"{r['created_at']}): {t['runs']} run(s), {t['events']} events, every chain "
-                   "verified"]
+    first: Line = [
+        Styled("ok", fg="green"),
+        f"  backup {as_typed(file)} ({r['kind']}, taken "
+        f"{r['created_at']}): {t['runs']} run(s), {t['events']} events, every chain "
+        "verified",
+    ]
     emit(s, r, [first, *_runs_lines(r["runs"])])
 
 
@@ -99,19 +112,31 @@ def restore_cmd(s: Settings, file: str) -> None:
 
     r = restore_backup(Path(file), resolve_url(s.db), progress=progress_on_stderr("restore"))
     t = r["totals"]
-    first: Line = [Styled("ok", fg="green"), f"  restored {t['runs']} run(s), {t['events']} "
-                   f"events into {as_typed(r['store'])}; every chain verified"]
+    first: Line = [
+        Styled("ok", fg="green"),
+        f"  restored {t['runs']} run(s), {t['events']} "
+        f"events into {as_typed(r['store'])}; every chain verified",
+    ]
     emit(s, r, [first, *_runs_lines(r["runs"])])
 
 
 @click.command("archive")
 @click.argument("run_id", metavar="RUN")
-@click.option("--before", type=int, required=True, metavar="SEQ",
-              help="Archive the events before this sequence.")
+@click.option(
+    "--before",
+    type=int,
+    required=True,
+    metavar="SEQ",
+    help="Archive the events before this sequence.",
+)
 @click.option("--to", "to", required=True, metavar="FILE", help="The new archive file.")
-@click.option("--yes", "-y", is_flag=True,
-              help="Do not ask: for a person's own script. Without it, archive needs a "
-                   "terminal (it removes history from the live log).")
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Do not ask: for a person's own script. Without it, archive needs a "
+    "terminal (it removes history from the live log).",
+)
 @common
 def archive_cmd(s: Settings, run_id: str, before: int, to: str, yes: bool) -> None:
     """Move RUN's events before SEQ into the new file FILE, exactly as sealed.
@@ -124,20 +149,30 @@ def archive_cmd(s: Settings, run_id: str, before: int, to: str, yes: bool) -> No
     """
     # History leaves the store: a person decides that, as for prune (an agent with a
     # shell could otherwise archive a run and delete the file).
-    require_person(yes, "archiving a run's history",
-                   f"continuum archive {run_id} --before {before} --to FILE")
+    require_person(
+        yes, "archiving a run's history", f"continuum archive {run_id} --before {before} --to FILE"
+    )
     rt = runtime(s)
     report = progress_on_stderr("archive")
-    r = rt.archive(run_id, before=before, to=to,
-                   progress=lambda done, total: report("write", done, total))
-    emit(s, r.model_dump(mode="json"),
-         [[Styled("ok", fg="green"), f"  archived events {r.from_sequence}..{r.through_sequence} "
-           f"of {quoted(run_id)} ({r.events} events, {r.checkpoints} checkpoint(s)) to "
-           f"{as_typed(r.file)}"],
-          f"  sha256 {r.sha256}",
-          f"  marker at sequence {r.marker_sequence}, checkpoint at {r.checkpoint_sequence}; "
-          f"{r.live_events} events left in the live log (the run's writers waited "
-          f"{r.locked_seconds:.2f} s for the final transaction)"])
+    r = rt.archive(
+        run_id, before=before, to=to, progress=lambda done, total: report("write", done, total)
+    )
+    emit(
+        s,
+        r.model_dump(mode="json"),
+        [
+            [
+                Styled("ok", fg="green"),
+                f"  archived events {r.from_sequence}..{r.through_sequence} "
+                f"of {quoted(run_id)} ({r.events} events, {r.checkpoints} checkpoint(s)) to "
+                f"{as_typed(r.file)}",
+            ],
+            f"  sha256 {r.sha256}",
+            f"  marker at sequence {r.marker_sequence}, checkpoint at {r.checkpoint_sequence}; "
+            f"{r.live_events} events left in the live log (the run's writers waited "
+            f"{r.locked_seconds:.2f} s for the final transaction)",
+        ],
+    )
 
 
 @click.command("keygen")
@@ -150,14 +185,23 @@ def keygen_cmd(s: Settings, keyfile: str) -> None:
 
     private = Path(keyfile)
     r = generate_keypair(private, private.with_name(private.name + ".pub"))
-    emit(s, r, [f"private key {as_typed(r['private_key'])} (keep it; mode 0600)",
-                f"public key  {as_typed(r['public_key'])} (give it to auditors)",
-                f"key id      {r['key_id']}"])
+    emit(
+        s,
+        r,
+        [
+            f"private key {as_typed(r['private_key'])} (keep it; mode 0600)",
+            f"public key  {as_typed(r['public_key'])} (give it to auditors)",
+            f"key id      {r['key_id']}",
+        ],
+    )
 
 
 @click.command("migrate")
-@click.option("--dry-run", is_flag=True,
-              help="Only say what would change (versions, statements); change nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Only say what would change (versions, statements); change nothing.",
+)
 @common
 def migrate_cmd(s: Settings, dry_run: bool) -> None:
     """Bring the store's schema to this version (opening a store does it too, one
@@ -167,14 +211,17 @@ def migrate_cmd(s: Settings, dry_run: bool) -> None:
 
     url = resolve_url(s.db)
     plan = migration_plan(url)
-    head: Line = (f"{plan.store}: schema {plan.current_version}, this continuum "
-                  f"{plan.target_version}")
+    head: Line = (
+        f"{plan.store}: schema {plan.current_version}, this continuum {plan.target_version}"
+    )
     if plan.up_to_date:
         emit(s, {**describe(plan), "migrated": False}, [head, "up to date: nothing to do"])
         return
     if dry_run:
-        lines: list[Line] = [head, "would run, one transaction per version (dry run: nothing "
-                             "was changed):"]
+        lines: list[Line] = [
+            head,
+            "would run, one transaction per version (dry run: nothing was changed):",
+        ]
         for step in plan.steps:
             lines.append(f"  to version {step.version}:")
             lines += [f"    {statement}" for statement in step.statements]
@@ -184,8 +231,11 @@ def migrate_cmd(s: Settings, dry_run: bool) -> None:
     now = rt.store.schema_version()
     if now != plan.target_version:  # pragma: no cover - opening migrates or raises
         raise UsageError("the store did not migrate", code="store.schema", hint="report this")
-    emit(s, {**describe(plan), "migrated": True},
-         [head, f"migrated to version {now} ({len(plan.steps)} step(s))"])
+    emit(
+        s,
+        {**describe(plan), "migrated": True},
+        [head, f"migrated to version {now} ({len(plan.steps)} step(s))"],
+    )
 
 
 COMMANDS = [backup_cmd, verify_backup_cmd, restore_cmd, archive_cmd, keygen_cmd, migrate_cmd]

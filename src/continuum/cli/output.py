@@ -73,9 +73,11 @@ Segment = str | Styled
 Line = str | Styled | Sequence[Segment]
 
 # Shown once wherever agent text is quoted for a person to act on (confirm).
-AGENT_TEXT_NOTICE = ("note: text in double quotes was written by an agent unless labelled "
-                     "otherwise, not by continuum; control characters in it are shown escaped "
-                     "(e.g. \\x1b)")
+AGENT_TEXT_NOTICE = (
+    "note: text in double quotes was written by an agent unless labelled "
+    "otherwise, not by continuum; control characters in it are shown escaped "
+    "(e.g. \\x1b)"
+)
 
 
 def render_line(line: Line, *, color: bool) -> str:
@@ -88,8 +90,11 @@ def render_line(line: Line, *, color: bool) -> str:
     for piece in pieces:
         if isinstance(piece, Styled):
             safe = terminal_safe(piece.text)
-            out.append(click.style(safe, fg=piece.fg, bold=piece.bold or None)
-                       if color and (piece.fg or piece.bold) else safe)
+            out.append(
+                click.style(safe, fg=piece.fg, bold=piece.bold or None)
+                if color and (piece.fg or piece.bold)
+                else safe
+            )
         else:
             out.append(terminal_safe(piece))
     return "".join(out)
@@ -139,8 +144,9 @@ def provenance_label(prov: Provenance | None) -> str:
     return origin_label(str(prov.origin), prov.sequence) if prov is not None else ""
 
 
-def shown(value: Any, origin: str | None = None, sequence: int | None = None, *,
-          limit: int | None = 200) -> str:
+def shown(
+    value: Any, origin: str | None = None, sequence: int | None = None, *, limit: int | None = 200
+) -> str:
     """A stored value for a person: quoted (inert, unambiguous) and labelled with its origin."""
     return quoted(value, limit=limit) + origin_label(origin, sequence)
 
@@ -160,8 +166,9 @@ def ask(settings: Settings, question: str) -> bool:
     return click.confirm(render_line(Styled(question, bold=True), color=color), err=True)
 
 
-def emit(settings: Settings, data: dict[str, Any], text: str | Styled | Sequence[Line], *,
-         code: int = 0) -> None:
+def emit(
+    settings: Settings, data: dict[str, Any], text: str | Styled | Sequence[Line], *, code: int = 0
+) -> None:
     """Write the result (JSON or text, both made safe for a terminal) and leave with ``code``."""
     if settings.json:
         sys.stdout.write(json_text({"ok": True, **data}))
@@ -178,7 +185,9 @@ def emit_error(settings: Settings, err: ContinuumError) -> int:
         sys.stdout.write(json_text({"ok": False, "error": err.to_dict()}))
         sys.stdout.flush()
     else:
-        lines: list[Line] = [[Styled("error:", fg="red", bold=True), f" {err.message} [{err.code}]"]]
+        lines: list[Line] = [
+            [Styled("error:", fg="red", bold=True), f" {err.message} [{err.code}]"]
+        ]
         if err.hint:
             lines.append(f"hint: {err.hint}")
         write_lines(settings, lines, err=True)

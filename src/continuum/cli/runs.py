@@ -40,8 +40,10 @@ def _state_summary(state: State) -> dict[str, Any]:
         "evidence": len(state.evidence),
         "pending_work": len(state.pending_work),
         "approvals": {k: v.status for k, v in state.approvals.items()},
-        "dependencies": {k: v.model_dump(mode="json", exclude={"provenance"})
-                         for k, v in state.dependencies.items()},
+        "dependencies": {
+            k: v.model_dump(mode="json", exclude={"provenance"})
+            for k, v in state.dependencies.items()
+        },
         "model": state.model,
         "actions": {k: str(v.status) for k, v in state.actions.items()},
         "unreviewed": state.unreviewed(),
@@ -75,8 +77,11 @@ def start_cmd(s: Settings, run_id: str, goal: str, total: int | None, model: str
     """Start a run RUN_ID with a goal (creates the store if needed)."""
     rt = runtime(s, create=True)
     info = rt.start_run(run_id, goal, total=total, model=model)
-    emit(s, {"run": info.model_dump(mode="json")},
-         [f"started run {run_id} (goal {quoted(goal)}) in {rt.store.url}"])
+    emit(
+        s,
+        {"run": info.model_dump(mode="json")},
+        [f"started run {run_id} (goal {quoted(goal)}) in {rt.store.url}"],
+    )
 
 
 def _finish(s: Settings, run_id: str, reason: str | None, *, aborted: bool) -> None:
@@ -84,22 +89,38 @@ def _finish(s: Settings, run_id: str, reason: str | None, *, aborted: bool) -> N
     rt = runtime(s)
     info = rt.store.get_run(run_id)
     if info.status != RunStatus.ACTIVE:
-        raise UsageError(f"run {run_id} is already {info.status}; nothing was recorded",
-                         code="usage.run_finished", run_id=run_id, status=str(info.status),
-                         hint=f"`continuum history {run_id}` and `continuum events {run_id}` "
-                              "show how it ended; start a new run with `continuum start`")
+        raise UsageError(
+            f"run {run_id} is already {info.status}; nothing was recorded",
+            code="usage.run_finished",
+            run_id=run_id,
+            status=str(info.status),
+            hint=f"`continuum history {run_id}` and `continuum events {run_id}` "
+            "show how it ended; start a new run with `continuum start`",
+        )
     unresolved = [a.action_key for a in rt.state(run_id).actions.values() if a.needs_human]
     event = rt.finish_run(run_id, aborted=aborted, reason=reason)
     status = RunStatus.ABORTED if aborted else RunStatus.COMPLETED
-    lines: list[Line] = [f"run {run_id} is now {status} (event #{event.sequence})"
-                         + (f": {quoted(reason)}" if reason else "")]
+    lines: list[Line] = [
+        f"run {run_id} is now {status} (event #{event.sequence})"
+        + (f": {quoted(reason)}" if reason else "")
+    ]
     if unresolved:
-        lines.append(f"note: {len(unresolved)} action(s) still need a person: "
-                     + ", ".join(quoted(k, limit=80) for k in unresolved[:10])
-                     + f"; settle them with `continuum reconcile {run_id} ACTION "
-                       "--occurred|--not-occurred`")
-    emit(s, {"run_id": run_id, "status": str(status), "event": event.model_dump(mode="json"),
-             "unresolved_actions": unresolved}, lines)
+        lines.append(
+            f"note: {len(unresolved)} action(s) still need a person: "
+            + ", ".join(quoted(k, limit=80) for k in unresolved[:10])
+            + f"; settle them with `continuum reconcile {run_id} ACTION "
+            "--occurred|--not-occurred`"
+        )
+    emit(
+        s,
+        {
+            "run_id": run_id,
+            "status": str(status),
+            "event": event.model_dump(mode="json"),
+            "unresolved_actions": unresolved,
+        },
+        lines,
+    )
 
 
 @click.command("finish")
@@ -119,8 +140,11 @@ def abort_cmd(s: Settings, run_id: str, reason: str) -> None:
     """Mark RUN aborted (a run_aborted event with the reason). A run already finished is
     refused."""
     if not reason.strip():
-        raise UsageError("--reason is empty: say why the run is aborted",
-                         code="usage.missing_option", hint='e.g. --reason "wrong input batch"')
+        raise UsageError(
+            "--reason is empty: say why the run is aborted",
+            code="usage.missing_option",
+            hint='e.g. --reason "wrong input batch"',
+        )
     _finish(s, run_id, reason, aborted=True)
 
 
@@ -131,8 +155,10 @@ def runs_cmd(s: Settings) -> None:
     rt = runtime(s)
     runs = rt.runs()
     # Run ids and goals come from whoever started the run (often an agent): quoted.
-    lines = [f"{quoted(r.run_id):<26} {r.status:<10} events={r.head_sequence:<8} {shown(r.goal)}"
-             for r in runs]
+    lines = [
+        f"{quoted(r.run_id):<26} {r.status:<10} events={r.head_sequence:<8} {shown(r.goal)}"
+        for r in runs
+    ]
     emit(s, {"runs": [r.model_dump(mode="json") for r in runs]}, lines or ["no runs"])
 
 
@@ -147,19 +173,33 @@ def inspect_cmd(s: Settings, run_id: str) -> None:
     summary = _state_summary(state)
     lines: list[Line] = [
         [Styled(f"run {run_id}", bold=True), f"  [{state.status}]  head={info.head_sequence}"],
-        "goal: " + (shown(state.goal.value) + provenance_label(state.goal.provenance)
-                    if state.goal else "-"),
-        _progress_line(state) + provenance_label(state.progress.provenance)]
+        "goal: "
+        + (
+            shown(state.goal.value) + provenance_label(state.goal.provenance) if state.goal else "-"
+        ),
+        _progress_line(state) + provenance_label(state.progress.provenance),
+    ]
     for name, dep in state.dependencies.items():
-        lines.append(f"dependency {quoted(name)}: {quoted(dep.version or dep.checksum)} "
-                     f"({quoted(dep.provider)}){provenance_label(dep.provenance)}")
+        lines.append(
+            f"dependency {quoted(name)}: {quoted(dep.version or dep.checksum)} "
+            f"({quoted(dep.provider)}){provenance_label(dep.provenance)}"
+        )
     for a in state.actions.values():
-        lines.append(f"action {quoted(a.action_key)}: {a.status} (attempt {a.attempt})"
-                     f"{origin_label(str(a.origin), a.intercepted_sequence)}")
+        lines.append(
+            f"action {quoted(a.action_key)}: {a.status} (attempt {a.attempt})"
+            f"{origin_label(str(a.origin), a.intercepted_sequence)}"
+        )
     if state.unreviewed():
         lines.append("needs human review: " + ", ".join(state.unreviewed()))
-    emit(s, {"run": info.model_dump(mode="json"), "state": summary,
-             "checkpoint_warnings": rt.checkpoint_warnings(run_id)}, lines)
+    emit(
+        s,
+        {
+            "run": info.model_dump(mode="json"),
+            "state": summary,
+            "checkpoint_warnings": rt.checkpoint_warnings(run_id),
+        },
+        lines,
+    )
 
 
 @click.command("status")
@@ -175,13 +215,23 @@ def status_cmd(s: Settings, run_id: str) -> None:
     state = rt.state(run_id)
     unresolved = [a.action_key for a in state.actions.values() if a.needs_human]
     # Exit 20 with actions that need a person, as `actions` does: the same fact, one code.
-    emit(s, {"run_id": run_id, "status": str(state.status), "head_sequence": info.head_sequence,
-             "progress": state.progress.model_dump(mode="json", exclude={"provenance"}),
-             "unresolved_actions": unresolved},
-         [f"{run_id}: {state.status}, {info.head_sequence} events", _progress_line(state),
-          f"unresolved actions: {len(unresolved)}"
-          + (f" ({', '.join(quoted(k) for k in unresolved)})" if unresolved else "")],
-         code=20 if unresolved else 0)
+    emit(
+        s,
+        {
+            "run_id": run_id,
+            "status": str(state.status),
+            "head_sequence": info.head_sequence,
+            "progress": state.progress.model_dump(mode="json", exclude={"provenance"}),
+            "unresolved_actions": unresolved,
+        },
+        [
+            f"{run_id}: {state.status}, {info.head_sequence} events",
+            _progress_line(state),
+            f"unresolved actions: {len(unresolved)}"
+            + (f" ({', '.join(quoted(k) for k in unresolved)})" if unresolved else ""),
+        ],
+        code=20 if unresolved else 0,
+    )
 
 
 def _event_type(name: str) -> str:
@@ -190,29 +240,43 @@ def _event_type(name: str) -> str:
 
 def _event_line(e: Event) -> str:
     # The payload is whatever its writer sent (source column): a quoted JSON preview.
-    return (f"{e.sequence:>6} {e.timestamp} {_event_type(e.type):<26} {e.source:<14} "
-            f"{quoted(json.dumps(e.payload, sort_keys=True, ensure_ascii=False), limit=80)}")
+    return (
+        f"{e.sequence:>6} {e.timestamp} {_event_type(e.type):<26} {e.source:<14} "
+        f"{quoted(json.dumps(e.payload, sort_keys=True, ensure_ascii=False), limit=80)}"
+    )
 
 
 @click.command("events")
 @click.argument("run_id")
-@click.option("--after", type=click.IntRange(min=0), default=0, help="Only events after this sequence.")
+@click.option(
+    "--after", type=click.IntRange(min=0), default=0, help="Only events after this sequence."
+)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many events.")
-@click.option("--follow", "-f", is_flag=True,
-              help="Keep printing new events as they are appended, until Ctrl-C (exit 130); "
-                   "with --json one event per line.")
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    help="Keep printing new events as they are appended, until Ctrl-C (exit 130); "
+    "with --json one event per line.",
+)
 @common
 def events_cmd(s: Settings, run_id: str, after: int, limit: int | None, follow: bool) -> None:
     """Print a run's events in order (each verified as it is read)."""
     rt = runtime(s)
     if follow:
         if limit is not None:
-            raise UsageError("--limit and --follow do not go together", code="usage.invalid",
-                             hint="use --after N to start from sequence N")
+            raise UsageError(
+                "--limit and --follow do not go together",
+                code="usage.invalid",
+                hint="use --after N to start from sequence N",
+            )
         follow_events(s, rt, run_id, after, line=_event_line)
     events = rt.events(run_id, after)[: limit or None]
-    emit(s, {"run_id": run_id, "events": [e.model_dump(mode="json") for e in events]},
-         [_event_line(e) for e in events] or ["no events"])
+    emit(
+        s,
+        {"run_id": run_id, "events": [e.model_dump(mode="json") for e in events]},
+        [_event_line(e) for e in events] or ["no events"],
+    )
 
 
 @click.command("replay")
@@ -224,12 +288,18 @@ def replay_cmd(s: Settings, run_id: str, upto: int | None) -> None:
     rt = runtime(s)
     info = rt.store.get_run(run_id)
     if upto is not None and upto > info.head_sequence:
-        raise UsageError(f"--upto {upto} is past the run's head ({info.head_sequence})",
-                         code="usage.bad_upto", hint=f"use a value up to {info.head_sequence}")
+        raise UsageError(
+            f"--upto {upto} is past the run's head ({info.head_sequence})",
+            code="usage.bad_upto",
+            hint=f"use a value up to {info.head_sequence}",
+        )
     events = [e for e in rt.store.iter_events(run_id) if upto is None or e.sequence <= upto]
     state = project(run_id, events)
-    emit(s, {"state": state.model_dump(mode="json")},
-         [f"run {run_id} replayed through sequence {state.sequence}", _progress_line(state)])
+    emit(
+        s,
+        {"state": state.model_dump(mode="json")},
+        [f"run {run_id} replayed through sequence {state.sequence}", _progress_line(state)],
+    )
 
 
 @click.command("append")
@@ -242,14 +312,23 @@ def append_cmd(s: Settings, run_id: str, event_type: str, payload: str) -> None:
     try:
         data = json.loads(payload)
     except ValueError as e:
-        raise UsageError(f"--payload is not valid JSON: {e}", code="usage.bad_payload",
-                         hint="quote it, e.g. --payload '{\"doc\": 1}'") from e
+        raise UsageError(
+            f"--payload is not valid JSON: {e}",
+            code="usage.bad_payload",
+            hint="quote it, e.g. --payload '{\"doc\": 1}'",
+        ) from e
     if not isinstance(data, dict):
-        raise UsageError("--payload must be a JSON object", code="usage.bad_payload",
-                         hint="wrap values in an object")
+        raise UsageError(
+            "--payload must be a JSON object",
+            code="usage.bad_payload",
+            hint="wrap values in an object",
+        )
     if event_type not in EventType._value2member_map_:
-        raise UsageError(f"unknown event type {event_type!r}", code="usage.bad_event_type",
-                         hint="see `continuum event-types`")
+        raise UsageError(
+            f"unknown event type {event_type!r}",
+            code="usage.bad_event_type",
+            hint="see `continuum event-types`",
+        )
     event = runtime(s).append(run_id, event_type, data)
     emit(s, {"event": event.model_dump(mode="json")}, f"appended {event_type} as #{event.sequence}")
 
@@ -272,5 +351,17 @@ def where_cmd(s: Settings) -> None:
     emit(s, {"store": store}, [store])
 
 
-COMMANDS = [init_cmd, start_cmd, finish_cmd, abort_cmd, runs_cmd, inspect_cmd, status_cmd,
-            events_cmd, replay_cmd, append_cmd, event_types_cmd, where_cmd]
+COMMANDS = [
+    init_cmd,
+    start_cmd,
+    finish_cmd,
+    abort_cmd,
+    runs_cmd,
+    inspect_cmd,
+    status_cmd,
+    events_cmd,
+    replay_cmd,
+    append_cmd,
+    event_types_cmd,
+    where_cmd,
+]

@@ -21,24 +21,36 @@ from continuum.untrusted import as_typed, quoted
 @click.command("export")
 @click.argument("run_ids", nargs=-1, metavar="[RUN]...")
 @click.option("--all", "all_runs", is_flag=True, help="Export every run in the store.")
-@click.option("--output", "-o", required=True, metavar="FILE",
-              help="The JSONL file to write (refused if it exists, unless --force).")
+@click.option(
+    "--output",
+    "-o",
+    required=True,
+    metavar="FILE",
+    help="The JSONL file to write (refused if it exists, unless --force).",
+)
 @click.option("--force", is_flag=True, help="Replace an existing FILE.")
 @common
-def export_cmd(s: Settings, run_ids: tuple[str, ...], all_runs: bool, output: str,
-               force: bool) -> None:
+def export_cmd(
+    s: Settings, run_ids: tuple[str, ...], all_runs: bool, output: str, force: bool
+) -> None:
     """Write runs (events exactly as sealed, checkpoints) to a JSONL file for `import`.
 
     Every event is verified as it is read; a damaged run is not exported (exit 3). The
     file appears only once complete.
     """
     if bool(run_ids) == all_runs:
-        raise UsageError("give one or more RUNs or --all (not both)", code="usage.invalid",
-                         hint="continuum export RUN -o run.jsonl, or continuum export --all -o store.jsonl")
+        raise UsageError(
+            "give one or more RUNs or --all (not both)",
+            code="usage.invalid",
+            hint="continuum export RUN -o run.jsonl, or continuum export --all -o store.jsonl",
+        )
     target = Path(output)
     if target.exists() and not force:
-        raise UsageError(f"{as_typed(output)} exists", code="usage.file_exists",
-                         hint="choose another file, or pass --force to replace it")
+        raise UsageError(
+            f"{as_typed(output)} exists",
+            code="usage.file_exists",
+            hint="choose another file, or pass --force to replace it",
+        )
     rt = runtime(s)
     partial = target.with_name(f".{target.name}.partial")
     try:
@@ -53,28 +65,61 @@ def export_cmd(s: Settings, run_ids: tuple[str, ...], all_runs: bool, output: st
         raise
     finally:
         rt.close()
-    emit(s, {"file": str(target), **summary.model_dump(mode="json")},
-         [f"exported {len(summary.runs)} run(s), {summary.events} events, "
-          f"{summary.checkpoints} checkpoint(s) to {target}"]
-         + [f"  {quoted(run)}  head {head}" for run, head in summary.heads.items()])
+    emit(
+        s,
+        {"file": str(target), **summary.model_dump(mode="json")},
+        [
+            f"exported {len(summary.runs)} run(s), {summary.events} events, "
+            f"{summary.checkpoints} checkpoint(s) to {target}"
+        ]
+        + [f"  {quoted(run)}  head {head}" for run, head in summary.heads.items()],
+    )
 
 
 @click.command("import")
 @click.argument("file", required=False, metavar="[FILE]")
-@click.option("--from-original", "original", metavar="FILE.db", default=None,
-              help="Import a store of the original project (Cyrax321/CONTINUUM) instead.")
-@click.option("--run", "run_ids", multiple=True, metavar="RUN",
-              help="With --from-original: only this original run (repeat for more).")
-@click.option("--as", "new_id", default=None, metavar="NEW_RUN",
-              help="With --from-original and one --run: import it under this run id.")
-@click.option("--dry-run", is_flag=True,
-              help="With --from-original: verify and map everything, write nothing.")
-@click.option("--unverified", is_flag=True,
-              help="With --from-original: also import runs that have no hash chain at all "
-                   "(written before the original had one), marked unverified.")
+@click.option(
+    "--from-original",
+    "original",
+    metavar="FILE.db",
+    default=None,
+    help="Import a store of the original project (Cyrax321/CONTINUUM) instead.",
+)
+@click.option(
+    "--run",
+    "run_ids",
+    multiple=True,
+    metavar="RUN",
+    help="With --from-original: only this original run (repeat for more).",
+)
+@click.option(
+    "--as",
+    "new_id",
+    default=None,
+    metavar="NEW_RUN",
+    help="With --from-original and one --run: import it under this run id.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="With --from-original: verify and map everything, write nothing.",
+)
+@click.option(
+    "--unverified",
+    is_flag=True,
+    help="With --from-original: also import runs that have no hash chain at all "
+    "(written before the original had one), marked unverified.",
+)
 @common
-def import_cmd(s: Settings, file: str | None, original: str | None, run_ids: tuple[str, ...],
-               new_id: str | None, dry_run: bool, unverified: bool) -> None:
+def import_cmd(
+    s: Settings,
+    file: str | None,
+    original: str | None,
+    run_ids: tuple[str, ...],
+    new_id: str | None,
+    dry_run: bool,
+    unverified: bool,
+) -> None:
     """Import a file written by `export` into this store, chains preserved exactly; or,
     with --from-original FILE.db, the runs of a store of the original project.
 
@@ -86,43 +131,70 @@ def import_cmd(s: Settings, file: str | None, original: str | None, run_ids: tup
     """
     if original is not None:
         if file is not None:
-            raise UsageError("give an export FILE or --from-original FILE.db, not both",
-                             code="usage.invalid",
-                             hint="continuum import --from-original ./continuum.db")
+            raise UsageError(
+                "give an export FILE or --from-original FILE.db, not both",
+                code="usage.invalid",
+                hint="continuum import --from-original ./continuum.db",
+            )
         _import_original(s, original, run_ids, new_id, dry_run, unverified)
         return
     if file is None:
-        raise UsageError("give the export FILE to import (or --from-original FILE.db)",
-                         code="usage.invalid", hint="continuum import runs.jsonl")
+        raise UsageError(
+            "give the export FILE to import (or --from-original FILE.db)",
+            code="usage.invalid",
+            hint="continuum import runs.jsonl",
+        )
     if run_ids or new_id is not None or dry_run or unverified:
-        raise UsageError("--run, --as, --dry-run and --unverified go with --from-original",
-                         code="usage.invalid",
-                         hint="an export FILE is imported whole: export only the runs you want")
+        raise UsageError(
+            "--run, --as, --dry-run and --unverified go with --from-original",
+            code="usage.invalid",
+            hint="an export FILE is imported whole: export only the runs you want",
+        )
     if not os.path.isfile(file):
-        raise UsageError(f"{as_typed(file)} is not a file", code="usage.bad_export",
-                         hint="pass a file written by `continuum export`")
+        raise UsageError(
+            f"{as_typed(file)} is not a file",
+            code="usage.bad_export",
+            hint="pass a file written by `continuum export`",
+        )
     try:
         with open(file, encoding="utf-8") as f:
             bundles = read_export(f)  # all checked before the store is even opened
     except UnicodeDecodeError as e:
-        raise UsageError(f"{as_typed(file)} is not UTF-8 text", code="usage.bad_export",
-                         hint="pass a file written by `continuum export`") from e
+        raise UsageError(
+            f"{as_typed(file)} is not UTF-8 text",
+            code="usage.bad_export",
+            hint="pass a file written by `continuum export`",
+        ) from e
     except OSError as e:
-        raise UsageError(f"cannot read {as_typed(file)}: {e.strerror}", code="usage.bad_export",
-                         hint="check the path and its permissions") from e
+        raise UsageError(
+            f"cannot read {as_typed(file)}: {e.strerror}",
+            code="usage.bad_export",
+            hint="check the path and its permissions",
+        ) from e
     rt = runtime(s, create=True)
     try:
         summary = import_checked(rt.store, bundles)
     finally:
         rt.close()
-    emit(s, {"file": file, **summary.model_dump(mode="json")},
-         [f"imported {len(summary.runs)} run(s), {summary.events} events, "
-          f"{summary.checkpoints} checkpoint(s) from {file}; every chain verified"]
-         + [f"  {quoted(run)}  head {head}" for run, head in summary.heads.items()])
+    emit(
+        s,
+        {"file": file, **summary.model_dump(mode="json")},
+        [
+            f"imported {len(summary.runs)} run(s), {summary.events} events, "
+            f"{summary.checkpoints} checkpoint(s) from {file}; every chain verified"
+        ]
+        + [f"  {quoted(run)}  head {head}" for run, head in summary.heads.items()],
+    )
 
 
-def _import_original(s: Settings, path: str, run_ids: tuple[str, ...], new_id: str | None,
-                     dry_run: bool, unverified: bool) -> None:
+def _import_original(
+    s: Settings,
+    path: str,
+    run_ids: tuple[str, ...],
+    new_id: str | None,
+    dry_run: bool,
+    unverified: bool,
+) -> None:
     opened: list[Continuum] = []
 
     def target() -> Storage | None:
@@ -137,14 +209,22 @@ def _import_original(s: Settings, path: str, run_ids: tuple[str, ...], new_id: s
         return opened[0].store
 
     try:
-        report = import_original(path, target, run_ids=run_ids, new_id=new_id,
-                                 dry_run=dry_run, unverified=unverified)
+        report = import_original(
+            path, target, run_ids=run_ids, new_id=new_id, dry_run=dry_run, unverified=unverified
+        )
     finally:
         for rt in opened:
             rt.close()
     refused = [str(r.refused["code"]) for r in report.runs if r.refused is not None]
-    code = (3 if any(c.startswith("integrity.") for c in refused) else 1 if refused
-            else 1 if dry_run and any(r.exists for r in report.runs) else 0)
+    code = (
+        3
+        if any(c.startswith("integrity.") for c in refused)
+        else 1
+        if refused
+        else 1
+        if dry_run and any(r.exists for r in report.runs)
+        else 0
+    )
     emit(s, report.model_dump(mode="json"), _original_lines(report), code=code)
 
 
@@ -154,38 +234,58 @@ def _original_lines(report: MigrationReport) -> list[Line]:
     lines: list[Line] = [
         f"original store {as_typed(report.source)} ({report.format}, schema v"
         f"{report.schema_version}): {len(report.runs)} run(s) read, every hash chain verified"
-        + ("" if all(r.verified for r in report.runs if r.refused is None)
-           else " (except runs marked unverified: they have no chain)")]
+        + (
+            ""
+            if all(r.verified for r in report.runs if r.refused is None)
+            else " (except runs marked unverified: they have no chain)"
+        )
+    ]
     for r in report.runs:
-        name = quoted(r.original_run_id) + ("" if r.run_id == r.original_run_id
-                                            else f" as {quoted(r.run_id)}")
+        name = quoted(r.original_run_id) + (
+            "" if r.run_id == r.original_run_id else f" as {quoted(r.run_id)}"
+        )
         if r.refused is not None:
-            lines.append([Styled("REFUSED", fg="red", bold=True),
-                          f" {name}: {r.refused['message']} [{r.refused['code']}]"])
+            lines.append(
+                [
+                    Styled("REFUSED", fg="red", bold=True),
+                    f" {name}: {r.refused['message']} [{r.refused['code']}]",
+                ]
+            )
             continue
-        state = (f"original status {quoted(r.original_status)}, here {r.status}"
-                 + ("" if r.verified else "; UNVERIFIED (no chain in the original)"))
-        lines.append(f"{name}: {r.original_events} original event(s) -> {r.events} event(s), "
-                     f"head {r.head or '-'}; {state}"
-                     + ("; EXISTS here, would be refused" if r.exists else ""))
+        state = f"original status {quoted(r.original_status)}, here {r.status}" + (
+            "" if r.verified else "; UNVERIFIED (no chain in the original)"
+        )
+        lines.append(
+            f"{name}: {r.original_events} original event(s) -> {r.events} event(s), "
+            f"head {r.head or '-'}; {state}"
+            + ("; EXISTS here, would be refused" if r.exists else "")
+        )
         if r.mapped:
-            lines.append("  mapped: " + ", ".join(f"{m.original_type} -> {m.type} {m.events}"
-                                                  for m in r.mapped))
+            lines.append(
+                "  mapped: "
+                + ", ".join(f"{m.original_type} -> {m.type} {m.events}" for m in r.mapped)
+            )
         for k in r.kept:
-            lines.append(f"  kept as {k.original_type} (opaque, counted by the fold): "
-                         f"{k.events}; {k.why}")
+            lines.append(
+                f"  kept as {k.original_type} (opaque, counted by the fold): {k.events}; {k.why}"
+            )
         if r.missing_blobs:
-            lines.append(f"  {r.missing_blobs} offloaded payload(s) whose blob is missing: "
-                         "kept with the descriptor the chain covers")
-    lines.append(f"{verb} {t['runs']} run(s): {t['original_events']} original event(s), "
-                 f"{t['mapped']} mapped, {t['kept']} kept as opaque events; {t['events']} "
-                 f"event(s) with origin imported" + (f"; {t['refused']} run(s) refused"
-                                                     if t["refused"] else ""))
+            lines.append(
+                f"  {r.missing_blobs} offloaded payload(s) whose blob is missing: "
+                "kept with the descriptor the chain covers"
+            )
+    lines.append(
+        f"{verb} {t['runs']} run(s): {t['original_events']} original event(s), "
+        f"{t['mapped']} mapped, {t['kept']} kept as opaque events; {t['events']} "
+        f"event(s) with origin imported"
+        + (f"; {t['refused']} run(s) refused" if t["refused"] else "")
+    )
     if report.dry_run:
         lines.append("dry run: nothing was written")
     elif t["runs"]:
-        lines.append("a person must confirm an imported run before a resume is safe: "
-                     "`continuum confirm RUN`")
+        lines.append(
+            "a person must confirm an imported run before a resume is safe: `continuum confirm RUN`"
+        )
     lines.append("not imported: " + "; ".join(report.not_imported))
     return lines
 

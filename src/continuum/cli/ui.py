@@ -24,16 +24,25 @@ MAX_IN_FLIGHT = 16
 
 
 @click.command("ui")
-@click.option("--listen", required=True, metavar="HOST:PORT",
-              help="Address to serve on, e.g. 127.0.0.1:8766 (TLS required off loopback).")
-@click.option("--token-file", required=True, metavar="FILE",
-              help="'ROLE TOKEN' lines, mode 0600 (as for continuum-mcp): read sees, approve "
-                   "and admin may confirm, reconcile and decide.")
+@click.option(
+    "--listen",
+    required=True,
+    metavar="HOST:PORT",
+    help="Address to serve on, e.g. 127.0.0.1:8766 (TLS required off loopback).",
+)
+@click.option(
+    "--token-file",
+    required=True,
+    metavar="FILE",
+    help="'ROLE TOKEN' lines, mode 0600 (as for continuum-mcp): read sees, approve "
+    "and admin may confirm, reconcile and decide.",
+)
 @click.option("--tls-cert", default=None, metavar="PEM", help="TLS certificate (TLS 1.3).")
 @click.option("--tls-key", default=None, metavar="PEM", help="TLS private key.")
 @common
-def ui_cmd(s: Settings, listen: str, token_file: str, tls_cert: str | None,
-           tls_key: str | None) -> None:
+def ui_cmd(
+    s: Settings, listen: str, token_file: str, tls_cert: str | None, tls_key: str | None
+) -> None:
     """Serve the operator page: runs and verdicts, a run's chain, evidence, unresolved
     actions and pending approvals, with confirm, reconcile and decide for a person.
 
@@ -46,15 +55,28 @@ def ui_cmd(s: Settings, listen: str, token_file: str, tls_cert: str | None,
     import continuum.mcp.http as http
     from continuum.ui import UI_PREFIX
 
-    problem = http.flag_problem("streamable-http", {
-        "--listen": listen, "--token-file": token_file, "--tls-cert": tls_cert,
-        "--tls-key": tls_key})
+    problem = http.flag_problem(
+        "streamable-http",
+        {
+            "--listen": listen,
+            "--token-file": token_file,
+            "--tls-cert": tls_cert,
+            "--tls-key": tls_key,
+        },
+    )
     if problem:
         raise click.UsageError(problem)
     # env={}: the stdio gate variables and the MCP confirm token are no concern of the page.
-    config = http.load_http_config(listen=listen, token_file=token_file, tls_cert=tls_cert,
-                                   tls_key=tls_key, tls_client_ca=None, max_body=MAX_FORM_BYTES,
-                                   max_in_flight=MAX_IN_FLIGHT, env={})
+    config = http.load_http_config(
+        listen=listen,
+        token_file=token_file,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=None,
+        max_body=MAX_FORM_BYTES,
+        max_in_flight=MAX_IN_FLIGHT,
+        env={},
+    )
     url = resolve_url(s.db)
     Continuum.open(url, create=False).close()  # a missing or foreign store: refuse to start
     routes, _ = http.operator_page(config, url)
@@ -64,9 +86,11 @@ def ui_cmd(s: Settings, listen: str, token_file: str, tls_cert: str | None,
 
     @asynccontextmanager
     async def ready(_app: Any) -> AsyncIterator[None]:
-        sys.stderr.write(f"continuum ui: serving the operator page at {where}{UI_PREFIX}/ "
-                         f"({'TLS 1.3' if config.tls is not None else 'no TLS (loopback)'}; "
-                         f"tokens from {config.tokens.source})\n")
+        sys.stderr.write(
+            f"continuum ui: serving the operator page at {where}{UI_PREFIX}/ "
+            f"({'TLS 1.3' if config.tls is not None else 'no TLS (loopback)'}; "
+            f"tokens from {config.tokens.source})\n"
+        )
         sys.stderr.flush()
         yield
 

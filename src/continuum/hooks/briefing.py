@@ -23,8 +23,13 @@ from continuum.untrusted import quoted
 MAX_DONE = 10  # completed effects listed; the rest are counted
 
 
-def briefing(rt: Continuum, args: HookArgs, project: str, registry: Registry | None,
-             probes: Sequence[ProbeResult]) -> str:
+def briefing(
+    rt: Continuum,
+    args: HookArgs,
+    project: str,
+    registry: Registry | None,
+    probes: Sequence[ProbeResult],
+) -> str:
     run = args.run
     actions = rt.actions(run)
     recovery = rt.resume(run)
@@ -32,40 +37,58 @@ def briefing(rt: Continuum, args: HookArgs, project: str, registry: Registry | N
     if not actions and files is None:
         return ""
     interrupted = rt.interrupted(run)
-    lines = [f"continuum crash-recovery briefing for run {quoted(run)} "
-             f"(side effects in this project go through its ledger): verdict {recovery.mode}."]
+    lines = [
+        f"continuum crash-recovery briefing for run {quoted(run)} "
+        f"(side effects in this project go through its ledger): verdict {recovery.mode}."
+    ]
     p = recovery.progress or {}
     if p.get("total") is not None or p.get("completed"):
         total = "?" if p.get("total") is None else p["total"]
-        lines.append(f"Progress recorded: {p.get('completed', 0)}/{total} completed, "
-                     f"{p.get('failed', 0)} failed.")
+        lines.append(
+            f"Progress recorded: {p.get('completed', 0)}/{total} completed, "
+            f"{p.get('failed', 0)} failed."
+        )
     open_ones = [a for a in actions if a.needs_human or a.action_id in interrupted]
     if open_ones:
-        lines.append("Effects whose outcome is NOT known: do not run them again; a person "
-                     "must settle each:")
+        lines.append(
+            "Effects whose outcome is NOT known: do not run them again; a person must settle each:"
+        )
         for a in open_ones:
-            why = ("reported as not done by an agent" if a.failure_unconfirmed else
-                   "started by a session that ended before its result was recorded")
+            why = (
+                "reported as not done by an agent"
+                if a.failure_unconfirmed
+                else "started by a session that ended before its result was recorded"
+            )
             has_probe = (r := rule_for(a, registry)) is not None and r.probe is not None
-            lines.append(f"- {a.action_type} {quoted(a.action_key, limit=160)}: {why}. Settle: "
-                         + reconcile_commands(args, project, a.action_id, has_probe) + ".")
+            lines.append(
+                f"- {a.action_type} {quoted(a.action_key, limit=160)}: {why}. Settle: "
+                + reconcile_commands(args, project, a.action_id, has_probe)
+                + "."
+            )
     for probe in probes:
         if probe.verdict == "no_probe":
             continue
-        lines.append(f"Probe for {quoted(probe.action_key, limit=120)}: exit {probe.exit_code} -> "
-                     f"{probe.verdict.replace('_', ' ')}"
-                     + (" (recorded)" if probe.verdict != "unknown" else " (still unknown)") + ".")
+        lines.append(
+            f"Probe for {quoted(probe.action_key, limit=120)}: exit {probe.exit_code} -> "
+            f"{probe.verdict.replace('_', ' ')}"
+            + (" (recorded)" if probe.verdict != "unknown" else " (still unknown)")
+            + "."
+        )
     done = [a for a in actions if a.status == ActionStatus.COMPLETED]
     if done:
         lines.append(f"Effects already done ({len(done)}; do not repeat them):")
         for a in done[-MAX_DONE:]:
-            lines.append(f"- {a.action_type} {quoted(a.action_key, limit=160)}"
-                         + (f" at {a.settled_at}" if a.settled_at else ""))
+            lines.append(
+                f"- {a.action_type} {quoted(a.action_key, limit=160)}"
+                + (f" at {a.settled_at}" if a.settled_at else "")
+            )
         if len(done) > MAX_DONE:
             lines.append(f"  ... and {len(done) - MAX_DONE} earlier")
     if files is not None:
-        lines.append(f"Files recorded as evidence: {files.verified} as recorded, "
-                     f"{len(files.changed)} changed since, {len(files.missing)} missing.")
+        lines.append(
+            f"Files recorded as evidence: {files.verified} as recorded, "
+            f"{len(files.changed)} changed since, {len(files.missing)} missing."
+        )
         lines += [f"- changed: {quoted(path)}" for path in files.changed]
         lines += [f"- missing: {quoted(path)}" for path in files.missing]
     if recovery.next_allowed_action:

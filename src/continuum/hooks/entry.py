@@ -25,8 +25,8 @@ MAX_STDIN_BYTES = 16 * 1024 * 1024  # a host event is small; a huge one is refus
 USAGE = f"""usage: continuum hook KIND --host HOST --db URL --run RUN [--project DIR]
 
 Run by a coding host (see `continuum hooks install`), with the host's JSON event on stdin.
-KIND:  {' | '.join(KINDS)}
-HOST:  {' | '.join(HOSTS)}
+KIND:  {" | ".join(KINDS)}
+HOST:  {" | ".join(HOSTS)}
   pre-tool           gate a tool call the effect registry names as a side effect: allow
                      (exit 0, silent) or deny (exit 2, reason on stderr)
   post-tool          record the outcome of a gated call, and files written, as evidence
@@ -52,8 +52,9 @@ def parse_args(argv: list[str]) -> HookArgs:
         raise SystemExit(USAGE)
     kind, rest = argv[0], argv[1:]
     if kind not in KINDS:
-        raise UsageError(f"unknown hook {kind!r}", code="usage.bad_hook",
-                         hint=f"use one of {', '.join(KINDS)}")
+        raise UsageError(
+            f"unknown hook {kind!r}", code="usage.bad_hook", hint=f"use one of {', '.join(KINDS)}"
+        )
     values: dict[str, str] = {}
     i = 0
     while i < len(rest):
@@ -62,29 +63,44 @@ def parse_args(argv: list[str]) -> HookArgs:
             raise SystemExit(USAGE)
         name, eq, value = arg.partition("=")
         if name not in ("--host", "--db", "--run", "--project"):
-            raise UsageError(f"unknown option {arg!r}", code="usage.invalid",
-                             hint="see `continuum hook --help`")
+            raise UsageError(
+                f"unknown option {arg!r}", code="usage.invalid", hint="see `continuum hook --help`"
+            )
         if not eq:
             if i + 1 >= len(rest):
-                raise UsageError(f"{name} needs a value", code="usage.invalid",
-                                 hint="see `continuum hook --help`")
+                raise UsageError(
+                    f"{name} needs a value",
+                    code="usage.invalid",
+                    hint="see `continuum hook --help`",
+                )
             value = rest[i + 1]
             i += 1
         values[name[2:]] = value
         i += 1
     missing = [n for n in ("host", "db", "run") if not values.get(n)]
     if missing:
-        raise UsageError(f"missing {', '.join('--' + n for n in missing)}", code="usage.invalid",
-                         hint="the installed hook commands carry them: `continuum hooks install`")
+        raise UsageError(
+            f"missing {', '.join('--' + n for n in missing)}",
+            code="usage.invalid",
+            hint="the installed hook commands carry them: `continuum hooks install`",
+        )
     if values["host"] not in HOSTS:
-        raise UsageError(f"unknown host {values['host']!r}", code="usage.bad_host",
-                         hint=f"use --host {' or '.join(HOSTS)}")
+        raise UsageError(
+            f"unknown host {values['host']!r}",
+            code="usage.bad_host",
+            hint=f"use --host {' or '.join(HOSTS)}",
+        )
     return HookArgs(kind, values["host"], values["db"], values["run"], values.get("project"))
 
 
 def project_dir(args: HookArgs, event_cwd: str | None) -> str:
-    return (args.project or os.environ.get("CLAUDE_PROJECT_DIR")
-            or os.environ.get("GEMINI_PROJECT_DIR") or event_cwd or os.getcwd())
+    return (
+        args.project
+        or os.environ.get("CLAUDE_PROJECT_DIR")
+        or os.environ.get("GEMINI_PROJECT_DIR")
+        or event_cwd
+        or os.getcwd()
+    )
 
 
 def deny(reason: str) -> int:
@@ -98,8 +114,11 @@ def deny(reason: str) -> int:
 def _read_stdin() -> bytes:
     data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
     if len(data) > MAX_STDIN_BYTES:
-        raise UsageError(f"the hook event is larger than {MAX_STDIN_BYTES} bytes",
-                         code="hooks.bad_event", hint="hosts send small events; this is not one")
+        raise UsageError(
+            f"the hook event is larger than {MAX_STDIN_BYTES} bytes",
+            code="hooks.bad_event",
+            hint="hosts send small events; this is not one",
+        )
     return data
 
 
@@ -118,8 +137,10 @@ def main(argv: list[str]) -> int:
         return 1
     except Exception as e:  # a bug: for the gate, that is a refusal, never an allow
         if kind == "pre-tool":
-            return deny(f"continuum's gate failed ({type(e).__name__}: {e}); the call was refused "
-                        "to be safe. Tell the user; `continuum hooks remove` switches the gate off")
+            return deny(
+                f"continuum's gate failed ({type(e).__name__}: {e}); the call was refused "
+                "to be safe. Tell the user; `continuum hooks remove` switches the gate off"
+            )
         sys.stderr.write(f"continuum hook {kind} failed: {type(e).__name__}: {e}\n")
         return 1
 
@@ -171,5 +192,5 @@ def _registry_or_none(project: str) -> Registry | None:
 def _store_may_exist(url: str) -> bool:
     if "://" in url and not url.startswith("sqlite:"):
         return True  # a server store (PostgreSQL): only opening it can tell
-    path = url[len("sqlite://"):] if url.startswith("sqlite://") else url
+    path = url[len("sqlite://") :] if url.startswith("sqlite://") else url
     return os.path.exists(path)

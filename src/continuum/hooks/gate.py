@@ -57,7 +57,7 @@ def _parent_of(pid: int) -> tuple[int, str] | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read().decode("ascii", "replace")
-        name = data[data.index("(") + 1:data.rindex(")")]
+        name = data[data.index("(") + 1 : data.rindex(")")]
         return int(data.rsplit(")", 1)[1].split()[1]), name
     except (OSError, ValueError, IndexError):
         return None
@@ -80,8 +80,7 @@ def host_pid() -> int:
 
 def host_owner(session_id: str | None) -> dict[str, Any]:
     pid = host_pid()
-    owner: dict[str, Any] = {"host": socket.gethostname(), "pid": pid,
-                             "start": process_start(pid)}
+    owner: dict[str, Any] = {"host": socket.gethostname(), "pid": pid, "start": process_start(pid)}
     if session_id:
         owner["session"] = session_id
     return owner
@@ -90,13 +89,19 @@ def host_owner(session_id: str | None) -> dict[str, Any]:
 # -- opening the store -------------------------------------------------------------------
 
 
-def _open(args: HookArgs, event: HookEvent, *, create: bool,
-          project: str | None = None) -> Continuum:
+def _open(
+    args: HookArgs, event: HookEvent, *, create: bool, project: str | None = None
+) -> Continuum:
     store = open_store(args.db, create=create, wait_ms=_wait_ms())
     # Approval rules: the project's .continuum/approvals.toml (and the one beside the store).
     approvals = RuleFiles.around(project, store.url) if project is not None else None
-    return Continuum(store, origin=Origin.EXTERNAL_AGENT, cwd=event.cwd or os.getcwd(),
-                     owner=host_owner(event.session_id), approvals=approvals)
+    return Continuum(
+        store,
+        origin=Origin.EXTERNAL_AGENT,
+        cwd=event.cwd or os.getcwd(),
+        owner=host_owner(event.session_id),
+        approvals=approvals,
+    )
 
 
 def _wait_ms() -> int:
@@ -104,8 +109,11 @@ def _wait_ms() -> int:
     if text is None:
         return WAIT_MS
     if not text.isdigit():
-        raise UsageError(f"{WAIT_ENV}={text!r} is not a number of milliseconds",
-                         code="usage.bad_env", hint=f"unset it, or e.g. {WAIT_ENV}=5000")
+        raise UsageError(
+            f"{WAIT_ENV}={text!r} is not a number of milliseconds",
+            code="usage.bad_env",
+            hint=f"unset it, or e.g. {WAIT_ENV}=5000",
+        )
     return int(text)
 
 
@@ -126,8 +134,13 @@ def _ensure_run(rt: Continuum, run_id: str) -> None:
 
 def git_head(cwd: str | None) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", cwd or ".", "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "-C", cwd or ".", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
@@ -144,13 +157,21 @@ def template_values(event: HookEvent, rule: Rule) -> dict[str, Any]:
 def _arguments(event: HookEvent, rule: Rule, values: Mapping[str, Any]) -> dict[str, Any]:
     """What the ledger keeps of the call: enough to explain it and to render its probe."""
     text = json.dumps(dict(event.tool_input), sort_keys=True, ensure_ascii=False)
-    tool_input: Any = dict(event.tool_input) if len(text) <= MAX_INPUT_CHARS else {
-        "sha256": hashlib.sha256(text.encode()).hexdigest(), "chars": len(text)}
-    return {"host": event.host, "tool": event.tool_name, "input": tool_input,
-            "cwd": event.cwd, "session_id": event.session_id, "tool_use_id": event.tool_use_id,
-            "rule": {"index": rule.index, "action_type": rule.action_type},
-            "values": {k: values.get(k) for k in BUILTINS if k in values and k not in
-                       event.tool_input}}
+    tool_input: Any = (
+        dict(event.tool_input)
+        if len(text) <= MAX_INPUT_CHARS
+        else {"sha256": hashlib.sha256(text.encode()).hexdigest(), "chars": len(text)}
+    )
+    return {
+        "host": event.host,
+        "tool": event.tool_name,
+        "input": tool_input,
+        "cwd": event.cwd,
+        "session_id": event.session_id,
+        "tool_use_id": event.tool_use_id,
+        "rule": {"index": rule.index, "action_type": rule.action_type},
+        "values": {k: values.get(k) for k in BUILTINS if k in values and k not in event.tool_input},
+    }
 
 
 # -- pre-tool ------------------------------------------------------------------------------
@@ -164,9 +185,15 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
         _ensure_run(rt, args.run)
         arguments = _arguments(event, rule, values)
         # An approval binds the call itself (tool, input, directory), not this session's ids.
-        r = rt.intercept(args.run, rule.action_type, arguments, key=key, replay=rule.replay,
-                         effect=rule.action_type,
-                         approval_arguments={k: arguments[k] for k in ("tool", "input", "cwd")})
+        r = rt.intercept(
+            args.run,
+            rule.action_type,
+            arguments,
+            key=key,
+            replay=rule.replay,
+            effect=rule.action_type,
+            approval_arguments={k: arguments[k] for k in ("tool", "input", "cwd")},
+        )
         if r.proceed:
             return 0  # allowed: print nothing, so the user's own permission rules still apply
         record = _record(rt, args.run, r.action_id)
@@ -194,8 +221,10 @@ def shown_db(url: str) -> str:
         netloc = f"{user}{':***' if colon else ''}@{host}"
     path, question, query = tail.partition("?")
     if question:
-        query = "&".join(f"{p.partition('=')[0]}=***" if p.partition("=")[0].lower()
-                         == "password" else p for p in query.split("&"))
+        query = "&".join(
+            f"{p.partition('=')[0]}=***" if p.partition("=")[0].lower() == "password" else p
+            for p in query.split("&")
+        )
     return f"{scheme}://{netloc}{slash}{path}{question}{query}"
 
 
@@ -207,14 +236,22 @@ def reconcile_commands(args: HookArgs, project: str, action_id: str, has_probe: 
     base = f"continuum --db {_db(args)} reconcile {shlex.quote(args.run)} {action_id}"
     text = f"`{base} --occurred` (it happened) or `{base} --not-occurred` (it did not)"
     if has_probe:
-        text += (f", or let continuum check with the rule's probe: `continuum --db "
-                 f"{_db(args)} reconcile --probe {shlex.quote(args.run)} {action_id} "
-                 f"--dir {shlex.quote(project)}`")
+        text += (
+            f", or let continuum check with the rule's probe: `continuum --db "
+            f"{_db(args)} reconcile --probe {shlex.quote(args.run)} {action_id} "
+            f"--dir {shlex.quote(project)}`"
+        )
     return text
 
 
-def refusal(args: HookArgs, project: str, rule: Rule, r: InterceptResult,
-            record: ActionRecord | None, session: str | None = None) -> str:
+def refusal(
+    args: HookArgs,
+    project: str,
+    rule: Rule,
+    r: InterceptResult,
+    record: ActionRecord | None,
+    session: str | None = None,
+) -> str:
     what = f"continuum: this {rule.action_type} ({quoted(r.action_key, limit=120)})"
     settle = reconcile_commands(args, project, r.action_id, rule.probe is not None)
     if r.status == "completed":
@@ -226,33 +263,46 @@ def refusal(args: HookArgs, project: str, rule: Rule, r: InterceptResult,
             result = f", exit code {previous['exit_code']}"  # a hook's own summary
         elif previous is not None:
             result = f", result {quoted(json.dumps(previous, sort_keys=True), limit=200)}"
-        return (f"{what} already happened{when}{ext}{result}. Do not run it again. If it "
-                "really must happen again, it is a new effect: ask the user.")
+        return (
+            f"{what} already happened{when}{ext}{result}. Do not run it again. If it "
+            "really must happen again, it is a new effect: ask the user."
+        )
     if r.status == "in_progress":
         owner = record.owner if record else {}
-        who = ("this session: an earlier call of it has not finished" if session and
-               owner.get("session") == session else
-               f"another live session (process {owner.get('pid')})")
-        return (f"{what} is being performed right now by {who}. Do not run it again; check "
-                "again later.")
+        who = (
+            "this session: an earlier call of it has not finished"
+            if session and owner.get("session") == session
+            else f"another live session (process {owner.get('pid')})"
+        )
+        return (
+            f"{what} is being performed right now by {who}. Do not run it again; check again later."
+        )
     if r.status in ("unknown", "reconcile_required"):
-        return (f"{what} was started earlier and its outcome is unknown: the session that ran "
-                "it ended before its result was recorded. Do not run it again. Check whether it "
-                f"happened; then a person settles it: {settle}.")
+        return (
+            f"{what} was started earlier and its outcome is unknown: the session that ran "
+            "it ended before its result was recorded. Do not run it again. Check whether it "
+            f"happened; then a person settles it: {settle}."
+        )
     if r.status == "needs_confirmation":
-        return (f"{what} was reported as not done by an agent, which does not let it run again. "
-                f"A person must check and confirm: {settle}.")
+        return (
+            f"{what} was reported as not done by an agent, which does not let it run again. "
+            f"A person must check and confirm: {settle}."
+        )
     if r.status == "compensated":
         return f"{what} was done and later undone (compensated). Do not run it again as is."
     if r.status == "awaiting_approval" and r.approval_id:
-        return (f"{what} needs a person's decision first (approval {r.approval_id}). Do not run "
-                "it, and do not decide it yourself: ask the user to run "
-                f"`continuum --db {_db(args)} decide {r.approval_id} --allow "
-                "--reason TEXT` (or --deny), then make exactly the same call again.")
+        return (
+            f"{what} needs a person's decision first (approval {r.approval_id}). Do not run "
+            "it, and do not decide it yourself: ask the user to run "
+            f"`continuum --db {_db(args)} decide {r.approval_id} --allow "
+            "--reason TEXT` (or --deny), then make exactly the same call again."
+        )
     if r.status == "denied" and r.approval_id:
         why = f" Their reason: {quoted(r.denial_reason, limit=300)}." if r.denial_reason else ""
-        return (f"{what} was denied by a person (approval {r.approval_id}).{why} Do not run "
-                "it. Ask the user how to proceed.")
+        return (
+            f"{what} was denied by a person (approval {r.approval_id}).{why} Do not run "
+            "it. Ask the user how to proceed."
+        )
     return f"{what} was refused ({r.status}): {r.guidance}"
 
 
@@ -279,8 +329,9 @@ def post_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule | None)
     return 0
 
 
-def _find_action(rt: Continuum, run_id: str, event: HookEvent, rule: Rule,
-                 key: str) -> ActionRecord | None:
+def _find_action(
+    rt: Continuum, run_id: str, event: HookEvent, rule: Rule, key: str
+) -> ActionRecord | None:
     identity = rt.ledger.identity(run_id, rule.action_type, key)
     row = rt.store.get_action(run_id, identity.action_id)
     if row is not None:
@@ -288,14 +339,18 @@ def _find_action(rt: Continuum, run_id: str, event: HookEvent, rule: Rule,
     if event.tool_use_id:  # the key changed between pre and post (e.g. {git_head}): by call id
         for row in rt.store.list_actions(run_id):
             args = row.record.get("arguments")
-            if (row.record.get("status") == "started" and isinstance(args, dict)
-                    and args.get("tool_use_id") == event.tool_use_id):
+            if (
+                row.record.get("status") == "started"
+                and isinstance(args, dict)
+                and args.get("tool_use_id") == event.tool_use_id
+            ):
                 return ActionRecord.model_validate(row.record)
     return None
 
 
-def _settle(rt: Continuum, args: HookArgs, event: HookEvent, rule: Rule,
-            outcome: Outcome) -> list[str]:
+def _settle(
+    rt: Continuum, args: HookArgs, event: HookEvent, rule: Rule, outcome: Outcome
+) -> list[str]:
     values = template_values(event, rule)
     key = render_key(rule.key, values)
     rec = _find_action(rt, args.run, event, rule, key)
@@ -308,7 +363,8 @@ def _settle(rt: Continuum, args: HookArgs, event: HookEvent, rule: Rule,
         arguments = _arguments(event, rule, values)
         rules = rt.ledger.approvals
         asked = (rules.current() if isinstance(rules, RuleFiles) else rules).find(
-            rule.action_type, arguments, rule.action_type)
+            rule.action_type, arguments, rule.action_type
+        )
         rt.ledger.approvals = ApprovalRules()
         try:
             r = rt.intercept(args.run, rule.action_type, arguments, key=key, replay=rule.replay)
@@ -319,25 +375,33 @@ def _settle(rt: Continuum, args: HookArgs, event: HookEvent, rule: Rule,
         rec = _record(rt, args.run, r.action_id)
         assert rec is not None
         if asked is not None:
-            unapproved.append(f"{rule.action_type} {quoted(rec.action_key, limit=80)} ran "
-                              "without the person's decision its approval rule asks for (the "
-                              "gate did not record the call); recorded as it happened.")
+            unapproved.append(
+                f"{rule.action_type} {quoted(rec.action_key, limit=80)} ran "
+                "without the person's decision its approval rule asks for (the "
+                "gate did not record the call); recorded as it happened."
+            )
     if rec.status != ActionStatus.STARTED:
         if rec.status == ActionStatus.COMPLETED and _same_call(rec, event):
             return []  # this call's result is already recorded
-        _effect_evidence(rt, args.run, event, rec, outcome, note=f"ran while the ledger said "
-                                                                   f"{rec.status}")
-        return [f"{rule.action_type} {quoted(rec.action_key, limit=80)} ran although the ledger "
-                f"said {rec.status}; recorded as evidence."]
+        _effect_evidence(
+            rt, args.run, event, rec, outcome, note=f"ran while the ledger said {rec.status}"
+        )
+        return [
+            f"{rule.action_type} {quoted(rec.action_key, limit=80)} ran although the ledger "
+            f"said {rec.status}; recorded as evidence."
+        ]
     try:
         if outcome.failed:
-            rt.fail(args.run, rec.action_id, error=_failure_text(outcome),
-                    certain=outcome.never_started)
+            rt.fail(
+                args.run, rec.action_id, error=_failure_text(outcome), certain=outcome.never_started
+            )
         else:
             rt.complete(args.run, rec.action_id, result=outcome.summary())
     except ActionOwnedError:
-        return [f"{rule.action_type} {quoted(rec.action_key, limit=80)} is owned by another live "
-                "session; its outcome was not recorded here."]
+        return [
+            f"{rule.action_type} {quoted(rec.action_key, limit=80)} is owned by another live "
+            "session; its outcome was not recorded here."
+        ]
     _effect_evidence(rt, args.run, event, rec, outcome)
     return unapproved
 
@@ -356,15 +420,24 @@ def _failure_text(outcome: Outcome) -> str:
     return f"{code}; outcome uncertain" + (f" ({outcome.error})" if outcome.error else "")
 
 
-def _effect_evidence(rt: Continuum, run_id: str, event: HookEvent, rec: ActionRecord,
-                     outcome: Outcome, note: str | None = None) -> None:
+def _effect_evidence(
+    rt: Continuum,
+    run_id: str,
+    event: HookEvent,
+    rec: ActionRecord,
+    outcome: Outcome,
+    note: str | None = None,
+) -> None:
     command = event.tool_input.get("command")
     payload: dict[str, Any] = {
         "evidence_id": f"effect:{event.tool_use_id or rec.action_id}:{rec.attempt}",
         "text": f"{event.tool_name} for {rec.action_type} {rec.action_key}"
-                + (f": exit code {outcome.exit_code}" if outcome.exit_code is not None else "")
-                + (f" ({note})" if note else ""),
-        "action_id": rec.action_id, "tool": event.tool_name, "outcome": outcome.summary()}
+        + (f": exit code {outcome.exit_code}" if outcome.exit_code is not None else "")
+        + (f" ({note})" if note else ""),
+        "action_id": rec.action_id,
+        "tool": event.tool_name,
+        "outcome": outcome.summary(),
+    }
     if isinstance(command, str):
         payload["command"] = command[:2000]
     rt.append(run_id, EventType.EVIDENCE_ADDED, payload)
@@ -382,9 +455,18 @@ def _file_evidence(rt: Continuum, run_id: str, event: HookEvent, path_text: str)
         size = path.stat().st_size
     except OSError:
         return
-    rt.append(run_id, EventType.EVIDENCE_ADDED, {
-        "evidence_id": f"file:{path}", "text": f"written by {event.tool_name}",
-        "path": str(path), "sha256": sha, "size": size, "tool": event.tool_name})
+    rt.append(
+        run_id,
+        EventType.EVIDENCE_ADDED,
+        {
+            "evidence_id": f"file:{path}",
+            "text": f"written by {event.tool_name}",
+            "path": str(path),
+            "sha256": sha,
+            "size": size,
+            "tool": event.tool_name,
+        },
+    )
 
 
 # -- probes -----------------------------------------------------------------------------------
@@ -413,8 +495,9 @@ def rule_for(record: ActionRecord, registry: Registry | None) -> Rule | None:
     return candidates[0] if candidates else None
 
 
-def probe_action(rt: Continuum, run_id: str, record: ActionRecord,
-                 registry: Registry | None) -> ProbeResult:
+def probe_action(
+    rt: Continuum, run_id: str, record: ActionRecord, registry: Registry | None
+) -> ProbeResult:
     """Run the action's probe and record its verdict (exit 0: occurred, 1: not, else unknown).
 
     The verdict is a check continuum ran itself, so it is recorded with origin
@@ -424,19 +507,33 @@ def probe_action(rt: Continuum, run_id: str, record: ActionRecord,
     if rule is None or rule.probe is None:
         return ProbeResult(record.action_id, record.action_key, None, None, "no_probe")
     args = record.arguments if isinstance(record.arguments, dict) else {}
-    values: dict[str, Any] = dict(args.get("input") or {}) if isinstance(args.get("input"),
-                                                                         dict) else {}
-    values.update(cwd=args.get("cwd"), tool_name=args.get("tool"),
-                  session_id=args.get("session_id"))
+    values: dict[str, Any] = (
+        dict(args.get("input") or {}) if isinstance(args.get("input"), dict) else {}
+    )
+    values.update(
+        cwd=args.get("cwd"), tool_name=args.get("tool"), session_id=args.get("session_id")
+    )
     values.update({k: v for k, v in (args.get("values") or {}).items() if k in BUILTINS})
     try:
         command = render_probe(rule.probe, values)
     except UsageError as e:
-        return ProbeResult(record.action_id, record.action_key, None, None, "unknown",
-                           f"the probe could not be filled in: {e.message}")
+        return ProbeResult(
+            record.action_id,
+            record.action_key,
+            None,
+            None,
+            "unknown",
+            f"the probe could not be filled in: {e.message}",
+        )
     try:
-        done = subprocess.run(["sh", "-c", command], cwd=args.get("cwd") or None,
-                              capture_output=True, text=True, timeout=PROBE_SECONDS, check=False)
+        done = subprocess.run(
+            ["sh", "-c", command],
+            cwd=args.get("cwd") or None,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_SECONDS,
+            check=False,
+        )
         code: int | None = done.returncode
         output = (done.stdout + done.stderr)[-2000:]
     except subprocess.TimeoutExpired:
@@ -444,22 +541,34 @@ def probe_action(rt: Continuum, run_id: str, record: ActionRecord,
     except OSError as e:
         code, output = None, f"could not run: {e}"
     verdict = {0: "occurred", 1: "not_occurred"}.get(code if code is not None else -1, "unknown")
-    rt.append(run_id, EventType.EVIDENCE_ADDED, {
-        "evidence_id": f"probe:{record.action_id}:{record.last_sequence}",
-        "text": f"probe for {record.action_key}: exit {code} ({verdict})",
-        "action_id": record.action_id, "command": command, "exit_code": code,
-        "output": output})
+    rt.append(
+        run_id,
+        EventType.EVIDENCE_ADDED,
+        {
+            "evidence_id": f"probe:{record.action_id}:{record.last_sequence}",
+            "text": f"probe for {record.action_key}: exit {code} ({verdict})",
+            "action_id": record.action_id,
+            "command": command,
+            "exit_code": code,
+            "output": output,
+        },
+    )
     if verdict in ("occurred", "not_occurred") and record.needs_human:
-        rt.reconcile(run_id, record.action_id, occurred=verdict == "occurred",
-                     note=f"probe exited {code}", origin=Origin.DETERMINISTIC, force=False)
+        rt.reconcile(
+            run_id,
+            record.action_id,
+            occurred=verdict == "occurred",
+            note=f"probe exited {code}",
+            origin=Origin.DETERMINISTIC,
+            force=False,
+        )
     return ProbeResult(record.action_id, record.action_key, command, code, verdict, output)
 
 
 # -- session start and pre-compact ------------------------------------------------------------
 
 
-def session_start(args: HookArgs, event: HookEvent, project: str,
-                  registry: Registry | None) -> int:
+def session_start(args: HookArgs, event: HookEvent, project: str, registry: Registry | None) -> int:
     from continuum.hooks.briefing import briefing
 
     rt = _open_existing_run(args, event)
@@ -474,8 +583,9 @@ def session_start(args: HookArgs, event: HookEvent, project: str,
                 try:
                     probes.append(probe_action(rt, args.run, a, registry))
                 except ContinuumError as e:  # a probe must never stop the briefing
-                    probes.append(ProbeResult(a.action_id, a.action_key, None, None, "unknown",
-                                              e.message))
+                    probes.append(
+                        ProbeResult(a.action_id, a.action_key, None, None, "unknown", e.message)
+                    )
         text = briefing(rt, args, project, registry, probes)
     finally:
         rt.close()
@@ -509,12 +619,20 @@ def pre_compact(args: HookArgs, event: HookEvent) -> int:
     if rt is None:
         return 0
     try:
-        rt.checkpoint(args.run, reason=f"before the host compacted its context "
-                                       f"({event.source or 'auto'})")
+        rt.checkpoint(
+            args.run, reason=f"before the host compacted its context ({event.source or 'auto'})"
+        )
     finally:
         rt.close()
     return 0
 
 
-__all__ = ["ProbeResult", "host_owner", "post_tool", "pre_compact", "pre_tool", "probe_action",
-           "session_start"]
+__all__ = [
+    "ProbeResult",
+    "host_owner",
+    "post_tool",
+    "pre_compact",
+    "pre_tool",
+    "probe_action",
+    "session_start",
+]

@@ -39,17 +39,32 @@ DENY_EXIT = 2
 
 # Tools that only read: with a malformed registry, the gate still lets these through (a
 # person must be able to look around), and refuses everything else.
-READ_ONLY_TOOLS = frozenset({
-    "Read", "Glob", "Grep", "LS", "NotebookRead", "TodoWrite", "TodoRead",  # Claude Code
-    "read_file", "read_many_files", "list_directory", "glob", "grep_search",
-    "search_file_content",  # Gemini CLI
-})
+READ_ONLY_TOOLS = frozenset(
+    {
+        "Read",
+        "Glob",
+        "Grep",
+        "LS",
+        "NotebookRead",
+        "TodoWrite",
+        "TodoRead",  # Claude Code
+        "read_file",
+        "read_many_files",
+        "list_directory",
+        "glob",
+        "grep_search",
+        "search_file_content",  # Gemini CLI
+    }
+)
 
 # File-writing tools whose result is recorded as evidence (path, size, sha256 on disk).
 FILE_TOOLS = {
-    "Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path",
+    "Write": "file_path",
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
     "NotebookEdit": "notebook_path",  # Claude Code
-    "write_file": "file_path", "replace": "file_path",  # Gemini CLI
+    "write_file": "file_path",
+    "replace": "file_path",  # Gemini CLI
     "apply_patch": "command",  # Codex: the patch text names the files
 }
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
@@ -60,12 +75,27 @@ _LEADING_EXIT = re.compile(r"(?i)^\s*exit code\s*(-?\d+)")
 class Outcome:
     """What the host says about a tool call that ran (or did not)."""
 
-    __slots__ = ("error", "exit_code", "failed", "interrupted", "never_started",
-                 "output_chars", "output_sha256")
+    __slots__ = (
+        "error",
+        "exit_code",
+        "failed",
+        "interrupted",
+        "never_started",
+        "output_chars",
+        "output_sha256",
+    )
 
-    def __init__(self, *, failed: bool, exit_code: int | None = None, interrupted: bool = False,
-                 never_started: bool = False, output_sha256: str | None = None,
-                 output_chars: int = 0, error: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        failed: bool,
+        exit_code: int | None = None,
+        interrupted: bool = False,
+        never_started: bool = False,
+        output_sha256: str | None = None,
+        output_chars: int = 0,
+        error: str | None = None,
+    ) -> None:
         self.failed = failed
         self.exit_code = exit_code
         self.interrupted = interrupted
@@ -76,9 +106,12 @@ class Outcome:
 
     def summary(self) -> dict[str, Any]:
         """Bounded: codes and a digest, never the output itself (it may hold secrets)."""
-        out: dict[str, Any] = {"exit_code": self.exit_code, "interrupted": self.interrupted,
-                               "output_sha256": self.output_sha256,
-                               "output_chars": self.output_chars}
+        out: dict[str, Any] = {
+            "exit_code": self.exit_code,
+            "interrupted": self.interrupted,
+            "output_sha256": self.output_sha256,
+            "output_chars": self.output_chars,
+        }
         if self.error:
             out["error"] = self.error[:200]
         return out
@@ -87,13 +120,31 @@ class Outcome:
 class HookEvent:
     """One host event, the same shape whichever host sent it."""
 
-    __slots__ = ("cwd", "host", "kind", "outcome", "session_id", "source", "tool_input",
-                 "tool_name", "tool_use_id")
+    __slots__ = (
+        "cwd",
+        "host",
+        "kind",
+        "outcome",
+        "session_id",
+        "source",
+        "tool_input",
+        "tool_name",
+        "tool_use_id",
+    )
 
-    def __init__(self, *, host: str, kind: str, session_id: str | None, cwd: str | None,
-                 tool_name: str | None = None, tool_input: Mapping[str, Any] | None = None,
-                 tool_use_id: str | None = None, outcome: Outcome | None = None,
-                 source: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        host: str,
+        kind: str,
+        session_id: str | None,
+        cwd: str | None,
+        tool_name: str | None = None,
+        tool_input: Mapping[str, Any] | None = None,
+        tool_use_id: str | None = None,
+        outcome: Outcome | None = None,
+        source: str | None = None,
+    ) -> None:
         self.host = host
         self.kind = kind
         self.session_id = session_id
@@ -106,10 +157,12 @@ class HookEvent:
 
 
 def _bad(host: str, kind: str, problem: str) -> UsageError:
-    return UsageError(f"the {host} {kind} hook input is not usable: {problem}",
-                      code="hooks.bad_event",
-                      hint="hooks read the host's JSON event on stdin; run them from the host "
-                           "(continuum hooks install), not by hand")
+    return UsageError(
+        f"the {host} {kind} hook input is not usable: {problem}",
+        code="hooks.bad_event",
+        hint="hooks read the host's JSON event on stdin; run them from the host "
+        "(continuum hooks install), not by hand",
+    )
 
 
 def _text(value: Any) -> str | None:
@@ -119,11 +172,13 @@ def _text(value: Any) -> str | None:
 def parse_event(host: str, kind: str, data: bytes) -> HookEvent:
     """Normalize one host's stdin JSON; ``UsageError`` (``hooks.bad_event``) if unusable."""
     if host not in HOSTS:
-        raise UsageError(f"unknown host {host!r}", code="usage.bad_host",
-                         hint=f"use --host {' or '.join(HOSTS)}")
+        raise UsageError(
+            f"unknown host {host!r}", code="usage.bad_host", hint=f"use --host {' or '.join(HOSTS)}"
+        )
     if kind not in KINDS:
-        raise UsageError(f"unknown hook {kind!r}", code="usage.bad_hook",
-                         hint=f"use one of {', '.join(KINDS)}")
+        raise UsageError(
+            f"unknown hook {kind!r}", code="usage.bad_hook", hint=f"use one of {', '.join(KINDS)}"
+        )
     try:
         payload = json.loads(data.decode("utf-8")) if data.strip() else None
     except (UnicodeDecodeError, ValueError) as e:
@@ -139,9 +194,13 @@ def parse_event(host: str, kind: str, data: bytes) -> HookEvent:
         if not isinstance(tool_input, dict):
             raise _bad(host, kind, "tool_input must be a JSON object")
     return HookEvent(
-        host=host, kind=kind, session_id=_text(payload.get("session_id")),
-        cwd=_text(payload.get("cwd")), tool_name=_text(payload.get("tool_name")),
-        tool_input=tool_input or {}, tool_use_id=_text(payload.get("tool_use_id")),
+        host=host,
+        kind=kind,
+        session_id=_text(payload.get("session_id")),
+        cwd=_text(payload.get("cwd")),
+        tool_name=_text(payload.get("tool_name")),
+        tool_input=tool_input or {},
+        tool_use_id=_text(payload.get("tool_use_id")),
         outcome=_outcome(host, kind, payload) if kind.startswith("post-tool") else None,
         source=_text(payload.get("source")) or _text(payload.get("trigger")),
     )
@@ -152,8 +211,9 @@ def _digest(value: Any) -> tuple[str | None, int]:
 
     if value is None:
         return None, 0
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True,
-                                                           ensure_ascii=False)
+    text = (
+        value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    )
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest(), len(text)
 
 
@@ -164,14 +224,23 @@ def _outcome(host: str, kind: str, payload: Mapping[str, Any]) -> Outcome:
         if kind == "post-tool-failure":
             message = _text(payload.get("error")) or "the tool failed"
             m = _LEADING_EXIT.match(message)
-            return Outcome(failed=True, exit_code=int(m.group(1)) if m else None,
-                           interrupted=payload.get("is_interrupt") is True,
-                           output_sha256=_digest(message)[0], output_chars=len(message),
-                           error=message.splitlines()[0] if message else None)
+            return Outcome(
+                failed=True,
+                exit_code=int(m.group(1)) if m else None,
+                interrupted=payload.get("is_interrupt") is True,
+                output_sha256=_digest(message)[0],
+                output_chars=len(message),
+                error=message.splitlines()[0] if message else None,
+            )
         interrupted = isinstance(response, dict) and response.get("interrupted") is True
         # PostToolUse fires only for a tool that succeeded.
-        return Outcome(failed=interrupted, exit_code=None if interrupted else 0,
-                       interrupted=interrupted, output_sha256=sha, output_chars=chars)
+        return Outcome(
+            failed=interrupted,
+            exit_code=None if interrupted else 0,
+            interrupted=interrupted,
+            output_sha256=sha,
+            output_chars=chars,
+        )
     if host == "gemini":
         text = ""
         error: str | None = None
@@ -185,8 +254,14 @@ def _outcome(host: str, kind: str, payload: Mapping[str, Any]) -> Outcome:
         m = _EXIT_LINE.search(text)
         code = int(m.group(1)) if m else (None if error else 0)
         cancelled = "cancelled" in text.lower() and "command was cancelled" in text.lower()
-        return Outcome(failed=bool(error) or bool(code) or cancelled, exit_code=code,
-                       interrupted=cancelled, output_sha256=sha, output_chars=chars, error=error)
+        return Outcome(
+            failed=bool(error) or bool(code) or cancelled,
+            exit_code=code,
+            interrupted=cancelled,
+            output_sha256=sha,
+            output_chars=chars,
+            error=error,
+        )
     # codex: the output as text; an exit code only when it says so
     text = response if isinstance(response, str) else json.dumps(response)
     m = _EXIT_LINE.search(text or "")
@@ -209,5 +284,7 @@ def file_paths(tool_name: str, tool_input: Mapping[str, Any]) -> list[str]:
 
 def session_context(text: str) -> str:
     """The JSON that puts ``text`` into the model's context at session start."""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                              "additionalContext": text}}, ensure_ascii=False)
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}},
+        ensure_ascii=False,
+    )

@@ -48,13 +48,25 @@ SETTINGS_PATHS: dict[str, Path] = {
 
 # The host's event -> our hook kind, in the order the events are written.
 EVENTS: dict[str, dict[str, str]] = {
-    "claude-code": {"PreToolUse": "pre-tool", "PostToolUse": "post-tool",
-                    "PostToolUseFailure": "post-tool-failure", "SessionStart": "session-start",
-                    "PreCompact": "pre-compact"},
-    "gemini": {"BeforeTool": "pre-tool", "AfterTool": "post-tool",
-               "SessionStart": "session-start", "PreCompress": "pre-compact"},
-    "codex": {"PreToolUse": "pre-tool", "PostToolUse": "post-tool",
-              "SessionStart": "session-start", "PreCompact": "pre-compact"},
+    "claude-code": {
+        "PreToolUse": "pre-tool",
+        "PostToolUse": "post-tool",
+        "PostToolUseFailure": "post-tool-failure",
+        "SessionStart": "session-start",
+        "PreCompact": "pre-compact",
+    },
+    "gemini": {
+        "BeforeTool": "pre-tool",
+        "AfterTool": "post-tool",
+        "SessionStart": "session-start",
+        "PreCompress": "pre-compact",
+    },
+    "codex": {
+        "PreToolUse": "pre-tool",
+        "PostToolUse": "post-tool",
+        "SessionStart": "session-start",
+        "PreCompact": "pre-compact",
+    },
 }
 
 TIMEOUT_SECONDS = 60
@@ -67,13 +79,17 @@ RUN_ID_LIMIT = 200
 _OURS = re.compile(
     r"(?:^|\n)(?:[^\n]*[/\\])?continuum(?:\.exe)?"
     r"(?:\n-[^\n]*(?:\n(?!-)[^\n]*)?)*"
-    r"\nhook\n(?:" + "|".join(re.escape(k) for k in KINDS) + r")(?:\n|$)")
+    r"\nhook\n(?:" + "|".join(re.escape(k) for k in KINDS) + r")(?:\n|$)"
+)
 
 
 def _check_host(host: str) -> None:
     if host not in HOSTS:
-        raise UsageError(f"unknown host {quoted(host, limit=40)}", code="usage.bad_host",
-                         hint=f"use one of {', '.join(HOSTS)}")
+        raise UsageError(
+            f"unknown host {quoted(host, limit=40)}",
+            code="usage.bad_host",
+            hint=f"use one of {', '.join(HOSTS)}",
+        )
 
 
 def hook_command(exe: list[str], kind: str, host: str, db: str, run: str, project: str) -> str:
@@ -144,10 +160,15 @@ def count_ours(config: Mapping[str, Any]) -> int:
     hooks = config.get("hooks")
     if not isinstance(hooks, dict):
         return 0
-    return sum(1 for groups in hooks.values() if isinstance(groups, list)
-               for group in groups if isinstance(group, dict)
-               and isinstance(group.get("hooks"), list)
-               for hook in group["hooks"] if _is_our_hook(hook))
+    return sum(
+        1
+        for groups in hooks.values()
+        if isinstance(groups, list)
+        for group in groups
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list)
+        for hook in group["hooks"]
+        if _is_our_hook(hook)
+    )
 
 
 def _entry(host: str, kind: str, command: str) -> dict[str, Any]:
@@ -205,9 +226,12 @@ def removed(config: Mapping[str, Any], host: str) -> dict[str, Any]:
 
 
 def _bad_config(path: Path, problem: str, hint: str = "") -> UsageError:
-    return UsageError(f"{as_typed(str(path))} {problem}; it was left untouched",
-                      code="usage.bad_config_file", path=str(path),
-                      hint=hint or "fix or move the file, or use --print and merge by hand")
+    return UsageError(
+        f"{as_typed(str(path))} {problem}; it was left untouched",
+        code="usage.bad_config_file",
+        path=str(path),
+        hint=hint or "fix or move the file, or use --print and merge by hand",
+    )
 
 
 def _has_comment(text: str) -> bool:
@@ -223,7 +247,7 @@ def _has_comment(text: str) -> bool:
                 in_string = False
         elif c == '"':
             in_string = True
-        elif c == "/" and text[i + 1:i + 2] in ("/", "*"):
+        elif c == "/" and text[i + 1 : i + 2] in ("/", "*"):
             return True
     return False
 
@@ -246,19 +270,24 @@ def read_config(path: Path) -> dict[str, Any]:
         config = json.loads(text)
     except ValueError as e:
         if _has_comment(text):
-            raise _bad_config(path, "has comments, which `continuum hooks` does not support yet",
-                              hint="use --print to see what to merge by hand, or remove the "
-                                   "comments") from e
+            raise _bad_config(
+                path,
+                "has comments, which `continuum hooks` does not support yet",
+                hint="use --print to see what to merge by hand, or remove the comments",
+            ) from e
         raise _bad_config(path, f"is not valid JSON ({e})") from e
     if not isinstance(config, dict):
         raise _bad_config(path, f"holds a JSON {type(config).__name__}, not an object")
     hooks = config.get("hooks", {})
     if not isinstance(hooks, dict):
-        raise _bad_config(path, f"has \"hooks\" as a JSON {type(hooks).__name__}, not an object")
+        raise _bad_config(path, f'has "hooks" as a JSON {type(hooks).__name__}, not an object')
     for event, groups in hooks.items():
         if not isinstance(groups, list):
-            raise _bad_config(path, f"has \"hooks\".{quoted(event, limit=60)} as a JSON "
-                                    f"{type(groups).__name__}, not a list of groups")
+            raise _bad_config(
+                path,
+                f'has "hooks".{quoted(event, limit=60)} as a JSON '
+                f"{type(groups).__name__}, not a list of groups",
+            )
     return config
 
 
@@ -292,7 +321,9 @@ def write_config(path: Path, config: Mapping[str, Any], *, new_mode: int = 0o644
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as e:
-        raise UsageError(f"could not write {as_typed(str(path))} ({e.strerror or e})",
-                         code="usage.cannot_write_config", path=str(path),
-                         hint="check the directory's permissions, or use --print and "
-                              "merge by hand") from e
+        raise UsageError(
+            f"could not write {as_typed(str(path))} ({e.strerror or e})",
+            code="usage.cannot_write_config",
+            path=str(path),
+            hint="check the directory's permissions, or use --print and merge by hand",
+        ) from e

@@ -41,20 +41,41 @@ _FIELDS = {"tool", "match", "action_type", "key", "replay", "probe", "descriptio
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 KEY_LIMIT = 200  # longer rendered keys keep a prefix and a digest of the whole
-_UNSAFE_IN_KEY = re.compile(r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
-                            r"\u2060-\u206f\ufeff\ufff9-\ufffb]")
+_UNSAFE_IN_KEY = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+    r"\u2060-\u206f\ufeff\ufff9-\ufffb]"
+)
 
 
 class Rule:
     """One ``[[effect]]`` of the registry, compiled (a plain class: ``dataclasses`` costs an
     import of ``inspect`` on every tool call)."""
 
-    __slots__ = ("action_type", "description", "index", "key", "line", "match", "probe",
-                 "replay", "tool")
+    __slots__ = (
+        "action_type",
+        "description",
+        "index",
+        "key",
+        "line",
+        "match",
+        "probe",
+        "replay",
+        "tool",
+    )
 
-    def __init__(self, *, index: int, line: int, tool: re.Pattern[str], action_type: str,
-                 key: str, replay: str = "never", match: Mapping[str, re.Pattern[str]] | None = None,
-                 probe: str | None = None, description: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        index: int,
+        line: int,
+        tool: re.Pattern[str],
+        action_type: str,
+        key: str,
+        replay: str = "never",
+        match: Mapping[str, re.Pattern[str]] | None = None,
+        probe: str | None = None,
+        description: str | None = None,
+    ) -> None:
         self.index = index  # 1-based position among the rules
         self.line = line  # line of its [[effect]] header (0 if unknown)
         self.tool = tool
@@ -108,10 +129,13 @@ def _as_text(value: Any) -> str:
 
 
 def _bad(path: str, where: str, problem: str) -> UsageError:
-    return UsageError(f"effect registry {path}: {where}: {problem}", code="hooks.bad_registry",
-                      hint=f"fix {path} (`continuum hooks effects --check` explains every rule); "
-                           "until then every tool call that could be an effect is refused",
-                      path=path)
+    return UsageError(
+        f"effect registry {path}: {where}: {problem}",
+        code="hooks.bad_registry",
+        hint=f"fix {path} (`continuum hooks effects --check` explains every rule); "
+        "until then every tool call that could be an effect is refused",
+        path=path,
+    )
 
 
 def placeholders(template: str) -> list[str]:
@@ -123,15 +147,20 @@ def placeholders(template: str) -> list[str]:
             continue
         name = m.group(1)
         if name is None or not _NAME.fullmatch(name):
-            raise ValueError(f"{token!r} is not a placeholder: write {{field}} with a plain "
-                             "field name, or {{ and }} for literal braces")
+            raise ValueError(
+                f"{token!r} is not a placeholder: write {{field}} with a plain "
+                "field name, or {{ and }} for literal braces"
+            )
         out.append(name)
     return out
 
 
 def _header_lines(text: str) -> list[int]:
-    return [i for i, line in enumerate(text.splitlines(), 1)
-            if re.match(r"\s*\[\[\s*effect\s*\]\]", line)]
+    return [
+        i
+        for i, line in enumerate(text.splitlines(), 1)
+        if re.match(r"\s*\[\[\s*effect\s*\]\]", line)
+    ]
 
 
 def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
@@ -159,8 +188,12 @@ def _rule(path: str, index: int, line: int, table: Any) -> Rule:
         raise _bad(path, where, "must be a table")
     unknown = sorted(set(table) - _FIELDS)
     if unknown:
-        raise _bad(path, where, f"unknown field(s) {', '.join(map(repr, unknown))}; a rule has "
-                                f"{', '.join(sorted(_FIELDS))}")
+        raise _bad(
+            path,
+            where,
+            f"unknown field(s) {', '.join(map(repr, unknown))}; a rule has "
+            f"{', '.join(sorted(_FIELDS))}",
+        )
     for required in ("tool", "action_type", "key"):
         if required not in table:
             raise _bad(path, where, f"{required!r} is required")
@@ -178,8 +211,11 @@ def _rule(path: str, index: int, line: int, table: Any) -> Rule:
         raise _bad(path, where, "description must be a string")
     probe = table.get("probe")
     return Rule(
-        index=index, line=line, tool=_regex(path, where, "tool", table["tool"]),
-        action_type=action_type, key=_template(path, where, "key", table["key"]),
+        index=index,
+        line=line,
+        tool=_regex(path, where, "tool", table["tool"]),
+        action_type=action_type,
+        key=_template(path, where, "key", table["key"]),
         replay=replay,
         match={str(k): _regex(path, where, f"match.{k}", v) for k, v in match.items()},
         probe=None if probe is None else _template(path, where, "probe", probe),
@@ -198,14 +234,19 @@ def parse_registry(text: str, path: str | Path) -> Registry:
         raise _bad(path, "not valid TOML", str(e)) from e
     unknown = sorted(set(data) - {"effect"})
     if unknown:
-        raise _bad(path, "top level", f"unknown key(s) {', '.join(map(repr, unknown))}; write "
-                                      "each rule as an [[effect]] table")
+        raise _bad(
+            path,
+            "top level",
+            f"unknown key(s) {', '.join(map(repr, unknown))}; write "
+            "each rule as an [[effect]] table",
+        )
     tables = data.get("effect", [])
     if not isinstance(tables, list):
         raise _bad(path, "top level", "effect must be an array of tables: [[effect]]")
     lines = _header_lines(text)
-    rules = tuple(_rule(path, i, lines[i - 1] if i <= len(lines) else 0, t)
-                  for i, t in enumerate(tables, 1))
+    rules = tuple(
+        _rule(path, i, lines[i - 1] if i <= len(lines) else 0, t) for i, t in enumerate(tables, 1)
+    )
     return Registry(path=path, rules=rules)
 
 
@@ -228,6 +269,7 @@ def load_registry(project: str | Path) -> Registry:
 
 def render(template: str, values: Mapping[str, Any], *, quote: bool = False) -> str:
     """Fill ``template`` from ``values``; a missing field is a ``UsageError``."""
+
     def fill(m: re.Match[str]) -> str:
         token = m.group(0)
         if token == "{{":
@@ -236,10 +278,12 @@ def render(template: str, values: Mapping[str, Any], *, quote: bool = False) -> 
             return "}"
         name = m.group(1)
         if name not in values or values[name] is None:
-            raise UsageError(f"the call has no {name!r} for the template {template!r}",
-                             code="hooks.missing_field",
-                             hint="fix the rule's template in the effect registry, or its match "
-                                  "so it only matches calls that have the field")
+            raise UsageError(
+                f"the call has no {name!r} for the template {template!r}",
+                code="hooks.missing_field",
+                hint="fix the rule's template in the effect registry, or its match "
+                "so it only matches calls that have the field",
+            )
         text = _as_text(values[name])
         if quote:
             import shlex
@@ -263,7 +307,7 @@ def render_key(template: str, values: Mapping[str, Any]) -> str:
         import hashlib
 
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-        text = f"{text[:KEY_LIMIT - 24]}... #{digest}"
+        text = f"{text[: KEY_LIMIT - 24]}... #{digest}"
     return text or "-"
 
 
@@ -277,23 +321,31 @@ def explain(registry: Registry) -> list[str]:
     if not registry.rules:
         where = registry.path or REGISTRY_PATH
         return [f"no effect rules ({where} is absent or empty): no tool call is gated"]
-    out = [f"{len(registry.rules)} rule(s) in {registry.path}; the first rule that matches a "
-           "call decides:"]
+    out = [
+        f"{len(registry.rules)} rule(s) in {registry.path}; the first rule that matches a "
+        "call decides:"
+    ]
     for r in registry.rules:
         cond = [f"the tool name fully matches /{r.tool.pattern}/"]
         cond += [f"tool_input.{k} contains a match of /{p.pattern}/" for k, p in r.match.items()]
         out.append(f"{r.where}: {r.description or r.action_type}")
         out.append(f"  gated when {' and '.join(cond)}")
-        out.append(f"  recorded as action type {r.action_type!r} with key {r.key!r}; "
-                   f"replay {r.replay}" + _replay_meaning(r.replay))
+        out.append(
+            f"  recorded as action type {r.action_type!r} with key {r.key!r}; "
+            f"replay {r.replay}" + _replay_meaning(r.replay)
+        )
         if r.probe:
-            out.append(f"  probe (settles an unknown outcome: exit 0 happened, 1 did not, "
-                       f"other: still unknown): {r.probe}")
+            out.append(
+                f"  probe (settles an unknown outcome: exit 0 happened, 1 did not, "
+                f"other: still unknown): {r.probe}"
+            )
     return out
 
 
 def _replay_meaning(replay: str) -> str:
-    return {"never": " (an interrupted call is never re-run: it becomes unknown)",
-            "safe": " (an interrupted call may simply run again)",
-            "idempotent": " (an interrupted call may run again; the receiver deduplicates)",
-            "reconcile": " (an interrupted call must be reconciled first)"}[replay]
+    return {
+        "never": " (an interrupted call is never re-run: it becomes unknown)",
+        "safe": " (an interrupted call may simply run again)",
+        "idempotent": " (an interrupted call may run again; the receiver deduplicates)",
+        "reconcile": " (an interrupted call must be reconciled first)",
+    }[replay]

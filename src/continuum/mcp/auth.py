@@ -228,8 +228,9 @@ class Policy:
             return Decision(True, tool_name, caller.name)
         return Decision(False, tool_name, caller.name, *denial)
 
-    def confirm_decision(self, tool_name: str, caller: Caller, *, run_id: str | None = None
-                         ) -> Decision:
+    def confirm_decision(
+        self, tool_name: str, caller: Caller, *, run_id: str | None = None
+    ) -> Decision:
         """The confirm-token check alone: over HTTP the token's role replaces the
         allowlist and the auth token, but confirming still needs the human's secret."""
         denial = self._confirm_denial(caller, run_id)
@@ -318,7 +319,10 @@ def log_denial(decision: Decision) -> None:
     with suppress(Exception):
         logger = structlog.get_logger("continuum.mcp.auth")
         logger.warning(
-            "mcp.call_denied", tool=d.tool, caller=logged_name(d.caller), code=d.code,
+            "mcp.call_denied",
+            tool=d.tool,
+            caller=logged_name(d.caller),
+            code=d.code,
             reason=d.reason,
         )
 
@@ -372,26 +376,40 @@ class ClientLog:
         if len(self._seen) >= self._max_names:
             self._full = True
             with suppress(Exception):
-                logger.warning("mcp.client_names_not_logged", remembered=self._max_names,
-                               note="too many distinct client names; new ones are not logged")
+                logger.warning(
+                    "mcp.client_names_not_logged",
+                    remembered=self._max_names,
+                    note="too many distinct client names; new ones are not logged",
+                )
             return
         self._seen.add(name)
         denial = self._policy._allowlist_denial(name)
         who = f"client {_shown(name)}" if name is not None else "a client without a name"
         with suppress(Exception):
             if denial is None:
-                logger.info("mcp.client_connected", client=logged_name(name), era=era,
-                            mutating="allowed", source=self._policy.allow_source,
-                            message=f"{who} connected; it is on the allowlist "
-                                    f"({self._policy.allow_source}); mutating tools are allowed"
-                                    + ("" if self._policy.auth_mode == "none"
-                                       else " with its authentication token"))
+                logger.info(
+                    "mcp.client_connected",
+                    client=logged_name(name),
+                    era=era,
+                    mutating="allowed",
+                    source=self._policy.allow_source,
+                    message=f"{who} connected; it is on the allowlist "
+                    f"({self._policy.allow_source}); mutating tools are allowed"
+                    + (
+                        "" if self._policy.auth_mode == "none" else " with its authentication token"
+                    ),
+                )
             else:
                 _code, reason, remedy = denial
-                logger.warning("mcp.client_connected", client=logged_name(name), era=era,
-                               mutating="denied", code=_code,
-                               message=f"{who} connected; {reason}; mutating tools will be "
-                                       f"denied; to allow it, {remedy}")
+                logger.warning(
+                    "mcp.client_connected",
+                    client=logged_name(name),
+                    era=era,
+                    mutating="denied",
+                    code=_code,
+                    message=f"{who} connected; {reason}; mutating tools will be "
+                    f"denied; to allow it, {remedy}",
+                )
 
 
 # --- loading -----------------------------------------------------------------
@@ -408,8 +426,9 @@ def _clean_name(name: object, where: str, code: str = "mcp.bad_policy") -> str:
 
     Such characters would let two different names look the same in a log or a denial.
     """
-    return check_identifier(name, what=f"{where}: client name", code=code, hint=_NAME_HINT,
-                            max_length=MAX_NAME_CHARS)
+    return check_identifier(
+        name, what=f"{where}: client name", code=code, hint=_NAME_HINT, max_length=MAX_NAME_CHARS
+    )
 
 
 def _split(value: str) -> list[str]:
@@ -427,8 +446,10 @@ def _bad(code: str, message: str, hint: str, **fields: Any) -> UsageError:
 
 def _load_allow(env: Mapping[str, str], cwd: Path) -> tuple[frozenset[str], str | None]:
     primary, alias = env.get(ALLOW_ENV), env.get(ALLOW_ALIAS_ENV)
-    if primary is not None and alias is not None and (
-        _names(primary, ALLOW_ENV) != _names(alias, ALLOW_ALIAS_ENV)
+    if (
+        primary is not None
+        and alias is not None
+        and (_names(primary, ALLOW_ENV) != _names(alias, ALLOW_ALIAS_ENV))
     ):
         raise _bad(
             "mcp.bad_policy",

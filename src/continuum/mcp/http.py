@@ -160,14 +160,20 @@ def parse_listen(text: str) -> Listen:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     elif ":" in host:
-        raise _bad("mcp.bad_listen", f"--listen {text!r}: an IPv6 address needs brackets",
-                   "write it as [ADDRESS]:PORT, e.g. [::1]:8765")
+        raise _bad(
+            "mcp.bad_listen",
+            f"--listen {text!r}: an IPv6 address needs brackets",
+            "write it as [ADDRESS]:PORT, e.g. [::1]:8765",
+        )
     if host != "localhost":
         try:
             ipaddress.ip_address(host)
         except ValueError:
-            raise _bad("mcp.bad_listen", f"--listen {text!r}: {host!r} is not an IP address",
-                       "give an IP address to bind (or localhost); " + hint) from None
+            raise _bad(
+                "mcp.bad_listen",
+                f"--listen {text!r}: {host!r} is not an IP address",
+                "give an IP address to bind (or localhost); " + hint,
+            ) from None
     return Listen(host, int(port_text))
 
 
@@ -175,16 +181,23 @@ def _readable_file(path: Path, flag: str) -> None:
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise _bad("mcp.bad_tls", f"{flag} {path}: no such file",
-                   "give the path of an existing PEM file") from None
+        raise _bad(
+            "mcp.bad_tls", f"{flag} {path}: no such file", "give the path of an existing PEM file"
+        ) from None
     except OSError as e:
-        raise _bad("mcp.bad_tls", f"{flag} {path}: cannot be read ({e.strerror})",
-                   "check the path and its permissions") from None
+        raise _bad(
+            "mcp.bad_tls",
+            f"{flag} {path}: cannot be read ({e.strerror})",
+            "check the path and its permissions",
+        ) from None
     if not stat.S_ISREG(info.st_mode):
         raise _bad("mcp.bad_tls", f"{flag} {path}: not a regular file", "give a PEM file")
     if not os.access(path, os.R_OK):
-        raise _bad("mcp.bad_tls", f"{flag} {path}: this user may not read it",
-                   "make it readable by the user that runs the server")
+        raise _bad(
+            "mcp.bad_tls",
+            f"{flag} {path}: this user may not read it",
+            "make it readable by the user that runs the server",
+        )
 
 
 class _EncryptedKey(Exception):
@@ -201,30 +214,41 @@ def tls_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSL
     _readable_file(cert, "--tls-cert")
     _readable_file(key, "--tls-key")
     if key.stat().st_mode & 0o007:
-        raise _bad("mcp.bad_tls", f"--tls-key {key}: the private key is readable or writable "
-                   "by others", f"run `chmod 600 {key}` (or 640 with a group such as ssl-cert)")
+        raise _bad(
+            "mcp.bad_tls",
+            f"--tls-key {key}: the private key is readable or writable by others",
+            f"run `chmod 600 {key}` (or 640 with a group such as ssl-cert)",
+        )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_3
     try:
         context.load_cert_chain(cert, key, password=_no_password)
     except _EncryptedKey:
-        raise _bad("mcp.bad_tls", f"--tls-key {key}: the key is encrypted",
-                   "give an unencrypted key file, readable only by the server's user "
-                   "(openssl pkey -in KEY -out PLAIN.key)") from None
+        raise _bad(
+            "mcp.bad_tls",
+            f"--tls-key {key}: the key is encrypted",
+            "give an unencrypted key file, readable only by the server's user "
+            "(openssl pkey -in KEY -out PLAIN.key)",
+        ) from None
     except (ssl.SSLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", None) or str(e)
-        raise _bad("mcp.bad_tls", f"--tls-cert {cert} / --tls-key {key}: they do not load as a "
-                   f"certificate and its key ({reason})",
-                   "give a PEM certificate and the PEM private key that belongs to it") from None
+        raise _bad(
+            "mcp.bad_tls",
+            f"--tls-cert {cert} / --tls-key {key}: they do not load as a "
+            f"certificate and its key ({reason})",
+            "give a PEM certificate and the PEM private key that belongs to it",
+        ) from None
     if client_ca is not None:
         _readable_file(client_ca, "--tls-client-ca")
         try:
             context.load_verify_locations(cafile=client_ca)
         except (ssl.SSLError, OSError, ValueError) as e:
             reason = getattr(e, "reason", None) or str(e)
-            raise _bad("mcp.bad_tls", f"--tls-client-ca {client_ca}: does not load as PEM CA "
-                       f"certificates ({reason})", "give the PEM certificate(s) of the CA "
-                       "that signs client certificates") from None
+            raise _bad(
+                "mcp.bad_tls",
+                f"--tls-client-ca {client_ca}: does not load as PEM CA certificates ({reason})",
+                "give the PEM certificate(s) of the CA that signs client certificates",
+            ) from None
         context.verify_mode = ssl.CERT_REQUIRED
     return context
 
@@ -242,13 +266,18 @@ class HttpConfig:
     max_in_flight: int
 
     def describe(self) -> dict[str, Any]:
-        return {"transport": "streamable-http", "listen": f"{self.listen.host}:{self.listen.port}",
-                "loopback": self.listen.loopback, "tls": self.tls is not None,
-                "tls_minimum": "TLSv1.3" if self.tls is not None else None,
-                "client_certificates": self.client_certificates,
-                "confirm_over_mcp": self.confirm_token is not None,
-                "max_message_bytes": self.max_body, "max_in_flight": self.max_in_flight,
-                **self.tokens.describe()}
+        return {
+            "transport": "streamable-http",
+            "listen": f"{self.listen.host}:{self.listen.port}",
+            "loopback": self.listen.loopback,
+            "tls": self.tls is not None,
+            "tls_minimum": "TLSv1.3" if self.tls is not None else None,
+            "client_certificates": self.client_certificates,
+            "confirm_over_mcp": self.confirm_token is not None,
+            "max_message_bytes": self.max_body,
+            "max_in_flight": self.max_in_flight,
+            **self.tokens.describe(),
+        }
 
 
 def flag_problem(transport: str, values: Mapping[str, object]) -> str | None:
@@ -259,8 +288,10 @@ def flag_problem(transport: str, values: Mapping[str, object]) -> str | None:
     given = [flag for flag in HTTP_FLAGS if values.get(flag) is not None]
     if transport == "stdio":
         if given:
-            return (f"{given[0]} is for --transport streamable-http; stdio takes none of "
-                    f"{', '.join(HTTP_FLAGS)}")
+            return (
+                f"{given[0]} is for --transport streamable-http; stdio takes none of "
+                f"{', '.join(HTTP_FLAGS)}"
+            )
         return None
     for flag in ("--listen", "--token-file"):
         if values.get(flag) is None:
@@ -273,41 +304,66 @@ def flag_problem(transport: str, values: Mapping[str, object]) -> str | None:
     return None
 
 
-def load_http_config(*, listen: str, token_file: str, tls_cert: str | None, tls_key: str | None,
-                     tls_client_ca: str | None, max_body: int, max_in_flight: int,
-                     env: Mapping[str, str]) -> HttpConfig:
+def load_http_config(
+    *,
+    listen: str,
+    token_file: str,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_client_ca: str | None,
+    max_body: int,
+    max_in_flight: int,
+    env: Mapping[str, str],
+) -> HttpConfig:
     """Check and load what serving over HTTP needs; ``UsageError`` on the first problem."""
     where = parse_listen(listen)
     if tls_cert is None and not where.loopback:
-        raise _bad("mcp.tls_required", f"--listen {listen} is not a loopback address and TLS "
-                   "is off: tokens and results would cross the network in plaintext",
-                   "give --tls-cert and --tls-key (see references/operators.md), or listen on "
-                   "127.0.0.1")
+        raise _bad(
+            "mcp.tls_required",
+            f"--listen {listen} is not a loopback address and TLS "
+            "is off: tokens and results would cross the network in plaintext",
+            "give --tls-cert and --tls-key (see references/operators.md), or listen on 127.0.0.1",
+        )
     present = [name for name in STDIO_GATE_VARIABLES if env.get(name) is not None]
     if present:
-        raise _bad("mcp.stdio_setting_over_http", f"{present[0]} is set, but over HTTP the "
-                   "bearer token's role decides who may call what (the allowlist and "
-                   "_meta.authToken are stdio settings)",
-                   f"unset {', '.join(present)} for this server and give roles in "
-                   "--token-file instead")
+        raise _bad(
+            "mcp.stdio_setting_over_http",
+            f"{present[0]} is set, but over HTTP the "
+            "bearer token's role decides who may call what (the allowlist and "
+            "_meta.authToken are stdio settings)",
+            f"unset {', '.join(present)} for this server and give roles in --token-file instead",
+        )
     tokens = load_token_file(token_file)
     confirm = load_confirm_token(env)
     check_confirm_token_apart(tokens, confirm)
-    tls = (tls_context(Path(tls_cert), Path(tls_key), Path(tls_client_ca) if tls_client_ca
-                       else None) if tls_cert is not None and tls_key is not None else None)
-    return HttpConfig(where, tokens, tls, tls_client_ca is not None, confirm, max_body,
-                      max_in_flight)
+    tls = (
+        tls_context(Path(tls_cert), Path(tls_key), Path(tls_client_ca) if tls_client_ca else None)
+        if tls_cert is not None and tls_key is not None
+        else None
+    )
+    return HttpConfig(
+        where, tokens, tls, tls_client_ca is not None, confirm, max_body, max_in_flight
+    )
 
 
 # --- ASGI layers -------------------------------------------------------------------
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any],
-                     headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+async def _send_json(
+    send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
     data = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(data)).encode()), *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *headers,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -329,8 +385,13 @@ class BearerAuth:
 
     ``known_paths``: the paths a refusal may name in the log (any other is not logged)."""
 
-    def __init__(self, app: ASGIApp, tokens: TokenTable, open_paths: Sequence[str] = (),
-                 known_paths: Sequence[str] = (MCP_PATH,)) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: TokenTable,
+        open_paths: Sequence[str] = (),
+        known_paths: Sequence[str] = (MCP_PATH,),
+    ) -> None:
         self.app, self.tokens, self.open_paths = app, tokens, frozenset(open_paths)
         self.known_paths = frozenset(known_paths) | self.open_paths
 
@@ -345,29 +406,48 @@ class BearerAuth:
             return
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         try:
-            grant = authenticate(headers, scope.get("query_string", b"").decode("latin-1"),
-                                 self.tokens, str(scope.get("path") or ""))
+            grant = authenticate(
+                headers,
+                scope.get("query_string", b"").decode("latin-1"),
+                self.tokens,
+                str(scope.get("path") or ""),
+            )
         except Refusal as refusal:
             # Method and a known path only: the query string, or another path, may hold a
             # token. JSON keeps the peer's text inert in a terminal.
             with suppress(Exception):
-                _log.warning("mcp.http_refused", code=refusal.code, status=refusal.status,
-                             method=scope.get("method"),
-                             path=loggable_path(scope.get("path"), self.known_paths),
-                             peer=_peer(scope))
+                _log.warning(
+                    "mcp.http_refused",
+                    code=refusal.code,
+                    status=refusal.status,
+                    method=scope.get("method"),
+                    path=loggable_path(scope.get("path"), self.known_paths),
+                    peer=_peer(scope),
+                )
             error = "invalid_token" if refusal.status == 401 else "invalid_request"
             challenge = f'Bearer realm="continuum-mcp", error="{error}"'
             extra = [(b"www-authenticate", challenge.encode())] if refusal.status == 401 else []
             # A JSON-RPC error body: the SDK's client hands its message to the caller.
-            await _send_json(send, refusal.status, {"jsonrpc": "2.0", "id": None, "error": {
-                "code": AUTH_REFUSED, "message": refusal.message,
-                "data": {"code": refusal.code, "status": refusal.status}}}, extra)
+            await _send_json(
+                send,
+                refusal.status,
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {
+                        "code": AUTH_REFUSED,
+                        "message": refusal.message,
+                        "data": {"code": refusal.code, "status": refusal.status},
+                    },
+                },
+                extra,
+            )
             return
         scope[GRANT_SCOPE_KEY] = grant
         # The SDK binds each session to the credential that opened it.
-        scope["user"] = AuthenticatedUser(AccessToken(token=grant.principal,
-                                                      client_id=grant.principal,
-                                                      scopes=[grant.role.value]))
+        scope["user"] = AuthenticatedUser(
+            AccessToken(token=grant.principal, client_id=grant.principal, scopes=[grant.role.value])
+        )
         await self.app(scope, receive, send)
 
 
@@ -385,12 +465,24 @@ class InFlightLimit:
         if self.active >= self.limit:
             with suppress(Exception):
                 _log.warning("mcp.http_busy", limit=self.limit, peer=_peer(scope))
-            message = (f"{self.limit} requests are being served; send this request again "
-                       f"shortly (the server's {MAX_IN_FLIGHT_FLAG} is {self.limit})")
-            await _send_json(send, 503, {"jsonrpc": "2.0", "id": None, "error": {
-                "code": SERVER_BUSY, "message": message,
-                "data": {"limit": self.limit, "flag": MAX_IN_FLIGHT_FLAG}}},
-                [(b"retry-after", b"1")])
+            message = (
+                f"{self.limit} requests are being served; send this request again "
+                f"shortly (the server's {MAX_IN_FLIGHT_FLAG} is {self.limit})"
+            )
+            await _send_json(
+                send,
+                503,
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {
+                        "code": SERVER_BUSY,
+                        "message": message,
+                        "data": {"limit": self.limit, "flag": MAX_IN_FLIGHT_FLAG},
+                    },
+                },
+                [(b"retry-after", b"1")],
+            )
             return
         self.active += 1
         try:
@@ -412,20 +504,30 @@ def _security(listen: Listen) -> TransportSecuritySettings | None:
         return None
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-        allowed_origins=[f"{scheme}://{h}" for scheme in ("http", "https") for h in hosts])
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"{scheme}://{h}" for scheme in ("http", "https") for h in hosts],
+    )
 
 
-def build_app(server: LowLevelServer[Any], config: HttpConfig, *,
-              extra_routes: Sequence[BaseRoute] = (), open_paths: Sequence[str] = (),
-              background: Sequence[Callable[[], Any]] = (),
-              on_ready: Callable[[], None] | None = None) -> ASGIApp:
+def build_app(
+    server: LowLevelServer[Any],
+    config: HttpConfig,
+    *,
+    extra_routes: Sequence[BaseRoute] = (),
+    open_paths: Sequence[str] = (),
+    background: Sequence[Callable[[], Any]] = (),
+    on_ready: Callable[[], None] | None = None,
+) -> ASGIApp:
     """The whole ASGI application: limits and bearer check around the MCP endpoint at
     ``MCP_PATH`` and any ``extra_routes``; ``background`` coroutines run while it serves."""
     manager = StreamableHTTPSessionManager(
-        app=server, security_settings=_security(config.listen),
-        max_request_body_size=config.max_body, session_idle_timeout=SESSION_IDLE_SECONDS,
-        max_sessions=MAX_SESSIONS)
+        app=server,
+        security_settings=_security(config.listen),
+        max_request_body_size=config.max_body,
+        session_idle_timeout=SESSION_IDLE_SECONDS,
+        max_sessions=MAX_SESSIONS,
+    )
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -437,8 +539,10 @@ def build_app(server: LowLevelServer[Any], config: HttpConfig, *,
             yield
             tg.cancel_scope.cancel()
 
-    routes: list[BaseRoute] = [Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager)),
-                               *extra_routes]
+    routes: list[BaseRoute] = [
+        Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager)),
+        *extra_routes,
+    ]
     app = Starlette(routes=routes, lifespan=lifespan)
     known = [route.path for route in routes if isinstance(route, Route)]
     return InFlightLimit(BearerAuth(app, config.tokens, open_paths, known), config.max_in_flight)
@@ -453,11 +557,13 @@ def operator_page(config: HttpConfig, store_url: str) -> tuple[list[BaseRoute], 
         grant = config.tokens.lookup(token) if token else None
         if grant is None:
             return None
-        return Principal(grant.role.value, allows(grant.role, "continuum_confirm"),
-                         f"token-file line {grant.line}")
+        return Principal(
+            grant.role.value,
+            allows(grant.role, "continuum_confirm"),
+            f"token-file line {grant.line}",
+        )
 
-    return (operator_routes(store_url, principal, secure=config.tls is not None),
-            ui_paths())
+    return (operator_routes(store_url, principal, secure=config.tls is not None), ui_paths())
 
 
 # --- serving -----------------------------------------------------------------------
@@ -478,9 +584,11 @@ def bind(listen: Listen) -> socket.socket:
         sock.listen(128)
     except OSError as e:
         sock.close()
-        raise _bad("mcp.cannot_listen", f"cannot listen on {listen.host}:{listen.port} "
-                   f"({e.strerror or e})", "choose another port or address, or stop what "
-                   "holds it") from None
+        raise _bad(
+            "mcp.cannot_listen",
+            f"cannot listen on {listen.host}:{listen.port} ({e.strerror or e})",
+            "choose another port or address, or stop what holds it",
+        ) from None
     sock.set_inheritable(False)
     return sock
 
@@ -509,8 +617,14 @@ def _stdlib_logs(level: int) -> Iterator[None]:
         root.setLevel(saved_level)
 
 
-def serve(app: ASGIApp, sock: socket.socket, tls: ssl.SSLContext | None, *,
-          log_level: int = logging.WARNING, connection_limit: int | None = None) -> int:
+def serve(
+    app: ASGIApp,
+    sock: socket.socket,
+    tls: ssl.SSLContext | None,
+    *,
+    log_level: int = logging.WARNING,
+    connection_limit: int | None = None,
+) -> int:
     """Serve ``app`` on ``sock`` until SIGTERM or SIGINT; then finish (grace period) and
     return 0."""
     import uvicorn  # only the HTTP transport pays for importing it
@@ -523,8 +637,9 @@ def serve(app: ASGIApp, sock: socket.socket, tls: ssl.SSLContext | None, *,
             if not _main_thread():
                 yield
                 return
-            saved = {sig: signal.signal(sig, self.handle_exit)
-                     for sig in (signal.SIGINT, signal.SIGTERM)}
+            saved = {
+                sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)
+            }
             try:
                 yield
             finally:
@@ -532,10 +647,19 @@ def serve(app: ASGIApp, sock: socket.socket, tls: ssl.SSLContext | None, *,
                     signal.signal(sig, handler)
 
     config = uvicorn.Config(
-        app, log_config=None, access_log=False, server_header=False, proxy_headers=False,
-        http="h11", ws="none", loop="asyncio", lifespan="on",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS, limit_concurrency=connection_limit,
-        ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None)
+        app,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+        http="h11",
+        ws="none",
+        loop="asyncio",
+        lifespan="on",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        limit_concurrency=connection_limit,
+        ssl_context_factory=(lambda _config, _default: tls) if tls is not None else None,
+    )
     with _stdlib_logs(log_level):
         Server(config).run(sockets=[sock])
     return 0
@@ -547,8 +671,13 @@ def _main_thread() -> bool:
 
 def announce(url: str, config: HttpConfig) -> None:
     """The one line an operator (and a test) reads to know where the server listens."""
-    tls = ("TLS 1.3" + (", client certificates required" if config.client_certificates else "")
-           if config.tls is not None else "no TLS (loopback)")
-    sys.stderr.write(f"continuum-mcp: serving MCP over streamable HTTP at {url} ({tls}; "
-                     f"bearer tokens from {config.tokens.source})\n")
+    tls = (
+        "TLS 1.3" + (", client certificates required" if config.client_certificates else "")
+        if config.tls is not None
+        else "no TLS (loopback)"
+    )
+    sys.stderr.write(
+        f"continuum-mcp: serving MCP over streamable HTTP at {url} ({tls}; "
+        f"bearer tokens from {config.tokens.source})\n"
+    )
     sys.stderr.flush()

@@ -81,9 +81,11 @@ def owner_tag(ctx: Any, grant: Grant, caller: Caller) -> tuple[str, Any]:
     if connection is None and _session_header(ctx):
         raise ContinuumError(
             "cannot tell which MCP session this call belongs to, so it may not intercept or "
-            "settle actions", code="mcp.owner_unknown",
+            "settle actions",
+            code="mcp.owner_unknown",
             hint="this server's MCP SDK is not the one it was built for: ask its operator to "
-                 "install the supported version (see references/operators.md)")
+            "install the supported version (see references/operators.md)",
+        )
     if connection is not None and getattr(connection, "session_id", None) is not None:
         state = connection.state
         tag = state.get(_STATE_KEY)
@@ -118,8 +120,11 @@ class OwnedRuntimes:
             runtime = self._runtimes.get(tag)
             if runtime is None:
                 self._trim()
-                runtime = Continuum(self.store, origin=Origin.EXTERNAL_AGENT,
-                                    owner={**current_owner(), "session": tag})
+                runtime = Continuum(
+                    self.store,
+                    origin=Origin.EXTERNAL_AGENT,
+                    owner={**current_owner(), "session": tag},
+                )
                 self._runtimes[tag] = runtime
             self._in_use[tag] = self._in_use.get(tag, 0) + 1
             first = connection is not None and tag not in self._ending
@@ -140,9 +145,12 @@ class OwnedRuntimes:
     def _trim(self) -> None:
         """Drop runtimes nobody is using that hold nothing and belong to no open session,
         beyond ``_IDLE_RUNTIMES`` (per-request owners come and go; a name is the caller's)."""
-        idle = [tag for tag, rt in self._runtimes.items()
-                if not rt.ledger.held and tag not in self._in_use and tag not in self._ending]
-        for tag in idle[:max(0, len(idle) - _IDLE_RUNTIMES + 1)]:
+        idle = [
+            tag
+            for tag, rt in self._runtimes.items()
+            if not rt.ledger.held and tag not in self._in_use and tag not in self._ending
+        ]
+        for tag in idle[: max(0, len(idle) - _IDLE_RUNTIMES + 1)]:
             del self._runtimes[tag]
 
     async def _session_ended(self, tag: str) -> None:
@@ -162,8 +170,9 @@ class OwnedRuntimes:
                 runtime.fail(run_id, action_id, error=SESSION_ENDED)
                 marked += 1
             except ContinuumError as e:  # settled meanwhile, or the store is unreachable
-                _log.warning("mcp.session_end_unsettled", code=e.code, run_id=run_id,
-                             action_id=action_id)
+                _log.warning(
+                    "mcp.session_end_unsettled", code=e.code, run_id=run_id, action_id=action_id
+                )
         if marked:
             _log.info("mcp.session_ended", owner=tag, marked_unknown=marked)
         return marked

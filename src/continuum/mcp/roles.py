@@ -92,12 +92,14 @@ SUBMIT_TOOLS = (
 APPROVE_TOOLS = ("continuum_confirm", "continuum_reconcile_action")
 """What a person decides: confirming claims, settling effects (add approval decisions here)."""
 
-ROLE_TOOLS: Mapping[Role, frozenset[str] | None] = MappingProxyType({
-    Role.READ: frozenset(READ_TOOLS),
-    Role.SUBMIT: frozenset(READ_TOOLS + SUBMIT_TOOLS),
-    Role.APPROVE: frozenset(READ_TOOLS + APPROVE_TOOLS),
-    Role.ADMIN: None,  # every tool, including ones added later
-})
+ROLE_TOOLS: Mapping[Role, frozenset[str] | None] = MappingProxyType(
+    {
+        Role.READ: frozenset(READ_TOOLS),
+        Role.SUBMIT: frozenset(READ_TOOLS + SUBMIT_TOOLS),
+        Role.APPROVE: frozenset(READ_TOOLS + APPROVE_TOOLS),
+        Role.ADMIN: None,  # every tool, including ones added later
+    }
+)
 """Role -> the tools it may call (``None``: all). A tool named nowhere is admin-only."""
 
 MIN_TOKEN_CHARS = 16
@@ -112,14 +114,38 @@ _ROLES = frozenset(r.value for r in Role)
 _ROLE_NAMES = ", ".join(r.value for r in Role)
 
 # Where clients commonly put a token instead of Authorization; refused by name.
-TOKEN_HEADER_NAMES = frozenset({
-    "x-api-key", "api-key", "apikey", "x-auth-token", "x-access-token", "access-token",
-    "x-token", "token", "x-mcp-token", "authentication", "x-authorization", "x-auth",
-})
-TOKEN_QUERY_NAMES = frozenset({
-    "access_token", "token", "auth", "authorization", "bearer", "api_key", "apikey",
-    "key", "auth_token", "authtoken", "api-key", "access-token",
-})
+TOKEN_HEADER_NAMES = frozenset(
+    {
+        "x-api-key",
+        "api-key",
+        "apikey",
+        "x-auth-token",
+        "x-access-token",
+        "access-token",
+        "x-token",
+        "token",
+        "x-mcp-token",
+        "authentication",
+        "x-authorization",
+        "x-auth",
+    }
+)
+TOKEN_QUERY_NAMES = frozenset(
+    {
+        "access_token",
+        "token",
+        "auth",
+        "authorization",
+        "bearer",
+        "api_key",
+        "apikey",
+        "key",
+        "auth_token",
+        "authtoken",
+        "api-key",
+        "access-token",
+    }
+)
 
 
 def allows(role: Role, tool: str) -> bool:
@@ -181,8 +207,11 @@ class TokenTable:
         """Whether ``text`` (a header value, a query string) holds a configured token as one
         token-shaped run (best effort, to say where a token belongs: a request without a
         valid ``Authorization`` header is refused anyway)."""
-        return any(_digest(piece) in self._digests for piece in _PIECES.findall(text)
-                   if len(piece) >= MIN_TOKEN_CHARS)
+        return any(
+            _digest(piece) in self._digests
+            for piece in _PIECES.findall(text)
+            if len(piece) >= MIN_TOKEN_CHARS
+        )
 
     def found_in_path(self, path: str) -> bool:
         """Whether a URL path holds a configured token, whole or as one of its segments
@@ -203,13 +232,16 @@ class TokenTable:
 
 
 def _bad_file(path: Path, problem: str, hint: str) -> UsageError:
-    return UsageError(f"token file {path}: {problem}", code="mcp.bad_token_file", hint=hint,
-                      path=str(path))
+    return UsageError(
+        f"token file {path}: {problem}", code="mcp.bad_token_file", hint=hint, path=str(path)
+    )
 
 
-_FORMAT_HINT = (f"write one 'ROLE TOKEN' per line (roles: {_ROLE_NAMES}; tokens at least "
-                f"{MIN_TOKEN_CHARS} characters of A-Z a-z 0-9 - . _ ~ + / =); see "
-                "references/operators.md")
+_FORMAT_HINT = (
+    f"write one 'ROLE TOKEN' per line (roles: {_ROLE_NAMES}; tokens at least "
+    f"{MIN_TOKEN_CHARS} characters of A-Z a-z 0-9 - . _ ~ + / =); see "
+    "references/operators.md"
+)
 
 
 def _read_private(path: Path) -> bytes:
@@ -217,32 +249,42 @@ def _read_private(path: Path) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError as e:
-        raise _bad_file(path, "does not exist", "give --token-file the path of an existing "
-                        "file; " + _FORMAT_HINT) from e
+        raise _bad_file(
+            path,
+            "does not exist",
+            "give --token-file the path of an existing file; " + _FORMAT_HINT,
+        ) from e
     except OSError as e:
-        raise _bad_file(path, f"cannot be opened ({e.strerror or type(e).__name__})",
-                        "check the path and that this user may read it") from e
+        raise _bad_file(
+            path,
+            f"cannot be opened ({e.strerror or type(e).__name__})",
+            "check the path and that this user may read it",
+        ) from e
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise _bad_file(path, "is not a regular file", "give --token-file a file")
         if info.st_uid not in (os.geteuid(), 0):
-            raise _bad_file(path, f"is owned by uid {info.st_uid}, not by this user "
-                            f"(uid {os.geteuid()}) or root",
-                            f"chown it to the user that runs the server, then chmod 600 {path}")
+            raise _bad_file(
+                path,
+                f"is owned by uid {info.st_uid}, not by this user (uid {os.geteuid()}) or root",
+                f"chown it to the user that runs the server, then chmod 600 {path}",
+            )
         if info.st_mode & 0o077:
-            raise _bad_file(path, f"is accessible by group or others (mode "
-                            f"{stat.S_IMODE(info.st_mode):04o}); its tokens may have been read",
-                            f"run `chmod 600 {path}`, and replace the tokens if others could "
-                            "read it")
+            raise _bad_file(
+                path,
+                f"is accessible by group or others (mode "
+                f"{stat.S_IMODE(info.st_mode):04o}); its tokens may have been read",
+                f"run `chmod 600 {path}`, and replace the tokens if others could read it",
+            )
         if info.st_size > MAX_TOKEN_FILE_BYTES:
-            raise _bad_file(path, f"is larger than {MAX_TOKEN_FILE_BYTES} bytes",
-                            _FORMAT_HINT)
+            raise _bad_file(path, f"is larger than {MAX_TOKEN_FILE_BYTES} bytes", _FORMAT_HINT)
         try:
             return f.read(MAX_TOKEN_FILE_BYTES + 1)
         except OSError as e:
-            raise _bad_file(path, f"cannot be read ({e.strerror or type(e).__name__})",
-                            "check the file") from e
+            raise _bad_file(
+                path, f"cannot be read ({e.strerror or type(e).__name__})", "check the file"
+            ) from e
 
 
 def _line_problem(fields: list[str]) -> str | None:
@@ -283,13 +325,15 @@ def load_token_file(path: str | Path) -> TokenTable:
             raise _bad_file(path, f"line {number} {problem}", _FORMAT_HINT)
         digest = _digest(fields[1])
         if digest in seen:
-            raise _bad_file(path, f"line {number} repeats the token of line {seen[digest]}",
-                            "give every holder its own token (one token, one role)")
+            raise _bad_file(
+                path,
+                f"line {number} repeats the token of line {seen[digest]}",
+                "give every holder its own token (one token, one role)",
+            )
         seen[digest] = number
         entries.append(_Entry(digest, Role(fields[0]), number))
     if not entries:
-        raise _bad_file(path, "holds no tokens, so every request would be refused",
-                        _FORMAT_HINT)
+        raise _bad_file(path, "holds no tokens, so every request would be refused", _FORMAT_HINT)
     return TokenTable(entries, str(path))
 
 
@@ -299,8 +343,9 @@ def check_confirm_token_apart(table: TokenTable, confirm: Secret | None) -> None
         raise UsageError(
             f"{CONFIRM_TOKEN_ENV} is also a token in {table.source}",
             code="mcp.secret_reused",
-            hint=f"give {CONFIRM_TOKEN_ENV} a secret of its own, so a bearer token cannot "
-                 "confirm", variable=CONFIRM_TOKEN_ENV)
+            hint=f"give {CONFIRM_TOKEN_ENV} a secret of its own, so a bearer token cannot confirm",
+            variable=CONFIRM_TOKEN_ENV,
+        )
 
 
 # --- the bearer check --------------------------------------------------------------
@@ -317,8 +362,9 @@ class Refusal(Exception):
 _WHERE = "send it only as the header 'Authorization: Bearer <token>'"
 
 
-def authenticate(headers: Iterable[tuple[str, str]], query_string: str,
-                 table: TokenTable, path: str = "") -> Grant:
+def authenticate(
+    headers: Iterable[tuple[str, str]], query_string: str, table: TokenTable, path: str = ""
+) -> Grant:
     """The ``Grant`` of a request's bearer token; ``Refusal`` otherwise.
 
     ``headers`` are (name, value) pairs as received (any case). Refused: a configured
@@ -329,33 +375,51 @@ def authenticate(headers: Iterable[tuple[str, str]], query_string: str,
     """
     pairs = [(name.lower(), value) for name, value in headers]
     if path and table.found_in_path(path):
-        raise Refusal(400, "token_in_url", "a token was sent in the URL's path; "
-                      f"{_WHERE} (URLs are logged and cached: replace a token sent this way)")
+        raise Refusal(
+            400,
+            "token_in_url",
+            "a token was sent in the URL's path; "
+            f"{_WHERE} (URLs are logged and cached: replace a token sent this way)",
+        )
     for key, value in parse_qsl(query_string, keep_blank_values=True):
         if key.lower() in TOKEN_QUERY_NAMES or table.found_in(key) or table.found_in(value):
-            raise Refusal(400, "token_in_url", "a token was sent in the URL's query string; "
-                          f"{_WHERE} (URLs are logged and cached: replace a token sent this way)")
+            raise Refusal(
+                400,
+                "token_in_url",
+                "a token was sent in the URL's query string; "
+                f"{_WHERE} (URLs are logged and cached: replace a token sent this way)",
+            )
     if query_string and table.found_in(query_string):
         raise Refusal(400, "token_in_url", f"a token was sent in the URL; {_WHERE}")
     for name, value in pairs:
         if name != "authorization" and (name in TOKEN_HEADER_NAMES or table.found_in(value)):
-            raise Refusal(400, "token_in_wrong_header",
-                          f"a token was sent in the header {name!r}; {_WHERE}")
+            raise Refusal(
+                400, "token_in_wrong_header", f"a token was sent in the header {name!r}; {_WHERE}"
+            )
     values = [value for name, value in pairs if name == "authorization"]
     if not values:
-        raise Refusal(401, "token_missing", "this server requires a bearer token on every "
-                      f"request and none was sent; {_WHERE} (the operator hands out tokens "
-                      "from the server's --token-file)")
+        raise Refusal(
+            401,
+            "token_missing",
+            "this server requires a bearer token on every "
+            f"request and none was sent; {_WHERE} (the operator hands out tokens "
+            "from the server's --token-file)",
+        )
     if len(values) > 1:
         raise Refusal(400, "token_ambiguous", f"two Authorization headers were sent; {_WHERE}")
     scheme, _, token = values[0].strip().partition(" ")
     if scheme.lower() != "bearer":
-        raise Refusal(401, "bad_scheme", f"the Authorization header does not use the Bearer "
-                      f"scheme; {_WHERE}")
+        raise Refusal(
+            401, "bad_scheme", f"the Authorization header does not use the Bearer scheme; {_WHERE}"
+        )
     grant = table.lookup(token.strip())
     if grant is None:
-        raise Refusal(401, "token_invalid", "the bearer token is not valid for this server; "
-                      "ask its operator for a token (a line in its --token-file)")
+        raise Refusal(
+            401,
+            "token_invalid",
+            "the bearer token is not valid for this server; "
+            "ask its operator for a token (a line in its --token-file)",
+        )
     return grant
 
 
@@ -371,24 +435,39 @@ def grant_from_context(ctx: Context[Any, Any] | Any) -> Grant | None:
     return None
 
 
-def authorize_call(tool: str, grant: Grant | None, caller: Caller, *, policy: Policy,
-                   confirm: bool = False, run_id: str | None = None) -> Decision:
+def authorize_call(
+    tool: str,
+    grant: Grant | None,
+    caller: Caller,
+    *,
+    policy: Policy,
+    confirm: bool = False,
+    run_id: str | None = None,
+) -> Decision:
     """Decide one call over HTTP: the token's role, then (``continuum_confirm``) the
     confirm token. No grant (which the HTTP layer never lets through) is denied."""
     if grant is None:
-        return Decision(False, tool, caller.name, "auth.no_grant",
-                        "the request carried no verified bearer token",
-                        f"send 'Authorization: Bearer <token>' with a token whose role is "
-                        f"{_needed(tool)}")
+        return Decision(
+            False,
+            tool,
+            caller.name,
+            "auth.no_grant",
+            "the request carried no verified bearer token",
+            f"send 'Authorization: Bearer <token>' with a token whose role is {_needed(tool)}",
+        )
     if not allows(grant.role, tool):
         tools = ROLE_TOOLS[grant.role] or frozenset()
         return Decision(
-            False, tool, caller.name, "auth.role_denied",
+            False,
+            tool,
+            caller.name,
+            "auth.role_denied",
             f"the bearer token's role {grant.role.value!r} may call only "
             f"{', '.join(sorted(tools))}; {tool} needs role {_needed(tool)}",
             f"ask the operator of this server for a token with role {_needed(tool)} (a "
             f"'{roles_for(tool)[0].value} <token>' line in its --token-file; see "
-            "references/operators.md)")
+            "references/operators.md)",
+        )
     if confirm:
         return policy.confirm_decision(tool, caller, run_id=run_id)
     return Decision(True, tool, caller.name)
@@ -402,6 +481,11 @@ def log_role_denial(decision: Decision, grant: Grant | None) -> None:
     """The denial on stderr with the token's role and line (never the token)."""
     with suppress(Exception):
         structlog.get_logger("continuum.mcp.auth").warning(
-            "mcp.call_denied", tool=decision.tool, caller=logged_name(decision.caller),
-            code=decision.code, reason=decision.reason,
-            role=grant.role.value if grant else None, token_line=grant.line if grant else None)
+            "mcp.call_denied",
+            tool=decision.tool,
+            caller=logged_name(decision.caller),
+            code=decision.code,
+            reason=decision.reason,
+            role=grant.role.value if grant else None,
+            token_line=grant.line if grant else None,
+        )

@@ -56,7 +56,9 @@ class LogConnectingClients:
     def __init__(self, policy: Policy) -> None:
         self._clients = ClientLog(policy)
 
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
         with suppress(Exception):  # a log must never cost the client its request
             era, name = connecting_client(ctx.method, ctx.params, ctx.meta)
             if era is not None:
@@ -67,8 +69,9 @@ class LogConnectingClients:
 def build_server(tools: Tools) -> MCPServer[Any]:
     # Over HTTP the token's role decides, so the allowlist's connect log would mislead.
     middleware = [] if tools.by_role else [LogConnectingClients(tools.policy)]
-    server: MCPServer[Any] = MCPServer(name="continuum", version=__version__,
-                                       instructions=INSTRUCTIONS, middleware=middleware)
+    server: MCPServer[Any] = MCPServer(
+        name="continuum", version=__version__, instructions=INSTRUCTIONS, middleware=middleware
+    )
     register(server, tools)
     return server
 
@@ -85,43 +88,87 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = _ArgumentParser(
         prog="continuum-mcp",
         description="continuum's MCP server over stdio (default) or streamable HTTP. On stdio, "
-                    "mutating tools are denied unless the client's name is on "
-                    "CONTINUUM_MCP_MUTATING_CLIENTS (or .continuum/mcp-policy.json); over "
-                    "HTTP, the role of each request's bearer token decides.")
-    ap.add_argument("--db", default=None, metavar="URL",
-                    help="store: path, sqlite:///abs/path.db or postgresql://... "
-                         "(default: $CONTINUUM_DB, else ./continuum.db)")
-    ap.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio",
-                    help="transport (default stdio)")
-    ap.add_argument("--listen", default=None, metavar="HOST:PORT",
-                    help="streamable-http: address to serve on (TLS required off loopback)")
-    ap.add_argument("--token-file", default=None, metavar="FILE",
-                    help="streamable-http: 'ROLE TOKEN' lines (roles read, submit, approve, "
-                         "admin); mode 600")
+        "mutating tools are denied unless the client's name is on "
+        "CONTINUUM_MCP_MUTATING_CLIENTS (or .continuum/mcp-policy.json); over "
+        "HTTP, the role of each request's bearer token decides.",
+    )
+    ap.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="store: path, sqlite:///abs/path.db or postgresql://... "
+        "(default: $CONTINUUM_DB, else ./continuum.db)",
+    )
+    ap.add_argument(
+        "--transport",
+        choices=["stdio", "streamable-http"],
+        default="stdio",
+        help="transport (default stdio)",
+    )
+    ap.add_argument(
+        "--listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="streamable-http: address to serve on (TLS required off loopback)",
+    )
+    ap.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="streamable-http: 'ROLE TOKEN' lines (roles read, submit, approve, admin); mode 600",
+    )
     ap.add_argument("--tls-cert", default=None, metavar="PEM", help="streamable-http: certificate")
     ap.add_argument("--tls-key", default=None, metavar="PEM", help="streamable-http: private key")
-    ap.add_argument("--tls-client-ca", default=None, metavar="PEM",
-                    help="streamable-http: require client certificates signed by this CA")
-    ap.add_argument("--ui", action="store_true",
-                    help="streamable-http: also serve the operator page at /ui/ (log in with a "
-                         "token of the token file; see references/operators.md)")
-    ap.add_argument("--max-message-bytes", type=int, default=DEFAULT_MAX_MESSAGE_BYTES,
-                    metavar="N", help="largest JSON-RPC message accepted (default 1 MiB)")
-    ap.add_argument(MAX_IN_FLIGHT_FLAG, dest="max_in_flight", type=int, default=None,
-                    metavar="N",
-                    help="stdio: requests a client may have unanswered at once; more are "
-                         f"refused as busy until it reads the answers (default "
-                         f"{DEFAULT_MAX_IN_FLIGHT}); streamable-http: requests served at once, "
-                         f"all clients together (default {http.DEFAULT_HTTP_MAX_IN_FLIGHT})")
-    ap.add_argument("--doctor", action="store_true",
-                    help="print what this server would load here, as JSON, and exit "
-                         "(0: it would start; 1: it would refuse)")
-    ap.add_argument("--client-name", dest="client_names", action="append", default=[],
-                    metavar="NAME", help="with --doctor: say what this client would be told "
-                                         "(repeatable)")
-    ap.add_argument("--log-level", default=None, metavar="LEVEL",
-                    help=f"stderr log level: {', '.join(LEVELS)} (default warning; also "
-                         "$CONTINUUM_LOG_LEVEL)")
+    ap.add_argument(
+        "--tls-client-ca",
+        default=None,
+        metavar="PEM",
+        help="streamable-http: require client certificates signed by this CA",
+    )
+    ap.add_argument(
+        "--ui",
+        action="store_true",
+        help="streamable-http: also serve the operator page at /ui/ (log in with a "
+        "token of the token file; see references/operators.md)",
+    )
+    ap.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        metavar="N",
+        help="largest JSON-RPC message accepted (default 1 MiB)",
+    )
+    ap.add_argument(
+        MAX_IN_FLIGHT_FLAG,
+        dest="max_in_flight",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stdio: requests a client may have unanswered at once; more are "
+        f"refused as busy until it reads the answers (default "
+        f"{DEFAULT_MAX_IN_FLIGHT}); streamable-http: requests served at once, "
+        f"all clients together (default {http.DEFAULT_HTTP_MAX_IN_FLIGHT})",
+    )
+    ap.add_argument(
+        "--doctor",
+        action="store_true",
+        help="print what this server would load here, as JSON, and exit "
+        "(0: it would start; 1: it would refuse)",
+    )
+    ap.add_argument(
+        "--client-name",
+        dest="client_names",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --doctor: say what this client would be told (repeatable)",
+    )
+    ap.add_argument(
+        "--log-level",
+        default=None,
+        metavar="LEVEL",
+        help=f"stderr log level: {', '.join(LEVELS)} (default warning; also $CONTINUUM_LOG_LEVEL)",
+    )
     ap.add_argument("--version", action="version", version=f"continuum-mcp {__version__}")
     return ap.parse_args(argv)
 
@@ -147,8 +194,13 @@ def doctor(db: str | None, client_names: list[str]) -> tuple[int, dict[str, Any]
     except ContinuumError as e:
         return 1, {**report, "starts": False, "error": e.to_dict()}
     report["clients"] = [
-        {"name": name, **{kind: {**decision.as_dict(), "text": decision.text()}
-                          for kind, decision in policy.verdicts(name).items()}}
+        {
+            "name": name,
+            **{
+                kind: {**decision.as_dict(), "text": decision.text()}
+                for kind, decision in policy.verdicts(name).items()
+            },
+        }
         for name in client_names
     ]
     return 0, {**report, "starts": True}
@@ -171,10 +223,15 @@ async def renew_leases(tools: Tools, interval: float = LEASE_RENEW_SECONDS) -> N
 
 def _http_config(args: argparse.Namespace) -> http.HttpConfig:
     return http.load_http_config(
-        listen=args.listen, token_file=args.token_file, tls_cert=args.tls_cert,
-        tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+        listen=args.listen,
+        token_file=args.token_file,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
         max_body=args.max_message_bytes,
-        max_in_flight=args.max_in_flight or http.DEFAULT_HTTP_MAX_IN_FLIGHT, env=os.environ)
+        max_in_flight=args.max_in_flight or http.DEFAULT_HTTP_MAX_IN_FLIGHT,
+        env=os.environ,
+    )
 
 
 def http_doctor(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
@@ -206,10 +263,14 @@ def serve_http(args: argparse.Namespace) -> int:
     server = build_server(tools)
     where = config.listen.url(sock.getsockname()[1], config.tls is not None)
     ui_routes, ui_paths = http.operator_page(config, url) if args.ui else ([], [])
-    app = http.build_app(server._lowlevel_server, config,  # SDK 2.3: no public accessor
-                         extra_routes=ui_routes, open_paths=ui_paths,
-                         background=[lambda: renew_leases(tools)],
-                         on_ready=lambda: http.announce(where, config))
+    app = http.build_app(
+        server._lowlevel_server,
+        config,  # SDK 2.3: no public accessor
+        extra_routes=ui_routes,
+        open_paths=ui_paths,
+        background=[lambda: renew_leases(tools)],
+        on_ready=lambda: http.announce(where, config),
+    )
     level = check_level(args.log_level or os.environ.get(LEVEL_ENV) or "warning")
     return http.serve(app, sock, config.tls, log_level=getattr(logging, level.upper()))
 
@@ -228,17 +289,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_in_flight is not None and args.max_in_flight < 1:
         print(f"continuum-mcp: {MAX_IN_FLIGHT_FLAG} must be at least 1", file=sys.stderr)
         return 1
-    problem = http.flag_problem(args.transport, {
-        "--listen": args.listen, "--token-file": args.token_file, "--tls-cert": args.tls_cert,
-        "--tls-key": args.tls_key, "--tls-client-ca": args.tls_client_ca})
+    problem = http.flag_problem(
+        args.transport,
+        {
+            "--listen": args.listen,
+            "--token-file": args.token_file,
+            "--tls-cert": args.tls_cert,
+            "--tls-key": args.tls_key,
+            "--tls-client-ca": args.tls_client_ca,
+        },
+    )
     if problem is None and args.ui and args.transport != "streamable-http":
         problem = "--ui is for --transport streamable-http (the page is served over HTTP)"
     if problem:
         print(_refusal(problem, "usage.bad_flags", "see continuum-mcp --help"), file=sys.stderr)
         return 1
     if args.doctor:
-        code, report = (doctor(args.db, args.client_names) if args.transport == "stdio"
-                        else http_doctor(args))
+        code, report = (
+            doctor(args.db, args.client_names) if args.transport == "stdio" else http_doctor(args)
+        )
         print(json.dumps(report, indent=2))  # ASCII: a name's bidi characters stay escaped
         if "error" in report:
             error = report["error"]
@@ -260,8 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     max_in_flight = args.max_in_flight or DEFAULT_MAX_IN_FLIGHT
 
     async def serve() -> None:
-        async with hardened_stdio_server(max_message_bytes=args.max_message_bytes,
-                                         max_in_flight=max_in_flight) as (read, write):
+        async with hardened_stdio_server(
+            max_message_bytes=args.max_message_bytes, max_in_flight=max_in_flight
+        ) as (read, write):
             lowlevel = server._lowlevel_server  # SDK 2.3 has no public accessor (see transport.py)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(renew_leases, tools)

@@ -37,18 +37,28 @@ from continuum.untrusted import terminal_safe
 _log = get_logger("continuum.mcp")
 
 RunId = Annotated[str, Field(min_length=1, max_length=200, description="The run's id.")]
-Env = Annotated[dict[str, str] | None, Field(
-    description="The current environment as {name: version}: the value each declared "
-                "dependency has now (e.g. {\"dataset\": \"v2\"}).")]
+Env = Annotated[
+    dict[str, str] | None,
+    Field(
+        description="The current environment as {name: version}: the value each declared "
+        'dependency has now (e.g. {"dataset": "v2"}).'
+    ),
+]
 Model = Annotated[str | None, Field(description="The model that will continue the run.")]
-ActionKey = Annotated[str, Field(min_length=1, description="The action_key (or action_id) "
-                                                           "returned by continuum_intercept_action.")]
+ActionKey = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description="The action_key (or action_id) returned by continuum_intercept_action.",
+    ),
+]
 # strict: JSON true, 2.0 or "2" is not a count (lax pydantic would record true as 1),
 # and a wrongly typed argument must be an error naming the field (references/contract.md §9). Published as
 # a plain integer (omit it for "unchanged"): clients that convert string input by the
 # schema's type, such as the MCP Inspector CLI, then send a number, not "3".
-Count = Annotated[int | None, Field(ge=0, strict=True),
-                  WithJsonSchema({"type": "integer", "minimum": 0})]
+Count = Annotated[
+    int | None, Field(ge=0, strict=True), WithJsonSchema({"type": "integer", "minimum": 0})
+]
 
 MAX_JSON_DEPTH = 64
 """Deepest JSON value kept from an agent (``arguments``, ``result``). Deeper values were
@@ -60,17 +70,21 @@ def _shallow_json(value: Any) -> Any:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:  # iterative: a deep value must not exhaust the stack here either
         item, level = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
         if children and level > MAX_JSON_DEPTH:
             raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep; send a flatter value")
         stack.extend((child, level + 1) for child in children)
     return value
 
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                            open_world_hint=False)
-MUTATING = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                           open_world_hint=False)
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+MUTATING = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
 
 
 class ValidateResult(BaseModel):
@@ -84,14 +98,18 @@ class ValidateResult(BaseModel):
 
 class ActionsResult(BaseModel):
     run_id: str
-    actions: list[dict[str, Any]] = Field(description="This page: open actions (started, "
-                                          "unknown, failed) first, then settled ones")
-    unresolved: list[str] = Field(description="action_keys on this page still started or "
-                                              "unknown, or failed on an agent's word: a person "
-                                              "must settle them (open actions come first, so "
-                                              "the first page lists them)")
-    next_cursor: str | None = Field(default=None, description="Pass as cursor for the next "
-                                    "page; null after the last page")
+    actions: list[dict[str, Any]] = Field(
+        description="This page: open actions (started, unknown, failed) first, then settled ones"
+    )
+    unresolved: list[str] = Field(
+        description="action_keys on this page still started or "
+        "unknown, or failed on an agent's word: a person "
+        "must settle them (open actions come first, so "
+        "the first page lists them)"
+    )
+    next_cursor: str | None = Field(
+        default=None, description="Pass as cursor for the next page; null after the last page"
+    )
 
 
 class ProgressResult(BaseModel):
@@ -131,20 +149,21 @@ _NOT_DONE_ON_YOUR_WORD = (
     "Recorded as not done, on your word. Only a person may confirm that an effect did not "
     "happen: until one runs `continuum reconcile` for it, a later intercept answers "
     "needs_confirmation and you must not perform it (unless its replay contract is safe or "
-    "idempotent).")
+    "idempotent)."
+)
 
 
 MCP_HINTS = {
     "not_found.run": "check run_id (continuum_resume without run_id picks the latest active "
-                     "run), or start the run with continuum_record_progress (goal, total)",
+    "run), or start the run with continuum_record_progress (goal, total)",
     "not_found.action": "call continuum_list_actions for this run and use an action_key it lists",
     "not_found.store": "the store holds no runs yet: start one with continuum_record_progress",
     "ledger.invalid_transition": "call continuum_list_actions to see the action's state; a "
-                                 "settled action stays settled",
+    "settled action stays settled",
     "ledger.owner_alive": "another live process is performing this action: do not perform or "
-                          "settle it; call continuum_intercept_action again later",
+    "settle it; call continuum_intercept_action again later",
     "ledger.run_finished": "this run is finished: record new work in a new run "
-                           "(continuum_record_progress with a new run_id)",
+    "(continuum_record_progress with a new run_id)",
 }
 
 
@@ -153,8 +172,10 @@ def mcp_hint(error: ContinuumError) -> str:
     if error.code in MCP_HINTS:
         return MCP_HINTS[error.code]
     if error.code.startswith("integrity."):
-        return ("stop: the run's log or index is damaged; ask a person to run "
-                "`continuum verify` on the store and decide")
+        return (
+            "stop: the run's log or index is damaged; ask a person to run "
+            "`continuum verify` on the store and decide"
+        )
     return error.hint
 
 
@@ -172,11 +193,15 @@ class ToolSpec:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def tool(name: str, *, read_only: bool, description: str, confirm: bool = False) -> Callable[[F], F]:
+def tool(
+    name: str, *, read_only: bool, description: str, confirm: bool = False
+) -> Callable[[F], F]:
     """Declare a ``Tools`` method as the MCP tool ``name`` (see ``register``)."""
+
     def declare(fn: F) -> F:
         fn.__continuum_tool__ = ToolSpec(name, read_only, description, confirm)  # type: ignore[attr-defined]
         return fn
+
     return declare
 
 
@@ -187,8 +212,9 @@ class Tools:
     role of the request's bearer token (``roles.py``) instead of the stdio allowlist.
     """
 
-    def __init__(self, url: str, policy: Policy, cwd: Path | None = None, *,
-                 by_role: bool = False) -> None:
+    def __init__(
+        self, url: str, policy: Policy, cwd: Path | None = None, *, by_role: bool = False
+    ) -> None:
         self.url, self.policy, self.cwd, self.by_role = url, policy, cwd, by_role
         self._agent: Continuum | None = None
         self._owners: OwnedRuntimes | None = None  # over HTTP: one runtime per owner
@@ -244,17 +270,22 @@ class Tools:
     def reader(self, run_id: str | None) -> Continuum:
         rt = self.runtime(create=False)
         if rt is None:
-            raise NotFoundError(f"run {run_id!r} not found: the store is empty", code="not_found.run",
-                                hint="start the run with continuum_record_progress (goal, total)")
+            raise NotFoundError(
+                f"run {run_id!r} not found: the store is empty",
+                code="not_found.run",
+                hint="start the run with continuum_record_progress (goal, total)",
+            )
         return rt
 
-    def authorize(self, ctx: Context | None, tool: str, run_id: str | None, *,
-                  confirm: bool = False) -> Caller:
+    def authorize(
+        self, ctx: Context | None, tool: str, run_id: str | None, *, confirm: bool = False
+    ) -> Caller:
         caller = caller_from_context(ctx) if ctx is not None else Caller(None)
         if self.by_role:
             grant = grant_from_context(ctx)
-            decision = authorize_call(tool, grant, caller, policy=self.policy, confirm=confirm,
-                                      run_id=run_id)
+            decision = authorize_call(
+                tool, grant, caller, policy=self.policy, confirm=confirm, run_id=run_id
+            )
             if not decision.allowed:
                 log_role_denial(decision, grant)
                 raise ToolError(decision.text())
@@ -281,186 +312,338 @@ class Tools:
 
     # -- read-only tools ------------------------------------------------------------------
 
-    @tool("continuum_validate", read_only=True, description=(
-        "Re-check the run's declared dependencies against the environment now (pass env "
-        'as {name: version}) and list which derived state is stale, conflicted or '
-        'invalid. Read-only.'
-    ))
-    def validate(self, run_id: RunId, env: Env = None, expected_model: Model = None,
-                 ctx: Context | None = None) -> ValidateResult:
+    @tool(
+        "continuum_validate",
+        read_only=True,
+        description=(
+            "Re-check the run's declared dependencies against the environment now (pass env "
+            "as {name: version}) and list which derived state is stale, conflicted or "
+            "invalid. Read-only."
+        ),
+    )
+    def validate(
+        self,
+        run_id: RunId,
+        env: Env = None,
+        expected_model: Model = None,
+        ctx: Context | None = None,
+    ) -> ValidateResult:
         rt = self.reader(run_id)
         evaluation = rt.evaluate(run_id, env=env, expected_model=expected_model)
         decision, report = evaluation.decision, evaluation.validation  # observed once
         return ValidateResult(
-            run_id=run_id, verdict=str(decision.mode),
+            run_id=run_id,
+            verdict=str(decision.mode),
             next_allowed_action=decision.next_allowed_action,
             dependencies=[d.model_dump(mode="json") for d in report.dependencies],
             invalidated=[c.model_dump(mode="json") for c in report.invalidated],
-            verified=report.verified)
+            verified=report.verified,
+        )
 
-    @tool("continuum_resume", read_only=True, description=(
-        'Call this FIRST after any restart, crash or context loss, before doing any work. '
-        "Returns the verdict (mode): 'resume' means continue; anything else means follow "
-        'next_allowed_action first. uncertain_actions lists side effects that may or may '
-        'not have happened: never redo them; check the external system and call '
-        'continuum_reconcile_action with their action_key. Without run_id it picks the '
-        "latest active run (mode 'no_active_run' if there is none). Read-only."
-    ))
-    def resume(self, run_id: Annotated[str | None, Field(description="The run to resume; omit "
-                                                         "for the latest active run.")] = None,
-               env: Env = None, expected_model: Model = None,
-               ctx: Context | None = None) -> Recovery:
+    @tool(
+        "continuum_resume",
+        read_only=True,
+        description=(
+            "Call this FIRST after any restart, crash or context loss, before doing any work. "
+            "Returns the verdict (mode): 'resume' means continue; anything else means follow "
+            "next_allowed_action first. uncertain_actions lists side effects that may or may "
+            "not have happened: never redo them; check the external system and call "
+            "continuum_reconcile_action with their action_key. Without run_id it picks the "
+            "latest active run (mode 'no_active_run' if there is none). Read-only."
+        ),
+    )
+    def resume(
+        self,
+        run_id: Annotated[
+            str | None, Field(description="The run to resume; omit for the latest active run.")
+        ] = None,
+        env: Env = None,
+        expected_model: Model = None,
+        ctx: Context | None = None,
+    ) -> Recovery:
         rt = self.runtime(create=False)
         if rt is None and run_id is None:
-            return Recovery(run_id=None, mode="no_active_run", safe=False,
-                            next_allowed_action=None, rationale="the store holds no runs yet",
-                            required_actions=[], uncertain_actions=[], progress=None,
-                            contract=None)
+            return Recovery(
+                run_id=None,
+                mode="no_active_run",
+                safe=False,
+                next_allowed_action=None,
+                rationale="the store holds no runs yet",
+                required_actions=[],
+                uncertain_actions=[],
+                progress=None,
+                contract=None,
+            )
         return self.reader(run_id).resume(run_id, env=env, expected_model=expected_model)
 
-    @tool("continuum_list_actions", read_only=True, description=(
-        "List the run's side effects with their status (started, completed, failed, "
-        "unknown), a page at a time: open ones first, then settled ones; pass next_cursor "
-        "back as cursor for more. 'unresolved' lists those you must reconcile before "
-        'resuming. Read-only.'
-    ))
-    def list_actions(self, run_id: RunId,
-                     cursor: Annotated[str | None, Field(
-                         max_length=40, description="next_cursor of the previous page; omit "
-                         "for the first page")] = None,
-                     limit: Annotated[int, Field(ge=1, le=MAX_PAGE, strict=True, description=(
-                         f"Actions per page (default {DEFAULT_PAGE}, at most {MAX_PAGE})"))]
-                     = DEFAULT_PAGE, ctx: Context | None = None) -> ActionsResult:
+    @tool(
+        "continuum_list_actions",
+        read_only=True,
+        description=(
+            "List the run's side effects with their status (started, completed, failed, "
+            "unknown), a page at a time: open ones first, then settled ones; pass next_cursor "
+            "back as cursor for more. 'unresolved' lists those you must reconcile before "
+            "resuming. Read-only."
+        ),
+    )
+    def list_actions(
+        self,
+        run_id: RunId,
+        cursor: Annotated[
+            str | None,
+            Field(
+                max_length=40,
+                description="next_cursor of the previous page; omit for the first page",
+            ),
+        ] = None,
+        limit: Annotated[
+            int,
+            Field(
+                ge=1,
+                le=MAX_PAGE,
+                strict=True,
+                description=(f"Actions per page (default {DEFAULT_PAGE}, at most {MAX_PAGE})"),
+            ),
+        ] = DEFAULT_PAGE,
+        ctx: Context | None = None,
+    ) -> ActionsResult:
         page = self.reader(run_id).actions_page(run_id, cursor=cursor, limit=limit)
-        return ActionsResult(run_id=run_id,
-                             actions=[a.model_dump(mode="json") for a in page.actions],
-                             unresolved=[a.action_key for a in page.actions if a.needs_human],
-                             next_cursor=page.next_cursor)
+        return ActionsResult(
+            run_id=run_id,
+            actions=[a.model_dump(mode="json") for a in page.actions],
+            unresolved=[a.action_key for a in page.actions if a.needs_human],
+            next_cursor=page.next_cursor,
+        )
 
     # -- mutating tools -------------------------------------------------------------------
 
-    @tool("continuum_record_progress", read_only=False, description=(
-        'Record progress as absolute numbers (completed, total, failed) and the goal; '
-        'creates the run on first use. Self-reported progress needs a human confirmation '
-        'before a resume is judged safe.'
-    ))
-    def record_progress(self, run_id: RunId, ctx: Context, completed: Count = None,
-                        total: Count = None,
-                        goal: Annotated[str | None, Field(description="The run's goal; creates "
-                                                          "the run on first use.")] = None,
-                        failed: Count = None) -> ProgressResult:
+    @tool(
+        "continuum_record_progress",
+        read_only=False,
+        description=(
+            "Record progress as absolute numbers (completed, total, failed) and the goal; "
+            "creates the run on first use. Self-reported progress needs a human confirmation "
+            "before a resume is judged safe."
+        ),
+    )
+    def record_progress(
+        self,
+        run_id: RunId,
+        ctx: Context,
+        completed: Count = None,
+        total: Count = None,
+        goal: Annotated[
+            str | None, Field(description="The run's goal; creates the run on first use.")
+        ] = None,
+        failed: Count = None,
+    ) -> ProgressResult:
         rt = self.writer()
-        state = rt.record_progress(run_id, completed=completed, total=total, failed=failed,
-                                   goal=goal)
-        return ProgressResult(run_id=run_id, goal=state.goal.value if state.goal else None,
-                              progress=state.progress.model_dump(mode="json", exclude={"provenance"}),
-                              head_sequence=state.sequence,
-                              needs_human_confirmation=bool(state.unreviewed()))
+        state = rt.record_progress(
+            run_id, completed=completed, total=total, failed=failed, goal=goal
+        )
+        return ProgressResult(
+            run_id=run_id,
+            goal=state.goal.value if state.goal else None,
+            progress=state.progress.model_dump(mode="json", exclude={"provenance"}),
+            head_sequence=state.sequence,
+            needs_human_confirmation=bool(state.unreviewed()),
+        )
 
-    @tool("continuum_checkpoint", read_only=False, description=(
-        "Store a semantic checkpoint of the run's state; pass env {name: version} to "
-        'declare the dependencies your work relies on, so a later resume re-checks them.'
-    ))
-    def checkpoint(self, run_id: RunId, ctx: Context,
-                   reason: Annotated[str | None, Field(description="Why now.")] = None,
-                   env: Annotated[dict[str, str] | None, Field(
-                       description="Declare dependencies {name: version} the work relies on; a "
-                                   "resume re-checks them.")] = None) -> CheckpointResult:
+    @tool(
+        "continuum_checkpoint",
+        read_only=False,
+        description=(
+            "Store a semantic checkpoint of the run's state; pass env {name: version} to "
+            "declare the dependencies your work relies on, so a later resume re-checks them."
+        ),
+    )
+    def checkpoint(
+        self,
+        run_id: RunId,
+        ctx: Context,
+        reason: Annotated[str | None, Field(description="Why now.")] = None,
+        env: Annotated[
+            dict[str, str] | None,
+            Field(
+                description="Declare dependencies {name: version} the work relies on; a "
+                "resume re-checks them."
+            ),
+        ] = None,
+    ) -> CheckpointResult:
         info = self.writer().checkpoint(run_id, reason=reason, env=env)
         return CheckpointResult(**info.model_dump())
 
-    @tool("continuum_intercept_action", read_only=False, description=(
-        'Call BEFORE every external side effect (sending, writing outside your workspace, '
-        'paying, migrating). Route every side effect through intercept, perform, '
-        'complete. If proceed is true: perform it now, then call '
-        'continuum_complete_action with the action_key (or continuum_fail_action). If '
-        "proceed is false: do NOT perform it; read status and guidance ('completed' "
-        "returns the previous result; 'unknown' or 'reconcile_required' means check the "
-        'external system and reconcile). Use a stable key such as invoice:INV-001.'
-    ))
-    def intercept_action(self, run_id: RunId, action_type: Annotated[str, Field(
-                             min_length=1, description="Kind of side effect, e.g. send_invoice.")],
-                         ctx: Context,
-                         arguments: Annotated[dict[str, Any] | None, Field(
-                             description="The side effect's arguments (JSON object)."),
-                             AfterValidator(_shallow_json)] = None,
-                         key: Annotated[str | None, Field(description="A stable business key, "
-                                                          "e.g. invoice:INV-001 (recommended).")] = None,
-                         replay: Literal["never", "safe", "idempotent", "reconcile"] | None = None,
-                         ) -> InterceptResult:
+    @tool(
+        "continuum_intercept_action",
+        read_only=False,
+        description=(
+            "Call BEFORE every external side effect (sending, writing outside your workspace, "
+            "paying, migrating). Route every side effect through intercept, perform, "
+            "complete. If proceed is true: perform it now, then call "
+            "continuum_complete_action with the action_key (or continuum_fail_action). If "
+            "proceed is false: do NOT perform it; read status and guidance ('completed' "
+            "returns the previous result; 'unknown' or 'reconcile_required' means check the "
+            "external system and reconcile). Use a stable key such as invoice:INV-001."
+        ),
+    )
+    def intercept_action(
+        self,
+        run_id: RunId,
+        action_type: Annotated[
+            str, Field(min_length=1, description="Kind of side effect, e.g. send_invoice.")
+        ],
+        ctx: Context,
+        arguments: Annotated[
+            dict[str, Any] | None,
+            Field(description="The side effect's arguments (JSON object)."),
+            AfterValidator(_shallow_json),
+        ] = None,
+        key: Annotated[
+            str | None,
+            Field(description="A stable business key, e.g. invoice:INV-001 (recommended)."),
+        ] = None,
+        replay: Literal["never", "safe", "idempotent", "reconcile"] | None = None,
+    ) -> InterceptResult:
         with self.acting(ctx) as rt:
             return rt.intercept(run_id, action_type, arguments, key=key, replay=replay)
 
     def _action(self, run_id: str, rec: Any, guidance: str) -> ActionResult:
-        return ActionResult(run_id=run_id, action_key=rec.action_key, action_id=rec.action_id,
-                            status=str(rec.status), attempt=rec.attempt,
-                            external_id=rec.external_id, guidance=guidance)
+        return ActionResult(
+            run_id=run_id,
+            action_key=rec.action_key,
+            action_id=rec.action_id,
+            status=str(rec.status),
+            attempt=rec.attempt,
+            external_id=rec.external_id,
+            guidance=guidance,
+        )
 
-    @tool("continuum_complete_action", read_only=False, description=(
-        'Record that the side effect of an intercepted action happened, with the external '
-        "system's id and any result."
-    ))
-    def complete_action(self, run_id: RunId, action_key: ActionKey, ctx: Context,
-                        external_id: Annotated[str | None, Field(
-                            description="The external system's id for the effect.")] = None,
-                        result: Annotated[Any, Field(description="Any JSON result to keep."),
-                                          AfterValidator(_shallow_json)] = None,
-                        ) -> ActionResult:
+    @tool(
+        "continuum_complete_action",
+        read_only=False,
+        description=(
+            "Record that the side effect of an intercepted action happened, with the external "
+            "system's id and any result."
+        ),
+    )
+    def complete_action(
+        self,
+        run_id: RunId,
+        action_key: ActionKey,
+        ctx: Context,
+        external_id: Annotated[
+            str | None, Field(description="The external system's id for the effect.")
+        ] = None,
+        result: Annotated[
+            Any, Field(description="Any JSON result to keep."), AfterValidator(_shallow_json)
+        ] = None,
+    ) -> ActionResult:
         with self.acting(ctx) as rt:
             rec = rt.complete(run_id, action_key, external_id=external_id, result=result)
-        return self._action(run_id, rec, "Recorded as done; a later intercept returns "
-                                          "proceed=false with this result.")
+        return self._action(
+            run_id,
+            rec,
+            "Recorded as done; a later intercept returns proceed=false with this result.",
+        )
 
-    @tool("continuum_fail_action", read_only=False, description=(
-        'Record that an intercepted action failed. Leave certain=false unless you KNOW '
-        'the effect did not happen: then it is recorded unknown and must be reconciled. '
-        'Even with certain=true, only a person may confirm that it did not happen before '
-        'it runs again.'
-    ))
-    def fail_action(self, run_id: RunId, action_key: ActionKey, ctx: Context,
-                    error: Annotated[str | None, Field(description="What went wrong.")] = None,
-                    certain: Annotated[bool, Field(strict=True, description="True only if the effect "
-                                                   "certainly did NOT happen.")] = False) -> ActionResult:
+    @tool(
+        "continuum_fail_action",
+        read_only=False,
+        description=(
+            "Record that an intercepted action failed. Leave certain=false unless you KNOW "
+            "the effect did not happen: then it is recorded unknown and must be reconciled. "
+            "Even with certain=true, only a person may confirm that it did not happen before "
+            "it runs again."
+        ),
+    )
+    def fail_action(
+        self,
+        run_id: RunId,
+        action_key: ActionKey,
+        ctx: Context,
+        error: Annotated[str | None, Field(description="What went wrong.")] = None,
+        certain: Annotated[
+            bool,
+            Field(strict=True, description="True only if the effect certainly did NOT happen."),
+        ] = False,
+    ) -> ActionResult:
         with self.acting(ctx) as rt:
             rec = rt.fail(run_id, action_key, error=error, certain=certain)
-        return self._action(run_id, rec, _NOT_DONE_ON_YOUR_WORD
-                            if certain else "Outcome unknown: check the external system, then "
-                            "call continuum_reconcile_action.")
+        return self._action(
+            run_id,
+            rec,
+            _NOT_DONE_ON_YOUR_WORD
+            if certain
+            else "Outcome unknown: check the external system, then "
+            "call continuum_reconcile_action.",
+        )
 
-    @tool("continuum_reconcile_action", read_only=False, description=(
-        'Settle an action reported unknown or reconcile_required after checking the '
-        'external system: occurred=true (it happened; give external_id) or '
-        'occurred=false. occurred=false from an agent does not let the action run again '
-        'until a person confirms it.'
-    ))
-    def reconcile_action(self, run_id: RunId, action_key: ActionKey,
-                         occurred: Annotated[bool, Field(strict=True, description="Whether the side "
-                                                         "effect happened, as checked in the external system.")],
-                         ctx: Context,
-                         external_id: Annotated[str | None, Field(description="Its external id.")] = None,
-                         note: Annotated[str | None, Field(description="How it was checked.")] = None,
-                         ) -> ActionResult:
+    @tool(
+        "continuum_reconcile_action",
+        read_only=False,
+        description=(
+            "Settle an action reported unknown or reconcile_required after checking the "
+            "external system: occurred=true (it happened; give external_id) or "
+            "occurred=false. occurred=false from an agent does not let the action run again "
+            "until a person confirms it."
+        ),
+    )
+    def reconcile_action(
+        self,
+        run_id: RunId,
+        action_key: ActionKey,
+        occurred: Annotated[
+            bool,
+            Field(
+                strict=True,
+                description="Whether the side effect happened, as checked in the external system.",
+            ),
+        ],
+        ctx: Context,
+        external_id: Annotated[str | None, Field(description="Its external id.")] = None,
+        note: Annotated[str | None, Field(description="How it was checked.")] = None,
+    ) -> ActionResult:
         with self.acting(ctx) as rt:
-            rec = rt.reconcile(run_id, action_key, occurred=occurred, external_id=external_id,
-                               note=note)
-        return self._action(run_id, rec, _NOT_DONE_ON_YOUR_WORD if rec.failure_unconfirmed
-                            else "Settled. Call continuum_resume for the verdict.")
+            rec = rt.reconcile(
+                run_id, action_key, occurred=occurred, external_id=external_id, note=note
+            )
+        return self._action(
+            run_id,
+            rec,
+            _NOT_DONE_ON_YOUR_WORD
+            if rec.failure_unconfirmed
+            else "Settled. Call continuum_resume for the verdict.",
+        )
 
-    @tool("continuum_confirm", read_only=False, confirm=True, description=(
-        "Human confirmation of the run's self-reported goal and progress. Refused unless "
-        "the operator's confirm token is presented as _meta.confirmToken; otherwise a "
-        'person must run `continuum confirm <run_id>` at a terminal (an agent must never '
-        'run it itself).'
-    ))
+    @tool(
+        "continuum_confirm",
+        read_only=False,
+        confirm=True,
+        description=(
+            "Human confirmation of the run's self-reported goal and progress. Refused unless "
+            "the operator's confirm token is presented as _meta.confirmToken; otherwise a "
+            "person must run `continuum confirm <run_id>` at a terminal (an agent must never "
+            "run it itself)."
+        ),
+    )
     def confirm(self, run_id: RunId, ctx: Context) -> ConfirmResult:
         caller = caller_from_context(ctx)  # authorized by the tool table
         human = Continuum(self.writer().store, origin=Origin.HUMAN)
         result = human.confirm(run_id)
-        _log.warning("mcp.confirmed_with_confirm_token", run_id=run_id, caller=caller.name,
-                     through_sequence=result.through_sequence)
+        _log.warning(
+            "mcp.confirmed_with_confirm_token",
+            run_id=run_id,
+            caller=caller.name,
+            through_sequence=result.through_sequence,
+        )
         verdict = human.resume(run_id)
-        return ConfirmResult(run_id=run_id, through_sequence=result.through_sequence,
-                             scope=result.scope, confirmed=result.confirmed, verdict=verdict.mode)
+        return ConfirmResult(
+            run_id=run_id,
+            through_sequence=result.through_sequence,
+            scope=result.scope,
+            confirmed=result.confirmed,
+            verdict=verdict.mode,
+        )
 
 
 INSTRUCTIONS = (
@@ -474,8 +657,11 @@ INSTRUCTIONS = (
 
 def tool_table() -> list[tuple[ToolSpec, str]]:
     """Every tool as declared on ``Tools``, in declaration order: (spec, method name)."""
-    return [(fn.__continuum_tool__, name) for name, fn in vars(Tools).items()
-            if hasattr(fn, "__continuum_tool__")]
+    return [
+        (fn.__continuum_tool__, name)
+        for name, fn in vars(Tools).items()
+        if hasattr(fn, "__continuum_tool__")
+    ]
 
 
 DESCRIPTIONS = {spec.name: spec.description for spec, _ in tool_table()}
@@ -485,21 +671,28 @@ def guarded(tools: Tools, spec: ToolSpec, fn: Callable[..., Any]) -> Callable[..
     """``fn`` behind its declaration: a mutating tool (over HTTP, every tool) authorizes its
     caller first (deny by default), and every tool turns continuum errors into results the agent can read.
     The signature stays the method's, so the SDK builds the same argument model."""
+
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         if not spec.read_only or tools.by_role:
-            tools.authorize(kwargs.get("ctx"), spec.name, kwargs.get("run_id"), confirm=spec.confirm)
+            tools.authorize(
+                kwargs.get("ctx"), spec.name, kwargs.get("run_id"), confirm=spec.confirm
+            )
         with tools.domain_errors(spec.name):
             return fn(*args, **kwargs)
+
     return call
 
 
 def register(server: MCPServer[Any], tools: Tools) -> None:
     for spec, method in tool_table():
-        server.add_tool(guarded(tools, spec, getattr(tools, method)), name=spec.name,
-                        description=spec.description,
-                        annotations=READ_ONLY if spec.read_only else MUTATING,
-                        structured_output=True)
+        server.add_tool(
+            guarded(tools, spec, getattr(tools, method)),
+            name=spec.name,
+            description=spec.description,
+            annotations=READ_ONLY if spec.read_only else MUTATING,
+            structured_output=True,
+        )
     forbid_unknown_arguments(server)
 
 
@@ -519,23 +712,30 @@ def forbid_unknown_arguments(server: MCPServer[Any]) -> None:
     for tool in manager.list_tools():
         base = tool.fn_metadata.arg_model
         strict: Any = type(
-            f"{base.__name__}Strict", (base,),
-            {"model_config": ConfigDict(**{**base.model_config, "extra": "forbid"}),
-             "__module__": base.__module__})
+            f"{base.__name__}Strict",
+            (base,),
+            {
+                "model_config": ConfigDict(**{**base.model_config, "extra": "forbid"}),
+                "__module__": base.__module__,
+            },
+        )
         tool.fn_metadata.arg_model = strict
         tool.parameters = strict.model_json_schema(by_alias=True)
         fields = {name: getattr(tool, name) for name in type(tool).model_fields}
         manager._tools[tool.name] = _NamedArgumentsTool.model_construct(
-            _fields_set=tool.model_fields_set, **fields)
+            _fields_set=tool.model_fields_set, **fields
+        )
 
 
 class _NamedArgumentsTool(Tool):
     """A registered tool that refuses, by name, an argument it does not have."""
 
-    async def run(self, arguments: dict[str, Any], context: Any,
-                  convert_result: bool = False) -> Any:
-        known = [field.alias or name
-                 for name, field in self.fn_metadata.arg_model.model_fields.items()]
+    async def run(
+        self, arguments: dict[str, Any], context: Any, convert_result: bool = False
+    ) -> Any:
+        known = [
+            field.alias or name for name, field in self.fn_metadata.arg_model.model_fields.items()
+        ]
         unknown = [name for name in arguments if name not in known]
         if not unknown:
             return await super().run(arguments, context, convert_result)
@@ -562,5 +762,7 @@ def unknown_arguments_text(tool: str, unknown: list[str], known: list[str]) -> s
         parts.append(name(arg) + (f" (did you mean {name(close[0])}?)" if close else ""))
     more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
     plural = "s" if len(unknown) > 1 else ""
-    return (f"{tool}: unknown argument{plural} {', '.join(parts)}{more}; nothing was done; "
-            f"its arguments are {', '.join(known)}")
+    return (
+        f"{tool}: unknown argument{plural} {', '.join(parts)}{more}; nothing was done; "
+        f"its arguments are {', '.join(known)}"
+    )

@@ -536,7 +536,10 @@ async def _pump_output(
             await wire.write(message)
             # Released once written, not when produced: an answer the client has not
             # read yet still holds its memory.
-            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            if (
+                isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+                and message.id is not None
+            ):
                 in_flight.release(message.id)
 
 

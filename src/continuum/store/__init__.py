@@ -28,9 +28,24 @@ from continuum.untrusted import as_typed
 
 DEFAULT_DB = "continuum.db"
 
-__all__ = ["ActionRow", "CheckpointRow", "Run", "RunExport", "RunInfo", "SQLiteStorage", "Storage",
-           "WriteTx", "open_store", "probe_store", "resolve_url", "is_postgres_url", "redact_url",
-           "DEFAULT_DB", "DEFAULT_PAGE", "MAX_PAGE"]
+__all__ = [
+    "ActionRow",
+    "CheckpointRow",
+    "Run",
+    "RunExport",
+    "RunInfo",
+    "SQLiteStorage",
+    "Storage",
+    "WriteTx",
+    "open_store",
+    "probe_store",
+    "resolve_url",
+    "is_postgres_url",
+    "redact_url",
+    "DEFAULT_DB",
+    "DEFAULT_PAGE",
+    "MAX_PAGE",
+]
 
 
 def resolve_url(flag: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> str:
@@ -61,7 +76,7 @@ def sqlite_path_from_url(url: str) -> Path:
     if url.startswith("sqlite:"):
         if not url.startswith("sqlite:///") or len(url) <= len("sqlite:///"):
             raise _bad(url, "write sqlite:///ABSOLUTE/PATH.db (three slashes and a path)")
-        rest = url[len("sqlite://"):]
+        rest = url[len("sqlite://") :]
         if "?" in rest or "#" in rest:
             raise _bad(url, "query strings and fragments are not supported")
         return Path(rest)
@@ -133,7 +148,8 @@ def _postgres_storage() -> Callable[..., Storage]:
             raise
         raise StoreError(
             "PostgreSQL stores need the optional extra 'postgres' (psycopg 3), which is not "
-            "installed", code="store.backend_unavailable",
+            "installed",
+            code="store.backend_unavailable",
             hint="pip install 'continuum-recovery[postgres]'",
         ) from None
     return PostgresStorage

@@ -29,13 +29,20 @@ def integrity_error(run_id: str, sequence: int, kind: str, detail: str) -> Integ
         f"run {run_id!r} is damaged at sequence {sequence} ({kind}): {detail}",
         code=f"integrity.{kind}",
         hint=f"run `continuum verify {run_id}`; nothing was repaired or changed",
-        run_id=run_id, sequence=sequence, kind=kind,
+        run_id=run_id,
+        sequence=sequence,
+        kind=kind,
     )
 
 
 def check_run_id(run_id: str) -> None:
-    check_identifier(run_id, what="run id", code="usage.bad_run_id", allow_spaces=False,
-                     hint="use 1-200 printable characters without spaces, e.g. run_4821")
+    check_identifier(
+        run_id,
+        what="run id",
+        code="usage.bad_run_id",
+        allow_spaces=False,
+        hint="use 1-200 printable characters without spaces, e.g. run_4821",
+    )
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -162,8 +169,14 @@ class WriteTx(Protocol):
         causer_event_id: str | None = None,
     ) -> Event: ...
 
-    def find_action(self, *, action_id: str | None = None, dedup_key: str | None = None,
-                    fallback_key: str | None = None, action_key: str | None = None) -> ActionRow | None: ...
+    def find_action(
+        self,
+        *,
+        action_id: str | None = None,
+        dedup_key: str | None = None,
+        fallback_key: str | None = None,
+        action_key: str | None = None,
+    ) -> ActionRow | None: ...
 
     def put_action(self, row: ActionRow) -> None: ...
 
@@ -174,8 +187,13 @@ class WriteTx(Protocol):
         and their checkpoints: (events, checkpoints). For ``continuum archive`` only."""
         ...
 
-    def find_approval(self, *, approval_id: str | None = None, binding: str | None = None,
-                      run_grant: str | None = None) -> ApprovalRow | None:
+    def find_approval(
+        self,
+        *,
+        approval_id: str | None = None,
+        binding: str | None = None,
+        run_grant: str | None = None,
+    ) -> ApprovalRow | None:
         """This run's approval by id; the latest bound to ``binding``; or the first grant
         for the rest of the run of action type ``run_grant``."""
         ...
@@ -245,8 +263,9 @@ class Storage(Protocol):
         """``read_events`` one at a time (for long runs)."""
         ...
 
-    def iter_raw(self, run_id: str, after: int = 0, *, prev_hash: str | None = None,
-                 upto: int | None = None) -> Iterator[RawEvent]:
+    def iter_raw(
+        self, run_id: str, after: int = 0, *, prev_hash: str | None = None, upto: int | None = None
+    ) -> Iterator[RawEvent]:
         """``iter_events`` as plain data, verified as read (see ``core.CoreStore``)."""
         ...
 
@@ -286,8 +305,9 @@ class Storage(Protocol):
         """Every action index row of the run, in interception order."""
         ...
 
-    def action_page(self, run_id: str, *, cursor: str | None = None,
-                    limit: int = DEFAULT_PAGE) -> tuple[list[ActionRow], str | None]:
+    def action_page(
+        self, run_id: str, *, cursor: str | None = None, limit: int = DEFAULT_PAGE
+    ) -> tuple[list[ActionRow], str | None]:
         """One page of action rows, open ones first, and the cursor of the next page."""
         ...
 
@@ -331,8 +351,9 @@ class Storage(Protocol):
         written by hand)."""
         ...
 
-    def list_approvals(self, *, run_id: str | None = None, status: str | None = None,
-                       limit: int = MAX_PAGE) -> list[ApprovalRow]:
+    def list_approvals(
+        self, *, run_id: str | None = None, status: str | None = None, limit: int = MAX_PAGE
+    ) -> list[ApprovalRow]:
         """Approvals in the order they were requested, of one run or all, optionally of one
         status; at most ``limit``."""
         ...
@@ -344,8 +365,9 @@ class Storage(Protocol):
 
     # -- the notification outbox ----------------------------------------------------------
 
-    def list_outbox(self, *, status: str | None = None, run_id: str | None = None,
-                    limit: int = MAX_PAGE) -> list[OutboxRow]:
+    def list_outbox(
+        self, *, status: str | None = None, run_id: str | None = None, limit: int = MAX_PAGE
+    ) -> list[OutboxRow]:
         """Notifications, newest first; optionally of one status or run."""
         ...
 
@@ -358,9 +380,18 @@ class Storage(Protocol):
         and not claimed by another deliverer (or whose claim lapsed) until ``until``."""
         ...
 
-    def record_delivery(self, delivery_id: str, *, status: str, attempts: int,
-                        next_attempt: float, delivered_to: list[str], last_error: str | None,
-                        delivered_at: str | None, claim: OutboxRow | None = None) -> bool:
+    def record_delivery(
+        self,
+        delivery_id: str,
+        *,
+        status: str,
+        attempts: int,
+        next_attempt: float,
+        delivered_to: list[str],
+        last_error: str | None,
+        delivered_at: str | None,
+        claim: OutboxRow | None = None,
+    ) -> bool:
         """Record the outcome of one delivery attempt and release the claim. With ``claim``
         (the row as ``claim_outbox`` returned it), only while that claim still holds the
         row: a deliverer whose claim lapsed and was taken over records nothing (False)."""

@@ -109,16 +109,21 @@ def _damaged(run_id: str, sequence: int, kind: str, detail: str) -> IntegrityErr
         f"{detail}; nothing was imported",
         code=f"integrity.original_{kind}",
         hint="import it as it is only from an intact copy (a backup of the original's file); "
-             "the original was not changed",
-        run_id=run_id, sequence=sequence, kind=kind)
+        "the original was not changed",
+        run_id=run_id,
+        sequence=sequence,
+        kind=kind,
+    )
 
 
 def _not_original(path: str, why: str) -> StoreError:
-    return StoreError(f"{as_typed(path)} is not a store of the original continuum "
-                      f"(Cyrax321/CONTINUUM): {why}", code="store.not_original",
-                      hint="pass the original's SQLite file (its default is ./continuum.db "
-                           "of the project that used it); nothing was read or changed",
-                      path=path)
+    return StoreError(
+        f"{as_typed(path)} is not a store of the original continuum (Cyrax321/CONTINUUM): {why}",
+        code="store.not_original",
+        hint="pass the original's SQLite file (its default is ./continuum.db "
+        "of the project that used it); nothing was read or changed",
+        path=path,
+    )
 
 
 # -- the original's hash ------------------------------------------------------------------
@@ -167,17 +172,26 @@ def original_digest(event: OriginalEvent) -> str:
 def _check_file(path: Path) -> None:
     text = str(path)
     if os.path.islink(path):
-        raise StoreError(f"{as_typed(text)} is a symbolic link", code="store.symlink",
-                         hint="pass the real file; nothing was read")
+        raise StoreError(
+            f"{as_typed(text)} is a symbolic link",
+            code="store.symlink",
+            hint="pass the real file; nothing was read",
+        )
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise NotFoundError(f"no file at {as_typed(text)}", code="not_found.original_store",
-                            hint="pass the path of the original's SQLite file",
-                            path=text) from None
+        raise NotFoundError(
+            f"no file at {as_typed(text)}",
+            code="not_found.original_store",
+            hint="pass the path of the original's SQLite file",
+            path=text,
+        ) from None
     except OSError as e:
-        raise StoreError(f"cannot stat {as_typed(text)}: {e.strerror}", code="store.unusable",
-                         hint="check the path and its permissions") from e
+        raise StoreError(
+            f"cannot stat {as_typed(text)}: {e.strerror}",
+            code="store.unusable",
+            hint="check the path and its permissions",
+        ) from e
     if stat.S_ISDIR(st.st_mode):
         raise _not_original(text, "it is a directory")
     if not stat.S_ISREG(st.st_mode):
@@ -186,8 +200,11 @@ def _check_file(path: Path) -> None:
         with open(path, "rb") as f:
             header = f.read(len(SQLITE_HEADER))
     except OSError as e:
-        raise StoreError(f"cannot read {as_typed(text)}: {e.strerror}", code="store.unusable",
-                         hint="check the file's permissions") from e
+        raise StoreError(
+            f"cannot read {as_typed(text)}: {e.strerror}",
+            code="store.unusable",
+            hint="check the file's permissions",
+        ) from e
     if header != SQLITE_HEADER:
         raise _not_original(text, "it is not a SQLite database")
 
@@ -201,8 +218,9 @@ class OriginalReader:
         text = str(self.path)
         _check_file(self.path)
         with translate_errors():
-            self._conn = apsw.Connection(text, flags=apsw.SQLITE_OPEN_READONLY
-                                         | apsw.SQLITE_OPEN_NOFOLLOW)
+            self._conn = apsw.Connection(
+                text, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_NOFOLLOW
+            )
         try:
             self.info = self._inspect()
         except BaseException:
@@ -232,9 +250,11 @@ class OriginalReader:
                 f"{as_typed(text)} is a store of this continuum, not of the original project",
                 code="usage.not_original",
                 hint="move runs between continuum stores with `continuum export` and "
-                     "`continuum import FILE`")
-        tables = {str(r[0]) for r in self._query(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                "`continuum import FILE`",
+            )
+        tables = {
+            str(r[0]) for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
         missing = sorted({"continuum_meta", "runs", "events"} - tables)
         if missing:
             raise _not_original(text, f"it has no {', '.join(missing)} table")
@@ -249,16 +269,22 @@ class OriginalReader:
                 f"reads versions {KNOWN_SCHEMA_VERSIONS.start}-{KNOWN_SCHEMA_VERSIONS.stop - 1}",
                 code="usage.original_schema_unknown",
                 hint="open it with that version of the original and export what you need; "
-                     "nothing was read or changed", schema_version=version)
+                "nothing was read or changed",
+                schema_version=version,
+            )
         events = self._columns("events")
         needed = {"run_id", "sequence", "event_id", "type", "timestamp", "payload", "hash"}
         if not needed <= events or not {"run_id", "goal", "status"} <= self._columns("runs"):
             raise _not_original(text, "its runs or events table lacks the original's columns")
-        info = OriginalStoreInfo(path=text, schema_version=version,
-                                 chained="prev_hash" in events,
-                                 archive="events_archive" in tables)
-        info.run_ids = [str(r[0]) for r in self._query(
-            "SELECT run_id FROM runs ORDER BY created_at, run_id")]
+        info = OriginalStoreInfo(
+            path=text,
+            schema_version=version,
+            chained="prev_hash" in events,
+            archive="events_archive" in tables,
+        )
+        info.run_ids = [
+            str(r[0]) for r in self._query("SELECT run_id FROM runs ORDER BY created_at, run_id")
+        ]
         return info
 
     # -- reading runs ----------------------------------------------------------------------
@@ -279,14 +305,26 @@ class OriginalReader:
 
     def _read_run(self, run_id: str, *, unverified: bool) -> OriginalRun:
         cols = self._columns("runs")
-        pick = ", ".join(c if c in cols else "NULL" for c in (
-            "run_id", "goal", "status", "created_at", "updated_at", "metadata", "parent_run_id"))
+        pick = ", ".join(
+            c if c in cols else "NULL"
+            for c in (
+                "run_id",
+                "goal",
+                "status",
+                "created_at",
+                "updated_at",
+                "metadata",
+                "parent_run_id",
+            )
+        )
         rows = self._query(f"SELECT {pick} FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
-            raise NotFoundError(f"the original store has no run {run_id!r}",
-                                code="not_found.run", run_id=run_id,
-                                hint="list its runs with `continuum import --from-original FILE "
-                                     "--dry-run`")
+            raise NotFoundError(
+                f"the original store has no run {run_id!r}",
+                code="not_found.run",
+                run_id=run_id,
+                hint="list its runs with `continuum import --from-original FILE --dry-run`",
+            )
         _, goal, status, created, updated, metadata_text, parent = rows[0]
         try:
             metadata: Any = json.loads(metadata_text) if isinstance(metadata_text, str) else None
@@ -294,14 +332,17 @@ class OriginalReader:
             metadata = metadata_text  # kept as the text it is (not hashed, not trusted)
         events = list(self._events(run_id))
         chained = self.info.chained and not (
-            len(events) > 1 and all(e.prev_hash is None for e in events))
+            len(events) > 1 and all(e.prev_hash is None for e in events)
+        )
         if not chained and not unverified:
             raise UsageError(
                 f"run {run_id!r} of the original store has no hash chain (it was written before "
                 "the original added one): its history cannot be verified",
-                code="usage.original_unchained", run_id=run_id,
+                code="usage.original_unchained",
+                run_id=run_id,
                 hint="pass --unverified to import it anyway, marked unverified; nothing was "
-                     "imported")
+                "imported",
+            )
         if chained:
             _verify(run_id, events)
         blobs = self.path.parent / "blobs"
@@ -311,22 +352,44 @@ class OriginalReader:
             if body is None and _offloaded(event.payload):
                 missing += 1
             rehydrated.append(event if body is None else replace(event, blob_payload=body))
-        return OriginalRun(run_id=run_id, goal=_text_or_none(goal), status=_text_or_none(status),
-                           created_at=_text_or_none(created), updated_at=_text_or_none(updated),
-                           metadata=metadata, parent_run_id=_text_or_none(parent),
-                           events=rehydrated, verified=chained, missing_blobs=missing)
+        return OriginalRun(
+            run_id=run_id,
+            goal=_text_or_none(goal),
+            status=_text_or_none(status),
+            created_at=_text_or_none(created),
+            updated_at=_text_or_none(updated),
+            metadata=metadata,
+            parent_run_id=_text_or_none(parent),
+            events=rehydrated,
+            verified=chained,
+            missing_blobs=missing,
+        )
 
     def _events(self, run_id: str) -> Iterator[OriginalEvent]:
         cols = self._columns("events")
-        pick = ", ".join(c if c in cols else "NULL" for c in (
-            "sequence", "event_id", "type", "timestamp", "payload", "causer_event_id",
-            "source", "prev_hash", "hash"))
-        live = self._query(f"SELECT {pick}, 0 FROM events WHERE run_id = ? ORDER BY sequence",
-                           (run_id,))
+        pick = ", ".join(
+            c if c in cols else "NULL"
+            for c in (
+                "sequence",
+                "event_id",
+                "type",
+                "timestamp",
+                "payload",
+                "causer_event_id",
+                "source",
+                "prev_hash",
+                "hash",
+            )
+        )
+        live = self._query(
+            f"SELECT {pick}, 0 FROM events WHERE run_id = ? ORDER BY sequence", (run_id,)
+        )
         archived: list[tuple[Any, ...]] = []
         if self.info.archive:
-            archived = self._query(f"SELECT {pick}, 1 FROM events_archive WHERE run_id = ?"
-                                   " ORDER BY sequence", (run_id,))
+            archived = self._query(
+                f"SELECT {pick}, 1 FROM events_archive WHERE run_id = ? ORDER BY sequence",
+                (run_id,),
+            )
         rows = sorted(archived + live, key=lambda r: (r[0] if type(r[0]) is int else -1, r[-1]))
         for row in rows:
             yield _event_from_row(run_id, row)
@@ -345,7 +408,8 @@ def _event_from_row(run_id: str, row: tuple[Any, ...]) -> OriginalEvent:
         if not all(isinstance(v, str) for v in (event_id, type_, ts, payload_text, hash_)):
             raise ValueError("a text column holds something else")
         if not (causer is None or isinstance(causer, str)) or not (
-                prev is None or isinstance(prev, str)):
+            prev is None or isinstance(prev, str)
+        ):
             raise ValueError("causer_event_id or prev_hash is not text")
         payload = json.loads(payload_text)
         if not isinstance(payload, dict):
@@ -354,13 +418,26 @@ def _event_from_row(run_id: str, row: tuple[Any, ...]) -> OriginalEvent:
     except ValueError as e:
         raise _damaged(run_id, where, "malformed", f"cannot decode the event: {e}") from e
     if not ORIGINAL_TYPE.fullmatch(type_):
-        raise _damaged(run_id, seq, "malformed",
-                       f"type {quoted(type_, limit=80)} is not an original event type "
-                       "(upper-case letters, digits and _)")
-    return OriginalEvent(run_id=run_id, sequence=seq, event_id=event_id, type=type_,
-                         timestamp=ts, payload=payload, causer_event_id=causer,
-                         source=source if isinstance(source, str) else "deterministic",
-                         prev_hash=prev, hash=hash_, archived=bool(archived))
+        raise _damaged(
+            run_id,
+            seq,
+            "malformed",
+            f"type {quoted(type_, limit=80)} is not an original event type "
+            "(upper-case letters, digits and _)",
+        )
+    return OriginalEvent(
+        run_id=run_id,
+        sequence=seq,
+        event_id=event_id,
+        type=type_,
+        timestamp=ts,
+        payload=payload,
+        causer_event_id=causer,
+        source=source if isinstance(source, str) else "deterministic",
+        prev_hash=prev,
+        hash=hash_,
+        archived=bool(archived),
+    )
 
 
 def _verify(run_id: str, events: list[OriginalEvent]) -> None:
@@ -369,18 +446,24 @@ def _verify(run_id: str, events: list[OriginalEvent]) -> None:
     for event in events:
         if event.sequence != expected:
             what = "appears twice" if event.sequence == expected - 1 else f"expected {expected}"
-            raise _damaged(run_id, event.sequence, "sequence_gap",
-                           f"sequence {event.sequence} {what}")
+            raise _damaged(
+                run_id, event.sequence, "sequence_gap", f"sequence {event.sequence} {what}"
+            )
         if event.prev_hash != prev:
-            raise _damaged(run_id, event.sequence, "broken_link",
-                           "prev_hash is not the previous event's hash")
+            raise _damaged(
+                run_id, event.sequence, "broken_link", "prev_hash is not the previous event's hash"
+            )
         try:
             digest = original_digest(event)
         except ValueError as e:
             raise _damaged(run_id, event.sequence, "malformed", str(e)) from e
         if digest != event.hash:
-            raise _damaged(run_id, event.sequence, "hash_mismatch",
-                           "the stored hash does not match the event's content")
+            raise _damaged(
+                run_id,
+                event.sequence,
+                "hash_mismatch",
+                "the stored hash does not match the event's content",
+            )
         expected, prev = expected + 1, event.hash
 
 

@@ -47,8 +47,13 @@ _SESSION_SETTINGS = (
     " SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10;"
     " SET tcp_keepalives_count = 3"
 )
-_CLIENT_DEFAULTS = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10",
-                    "keepalives_count": "3", "application_name": "continuum"}
+_CLIENT_DEFAULTS = {
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "application_name": "continuum",
+}
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,9 @@ def _display(params: dict[str, str]) -> str:
     user = params.get("user")
     host = params.get("host", "")
     port = params.get("port")
-    query = {k: v for k, v in params.items() if k not in ("user", "password", "dbname", "host", "port")}
+    query = {
+        k: v for k, v in params.items() if k not in ("user", "password", "dbname", "host", "port")
+    }
     netloc = quote(user, safe="") + "@" if user else ""
     if host and "/" not in host and "," not in host:
         netloc += host if ":" not in host else f"[{host}]"
@@ -146,16 +153,18 @@ def _display(params: dict[str, str]) -> str:
 
 def check_durability(fsync: str, synchronous_commit: str, where: str) -> None:
     """Refuse a server that can lose an acknowledged commit in a crash."""
-    bad = [f"{name} = {value}" for name, value in (("fsync", fsync),
-                                                    ("synchronous_commit", synchronous_commit))
-           if value.strip().lower() in ("off", "false", "no", "0")]
+    bad = [
+        f"{name} = {value}"
+        for name, value in (("fsync", fsync), ("synchronous_commit", synchronous_commit))
+        if value.strip().lower() in ("off", "false", "no", "0")
+    ]
     if bad:
         raise StoreError(
             f"the PostgreSQL server at {where} runs with {' and '.join(bad)}: a commit it "
             "acknowledges can be lost in a crash, so continuum refuses to use it",
             code="store.unsafe_postgres",
             hint="set fsync = on and synchronous_commit = on (server, database, role and "
-                 "connection options), then reload the server",
+            "connection options), then reload the server",
             settings=bad,
         )
 
@@ -175,8 +184,9 @@ class PgConn:
         return not self.conn.closed and not self.conn.broken
 
 
-def connect(target: PgTarget, *, lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS,
-            check: bool = True) -> PgConn:
+def connect(
+    target: PgTarget, *, lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS, check: bool = True
+) -> PgConn:
     """Open, check and prepare one connection (autocommit: transactions are explicit).
 
     ``check=False`` skips the durability check; only the F10 negative control uses it.
@@ -185,8 +195,9 @@ def connect(target: PgTarget, *, lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS,
     if "connect_timeout" not in target.params:
         extra["connect_timeout"] = str(DEFAULT_CONNECT_TIMEOUT_S)
     try:
-        conn: psycopg.Connection[Any] = psycopg.connect(make_conninfo(target.url, **extra),
-                                                        autocommit=True)
+        conn: psycopg.Connection[Any] = psycopg.connect(
+            make_conninfo(target.url, **extra), autocommit=True
+        )
     except psycopg.Error as e:
         raise _connect_error(target, e) from None
     try:
@@ -195,7 +206,8 @@ def connect(target: PgTarget, *, lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS,
         row = conn.execute(
             "SELECT current_setting('fsync'), current_setting('synchronous_commit'),"
             " pg_backend_pid(), (SELECT backend_start::text FROM pg_stat_activity"
-            " WHERE pid = pg_backend_pid()), current_setting('application_name')").fetchone()
+            " WHERE pid = pg_backend_pid()), current_setting('application_name')"
+        ).fetchone()
         assert row is not None
         if check:
             check_durability(row[0], row[1], target.where())
@@ -204,8 +216,9 @@ def connect(target: PgTarget, *, lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS,
         if isinstance(e, psycopg.Error):
             raise translate(e, target) from None
         raise
-    return PgConn(conn=conn, backend_pid=int(row[2]), backend_start=str(row[3]),
-                  application_name=str(row[4]))
+    return PgConn(
+        conn=conn, backend_pid=int(row[2]), backend_start=str(row[3]), application_name=str(row[4])
+    )
 
 
 def _connect_error(target: PgTarget, e: psycopg.Error) -> StoreError:
@@ -215,30 +228,40 @@ def _connect_error(target: PgTarget, e: psycopg.Error) -> StoreError:
             f"PostgreSQL at {target.where()}: the database does not exist",
             code="store.missing_database",
             hint=f"create it first (e.g. createdb -h {target.host} -p {target.port} "
-                 f"{target.dbname}); continuum creates its tables, not the database",
-            host=target.host, port=target.port, database=target.dbname,
+            f"{target.dbname}); continuum creates its tables, not the database",
+            host=target.host,
+            port=target.port,
+            database=target.dbname,
         )
-    if ("authentication failed" in detail or "no pg_hba.conf entry" in detail
-            or ('role "' in detail and "does not exist" in detail)):
+    if (
+        "authentication failed" in detail
+        or "no pg_hba.conf entry" in detail
+        or ('role "' in detail and "does not exist" in detail)
+    ):
         return StoreError(
             f"PostgreSQL at {target.where()} refused the login: {detail}",
             code="store.auth_failed",
             hint="check the user and password in the URL (or PGPASSWORD / ~/.pgpass) and pg_hba.conf",
-            host=target.host, port=target.port, database=target.dbname,
+            host=target.host,
+            port=target.port,
+            database=target.dbname,
         )
     return StoreError(
         f"cannot connect to PostgreSQL at {target.where()}: {detail}",
         code="store.unreachable",
         hint="check that the server is running and reachable, and the host, port and "
-             "database in the URL",
-        host=target.host, port=target.port, database=target.dbname,
+        "database in the URL",
+        host=target.host,
+        port=target.port,
+        database=target.dbname,
     )
 
 
 def is_connection_lost(e: BaseException, conn: psycopg.Connection[Any]) -> bool:
     """True when the error means the session is gone (not an error reply on a live one)."""
     return isinstance(e, psycopg.OperationalError | psycopg.InterfaceError) and (
-        conn.closed or conn.broken)
+        conn.closed or conn.broken
+    )
 
 
 def translate(e: psycopg.Error, target: PgTarget) -> ContinuumError:
@@ -247,34 +270,52 @@ def translate(e: psycopg.Error, target: PgTarget) -> ContinuumError:
     if isinstance(e, pgerrors.UniqueViolation):
         return ForkRejectedError(
             "write rejected by a uniqueness constraint (a concurrent writer got there first)",
-            hint="retry the operation; the chain was not changed", detail=detail)
-    if isinstance(e, pgerrors.LockNotAvailable | pgerrors.QueryCanceled
-                  | pgerrors.DeadlockDetected | pgerrors.SerializationFailure):
+            hint="retry the operation; the chain was not changed",
+            detail=detail,
+        )
+    if isinstance(
+        e,
+        pgerrors.LockNotAvailable
+        | pgerrors.QueryCanceled
+        | pgerrors.DeadlockDetected
+        | pgerrors.SerializationFailure,
+    ):
         return StoreBusyError(
             f"the run stayed locked by another writer past the lock timeout ({detail})",
             hint="retry, or look for a session holding a long write transaction "
-                 "(pg_stat_activity, state 'idle in transaction')")
+            "(pg_stat_activity, state 'idle in transaction')",
+        )
     if isinstance(e, pgerrors.DiskFull):
         return DiskFullError(
             "the PostgreSQL server's disk is full; the write was not acknowledged and nothing "
-            "was recorded", hint="free disk space on the server, then retry; earlier data is intact")
+            "was recorded",
+            hint="free disk space on the server, then retry; earlier data is intact",
+        )
     if isinstance(e, pgerrors.ReadOnlySqlTransaction):
-        return StoreError(f"PostgreSQL at {target.where()} is read-only: {detail}",
-                          code="store.read_only",
-                          hint="point --db at the primary server, not a standby")
+        return StoreError(
+            f"PostgreSQL at {target.where()} is read-only: {detail}",
+            code="store.read_only",
+            hint="point --db at the primary server, not a standby",
+        )
     if isinstance(e, pgerrors.InsufficientPrivilege):
-        return StoreError(f"PostgreSQL refused the operation: {detail}",
-                          code="store.permission_denied",
-                          hint="grant the user CREATE on the database (for the first start) and "
-                               "read/write on schema continuum")
+        return StoreError(
+            f"PostgreSQL refused the operation: {detail}",
+            code="store.permission_denied",
+            hint="grant the user CREATE on the database (for the first start) and "
+            "read/write on schema continuum",
+        )
     if isinstance(e, psycopg.DataError):
-        return UsageError(f"a value cannot be stored in PostgreSQL: {detail}",
-                          code="usage.not_storable",
-                          hint="text fields cannot hold NUL (\\x00) characters in PostgreSQL")
+        return UsageError(
+            f"a value cannot be stored in PostgreSQL: {detail}",
+            code="usage.not_storable",
+            hint="text fields cannot hold NUL (\\x00) characters in PostgreSQL",
+        )
     if isinstance(e, psycopg.OperationalError | psycopg.InterfaceError):
         return StoreIOError(
             f"lost the connection to PostgreSQL at {target.where()}: {detail}; nothing was "
-            "acknowledged", hint="check the server and the network, then retry")
+            "acknowledged",
+            hint="check the server and the network, then retry",
+        )
     return StoreError(f"PostgreSQL error: {detail}", hint="see the message; nothing was changed")
 
 
@@ -302,7 +343,8 @@ class ConnectionPool:
                 if remaining <= 0:
                     raise StoreBusyError(
                         f"all {self._max} PostgreSQL connections of this store stayed busy",
-                        hint="use fewer threads per store object, or a larger pool_size")
+                        hint="use fewer threads per store object, or a larger pool_size",
+                    )
                 self._cond.wait(remaining)
             if self._idle:
                 return self._idle.pop(), True
@@ -319,7 +361,7 @@ class ConnectionPool:
         return pc, False
 
     def release(self, pc: PgConn) -> None:
-        keep = (pc.usable and pc.conn.info.transaction_status == TransactionStatus.IDLE)
+        keep = pc.usable and pc.conn.info.transaction_status == TransactionStatus.IDLE
         with self._cond:
             keep = keep and pc.generation == self._generation
             if keep:

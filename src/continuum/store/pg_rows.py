@@ -46,23 +46,31 @@ def run_lock_key(run_id: str) -> int:
 
 MIGRATION_LOCK_KEY = lock_key("continuum:schema")
 
-_INSERT_EVENT = (f"INSERT INTO continuum.events ({EVENT_COLUMNS})"
-                 " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)")
-_PUT_ACTION = ("INSERT INTO continuum.actions (run_id, action_id, action_key, dedup_key,"
-               " fallback_key, status, record, lease_expires) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)"
-               " ON CONFLICT (run_id, action_id) DO UPDATE SET status = excluded.status,"
-               " record = excluded.record, lease_expires = excluded.lease_expires")
+_INSERT_EVENT = (
+    f"INSERT INTO continuum.events ({EVENT_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+)
+_PUT_ACTION = (
+    "INSERT INTO continuum.actions (run_id, action_id, action_key, dedup_key,"
+    " fallback_key, status, record, lease_expires) VALUES (%s,%s,%s,%s,%s,%s,%s,%s)"
+    " ON CONFLICT (run_id, action_id) DO UPDATE SET status = excluded.status,"
+    " record = excluded.record, lease_expires = excluded.lease_expires"
+)
 
 
-def action_rows(conn: psycopg.Connection[Any], run_id: str, column: str | None,
-                value: str | None) -> list[tuple[Any, ...]]:
+def action_rows(
+    conn: psycopg.Connection[Any], run_id: str, column: str | None, value: str | None
+) -> list[tuple[Any, ...]]:
     """One run's index rows in insertion order: all of them, or the first with column = value."""
     if column is None:
-        return conn.execute(f"SELECT {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s"
-                            " ORDER BY position", (run_id,)).fetchall()
-    return conn.execute(f"SELECT {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s"
-                        f" AND {column} = %s ORDER BY position LIMIT 1",
-                        (run_id, value)).fetchall()
+        return conn.execute(
+            f"SELECT {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s ORDER BY position",
+            (run_id,),
+        ).fetchall()
+    return conn.execute(
+        f"SELECT {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s"
+        f" AND {column} = %s ORDER BY position LIMIT 1",
+        (run_id, value),
+    ).fetchall()
 
 
 def insert_events(conn: psycopg.Connection[Any], events: list[Event]) -> None:
@@ -72,8 +80,9 @@ def insert_events(conn: psycopg.Connection[Any], events: list[Event]) -> None:
 
 
 def insert_run(conn: psycopg.Connection[Any], run: RunInfo) -> None:
-    conn.execute(f"INSERT INTO continuum.runs ({RUN_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s)",
-                 run_values(run))
+    conn.execute(
+        f"INSERT INTO continuum.runs ({RUN_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s)", run_values(run)
+    )
 
 
 def put_action(conn: psycopg.Connection[Any], row: ActionRow) -> None:
@@ -85,8 +94,10 @@ def put_approval(conn: psycopg.Connection[Any], row: ApprovalRow) -> None:
 
 
 def put_checkpoint(conn: psycopg.Connection[Any], row: CheckpointRow) -> None:
-    conn.execute(f"INSERT INTO continuum.checkpoints ({CHECKPOINT_COLUMNS})"
-                 " VALUES (%s,%s,%s,%s,%s,%s)", checkpoint_values(row))
+    conn.execute(
+        f"INSERT INTO continuum.checkpoints ({CHECKPOINT_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s)",
+        checkpoint_values(row),
+    )
 
 
 class PgWriteTx(CoreTx):
@@ -96,8 +107,13 @@ class PgWriteTx(CoreTx):
     whether the transaction is there (``applied``) instead of guessing or retrying.
     """
 
-    def __init__(self, pc: PgConn, run: RunInfo, clock: Callable[[], str],
-                 errors: Callable[[], AbstractContextManager[None]]) -> None:
+    def __init__(
+        self,
+        pc: PgConn,
+        run: RunInfo,
+        clock: Callable[[], str],
+        errors: Callable[[], AbstractContextManager[None]],
+    ) -> None:
         super().__init__(run, clock)
         self._pc, self._errors = pc, errors
         self.puts: list[ActionRow | CheckpointRow] = []
@@ -110,7 +126,9 @@ class PgWriteTx(CoreTx):
         with self._errors():
             self._pc.conn.execute(
                 "UPDATE continuum.runs SET head_sequence = %s, head_hash = %s, status = %s"
-                " WHERE run_id = %s", (sequence, hash_, str(status), run_id))
+                " WHERE run_id = %s",
+                (sequence, hash_, str(status), run_id),
+            )
 
     def _action_row(self, column: str, value: str) -> tuple[Any, ...] | None:
         with self._errors():
@@ -132,11 +150,12 @@ class PgWriteTx(CoreTx):
         # read-back after a lost COMMIT reply, and the removal commits with it or not at all.
         with self._errors():
             events = self._pc.conn.execute(
-                "DELETE FROM continuum.events WHERE run_id = %s AND sequence < %s",
-                (run_id, before)).rowcount
+                "DELETE FROM continuum.events WHERE run_id = %s AND sequence < %s", (run_id, before)
+            ).rowcount
             checkpoints = self._pc.conn.execute(
                 "DELETE FROM continuum.checkpoints WHERE run_id = %s AND event_sequence < %s",
-                (run_id, before)).rowcount
+                (run_id, before),
+            ).rowcount
         return events, checkpoints
 
     # Approval index rows and notifications are written only with an event (in ``append``),
@@ -144,7 +163,8 @@ class PgWriteTx(CoreTx):
     def _approval_row(self, column: str, value: str) -> tuple[Any, ...] | None:
         with self._errors():
             row: tuple[Any, ...] | None = self._pc.conn.execute(
-                POSTGRES.approval_row(column), (self._run.run_id, value)).fetchone()
+                POSTGRES.approval_row(column), (self._run.run_id, value)
+            ).fetchone()
         return row
 
     def _put_approval(self, row: ApprovalRow) -> None:
@@ -162,11 +182,16 @@ class PgWriteTx(CoreTx):
     def applied(self, conn: psycopg.Connection[Any]) -> bool:
         """Whether this transaction's writes are in the database (read on ``conn``)."""
         if self.last_event is not None:  # all or nothing: the last event decides
-            row = conn.execute("SELECT hash FROM continuum.events WHERE event_id = %s",
-                               (self.last_event.event_id,)).fetchone()
+            row = conn.execute(
+                "SELECT hash FROM continuum.events WHERE event_id = %s", (self.last_event.event_id,)
+            ).fetchone()
             if row is not None and row[0] != self.last_event.hash:
-                raise integrity_error(self._run.run_id, self.last_event.sequence, "hash_mismatch",
-                                      "the event read back after a lost COMMIT reply differs")
+                raise integrity_error(
+                    self._run.run_id,
+                    self.last_event.sequence,
+                    "hash_mismatch",
+                    "the event read back after a lost COMMIT reply differs",
+                )
             return row is not None
         for put in self.puts:
             if isinstance(put, ActionRow):
@@ -176,7 +201,9 @@ class PgWriteTx(CoreTx):
             else:
                 stored = conn.execute(
                     f"SELECT {CHECKPOINT_COLUMNS} FROM continuum.checkpoints"
-                    " WHERE run_id = %s AND sequence = %s", (put.run_id, put.sequence)).fetchone()
+                    " WHERE run_id = %s AND sequence = %s",
+                    (put.run_id, put.sequence),
+                ).fetchone()
                 if stored is None or checkpoint_from_row(stored) != put:
                     return False
         return True

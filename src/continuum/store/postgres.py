@@ -110,11 +110,17 @@ class PostgresStorage(CoreStore):
     ``_skip_durability_check`` is for the F10 negative control only.
     """
 
-    def __init__(self, url: str, *, create: bool = True, pool_size: int = DEFAULT_POOL_SIZE,
-                 lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS,
-                 resolve_timeout_s: float = DEFAULT_RESOLVE_TIMEOUT_S,
-                 clock: Callable[[], str] | None = None,
-                 _skip_durability_check: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = True,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS,
+        resolve_timeout_s: float = DEFAULT_RESOLVE_TIMEOUT_S,
+        clock: Callable[[], str] | None = None,
+        _skip_durability_check: bool = False,
+    ) -> None:
         self._target: PgTarget = parse_url(url)
         self.url = self._target.display  # never the password
         self._clock = clock or _now
@@ -124,9 +130,11 @@ class PostgresStorage(CoreStore):
         self._local = threading.local()
         # The pool gets a plain function, not a bound method: no cycle through the store,
         # so an unclosed store is collected (and its connections closed) at once.
-        self._pool = ConnectionPool(partial(connect, self._target, lock_timeout_ms=lock_timeout_ms,
-                                            check=self._check),
-                                    pool_size, wait_s=lock_timeout_ms / 1000)
+        self._pool = ConnectionPool(
+            partial(connect, self._target, lock_timeout_ms=lock_timeout_ms, check=self._check),
+            pool_size,
+            wait_s=lock_timeout_ms / 1000,
+        )
         try:
             self._prepare(create=create)
         except BaseException:
@@ -191,9 +199,11 @@ class PostgresStorage(CoreStore):
             return
         if version == 0 and not create:
             raise NotFoundError(
-                f"no continuum store in {self.url}", code="not_found.store",
+                f"no continuum store in {self.url}",
+                code="not_found.store",
                 hint="run `continuum init` (or `continuum start RUN --goal ...`) to create it",
-                path=self.url)
+                path=self.url,
+            )
         self._call(self._migrate)
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
@@ -217,9 +227,12 @@ class PostgresStorage(CoreStore):
                         conn.execute(statement)
                     if target == 3:  # the approval index of events already in the log
                         backfill_approvals(_fetch(conn), POSTGRES)
-                    conn.execute("INSERT INTO continuum.meta (key, value) VALUES"
-                                 " ('schema_version', %s) ON CONFLICT (key) DO UPDATE"
-                                 " SET value = excluded.value", (str(target),))
+                    conn.execute(
+                        "INSERT INTO continuum.meta (key, value) VALUES"
+                        " ('schema_version', %s) ON CONFLICT (key) DO UPDATE"
+                        " SET value = excluded.value",
+                        (str(target),),
+                    )
                     version = target
                 conn.execute("COMMIT")
             except BaseException:
@@ -235,23 +248,34 @@ class PostgresStorage(CoreStore):
     def create_run(self, run: Run, *, exist_ok: bool = False) -> RunInfo:
         check_run_id(run.run_id)
         created_at = self._clock()
-        values = (run.run_id, run.goal, str(RunStatus.ACTIVE), created_at,
-                  canonical_json(run.metadata))
+        values = (
+            run.run_id,
+            run.goal,
+            str(RunStatus.ACTIVE),
+            created_at,
+            canonical_json(run.metadata),
+        )
 
         def insert(conn: psycopg.Connection[Any]) -> tuple[bool, RunInfo | None]:
             row = conn.execute(
                 f"INSERT INTO continuum.runs ({RUN_COLUMNS}) VALUES (%s,%s,%s,%s,0,NULL,%s)"
-                " ON CONFLICT (run_id) DO NOTHING RETURNING run_id", values).fetchone()
+                " ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
+                values,
+            ).fetchone()
             if row is not None:
                 return True, None
-            found = conn.execute(f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s",
-                                 (run.run_id,)).fetchone()
+            found = conn.execute(
+                f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s", (run.run_id,)
+            ).fetchone()
             return False, run_from_row(found) if found is not None else None
 
         inserted, existing = self._call(insert)
         if not inserted and existing is not None:
-            mine = (existing.created_at == created_at and existing.goal == run.goal
-                    and existing.metadata == run.metadata)  # our insert, seen on a retry
+            mine = (
+                existing.created_at == created_at
+                and existing.goal == run.goal
+                and existing.metadata == run.metadata
+            )  # our insert, seen on a retry
             if not mine and not exist_ok:
                 raise run_exists(run.run_id)
             if not mine:
@@ -259,16 +283,22 @@ class PostgresStorage(CoreStore):
         return self.get_run(run.run_id)
 
     def get_run(self, run_id: str) -> RunInfo:
-        row = self._call(lambda c: c.execute(
-            f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s", (run_id,)).fetchone())
+        row = self._call(
+            lambda c: c.execute(
+                f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+        )
         if row is None:
             raise run_not_found(run_id)
         return run_from_row(row)
 
     def list_runs(self) -> list[RunInfo]:
-        rows = self._call(lambda c: c.execute(
-            f"SELECT {RUN_COLUMNS} FROM continuum.runs"
-            ' ORDER BY created_at COLLATE "C", run_id COLLATE "C"').fetchall())
+        rows = self._call(
+            lambda c: c.execute(
+                f"SELECT {RUN_COLUMNS} FROM continuum.runs"
+                ' ORDER BY created_at COLLATE "C", run_id COLLATE "C"'
+            ).fetchall()
+        )
         return [run_from_row(r) for r in rows]
 
     # -- write transactions ---------------------------------------------------------------
@@ -305,16 +335,19 @@ class PostgresStorage(CoreStore):
                 close_quietly(pc)
 
     @contextmanager
-    def _transaction(self, lock_keys: list[int],
-                     applied: Callable[[], ReadBack | None]) -> Iterator[PgConn]:
+    def _transaction(
+        self, lock_keys: list[int], applied: Callable[[], ReadBack | None]
+    ) -> Iterator[PgConn]:
         """BEGIN, locks, bind to this thread; COMMIT with a lost reply resolved by reading back.
 
         ``applied`` returns the read-back check for this transaction (None if it wrote nothing).
         """
         if self._bound() is not None:
-            raise StoreError("a write transaction is already open on this thread",
-                             code="store.nested_write",
-                             hint="finish the open `write` block before starting another")
+            raise StoreError(
+                "a write transaction is already open on this thread",
+                code="store.nested_write",
+                hint="finish the open `write` block before starting another",
+            )
         pc = self._begin(lock_keys)
         self._local.pc = pc
         try:
@@ -338,8 +371,9 @@ class PostgresStorage(CoreStore):
                 return  # nothing was written: either outcome is the same
             self._resolve_lost_commit(pc, lock_keys, applied, e)
 
-    def _resolve_lost_commit(self, old: PgConn, lock_keys: list[int], applied: ReadBack,
-                             cause: BaseException) -> None:
+    def _resolve_lost_commit(
+        self, old: PgConn, lock_keys: list[int], applied: ReadBack, cause: BaseException
+    ) -> None:
         """COMMIT was sent and its reply lost: read back the outcome, never retry it."""
         deadline = time.monotonic() + self._resolve_timeout_s
         delay = 0.05
@@ -351,14 +385,18 @@ class PostgresStorage(CoreStore):
                 raise
             except (ContinuumError, psycopg.Error) as e:
                 if time.monotonic() >= deadline:
-                    _log.error("store.commit_outcome_unknown", store=self.url,
-                               error=self._target.scrub(str(e)))
+                    _log.error(
+                        "store.commit_outcome_unknown",
+                        store=self.url,
+                        error=self._target.scrub(str(e)),
+                    )
                     raise StoreError(
                         f"the connection to {self.url} was lost during COMMIT and the outcome "
-                        "could not be read back", code="store.commit_unknown",
+                        "could not be read back",
+                        code="store.commit_unknown",
                         hint="do not repeat the operation or its side effect blindly: once the "
-                             "server is reachable, check the run (`continuum events`, "
-                             "`continuum actions`) to see whether it was recorded",
+                        "server is reachable, check the run (`continuum events`, "
+                        "`continuum actions`) to see whether it was recorded",
                     ) from cause
                 time.sleep(delay)  # back off while the server comes back
                 delay = min(delay * 2, 1.0)
@@ -380,10 +418,12 @@ class PostgresStorage(CoreStore):
             # End the cut session if the server still runs it: its outcome is then final.
             # If that is not allowed, the lock wait below still waits for it to end.
             with suppress(psycopg.Error):
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                             " WHERE pid = %s AND backend_start::text = %s"
-                             " AND application_name = %s",
-                             (old.backend_pid, old.backend_start, old.application_name))
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE pid = %s AND backend_start::text = %s"
+                    " AND application_name = %s",
+                    (old.backend_pid, old.backend_start, old.application_name),
+                )
             conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
             for key in sorted(set(lock_keys)):  # held by the old transaction until it ends
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
@@ -404,8 +444,9 @@ class PostgresStorage(CoreStore):
 
         with self._transaction([run_lock_key(run_id)], applied) as pc:
             with self._errors():
-                row = pc.conn.execute(f"SELECT {RUN_COLUMNS} FROM continuum.runs"
-                                      " WHERE run_id = %s", (run_id,)).fetchone()
+                row = pc.conn.execute(
+                    f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s", (run_id,)
+                ).fetchone()
             if row is None:
                 raise run_not_found(run_id)
             holder.append(PgWriteTx(pc, run_from_row(row), self._clock, self._errors))
@@ -417,9 +458,13 @@ class PostgresStorage(CoreStore):
     def _page(self, run_id: str, after: int, upto: int | None) -> list[tuple[Any, ...]]:
         bound = "" if upto is None else " AND sequence <= %s"
         params: tuple[Any, ...] = (run_id, after) + (() if upto is None else (upto,)) + (PAGE,)
-        return self._call(lambda c: c.execute(
-            f"SELECT {EVENT_COLUMNS} FROM continuum.events WHERE run_id = %s AND sequence > %s"
-            f"{bound} ORDER BY sequence LIMIT %s", params).fetchall())
+        return self._call(
+            lambda c: c.execute(
+                f"SELECT {EVENT_COLUMNS} FROM continuum.events WHERE run_id = %s AND sequence > %s"
+                f"{bound} ORDER BY sequence LIMIT %s",
+                params,
+            ).fetchall()
+        )
 
     def _event_rows(self, run_id: str, after: int, upto: int | None) -> Iterator[tuple[Any, ...]]:
         """A run's rows in order, a page per round trip (a long log is never held whole)."""
@@ -431,28 +476,41 @@ class PostgresStorage(CoreStore):
             last = rows[-1][1]
 
     def event_hash_at(self, run_id: str, sequence: int) -> str | None:
-        row = self._call(lambda c: c.execute(
-            "SELECT hash FROM continuum.events WHERE run_id = %s AND sequence = %s",
-            (run_id, sequence)).fetchone())
+        row = self._call(
+            lambda c: c.execute(
+                "SELECT hash FROM continuum.events WHERE run_id = %s AND sequence = %s",
+                (run_id, sequence),
+            ).fetchone()
+        )
         return str(row[0]) if row is not None else None
 
     def _first_sequence(self, run_id: str) -> int | None:
-        row = self._call(lambda c: c.execute(
-            "SELECT min(sequence) FROM continuum.events WHERE run_id = %s", (run_id,)).fetchone())
+        row = self._call(
+            lambda c: c.execute(
+                "SELECT min(sequence) FROM continuum.events WHERE run_id = %s", (run_id,)
+            ).fetchone()
+        )
         return int(row[0]) if row is not None and row[0] is not None else None
 
     def _latest_of_type(self, run_id: str, type_: str) -> tuple[Any, ...] | None:
         # Walks the (run_id, sequence) key back from the head: the latest marker is near it.
-        row: tuple[Any, ...] | None = self._call(lambda c: c.execute(
-            f"SELECT {EVENT_COLUMNS} FROM continuum.events WHERE run_id = %s AND type = %s"
-            " ORDER BY sequence DESC LIMIT 1", (run_id, type_)).fetchone())
+        row: tuple[Any, ...] | None = self._call(
+            lambda c: c.execute(
+                f"SELECT {EVENT_COLUMNS} FROM continuum.events WHERE run_id = %s AND type = %s"
+                " ORDER BY sequence DESC LIMIT 1",
+                (run_id, type_),
+            ).fetchone()
+        )
         return row
 
     def count_events(self, run_id: str) -> int:
         """Rows stored for ``run_id``, whatever their sequence (for the runtime's one-pass
         verify, as on SQLite)."""
-        row = self._call(lambda c: c.execute(
-            "SELECT count(*) FROM continuum.events WHERE run_id = %s", (run_id,)).fetchone())
+        row = self._call(
+            lambda c: c.execute(
+                "SELECT count(*) FROM continuum.events WHERE run_id = %s", (run_id,)
+            ).fetchone()
+        )
         return int(row[0]) if row is not None else 0
 
     @contextmanager
@@ -472,22 +530,30 @@ class PostgresStorage(CoreStore):
 
     # -- actions and checkpoints ----------------------------------------------------------
 
-    def _action_rows(self, run_id: str, column: str | None,
-                     value: str | None) -> list[tuple[Any, ...]]:
+    def _action_rows(
+        self, run_id: str, column: str | None, value: str | None
+    ) -> list[tuple[Any, ...]]:
         return self._call(lambda c: action_rows(c, run_id, column, value))
 
     def renew_lease(self, run_id: str, action_id: str, lease_expires: float) -> None:
         # One idempotent statement: safe to send again on a fresh connection.
-        self._call(lambda c: c.execute(
-            "UPDATE continuum.actions SET lease_expires = %s WHERE run_id = %s AND action_id = %s",
-            (lease_expires, run_id, action_id)))
+        self._call(
+            lambda c: c.execute(
+                "UPDATE continuum.actions SET lease_expires = %s WHERE run_id = %s AND action_id = %s",
+                (lease_expires, run_id, action_id),
+            )
+        )
 
-    def _action_page(self, run_id: str, statuses: tuple[str, ...], after: int,
-                     limit: int, *, few: bool) -> list[tuple[Any, ...]]:
-        return self._call(lambda c: c.execute(
-            f"SELECT position, {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s"
-            " AND status = ANY(%s) AND position > %s ORDER BY position LIMIT %s",
-            (run_id, list(statuses), after, limit)).fetchall())
+    def _action_page(
+        self, run_id: str, statuses: tuple[str, ...], after: int, limit: int, *, few: bool
+    ) -> list[tuple[Any, ...]]:
+        return self._call(
+            lambda c: c.execute(
+                f"SELECT position, {ACTION_COLUMNS} FROM continuum.actions WHERE run_id = %s"
+                " AND status = ANY(%s) AND position > %s ORDER BY position LIMIT %s",
+                (run_id, list(statuses), after, limit),
+            ).fetchall()
+        )
 
     # -- approvals and the outbox (store/approval_outbox.py) --------------------------------
 
@@ -510,9 +576,13 @@ class PostgresStorage(CoreStore):
         return self._call(run)
 
     def _checkpoint_rows(self, run_id: str) -> list[tuple[Any, ...]]:
-        return self._call(lambda c: c.execute(
-            f"SELECT {CHECKPOINT_COLUMNS} FROM continuum.checkpoints WHERE run_id = %s"
-            " ORDER BY sequence DESC", (run_id,)).fetchall())
+        return self._call(
+            lambda c: c.execute(
+                f"SELECT {CHECKPOINT_COLUMNS} FROM continuum.checkpoints WHERE run_id = %s"
+                " ORDER BY sequence DESC",
+                (run_id,),
+            ).fetchall()
+        )
 
     # -- import ---------------------------------------------------------------------------
 
@@ -521,17 +591,20 @@ class PostgresStorage(CoreStore):
         ids = import_ids(runs)
 
         def applied(conn: psycopg.Connection[Any]) -> bool:
-            found = conn.execute("SELECT count(*) FROM continuum.runs WHERE run_id = ANY(%s)"
-                                 " AND created_at = ANY(%s)",
-                                 (ids, [b.run.created_at for b in runs])).fetchone()
+            found = conn.execute(
+                "SELECT count(*) FROM continuum.runs WHERE run_id = ANY(%s)"
+                " AND created_at = ANY(%s)",
+                (ids, [b.run.created_at for b in runs]),
+            ).fetchone()
             return found is not None and found[0] == len(ids)
 
         keys = [run_lock_key(i) for i in ids]
         with self._transaction(keys, lambda: applied if runs else None) as pc:
             with self._errors():
                 conn = pc.conn
-                taken = conn.execute("SELECT run_id FROM continuum.runs WHERE run_id = ANY(%s)",
-                                     (ids,)).fetchall()
+                taken = conn.execute(
+                    "SELECT run_id FROM continuum.runs WHERE run_id = ANY(%s)", (ids,)
+                ).fetchall()
                 if taken:
                     raise run_exists(taken[0][0], self.url)
                 for bundle in runs:
@@ -554,32 +627,54 @@ class PostgresStorage(CoreStore):
         a lost COMMIT reply is resolved by reading back whether the run is gone."""
 
         def gone(conn: psycopg.Connection[Any]) -> bool:
-            return conn.execute("SELECT 1 FROM continuum.runs WHERE run_id = %s",
-                                (run_id,)).fetchone() is None
+            return (
+                conn.execute("SELECT 1 FROM continuum.runs WHERE run_id = %s", (run_id,)).fetchone()
+                is None
+            )
 
         with self._transaction([run_lock_key(run_id)], lambda: gone) as pc:
             with self._errors():
                 conn = pc.conn
-                row = conn.execute(f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s",
-                                   (run_id,)).fetchone()
+                row = conn.execute(
+                    f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s", (run_id,)
+                ).fetchone()
                 if row is None:
                     raise run_not_found(run_id)
                 run = run_from_row(row)
                 # Every table with a run_id column: the known ones are emptied for the run,
                 # rows of the run in any other make check_deletable refuse.
-                per_run = [str(r[0]) for r in conn.execute(
-                    "SELECT table_name FROM information_schema.columns WHERE table_schema = %s"
-                    " AND column_name = 'run_id'", (PG_SCHEMA,)).fetchall()]
+                per_run = [
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT table_name FROM information_schema.columns WHERE table_schema = %s"
+                        " AND column_name = 'run_id'",
+                        (PG_SCHEMA,),
+                    ).fetchall()
+                ]
                 tables = [t for t in RUN_TABLES if t in per_run]
-                unknown = [t for t in per_run if t not in (*RUN_TABLES, "events", "runs")
-                           and conn.execute(f'SELECT 1 FROM {PG_SCHEMA}."{t}" WHERE run_id = %s'
-                                            " LIMIT 1", (run_id,)).fetchone() is not None]
-                counted = conn.execute("SELECT count(*) FROM continuum.events WHERE run_id = %s",
-                                       (run_id,)).fetchone()
-                last = conn.execute("SELECT hash FROM continuum.events WHERE run_id = %s"
-                                    " AND sequence = %s", (run_id, run.head_sequence)).fetchone()
-                check_deletable(run, expect_head, rows=int(counted[0]) if counted else 0,
-                                head_hash=last[0] if last else None, unknown_tables=unknown)
+                unknown = [
+                    t
+                    for t in per_run
+                    if t not in (*RUN_TABLES, "events", "runs")
+                    and conn.execute(
+                        f'SELECT 1 FROM {PG_SCHEMA}."{t}" WHERE run_id = %s LIMIT 1', (run_id,)
+                    ).fetchone()
+                    is not None
+                ]
+                counted = conn.execute(
+                    "SELECT count(*) FROM continuum.events WHERE run_id = %s", (run_id,)
+                ).fetchone()
+                last = conn.execute(
+                    "SELECT hash FROM continuum.events WHERE run_id = %s AND sequence = %s",
+                    (run_id, run.head_sequence),
+                ).fetchone()
+                check_deletable(
+                    run,
+                    expect_head,
+                    rows=int(counted[0]) if counted else 0,
+                    head_hash=last[0] if last else None,
+                    unknown_tables=unknown,
+                )
                 for table in tables:
                     conn.execute(f"DELETE FROM continuum.{table} WHERE run_id = %s", (run_id,))
                 conn.execute("DELETE FROM continuum.events WHERE run_id = %s", (run_id,))
@@ -590,9 +685,11 @@ class PostgresStorage(CoreStore):
 
 def _fetch(conn: psycopg.Connection[Any]) -> Execute:
     """``execute(sql, params) -> rows`` on ``conn`` (no rows for a statement without any)."""
+
     def execute(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         cur = conn.execute(sql, params)
         return cur.fetchall() if cur.description is not None else []
+
     return execute
 
 
@@ -600,15 +697,19 @@ def _read_version(conn: psycopg.Connection[Any]) -> int:
     row = conn.execute(
         "SELECT to_regclass('continuum.meta') IS NOT NULL,"
         " (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-        "  WHERE n.nspname = %s)", (PG_SCHEMA,)).fetchone()
+        "  WHERE n.nspname = %s)",
+        (PG_SCHEMA,),
+    ).fetchone()
     assert row is not None
     has_meta, relations = row
     if not has_meta:
         if relations:
             raise StoreError(
                 f"schema {PG_SCHEMA!r} in this database holds tables that are not a continuum "
-                "store", code="store.foreign_database",
-                hint="point --db at another database; this one was left untouched")
+                "store",
+                code="store.foreign_database",
+                hint="point --db at another database; this one was left untouched",
+            )
         return 0
     found = conn.execute("SELECT value FROM continuum.meta WHERE key = 'schema_version'").fetchone()
     return int(found[0]) if found is not None else 0

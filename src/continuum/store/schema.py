@@ -61,7 +61,7 @@ MIGRATIONS: dict[int, list[str]] = {
             created_at TEXT NOT NULL,
             PRIMARY KEY (run_id, sequence)
         )""",
-    ],    # 2: list a run's actions by status (its open ones first) at the cost of the page.
+    ],  # 2: list a run's actions by status (its open ones first) at the cost of the page.
     2: ["CREATE INDEX actions_by_status ON actions (run_id, status)"],
     # 3: per-call approvals and the notification outbox.
     3: [

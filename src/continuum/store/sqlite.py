@@ -77,20 +77,39 @@ from continuum.untrusted import as_typed
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "SQLITE_HEADER", "SQLiteStorage", "check_sqlite_library",
-           "check_sqlite_path", "sqlite_version_is_affected", "translate_errors"]
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT_MS",
+    "SQLITE_HEADER",
+    "SQLiteStorage",
+    "check_sqlite_library",
+    "check_sqlite_path",
+    "sqlite_version_is_affected",
+    "translate_errors",
+]
 
 # Events are read as text; a query that meets text that is not UTF-8 is read again with
 # the text as bytes, so that row fails in the core's mapper, where it is reported as
 # malformed at its own sequence, instead of failing the whole query.
-_EVENT_SELECT_BYTES = ("run_id, sequence, " + ", ".join(
-    f"CAST({c} AS BLOB)" for c in ("event_id", "type", "timestamp", "payload", "causer_event_id",
-                                   "source", "prev_hash", "hash")))
+_EVENT_SELECT_BYTES = "run_id, sequence, " + ", ".join(
+    f"CAST({c} AS BLOB)"
+    for c in (
+        "event_id",
+        "type",
+        "timestamp",
+        "payload",
+        "causer_event_id",
+        "source",
+        "prev_hash",
+        "hash",
+    )
+)
 _INSERT_EVENT = f"INSERT INTO events ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
-_PUT_ACTION = ("INSERT INTO actions (run_id, action_id, action_key, dedup_key, fallback_key,"
-               " status, record, lease_expires) VALUES (?,?,?,?,?,?,?,?)"
-               " ON CONFLICT (run_id, action_id) DO UPDATE SET status = excluded.status,"
-               " record = excluded.record, lease_expires = excluded.lease_expires")
+_PUT_ACTION = (
+    "INSERT INTO actions (run_id, action_id, action_key, dedup_key, fallback_key,"
+    " status, record, lease_expires) VALUES (?,?,?,?,?,?,?,?)"
+    " ON CONFLICT (run_id, action_id) DO UPDATE SET status = excluded.status,"
+    " record = excluded.record, lease_expires = excluded.lease_expires"
+)
 _PUT_CHECKPOINT = f"INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?,?,?,?,?,?)"
 
 
@@ -109,8 +128,10 @@ class _Tx(CoreTx):
         self._conn.execute(_INSERT_EVENT, event_values(event, payload_text))
 
     def _move_head(self, run_id: str, sequence: int, hash_: str, status: RunStatus) -> None:
-        self._conn.execute("UPDATE runs SET head_sequence = ?, head_hash = ?, status = ?"
-                           " WHERE run_id = ?", (sequence, hash_, str(status), run_id))
+        self._conn.execute(
+            "UPDATE runs SET head_sequence = ?, head_hash = ?, status = ? WHERE run_id = ?",
+            (sequence, hash_, str(status), run_id),
+        )
 
     def _action_row(self, column: str, value: str) -> tuple[Any, ...] | None:
         rows = _action_query(self._conn, self._run.run_id, column, value)
@@ -125,8 +146,9 @@ class _Tx(CoreTx):
     def _drop_prefix(self, run_id: str, before: int) -> tuple[int, int]:
         self._conn.execute("DELETE FROM events WHERE run_id = ? AND sequence < ?", (run_id, before))
         events = self._conn.changes()
-        self._conn.execute("DELETE FROM checkpoints WHERE run_id = ? AND event_sequence < ?",
-                           (run_id, before))
+        self._conn.execute(
+            "DELETE FROM checkpoints WHERE run_id = ? AND event_sequence < ?", (run_id, before)
+        )
         return events, self._conn.changes()
 
     def _approval_row(self, column: str, value: str) -> tuple[Any, ...] | None:
@@ -140,13 +162,18 @@ class _Tx(CoreTx):
         self._conn.execute(SQLITE.put_outbox, outbox_values(notice))
 
 
-def _action_query(conn: apsw.Connection, run_id: str, column: str | None,
-                  value: str | None) -> list[tuple[Any, ...]]:
+def _action_query(
+    conn: apsw.Connection, run_id: str, column: str | None, value: str | None
+) -> list[tuple[Any, ...]]:
     if column is None:
-        return conn.execute(f"SELECT {ACTION_COLUMNS} FROM actions WHERE run_id = ?"
-                            " ORDER BY rowid", (run_id,)).fetchall()
-    return conn.execute(f"SELECT {ACTION_COLUMNS} FROM actions WHERE run_id = ? AND {column} = ?"
-                        " ORDER BY rowid LIMIT 1", (run_id, value)).fetchall()
+        return conn.execute(
+            f"SELECT {ACTION_COLUMNS} FROM actions WHERE run_id = ? ORDER BY rowid", (run_id,)
+        ).fetchall()
+    return conn.execute(
+        f"SELECT {ACTION_COLUMNS} FROM actions WHERE run_id = ? AND {column} = ?"
+        " ORDER BY rowid LIMIT 1",
+        (run_id, value),
+    ).fetchall()
 
 
 class SQLiteStorage(CoreStore):
@@ -158,18 +185,29 @@ class SQLiteStorage(CoreStore):
     ``Storage`` protocol: ``help(continuum.Storage)`` describes each method.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-                 clock: Callable[[], str] | None = None, _synchronous: str = "FULL") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        clock: Callable[[], str] | None = None,
+        _synchronous: str = "FULL",
+    ) -> None:
         check_sqlite_library()
         # Test-only: the power-loss suite's negative control opens with NORMAL to prove its
         # simulator bites (tests/crash/test_power_loss.py). Everything else keeps FULL.
         if _synchronous not in ("FULL", "NORMAL"):
-            raise UsageError(f"synchronous={_synchronous!r} is not supported",
-                             code="usage.bad_synchronous", hint="leave it at FULL")
+            raise UsageError(
+                f"synchronous={_synchronous!r} is not supported",
+                code="usage.bad_synchronous",
+                hint="leave it at FULL",
+            )
         self._synchronous = _synchronous
         self.path = Path(path)
-        self.url = f"sqlite://{self.path.absolute()}"  # sqlite:///abs/path.db (references/contract.md §2)
+        self.url = (
+            f"sqlite://{self.path.absolute()}"  # sqlite:///abs/path.db (references/contract.md §2)
+        )
         self._busy_timeout_ms = busy_timeout_ms
         self._clock = clock or _now
         self._lock = threading.RLock()
@@ -238,16 +276,21 @@ class SQLiteStorage(CoreStore):
                 if version < SCHEMA_VERSION:
                     if version == 0:
                         conn.execute(f"PRAGMA application_id = {SQLITE_APPLICATION_ID}")
-                        conn.execute("CREATE TABLE continuum_meta (key TEXT PRIMARY KEY,"
-                                     " value TEXT NOT NULL)")
+                        conn.execute(
+                            "CREATE TABLE continuum_meta (key TEXT PRIMARY KEY,"
+                            " value TEXT NOT NULL)"
+                        )
                     target = version + 1
                     for statement in MIGRATIONS[target]:
                         conn.execute(statement)
                     if target == 3:  # the approval index of events already in the log
                         backfill_approvals(lambda q, p: conn.execute(q, p).fetchall(), SQLITE)
-                    conn.execute("INSERT INTO continuum_meta (key, value) VALUES"
-                                 " ('schema_version', ?) ON CONFLICT (key) DO UPDATE"
-                                 " SET value = excluded.value", (str(target),))
+                    conn.execute(
+                        "INSERT INTO continuum_meta (key, value) VALUES"
+                        " ('schema_version', ?) ON CONFLICT (key) DO UPDATE"
+                        " SET value = excluded.value",
+                        (str(target),),
+                    )
                     version = target
                 conn.execute("COMMIT")
             except BaseException:
@@ -261,7 +304,9 @@ class SQLiteStorage(CoreStore):
         ).fetchall()[0][0]
         if not has_meta:
             return 0
-        rows = conn.execute("SELECT value FROM continuum_meta WHERE key='schema_version'").fetchall()
+        rows = conn.execute(
+            "SELECT value FROM continuum_meta WHERE key='schema_version'"
+        ).fetchall()
         return int(str(rows[0][0])) if rows else 0
 
     def schema_version(self) -> int:
@@ -290,8 +335,9 @@ class SQLiteStorage(CoreStore):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                existing = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
-                                        (run.run_id,)).fetchall()
+                existing = conn.execute(
+                    f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run.run_id,)
+                ).fetchall()
                 if existing:
                     conn.execute("ROLLBACK")
                     if exist_ok:
@@ -299,8 +345,13 @@ class SQLiteStorage(CoreStore):
                     raise run_exists(run.run_id)
                 conn.execute(
                     f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,0,NULL,?)",
-                    (run.run_id, run.goal, str(RunStatus.ACTIVE), self._clock(),
-                     canonical_json(run.metadata)),
+                    (
+                        run.run_id,
+                        run.goal,
+                        str(RunStatus.ACTIVE),
+                        self._clock(),
+                        canonical_json(run.metadata),
+                    ),
                 )
                 conn.execute("COMMIT")
             except BaseException:
@@ -312,8 +363,11 @@ class SQLiteStorage(CoreStore):
     def get_run(self, run_id: str) -> RunInfo:
         """The run's ``RunInfo``; ``NotFoundError`` (``not_found.run``) if there is none."""
         with self._lock, self._errors():
-            rows = self._conn().execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
-                                        (run_id,)).fetchall()
+            rows = (
+                self._conn()
+                .execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
+                .fetchall()
+            )
         if not rows:
             raise run_not_found(run_id)
         return run_from_row(rows[0])
@@ -323,17 +377,23 @@ class SQLiteStorage(CoreStore):
         with self._lock, self._errors():
             conn = self._conn()
             rows = conn.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at, run_id").fetchall()
+                f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at, run_id"
+            ).fetchall()
             for r in rows:
                 # Each listed id must be the one its run is found by; a damaged id (or index
                 # entry) would otherwise list a run that no command can open.
-                if conn.execute("SELECT count(*) FROM runs WHERE run_id = ?",
-                                (r[0],)).fetchall()[0][0] != 1:
+                if (
+                    conn.execute("SELECT count(*) FROM runs WHERE run_id = ?", (r[0],)).fetchall()[
+                        0
+                    ][0]
+                    != 1
+                ):
                     raise IntegrityError(
                         f"the record of run {r[0]!r} is damaged: no run is found by that id",
                         code="integrity.malformed",
                         hint="stop writing to this store, keep a copy, and restore from a backup",
-                        run_id=r[0], record="run",
+                        run_id=r[0],
+                        record="run",
                     )
         return [run_from_row(r) for r in rows]
 
@@ -346,11 +406,16 @@ class SQLiteStorage(CoreStore):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                rows = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
-                                    (run_id,)).fetchall()
+                rows = conn.execute(
+                    f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchall()
                 if not rows:
-                    raise NotFoundError(f"run {run_id!r} not found", code="not_found.run",
-                                        hint="create it first (`continuum start`)", run_id=run_id)
+                    raise NotFoundError(
+                        f"run {run_id!r} not found",
+                        code="not_found.run",
+                        hint="create it first (`continuum start`)",
+                        run_id=run_id,
+                    )
                 yield _Tx(conn, run_from_row(rows[0]), self._clock)
                 fault_point("before_append_commit")
                 conn.execute("COMMIT")
@@ -386,7 +451,8 @@ class SQLiteStorage(CoreStore):
         with self._lock, self._errors():
             self._conn().execute(
                 "UPDATE actions SET lease_expires = ? WHERE run_id = ? AND action_id = ?",
-                (lease_expires, run_id, action_id))
+                (lease_expires, run_id, action_id),
+            )
 
     # -- row queries for the shared read methods ---------------------------------------------
 
@@ -401,13 +467,15 @@ class SQLiteStorage(CoreStore):
             except UnicodeDecodeError:
                 return conn.execute(f"SELECT {_EVENT_SELECT_BYTES} {where}", params).fetchall()
 
-    def _action_rows(self, run_id: str, column: str | None,
-                     value: str | None) -> list[tuple[Any, ...]]:
+    def _action_rows(
+        self, run_id: str, column: str | None, value: str | None
+    ) -> list[tuple[Any, ...]]:
         with self._lock, self._errors():
             return _action_query(self._conn(), run_id, column, value)
 
-    def _action_page(self, run_id: str, statuses: tuple[str, ...], after: int,
-                     limit: int, *, few: bool) -> list[tuple[Any, ...]]:
+    def _action_page(
+        self, run_id: str, statuses: tuple[str, ...], after: int, limit: int, *, few: bool
+    ) -> list[tuple[Any, ...]]:
         # One range scan of actions_by_status (run_id, status, rowid) per status, each
         # already in rowid order from the cursor, merged here: a page costs the page, not
         # the run's history (one query with status IN (...) would read and sort them all).
@@ -418,15 +486,22 @@ class SQLiteStorage(CoreStore):
                 rows += conn.execute(
                     f"SELECT rowid, {ACTION_COLUMNS} FROM actions INDEXED BY actions_by_status"
                     " WHERE run_id = ? AND status = ? AND rowid > ? ORDER BY rowid LIMIT ?",
-                    (run_id, status, after, limit)).fetchall()
+                    (run_id, status, after, limit),
+                ).fetchall()
         rows.sort(key=lambda r: int(r[0]))
         return rows[:limit]
 
     def _checkpoint_rows(self, run_id: str) -> list[tuple[Any, ...]]:
         with self._lock, self._errors():
-            return self._conn().execute(
-                f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ?"
-                " ORDER BY sequence DESC", (run_id,)).fetchall()
+            return (
+                self._conn()
+                .execute(
+                    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ?"
+                    " ORDER BY sequence DESC",
+                    (run_id,),
+                )
+                .fetchall()
+            )
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
@@ -446,31 +521,48 @@ class SQLiteStorage(CoreStore):
     def event_hash_at(self, run_id: str, sequence: int) -> str | None:
         """The stored hash of event ``sequence``, or None if there is no such event."""
         with self._lock, self._errors():
-            rows = self._conn().execute("SELECT hash FROM events WHERE run_id = ? AND sequence = ?",
-                                        (run_id, sequence)).fetchall()
+            rows = (
+                self._conn()
+                .execute(
+                    "SELECT hash FROM events WHERE run_id = ? AND sequence = ?", (run_id, sequence)
+                )
+                .fetchall()
+            )
         return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def _first_sequence(self, run_id: str) -> int | None:
         with self._lock, self._errors():
-            rows = self._conn().execute("SELECT min(sequence) FROM events WHERE run_id = ?",
-                                        (run_id,)).fetchall()
+            rows = (
+                self._conn()
+                .execute("SELECT min(sequence) FROM events WHERE run_id = ?", (run_id,))
+                .fetchall()
+            )
         first = rows[0][0] if rows else None
         return first if type(first) is int else None
 
     def _latest_of_type(self, run_id: str, type_: str) -> tuple[Any, ...] | None:
         # Walks the (run_id, sequence) key back from the head: the latest marker is near it.
         with self._lock, self._errors():
-            rows = self._conn().execute(
-                f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND type = ?"
-                " ORDER BY sequence DESC LIMIT 1", (run_id, type_)).fetchall()
+            rows = (
+                self._conn()
+                .execute(
+                    f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND type = ?"
+                    " ORDER BY sequence DESC LIMIT 1",
+                    (run_id, type_),
+                )
+                .fetchall()
+            )
         return rows[0] if rows else None
 
     def count_events(self, run_id: str) -> int:
         """Rows stored for ``run_id``, whatever their sequence (the runtime's one-pass verify
         uses it to rule out rows outside 1..head)."""
         with self._lock, self._errors():
-            rows = self._conn().execute("SELECT count(*) FROM events WHERE run_id = ?",
-                                        (run_id,)).fetchall()
+            rows = (
+                self._conn()
+                .execute("SELECT count(*) FROM events WHERE run_id = ?", (run_id,))
+                .fetchall()
+            )
         return int(str(rows[0][0]))
 
     # -- import ----------------------------------------------------------------------------
@@ -486,8 +578,9 @@ class SQLiteStorage(CoreStore):
                     r = bundle.run
                     if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (r.run_id,)).fetchall():
                         raise run_exists(r.run_id, self.url)
-                    conn.execute(f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
-                                 run_values(r))
+                    conn.execute(
+                        f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?)", run_values(r)
+                    )
                     for e in bundle.events:
                         conn.execute(_INSERT_EVENT, event_values(e))
                     tx = _Tx(conn, r, self._clock)
@@ -513,27 +606,48 @@ class SQLiteStorage(CoreStore):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                rows = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
-                                    (run_id,)).fetchall()
+                rows = conn.execute(
+                    f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchall()
                 if not rows:
                     raise run_not_found(run_id)
                 run = run_from_row(rows[0])
                 # Every table with a run_id column: the known ones are emptied for the run,
                 # rows of the run in any other make check_deletable refuse.
-                per_run = [str(r[0]) for r in conn.execute(
-                    "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) c"
-                    " WHERE m.type = 'table' AND c.name = 'run_id'").fetchall()]
+                per_run = [
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) c"
+                        " WHERE m.type = 'table' AND c.name = 'run_id'"
+                    ).fetchall()
+                ]
                 tables = [t for t in RUN_TABLES if t in per_run]
-                unknown = [t for t in per_run if t not in (*RUN_TABLES, "events", "runs")
-                           and conn.execute(f'SELECT 1 FROM "{t}" WHERE run_id = ? LIMIT 1',
-                                            (run_id,)).fetchall()]
-                count = int(str(conn.execute("SELECT count(*) FROM events WHERE run_id = ?",
-                                             (run_id,)).fetchall()[0][0]))
-                last = conn.execute("SELECT hash FROM events WHERE run_id = ? AND sequence = ?",
-                                    (run_id, run.head_sequence)).fetchall()
-                check_deletable(run, expect_head, rows=count,
-                                head_hash=str(last[0][0]) if last else None,
-                                unknown_tables=unknown)
+                unknown = [
+                    t
+                    for t in per_run
+                    if t not in (*RUN_TABLES, "events", "runs")
+                    and conn.execute(
+                        f'SELECT 1 FROM "{t}" WHERE run_id = ? LIMIT 1', (run_id,)
+                    ).fetchall()
+                ]
+                count = int(
+                    str(
+                        conn.execute(
+                            "SELECT count(*) FROM events WHERE run_id = ?", (run_id,)
+                        ).fetchall()[0][0]
+                    )
+                )
+                last = conn.execute(
+                    "SELECT hash FROM events WHERE run_id = ? AND sequence = ?",
+                    (run_id, run.head_sequence),
+                ).fetchall()
+                check_deletable(
+                    run,
+                    expect_head,
+                    rows=count,
+                    head_hash=str(last[0][0]) if last else None,
+                    unknown_tables=unknown,
+                )
                 for table in tables:
                     conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
                 conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))

@@ -29,21 +29,28 @@ from continuum.store.sqlite_files import (
 PAGES_PER_STEP = 2048
 
 
-def snapshot_copy(source: Path, dest: Path, *, progress: Callable[[int, int], None] | None = None,
-                  pages_per_step: int = PAGES_PER_STEP,
-                  busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> int:
+def snapshot_copy(
+    source: Path,
+    dest: Path,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    pages_per_step: int = PAGES_PER_STEP,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+) -> int:
     """Copy the store at ``source`` into the empty file ``dest`` as of one moment; returns
     the number of pages copied. ``progress(done, total)`` is called between steps."""
     check_sqlite_library()
     with translate_errors():
-        src = apsw.Connection(str(source),
-                              flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW)
+        src = apsw.Connection(
+            str(source), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW
+        )
         try:
             src.setbusytimeout(busy_timeout_ms)
             src.execute("BEGIN")
             src.execute("SELECT count(*) FROM sqlite_master").fetchall()  # pins the snapshot
-            dst = apsw.Connection(str(dest),
-                                  flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW)
+            dst = apsw.Connection(
+                str(dest), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW
+            )
             try:
                 dst.setbusytimeout(busy_timeout_ms)
                 with dst.backup("main", src, "main") as b:
@@ -59,4 +66,3 @@ def snapshot_copy(source: Path, dest: Path, *, progress: Callable[[int, int], No
         finally:
             src.close()
     return int(pages)
-

@@ -94,8 +94,11 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
             ) from None
         return False
     except OSError as e:
-        raise StoreError(f"cannot stat store {as_typed(text)}: {e.strerror}", code="store.unusable",
-                         hint="check the path and its permissions") from e
+        raise StoreError(
+            f"cannot stat store {as_typed(text)}: {e.strerror}",
+            code="store.unusable",
+            hint="check the path and its permissions",
+        ) from e
     if stat.S_ISDIR(st.st_mode):
         raise StoreError(
             f"store path {as_typed(text)} is a directory",
@@ -113,8 +116,10 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
             with open(path, "rb") as f:
                 header = f.read(len(SQLITE_HEADER))
         except OSError as e:
-            raise StoreError(f"cannot read store {as_typed(text)}: {e.strerror}",
-                             hint="check the file's permissions") from e
+            raise StoreError(
+                f"cannot read store {as_typed(text)}: {e.strerror}",
+                hint="check the file's permissions",
+            ) from e
         if header != SQLITE_HEADER:
             raise StoreError(
                 f"{as_typed(text)} is not a SQLite database",
@@ -136,8 +141,11 @@ def create_private(path: Path) -> None:
     except FileExistsError:
         return  # another process created it a moment ago: it is theirs to have made
     except OSError as e:
-        raise StoreError(f"cannot create store {as_typed(str(path))}: {e.strerror}",
-                         code="store.unusable", hint="check the directory's permissions") from e
+        raise StoreError(
+            f"cannot create store {as_typed(str(path))}: {e.strerror}",
+            code="store.unusable",
+            hint="check the directory's permissions",
+        ) from e
     os.close(fd)
 
 
@@ -153,7 +161,8 @@ def translate_errors(discard: Callable[[], None] | None = None) -> Iterator[None
     except apsw.ConstraintError as e:
         raise ForkRejectedError(
             "write rejected by a uniqueness constraint (a concurrent writer got there first)",
-            hint="retry the operation; the chain was not changed", detail=str(e),
+            hint="retry the operation; the chain was not changed",
+            detail=str(e),
         ) from e
     except (apsw.BusyError, apsw.LockedError) as e:
         raise StoreBusyError(
@@ -171,7 +180,8 @@ def translate_errors(discard: Callable[[], None] | None = None) -> Iterator[None
         if discard is not None:
             discard()
         raise IntegrityError(
-            f"the database file is damaged: {e}", code="integrity.database_corrupt",
+            f"the database file is damaged: {e}",
+            code="integrity.database_corrupt",
             hint="stop writing to it, keep a copy, and restore from a backup or export",
         ) from e
     except apsw.IOError as e:

@@ -51,11 +51,15 @@ def sqlite_steps(current: int) -> list[MigrationStep]:
     for version in range(current + 1, SCHEMA_VERSION + 1):
         statements = []
         if version == 1:
-            statements += [f"PRAGMA application_id = {SQLITE_APPLICATION_ID}",
-                           "CREATE TABLE continuum_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"]
+            statements += [
+                f"PRAGMA application_id = {SQLITE_APPLICATION_ID}",
+                "CREATE TABLE continuum_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            ]
         statements += [_one_line(s) for s in MIGRATIONS[version]]
-        statements.append("INSERT INTO continuum_meta (key, value) VALUES ('schema_version', "
-                          f"'{version}') ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+        statements.append(
+            "INSERT INTO continuum_meta (key, value) VALUES ('schema_version', "
+            f"'{version}') ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
         steps.append(MigrationStep(version=version, statements=statements))
     return steps
 
@@ -69,8 +73,10 @@ def postgres_steps(current: int) -> list[MigrationStep]:
         if version == 1:
             statements += [f"CREATE SCHEMA IF NOT EXISTS {PG_SCHEMA}", _one_line(PG_META_TABLE)]
         statements += [_one_line(s) for s in PG_MIGRATIONS[version]]
-        statements.append("INSERT INTO continuum.meta (key, value) VALUES ('schema_version', "
-                          f"'{version}') ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+        statements.append(
+            "INSERT INTO continuum.meta (key, value) VALUES ('schema_version', "
+            f"'{version}') ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
         steps.append(MigrationStep(version=version, statements=statements))
     return steps
 
@@ -87,19 +93,28 @@ def _sqlite_version(path: Path) -> int:
     check_sqlite_library()
     check_sqlite_path(path, create=False)  # missing, a directory, a symlink, not SQLite: refused
     with translate_errors():
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW)
+        conn = apsw.Connection(
+            str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_NOFOLLOW
+        )
         try:
             app_id = int(conn.execute("PRAGMA application_id").fetchall()[0][0] or 0)
-            tables = {str(r[0]) for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+            tables = {
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                ).fetchall()
+            }
             if app_id != SQLITE_APPLICATION_ID and tables:
-                raise StoreError(f"{str(path)!r} is a SQLite database but not a continuum store",
-                                 code="store.foreign_database",
-                                 hint="point --db at a continuum store; this one was left untouched")
+                raise StoreError(
+                    f"{str(path)!r} is a SQLite database but not a continuum store",
+                    code="store.foreign_database",
+                    hint="point --db at a continuum store; this one was left untouched",
+                )
             if "continuum_meta" not in tables:
                 return 0
             rows = conn.execute(
-                "SELECT value FROM continuum_meta WHERE key = 'schema_version'").fetchall()
+                "SELECT value FROM continuum_meta WHERE key = 'schema_version'"
+            ).fetchall()
             return int(str(rows[0][0])) if rows else 0
         finally:
             conn.close()
@@ -130,16 +145,24 @@ def migration_plan(url: str) -> MigrationPlan:
     if is_postgres_url(url):
         current, backend = _postgres_version(url), "postgres"
         if current == 0:
-            raise NotFoundError(f"no continuum store in {redact_url(url)}", code="not_found.store",
-                                hint="nothing to migrate: a new store is created at the current "
-                                     "version by `continuum init`")
+            raise NotFoundError(
+                f"no continuum store in {redact_url(url)}",
+                code="not_found.store",
+                hint="nothing to migrate: a new store is created at the current "
+                "version by `continuum init`",
+            )
     else:
         current, backend = _sqlite_version(sqlite_path_from_url(url)), "sqlite"
     if current > SCHEMA_VERSION:
         raise schema_too_new(current)
     steps = postgres_steps(current) if backend == "postgres" else sqlite_steps(current)
-    return MigrationPlan(store=redact_url(url), backend=backend, current_version=current,
-                         target_version=SCHEMA_VERSION, steps=steps)
+    return MigrationPlan(
+        store=redact_url(url),
+        backend=backend,
+        current_version=current,
+        target_version=SCHEMA_VERSION,
+        steps=steps,
+    )
 
 
 def describe(plan: MigrationPlan) -> dict[str, Any]:

@@ -28,8 +28,10 @@ from continuum.types import Origin
 from continuum.ui.sessions import Principal
 from continuum.untrusted import json_safe, quoted, terminal_safe
 
-AGENT_NOTICE = ("Text in double quotes was written by an agent unless labelled otherwise, "
-                "not by continuum; control characters in it are shown escaped (e.g. \\x1b).")
+AGENT_NOTICE = (
+    "Text in double quotes was written by an agent unless labelled otherwise, "
+    "not by continuum; control characters in it are shown escaped (e.g. \\x1b)."
+)
 
 STYLE = """\
 body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2327;background:#f6f7f7}
@@ -57,7 +59,9 @@ def text(value: Any) -> str:
 def agent(value: Any, *, limit: int | None = None) -> str:
     """An agent-supplied value, quoted and escaped as the CLI shows it, marked as such."""
     shown = quoted(None if value is None else str(value), limit=limit)
-    return f'<span class="agent" title="written by an agent">{html.escape(shown, quote=True)}</span>'
+    return (
+        f'<span class="agent" title="written by an agent">{html.escape(shown, quote=True)}</span>'
+    )
 
 
 def agent_json(value: Any, *, limit: int = 400) -> str:
@@ -80,7 +84,9 @@ def origin_label(origin: str | None, sequence: int | None = None) -> str:
     if known is None or known.self_certified:
         words = f"agent-supplied: {origin}{at}"
     else:
-        words = f"recorded by {'a human' if known == Origin.HUMAN else f'local code ({origin})'}{at}"
+        words = (
+            f"recorded by {'a human' if known == Origin.HUMAN else f'local code ({origin})'}{at}"
+        )
     return f' <span class="label">[{text(words)}]</span>'
 
 
@@ -105,31 +111,46 @@ def _verdict(mode: str) -> str:
     return f'<span class="verdict {cls}">{text(mode)}</span>'
 
 
-def document(title: str, body: str, *, prefix: str, principal: Principal | None = None,
-             csrf: str | None = None, messages: Sequence[tuple[str, str]] = ()) -> str:
+def document(
+    title: str,
+    body: str,
+    *,
+    prefix: str,
+    principal: Principal | None = None,
+    csrf: str | None = None,
+    messages: Sequence[tuple[str, str]] = (),
+) -> str:
     who = ""
     if principal is not None and csrf is not None:
-        who = (f'<span>signed in: role {text(principal.role)} ({text(principal.label)})'
-               f'{"" if principal.may_act else ", read only"}</span>'
-               f'<form method="post" action="{attr(prefix)}/logout">{_hidden("csrf", csrf)}'
-               '<button type="submit">Log out</button></form>')
-    flashes = "".join(f'<div class="msg {attr(kind)}" role="status">{text(words)}</div>'
-                      for kind, words in messages)
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{text(title)}</title>"
-            f'<link rel="stylesheet" href="{attr(prefix)}/style.css"></head><body>'
-            f'<header><h1><a href="{attr(prefix)}/">continuum</a> operator page</h1>{who}</header>'
-            f"<main>{flashes}{body}</main></body></html>\n")
+        who = (
+            f"<span>signed in: role {text(principal.role)} ({text(principal.label)})"
+            f"{'' if principal.may_act else ', read only'}</span>"
+            f'<form method="post" action="{attr(prefix)}/logout">{_hidden("csrf", csrf)}'
+            '<button type="submit">Log out</button></form>'
+        )
+    flashes = "".join(
+        f'<div class="msg {attr(kind)}" role="status">{text(words)}</div>'
+        for kind, words in messages
+    )
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{text(title)}</title>"
+        f'<link rel="stylesheet" href="{attr(prefix)}/style.css"></head><body>'
+        f'<header><h1><a href="{attr(prefix)}/">continuum</a> operator page</h1>{who}</header>'
+        f"<main>{flashes}{body}</main></body></html>\n"
+    )
 
 
 def login_page(prefix: str, error: str | None = None) -> str:
     problem = f'<div class="msg error" role="alert">{text(error)}</div>' if error else ""
-    body = (f"{problem}<h2>Log in</h2>"
-            '<p>Paste a token from the server\'s token file. It is sent once, in this form, '
-            'never in a URL; the browser keeps only a session cookie.</p>'
-            f'<form method="post" action="{attr(prefix)}/login" autocomplete="off">'
-            '<label>Token <input type="password" name="token" id="token" required></label> '
-            '<button type="submit" id="login">Log in</button></form>')
+    body = (
+        f"{problem}<h2>Log in</h2>"
+        "<p>Paste a token from the server's token file. It is sent once, in this form, "
+        "never in a URL; the browser keeps only a session cookie.</p>"
+        f'<form method="post" action="{attr(prefix)}/login" autocomplete="off">'
+        '<label>Token <input type="password" name="token" id="token" required></label> '
+        '<button type="submit" id="login">Log in</button></form>'
+    )
     return document("continuum: log in", body, prefix=prefix)
 
 
@@ -144,19 +165,29 @@ class RunRow:
     pending_approvals: int
 
 
-def runs_page(prefix: str, principal: Principal, csrf: str, rows: Sequence[RunRow],
-              messages: Sequence[tuple[str, str]] = ()) -> str:
+def runs_page(
+    prefix: str,
+    principal: Principal,
+    csrf: str,
+    rows: Sequence[RunRow],
+    messages: Sequence[tuple[str, str]] = (),
+) -> str:
     lines = "".join(
         f'<tr class="run"><td><a href="{run_link(prefix, r.run_id)}">{agent(r.run_id, limit=80)}</a>'
         f"</td><td>{agent(r.goal, limit=160)}</td><td>{text(r.status)}</td>"
         f"<td>{_verdict(r.verdict)}</td><td>{text(r.head_sequence)}</td>"
-        f"<td>{text(r.pending_approvals)}</td><td>{text(r.created_at)}</td></tr>" for r in rows)
-    body = (f'<p class="notice">{text(AGENT_NOTICE)}</p><h2>Runs</h2>'
-            + (f'<table id="runs"><tr><th>run</th><th>goal</th><th>status</th><th>verdict</th>'
-               f"<th>events</th><th>approvals waiting</th><th>created</th></tr>{lines}</table>"
-               if rows else "<p>No runs in this store.</p>"))
-    return document("continuum: runs", body, prefix=prefix, principal=principal, csrf=csrf,
-                    messages=messages)
+        f"<td>{text(r.pending_approvals)}</td><td>{text(r.created_at)}</td></tr>"
+        for r in rows
+    )
+    body = f'<p class="notice">{text(AGENT_NOTICE)}</p><h2>Runs</h2>' + (
+        f'<table id="runs"><tr><th>run</th><th>goal</th><th>status</th><th>verdict</th>'
+        f"<th>events</th><th>approvals waiting</th><th>created</th></tr>{lines}</table>"
+        if rows
+        else "<p>No runs in this store.</p>"
+    )
+    return document(
+        "continuum: runs", body, prefix=prefix, principal=principal, csrf=csrf, messages=messages
+    )
 
 
 @dataclass(frozen=True)
@@ -179,46 +210,62 @@ class RunView:
 
 
 def _items(title: str, items: Iterable[Item]) -> str:
-    rows = "".join(f"<tr><td>{agent(i.id, limit=120)}</td><td>{agent(i.text, limit=600)}"
-                   + (f'<br><span class="label">file</span> {agent(i.path, limit=300)}'
-                      if i.path else "")
-                   + f"</td><td>{text(i.status)}{provenance(i.provenance)}</td></tr>"
-                   for i in items)
+    rows = "".join(
+        f"<tr><td>{agent(i.id, limit=120)}</td><td>{agent(i.text, limit=600)}"
+        + (f'<br><span class="label">file</span> {agent(i.path, limit=300)}' if i.path else "")
+        + f"</td><td>{text(i.status)}{provenance(i.provenance)}</td></tr>"
+        for i in items
+    )
     return f"<h3>{text(title)}</h3><table>{rows}</table>" if rows else ""
 
 
 def _progress(state: State) -> str:
     p = state.progress
     total = "?" if p.total is None else str(p.total)
-    return text(f"{p.completed}/{total} completed, {p.failed} failed, {p.pending} pending") \
-        + provenance(p.provenance)
+    return text(
+        f"{p.completed}/{total} completed, {p.failed} failed, {p.pending} pending"
+    ) + provenance(p.provenance)
 
 
 def _confirm_form(prefix: str, v: RunView, csrf: str) -> str:
     s = v.state
-    options = "".join(f'<option value="{o}">{label}</option>' for o, label in (
-        ("default", "goal and progress"), ("goal", "goal"), ("progress", "progress"),
-        ("all", "everything shown")))
-    return (f'<form method="post" action="{attr(prefix)}/confirm" id="confirm-form">'
-            + _hidden("csrf", csrf) + _hidden("run_id", v.run_id)
-            + _hidden("through_sequence", str(s.sequence)) + _hidden("head_hash", s.head_hash or "")
-            + f'<label>Confirm <select name="scope">{options}</select></label> '
-            f"as true, through sequence {text(s.sequence)} (event hash "
-            f"{text((s.head_hash or '-')[:12])}) "
-            '<button type="submit" id="confirm">Confirm as a person</button></form>')
+    options = "".join(
+        f'<option value="{o}">{label}</option>'
+        for o, label in (
+            ("default", "goal and progress"),
+            ("goal", "goal"),
+            ("progress", "progress"),
+            ("all", "everything shown"),
+        )
+    )
+    return (
+        f'<form method="post" action="{attr(prefix)}/confirm" id="confirm-form">'
+        + _hidden("csrf", csrf)
+        + _hidden("run_id", v.run_id)
+        + _hidden("through_sequence", str(s.sequence))
+        + _hidden("head_hash", s.head_hash or "")
+        + f'<label>Confirm <select name="scope">{options}</select></label> '
+        f"as true, through sequence {text(s.sequence)} (event hash "
+        f"{text((s.head_hash or '-')[:12])}) "
+        '<button type="submit" id="confirm">Confirm as a person</button></form>'
+    )
 
 
 def _reconcile_form(prefix: str, run_id: str, a: ActionRecord, csrf: str) -> str:
     ident = attr(a.action_id)
-    return (f'<form method="post" action="{attr(prefix)}/reconcile" class="reconcile" '
-            f'id="reconcile-{ident}">' + _hidden("csrf", csrf) + _hidden("run_id", run_id)
-            + _hidden("action_id", a.action_id)
-            + '<fieldset><legend>Settle it, after checking the external system</legend>'
-            '<label><input type="radio" name="occurred" value="yes" required> it DID happen</label> '
-            '<label><input type="radio" name="occurred" value="no"> it did NOT happen</label><br>'
-            '<label>external id <input type="text" name="external_id"></label><br>'
-            '<label>how it was checked <input type="text" name="note"></label><br>'
-            '<button type="submit">Record as a person</button></fieldset></form>')
+    return (
+        f'<form method="post" action="{attr(prefix)}/reconcile" class="reconcile" '
+        f'id="reconcile-{ident}">'
+        + _hidden("csrf", csrf)
+        + _hidden("run_id", run_id)
+        + _hidden("action_id", a.action_id)
+        + "<fieldset><legend>Settle it, after checking the external system</legend>"
+        '<label><input type="radio" name="occurred" value="yes" required> it DID happen</label> '
+        '<label><input type="radio" name="occurred" value="no"> it did NOT happen</label><br>'
+        '<label>external id <input type="text" name="external_id"></label><br>'
+        '<label>how it was checked <input type="text" name="note"></label><br>'
+        '<button type="submit">Record as a person</button></fieldset></form>'
+    )
 
 
 def _action_row(prefix: str, v: RunView, a: ActionRecord, csrf: str | None) -> str:
@@ -231,68 +278,98 @@ def _action_row(prefix: str, v: RunView, a: ActionRecord, csrf: str | None) -> s
     if a.external_id:
         detail += f'<br><span class="label">external id</span> {agent(a.external_id, limit=120)}'
     form = _reconcile_form(prefix, v.run_id, a, csrf) if csrf is not None else ""
-    return (f'<div class="card action" id="action-{attr(a.action_id)}">'
-            f"{text(a.action_id)} {agent(a.action_key, limit=160)} of type "
-            f"{agent(a.action_type, limit=120)}: <strong>{text(status)}</strong>, attempt {text(a.attempt)}"
-            f"{origin_label(str(a.origin), a.intercepted_sequence)}{detail}{form}</div>")
+    return (
+        f'<div class="card action" id="action-{attr(a.action_id)}">'
+        f"{text(a.action_id)} {agent(a.action_key, limit=160)} of type "
+        f"{agent(a.action_type, limit=120)}: <strong>{text(status)}</strong>, attempt {text(a.attempt)}"
+        f"{origin_label(str(a.origin), a.intercepted_sequence)}{detail}{form}</div>"
+    )
 
 
 def _decide_form(prefix: str, a: ApprovalInfo, csrf: str) -> str:
-    return (f'<form method="post" action="{attr(prefix)}/decide" class="decide" '
-            f'id="decide-{attr(a.id)}">' + _hidden("csrf", csrf) + _hidden("run_id", a.run_id)
-            + _hidden("approval_id", a.id) + _hidden("binding", a.binding or "")
-            + '<label>reason <input type="text" name="reason" required></label> '
-            '<label>scope <select name="scope"><option value="call">this call, once</option>'
-            '<option value="run">this action type, rest of the run</option></select></label> '
-            '<button type="submit" name="decision" value="allow">Allow</button>'
-            '<button type="submit" name="decision" value="deny">Deny</button></form>')
+    return (
+        f'<form method="post" action="{attr(prefix)}/decide" class="decide" '
+        f'id="decide-{attr(a.id)}">'
+        + _hidden("csrf", csrf)
+        + _hidden("run_id", a.run_id)
+        + _hidden("approval_id", a.id)
+        + _hidden("binding", a.binding or "")
+        + '<label>reason <input type="text" name="reason" required></label> '
+        '<label>scope <select name="scope"><option value="call">this call, once</option>'
+        '<option value="run">this action type, rest of the run</option></select></label> '
+        '<button type="submit" name="decision" value="allow">Allow</button>'
+        '<button type="submit" name="decision" value="deny">Deny</button></form>'
+    )
 
 
 def _approval(prefix: str, a: ApprovalInfo, csrf: str | None) -> str:
     form = _decide_form(prefix, a, csrf) if csrf is not None and a.pending else ""
-    return (f'<div class="card approval" id="approval-{attr(a.id)}">{text(a.id)}: '
-            f"{agent(a.action_key or a.action_type, limit=160)} of type "
-            f"{agent(a.action_type, limit=120)}, {text(a.status)}"
-            f"{origin_label(str(a.provenance.origin), a.provenance.sequence)}"
-            + (f"<br>key {agent(a.key, limit=200)}" if a.key else "")
-            + f"<br>arguments {agent_json(a.arguments)}"
-            + (f'<br><span class="label">arguments sha256</span> {text(a.arguments_hash)}'
-               if a.arguments_hash else "")
-            + (f'<br><span class="label">asked by</span> {agent(a.rule, limit=300)}'
-               if a.rule else "") + form + "</div>")
+    return (
+        f'<div class="card approval" id="approval-{attr(a.id)}">{text(a.id)}: '
+        f"{agent(a.action_key or a.action_type, limit=160)} of type "
+        f"{agent(a.action_type, limit=120)}, {text(a.status)}"
+        f"{origin_label(str(a.provenance.origin), a.provenance.sequence)}"
+        + (f"<br>key {agent(a.key, limit=200)}" if a.key else "")
+        + f"<br>arguments {agent_json(a.arguments)}"
+        + (
+            f'<br><span class="label">arguments sha256</span> {text(a.arguments_hash)}'
+            if a.arguments_hash
+            else ""
+        )
+        + (f'<br><span class="label">asked by</span> {agent(a.rule, limit=300)}' if a.rule else "")
+        + form
+        + "</div>"
+    )
 
 
-def run_page(prefix: str, principal: Principal, csrf: str, v: RunView,
-             messages: Sequence[tuple[str, str]] = ()) -> str:
+def run_page(
+    prefix: str,
+    principal: Principal,
+    csrf: str,
+    v: RunView,
+    messages: Sequence[tuple[str, str]] = (),
+) -> str:
     s = v.state
     act = csrf if principal.may_act else None
-    chain = (f'<span class="ok">verified through sequence {text(v.trusted_through)}</span> '
-             f"of {text(v.head_sequence)}" if v.chain_ok else
-             f'<span class="bad">damaged: trusted through sequence {text(v.trusted_through)} of '
-             f"{text(v.head_sequence)} ({text(v.violations)} problem(s); run continuum verify)"
-             "</span>")
+    chain = (
+        f'<span class="ok">verified through sequence {text(v.trusted_through)}</span> '
+        f"of {text(v.head_sequence)}"
+        if v.chain_ok
+        else f'<span class="bad">damaged: trusted through sequence {text(v.trusted_through)} of '
+        f"{text(v.head_sequence)} ({text(v.violations)} problem(s); run continuum verify)"
+        "</span>"
+    )
     unresolved = [a for a in v.actions if a.needs_human or a.action_id in v.interrupted]
     goal = agent(s.goal.value) + provenance(s.goal.provenance) if s.goal else "-"
     plan = ", ".join(agent(step, limit=200) for step in s.plan) or "-"
-    body = [f'<p class="notice">{text(AGENT_NOTICE)}</p>',
-            f"<h2>Run {agent(v.run_id)}</h2>",
-            '<table id="summary">',
-            f'<tr><th>status</th><td>{text(v.status)}</td></tr>',
-            f'<tr><th>verdict</th><td id="verdict">{_verdict(v.verdict)}: {text(v.rationale)}'
-            + (f"<br>next allowed action: {text(v.next_allowed_action)}"
-               if v.next_allowed_action else "") + "</td></tr>",
-            f'<tr><th>chain</th><td id="chain">{chain}</td></tr>',
-            f"<tr><th>goal</th><td>{goal}</td></tr>",
-            f'<tr><th>progress</th><td id="progress">{_progress(s)}</td></tr>',
-            f"<tr><th>plan</th><td>{plan}{provenance(s.plan_provenance)}</td></tr>",
-            f"<tr><th>model</th><td>{agent(s.model) if s.model else '-'}"
-            f"{provenance(s.model_provenance)}</td></tr></table>"]
+    body = [
+        f'<p class="notice">{text(AGENT_NOTICE)}</p>',
+        f"<h2>Run {agent(v.run_id)}</h2>",
+        '<table id="summary">',
+        f"<tr><th>status</th><td>{text(v.status)}</td></tr>",
+        f'<tr><th>verdict</th><td id="verdict">{_verdict(v.verdict)}: {text(v.rationale)}'
+        + (
+            f"<br>next allowed action: {text(v.next_allowed_action)}"
+            if v.next_allowed_action
+            else ""
+        )
+        + "</td></tr>",
+        f'<tr><th>chain</th><td id="chain">{chain}</td></tr>',
+        f"<tr><th>goal</th><td>{goal}</td></tr>",
+        f'<tr><th>progress</th><td id="progress">{_progress(s)}</td></tr>',
+        f"<tr><th>plan</th><td>{plan}{provenance(s.plan_provenance)}</td></tr>",
+        f"<tr><th>model</th><td>{agent(s.model) if s.model else '-'}"
+        f"{provenance(s.model_provenance)}</td></tr></table>",
+    ]
     if act is not None and s.sequence:
         body.append(_confirm_form(prefix, v, act))
-    body.append('<h2>Evidence, findings, decisions</h2>')
-    body.append(_items("evidence", s.evidence.values()) + _items("findings", s.findings.values())
-                + _items("decisions", s.decisions.values())
-                or "<p>None recorded.</p>")
+    body.append("<h2>Evidence, findings, decisions</h2>")
+    body.append(
+        _items("evidence", s.evidence.values())
+        + _items("findings", s.findings.values())
+        + _items("decisions", s.decisions.values())
+        or "<p>None recorded.</p>"
+    )
     body.append(f'<h2 id="unresolved">Unresolved actions ({len(unresolved)})</h2>')
     body += [_action_row(prefix, v, a, act) for a in unresolved] or ["<p>None.</p>"]
     pending = [a for a in v.approvals if a.pending]
@@ -300,21 +377,41 @@ def run_page(prefix: str, principal: Principal, csrf: str, v: RunView,
     body += [_approval(prefix, a, act) for a in pending] or ["<p>None.</p>"]
     settled = [a for a in v.actions if a not in unresolved]
     if settled:
-        rows = "".join(f"<tr><td>{text(a.action_id)}</td><td>{agent(a.action_key, limit=120)}</td>"
-                       f"<td>{text(a.status)}{origin_label(str(a.origin), a.intercepted_sequence)}"
-                       "</td></tr>" for a in settled)
+        rows = "".join(
+            f"<tr><td>{text(a.action_id)}</td><td>{agent(a.action_key, limit=120)}</td>"
+            f"<td>{text(a.status)}{origin_label(str(a.origin), a.intercepted_sequence)}"
+            "</td></tr>"
+            for a in settled
+        )
         body.append(f"<h2>Other actions</h2><table>{rows}</table>")
     if not principal.may_act:
-        body.append('<p class="notice">Your role may read only: confirming, reconciling and '
-                    "deciding need a token with role approve or admin.</p>")
-    return document(f"continuum: run {terminal_safe(v.run_id)}", "".join(body), prefix=prefix,
-                    principal=principal, csrf=csrf, messages=messages)
+        body.append(
+            '<p class="notice">Your role may read only: confirming, reconciling and '
+            "deciding need a token with role approve or admin.</p>"
+        )
+    return document(
+        f"continuum: run {terminal_safe(v.run_id)}",
+        "".join(body),
+        prefix=prefix,
+        principal=principal,
+        csrf=csrf,
+        messages=messages,
+    )
 
 
-def error_page(prefix: str, message: str, code: str, hint: str | None,
-               principal: Principal | None = None, csrf: str | None = None,
-               back: str | None = None) -> str:
-    body = (f'<div class="msg error" role="alert"><strong>{text(code)}</strong>: {text(message)}'
-            + (f"<br>{text(hint)}" if hint else "") + "</div><p>Nothing was recorded.</p>"
-            + (f'<p><a href="{attr(back)}">Back</a></p>' if back else ""))
+def error_page(
+    prefix: str,
+    message: str,
+    code: str,
+    hint: str | None,
+    principal: Principal | None = None,
+    csrf: str | None = None,
+    back: str | None = None,
+) -> str:
+    body = (
+        f'<div class="msg error" role="alert"><strong>{text(code)}</strong>: {text(message)}'
+        + (f"<br>{text(hint)}" if hint else "")
+        + "</div><p>Nothing was recorded.</p>"
+        + (f'<p><a href="{attr(back)}">Back</a></p>' if back else "")
+    )
     return document("continuum: refused", body, prefix=prefix, principal=principal, csrf=csrf)

@@ -32,8 +32,10 @@ UI_PREFIX = "/ui"
 MAX_FORM_BYTES = 64 * 1024
 MAX_RUNS_LISTED = 200
 SECURITY_HEADERS = {
-    "content-security-policy": ("default-src 'none'; style-src 'self'; img-src 'self'; "
-                                "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    "content-security-policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
     "referrer-policy": "same-origin",
@@ -70,8 +72,9 @@ def _same_origin(request: Request) -> bool:
     return parts.scheme in ("http", "https") and parts.netloc == host
 
 
-def operator_routes(store_url: str, authenticate: Authenticator, *, secure: bool,
-                    prefix: str = UI_PREFIX) -> list[BaseRoute]:
+def operator_routes(
+    store_url: str, authenticate: Authenticator, *, secure: bool, prefix: str = UI_PREFIX
+) -> list[BaseRoute]:
     """The page's routes over the store at ``store_url``; ``secure``: served over TLS (the
     session cookie is then ``Secure``)."""
     sessions = Sessions()
@@ -90,20 +93,33 @@ def operator_routes(store_url: str, authenticate: Authenticator, *, secure: bool
         length = request.headers.get("content-length")
         if length is None or not length.isdigit() or int(length) > MAX_FORM_BYTES:
             raise _Refused(413, "ui.form_too_large", "the form is missing a length or is too large")
-        if request.headers.get("content-type", "").split(";")[0].strip() != \
-                "application/x-www-form-urlencoded":
+        if (
+            request.headers.get("content-type", "").split(";")[0].strip()
+            != "application/x-www-form-urlencoded"
+        ):
             raise _Refused(415, "ui.bad_form", "a form must be sent url-encoded")
         form = await request.form()
         return {k: v for k, v in form.items() if isinstance(v, str)}
 
-    def refused(e: _Refused | ContinuumError, session: Session | None, back: str | None) -> Response:
-        status = e.status if isinstance(e, _Refused) else (
-            404 if e.code.startswith("not_found") else 400 if e.code.startswith("usage.")
-            else 409)
+    def refused(
+        e: _Refused | ContinuumError, session: Session | None, back: str | None
+    ) -> Response:
+        status = (
+            e.status
+            if isinstance(e, _Refused)
+            else (
+                404
+                if e.code.startswith("not_found")
+                else 400
+                if e.code.startswith("usage.")
+                else 409
+            )
+        )
         principal = session.principal if session is not None else None
         csrf = session.csrf if session is not None else None
-        return _html(page.error_page(prefix, e.message, e.code, e.hint, principal, csrf, back),
-                     status)
+        return _html(
+            page.error_page(prefix, e.message, e.code, e.hint, principal, csrf, back), status
+        )
 
     async def home(request: Request) -> Response:
         _, session = session_of(request)
@@ -122,23 +138,37 @@ def operator_routes(store_url: str, authenticate: Authenticator, *, secure: bool
                         verdict = str(rt.resume(r.run_id).mode)
                     except ContinuumError as e:
                         verdict = f"error: {e.code}"
-                    out.append(page.RunRow(r.run_id, r.goal, str(r.status), r.head_sequence,
-                                           r.created_at, verdict, waiting.get(r.run_id, 0)))
+                    out.append(
+                        page.RunRow(
+                            r.run_id,
+                            r.goal,
+                            str(r.status),
+                            r.head_sequence,
+                            r.created_at,
+                            verdict,
+                            waiting.get(r.run_id, 0),
+                        )
+                    )
                 return out
 
         try:
             found = await run_in_threadpool(rows)
         except ContinuumError as e:
             return refused(e, session, None)
-        return _html(page.runs_page(prefix, session.principal, session.csrf, found,
-                                    session.take_messages()))
+        return _html(
+            page.runs_page(prefix, session.principal, session.csrf, found, session.take_messages())
+        )
 
     async def login(request: Request) -> Response:
         if request.method != "POST":
             return back_to_login()
         if not _same_origin(request):
-            return _html(page.login_page(prefix, "refused: the form was not sent from this "
-                                                 "page (Origin/Referer)"), 403)
+            return _html(
+                page.login_page(
+                    prefix, "refused: the form was not sent from this page (Origin/Referer)"
+                ),
+                403,
+            )
         try:
             form = await form_of(request)
         except _Refused as e:
@@ -146,14 +176,23 @@ def operator_routes(store_url: str, authenticate: Authenticator, *, secure: bool
         principal = authenticate(form.get("token", "").strip())
         if principal is None:
             with suppress(Exception):
-                _log.warning("ui.login_refused", peer=request.client.host if request.client else None)
+                _log.warning(
+                    "ui.login_refused", peer=request.client.host if request.client else None
+                )
             return _html(page.login_page(prefix, "that token is not valid for this server"), 401)
         sid, _ = sessions.open(principal)
         with suppress(Exception):
             _log.info("ui.login", role=principal.role, token=principal.label)
         response = RedirectResponse(f"{prefix}/", status_code=303, headers=SECURITY_HEADERS)
-        response.set_cookie(COOKIE_NAME, sid, max_age=MAX_AGE_SECONDS, path=prefix or "/",
-                            secure=secure, httponly=True, samesite="strict")
+        response.set_cookie(
+            COOKIE_NAME,
+            sid,
+            max_age=MAX_AGE_SECONDS,
+            path=prefix or "/",
+            secure=secure,
+            httponly=True,
+            samesite="strict",
+        )
         return response
 
     async def logout(request: Request) -> Response:
@@ -163,8 +202,9 @@ def operator_routes(store_url: str, authenticate: Authenticator, *, secure: bool
                 if session.csrf_ok((await form_of(request)).get("csrf")):
                     sessions.close(sid)
         response = back_to_login()
-        response.delete_cookie(COOKIE_NAME, path=prefix or "/", secure=secure, httponly=True,
-                               samesite="strict")
+        response.delete_cookie(
+            COOKIE_NAME, path=prefix or "/", secure=secure, httponly=True, samesite="strict"
+        )
         return response
 
     def view(run_id: str) -> page.RunView:
@@ -173,13 +213,20 @@ def operator_routes(store_url: str, authenticate: Authenticator, *, secure: bool
             evaluation = rt.evaluate(run_id)
             report = rt.verify(run_id)
             return page.RunView(
-                run_id=run_id, status=str(run.status), state=evaluation.state,
-                verdict=str(evaluation.decision.mode), rationale=evaluation.decision.reason,
+                run_id=run_id,
+                status=str(run.status),
+                state=evaluation.state,
+                verdict=str(evaluation.decision.mode),
+                rationale=evaluation.decision.reason,
                 next_allowed_action=evaluation.decision.next_allowed_action,
-                chain_ok=report.ok, trusted_through=report.trusted_through,
-                head_sequence=run.head_sequence, violations=len(report.violations),
-                actions=rt.actions(run_id), interrupted=frozenset(rt.interrupted(run_id)),
-                approvals=rt.approvals(run_id))
+                chain_ok=report.ok,
+                trusted_through=report.trusted_through,
+                head_sequence=run.head_sequence,
+                violations=len(report.violations),
+                actions=rt.actions(run_id),
+                interrupted=frozenset(rt.interrupted(run_id)),
+                approvals=rt.approvals(run_id),
+            )
 
     async def run_page(request: Request) -> Response:
         _, session = session_of(request)
@@ -190,11 +237,13 @@ def operator_routes(store_url: str, authenticate: Authenticator, *, secure: bool
             shown = await run_in_threadpool(view, run_id)
         except ContinuumError as e:
             return refused(e, session, f"{prefix}/")
-        return _html(page.run_page(prefix, session.principal, session.csrf, shown,
-                                   session.take_messages()))
+        return _html(
+            page.run_page(prefix, session.principal, session.csrf, shown, session.take_messages())
+        )
 
-    def acting(work: Callable[[dict[str, str], Session], str]
-               ) -> Callable[[Request], Awaitable[Response]]:
+    def acting(
+        work: Callable[[dict[str, str], Session], str],
+    ) -> Callable[[Request], Awaitable[Response]]:
         """A POST that changes something: session, role, origin and CSRF token checked
         (in that order) before the form is used; then ``work`` (in a thread) says what
         was recorded, shown once on the run's page."""
@@ -204,33 +253,57 @@ def operator_routes(store_url: str, authenticate: Authenticator, *, secure: bool
             if request.method != "POST":
                 return back_to_login()
             if session is None:
-                return refused(_Refused(401, "ui.not_logged_in", "log in first",
-                                        "your session may have expired"), None, f"{prefix}/")
+                return refused(
+                    _Refused(
+                        401, "ui.not_logged_in", "log in first", "your session may have expired"
+                    ),
+                    None,
+                    f"{prefix}/",
+                )
             back = f"{prefix}/"
             try:
                 if not session.principal.may_act:
-                    raise _Refused(403, "ui.role_denied",
-                                   f"role {session.principal.role!r} may read only",
-                                   "confirm, reconcile and decide need a token with role "
-                                   "approve or admin")
+                    raise _Refused(
+                        403,
+                        "ui.role_denied",
+                        f"role {session.principal.role!r} may read only",
+                        "confirm, reconcile and decide need a token with role approve or admin",
+                    )
                 if not _same_origin(request):
-                    raise _Refused(403, "ui.cross_origin", "the form was not sent from this "
-                                   "page (Origin/Referer do not match)", "use the page itself")
+                    raise _Refused(
+                        403,
+                        "ui.cross_origin",
+                        "the form was not sent from this page (Origin/Referer do not match)",
+                        "use the page itself",
+                    )
                 form = await form_of(request)
                 if not session.csrf_ok(form.get("csrf")):
-                    raise _Refused(403, "ui.csrf", "the form's CSRF token is missing or wrong",
-                                   "reload the page and submit again")
+                    raise _Refused(
+                        403,
+                        "ui.csrf",
+                        "the form's CSRF token is missing or wrong",
+                        "reload the page and submit again",
+                    )
                 back = page.run_url(prefix, form.get("run_id", ""))
                 done = await run_in_threadpool(work, form, session)
             except (_Refused, ContinuumError) as e:
                 with suppress(Exception):
-                    _log.warning("ui.refused", path=request.url.path, code=e.code,
-                                 role=session.principal.role, token=session.principal.label)
+                    _log.warning(
+                        "ui.refused",
+                        path=request.url.path,
+                        code=e.code,
+                        role=session.principal.role,
+                        token=session.principal.label,
+                    )
                 return refused(e, session, back)
             session.flash("ok", done)
             with suppress(Exception):
-                _log.info("ui.recorded", path=request.url.path, role=session.principal.role,
-                          token=session.principal.label)
+                _log.info(
+                    "ui.recorded",
+                    path=request.url.path,
+                    role=session.principal.role,
+                    token=session.principal.label,
+                )
             return RedirectResponse(back, status_code=303, headers=SECURITY_HEADERS)
 
         return endpoint
@@ -239,46 +312,74 @@ def operator_routes(store_url: str, authenticate: Authenticator, *, secure: bool
         run_id, scope = form.get("run_id", ""), form.get("scope", "default")
         seq_text, shown_hash = form.get("through_sequence", ""), form.get("head_hash") or None
         if not seq_text.isdigit() or int(seq_text) < 1:
-            raise UsageError("the form does not say which sequence was reviewed",
-                             code="usage.bad_sequence", hint="reload the run's page")
+            raise UsageError(
+                "the form does not say which sequence was reviewed",
+                code="usage.bad_sequence",
+                hint="reload the run's page",
+            )
         seq = int(seq_text)
         with runtime(Origin.HUMAN) as rt:
             head = rt.store.get_run(run_id).head_sequence
             if head != seq:
-                raise UsageError(f"the run moved on to sequence {head} since the page showed "
-                                 f"sequence {seq}", code="ui.run_moved",
-                                 hint="review the run again and confirm what is shown now")
+                raise UsageError(
+                    f"the run moved on to sequence {head} since the page showed sequence {seq}",
+                    code="ui.run_moved",
+                    hint="review the run again and confirm what is shown now",
+                )
             result = rt.confirm(run_id, scope=scope, through_sequence=seq, expect_hash=shown_hash)
-        return (f"confirmed {', '.join(result.scope)} through sequence {result.through_sequence} "
-                f"(event hash {(result.through_hash or '-')[:12]}) as human")
+        return (
+            f"confirmed {', '.join(result.scope)} through sequence {result.through_sequence} "
+            f"(event hash {(result.through_hash or '-')[:12]}) as human"
+        )
 
     def reconcile(form: dict[str, str], session: Session) -> str:
         occurred = {"yes": True, "no": False}.get(form.get("occurred", ""))
         if occurred is None:
-            raise UsageError("say whether it happened", code="usage.missing_option",
-                             hint="choose 'it DID happen' or 'it did NOT happen'")
+            raise UsageError(
+                "say whether it happened",
+                code="usage.missing_option",
+                hint="choose 'it DID happen' or 'it did NOT happen'",
+            )
         with runtime(Origin.HUMAN) as rt:
-            rec = rt.reconcile(form.get("run_id", ""), form.get("action_id", ""),
-                               occurred=occurred, external_id=form.get("external_id") or None,
-                               note=form.get("note") or None)
+            rec = rt.reconcile(
+                form.get("run_id", ""),
+                form.get("action_id", ""),
+                occurred=occurred,
+                external_id=form.get("external_id") or None,
+                note=form.get("note") or None,
+            )
         return f"action {rec.action_id} is now {rec.status} (recorded as human)"
 
     def decide(form: dict[str, str], session: Session) -> str:
         allow = {"allow": True, "deny": False}.get(form.get("decision", ""))
         if allow is None:
-            raise UsageError("say what you decide: allow or deny", code="usage.missing_option",
-                             hint="press Allow or Deny")
+            raise UsageError(
+                "say what you decide: allow or deny",
+                code="usage.missing_option",
+                hint="press Allow or Deny",
+            )
         reason = form.get("reason", "").strip()
         if not reason:
-            raise UsageError("a decision needs a reason", code="usage.bad_reason",
-                             hint="say why; it is recorded with the decision")
+            raise UsageError(
+                "a decision needs a reason",
+                code="usage.bad_reason",
+                hint="say why; it is recorded with the decision",
+            )
         with runtime(Origin.HUMAN) as rt:
             shown = rt.approval(form.get("approval_id", ""), run_id=form.get("run_id") or None)
-            decided = rt.decide(shown.id, allow=allow, reason=reason,
-                                scope=form.get("scope", "call"), run_id=shown.run_id,
-                                expect_binding=form.get("binding") or None)
-        return (f"approval {decided.id} is now {decided.status}"
-                + (f" ({decided.scope})" if decided.scope else "") + " (recorded as human)")
+            decided = rt.decide(
+                shown.id,
+                allow=allow,
+                reason=reason,
+                scope=form.get("scope", "call"),
+                run_id=shown.run_id,
+                expect_binding=form.get("binding") or None,
+            )
+        return (
+            f"approval {decided.id} is now {decided.status}"
+            + (f" ({decided.scope})" if decided.scope else "")
+            + " (recorded as human)"
+        )
 
     async def style(_request: Request) -> Response:
         return Response(page.STYLE, media_type="text/css", headers=SECURITY_HEADERS)
@@ -300,4 +401,3 @@ def operator_routes(store_url: str, authenticate: Authenticator, *, secure: bool
     if prefix:
         routes.append(Route(prefix, bare, methods=["GET"]))
     return routes
-

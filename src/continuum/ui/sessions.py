@@ -52,8 +52,9 @@ class Session:
         return out
 
     def csrf_ok(self, presented: str | None) -> bool:
-        return presented is not None and hmac.compare_digest(self.csrf.encode(),
-                                                             presented.encode("utf-8", "replace"))
+        return presented is not None and hmac.compare_digest(
+            self.csrf.encode(), presented.encode("utf-8", "replace")
+        )
 
 
 class Sessions:
