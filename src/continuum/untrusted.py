@@ -28,6 +28,7 @@ import shlex
 import unicodedata
 
 from continuum.errors import UsageError
+from continuum.types import Origin
 
 # Unicode categories never shown as themselves: controls (C0, DEL, C1), format characters
 # (bidi embeddings, overrides and isolates, zero-width space/joiners, BOM, soft hyphen,
@@ -154,3 +155,22 @@ def check_identifier(
             f"{what} {quoted(value, limit=80)} starts or ends with whitespace", code=code, hint=hint
         )
     return value
+
+
+def origin_words(origin: str | None, sequence: int | None = None) -> str | None:
+    """Who recorded a value, in the words every surface a person reads uses (the CLI's
+    labels, the operator page): ``agent-supplied: ORIGIN, seq N`` for anything an agent
+    may have written (a self-certified or unknown origin), ``recorded by a human`` or
+    ``recorded by local code (ORIGIN)`` otherwise; ``None`` when the origin is unknown.
+    The origin string may be hostile: callers escape the result for their medium."""
+    if origin is None:
+        return None
+    at = f", seq {sequence}" if sequence is not None else ""
+    try:
+        known: Origin | None = Origin(origin)
+    except ValueError:
+        known = None
+    if known is None or known.self_certified:
+        return f"agent-supplied: {origin}{at}"
+    who = "a human" if known == Origin.HUMAN else f"local code ({origin})"
+    return f"recorded by {who}{at}"

@@ -23,8 +23,7 @@ import click
 
 from continuum.errors import ContinuumError
 from continuum.projection import Provenance
-from continuum.types import Origin
-from continuum.untrusted import json_safe, quoted, terminal_safe
+from continuum.untrusted import json_safe, origin_words, quoted, terminal_safe
 
 VERDICT_EXIT = {
     "resume": 0,
@@ -127,17 +126,8 @@ def verdict_styled(label: str, mode: str) -> Styled:
 
 def origin_label(origin: str | None, sequence: int | None = None) -> str:
     """Where a value came from, for the person reading it."""
-    if origin is None:
-        return ""
-    at = f", seq {sequence}" if sequence is not None else ""
-    try:
-        known: Origin | None = Origin(origin)
-    except ValueError:
-        known = None
-    if known is None or known.self_certified:
-        return f"  [agent-supplied: {origin}{at}]"
-    who = "a human" if known == Origin.HUMAN else f"local code ({origin})"
-    return f"  [recorded by {who}{at}]"
+    words = origin_words(origin, sequence)
+    return "" if words is None else f"  [{words}]"
 
 
 def provenance_label(prov: Provenance | None) -> str:

@@ -24,9 +24,8 @@ from urllib.parse import quote as url_quote
 
 from continuum.approvals import ApprovalInfo
 from continuum.projection import ActionRecord, Item, Provenance, State
-from continuum.types import Origin
 from continuum.ui.sessions import Principal
-from continuum.untrusted import json_safe, quoted, terminal_safe
+from continuum.untrusted import json_safe, origin_words, quoted, terminal_safe
 
 AGENT_NOTICE = (
     "Text in double quotes was written by an agent unless labelled otherwise, "
@@ -74,20 +73,8 @@ def attr(value: str) -> str:
 
 def origin_label(origin: str | None, sequence: int | None = None) -> str:
     """Who recorded a value, as the CLI labels it."""
-    if origin is None:
-        return ""
-    at = f", seq {sequence}" if sequence is not None else ""
-    try:
-        known: Origin | None = Origin(origin)
-    except ValueError:
-        known = None
-    if known is None or known.self_certified:
-        words = f"agent-supplied: {origin}{at}"
-    else:
-        words = (
-            f"recorded by {'a human' if known == Origin.HUMAN else f'local code ({origin})'}{at}"
-        )
-    return f' <span class="label">[{text(words)}]</span>'
+    words = origin_words(origin, sequence)
+    return "" if words is None else f' <span class="label">[{text(words)}]</span>'
 
 
 def provenance(prov: Provenance | None) -> str:
