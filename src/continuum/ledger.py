@@ -243,12 +243,15 @@ def current_owner() -> dict[str, Any]:
 
 
 def same_owner(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Is ``a`` the process (or host session) ``b`` names? Compared on every field both have."""
-    keys = ("host", "pid", "start", "session")
+    """Is ``a`` the process (or host session) ``b`` names? Host and pid must match, the
+    process start time where both have one, and the session exactly: an owner without a
+    session (a process acting for itself, such as the operator page inside an HTTP server)
+    is not the owner of one of that process's sessions, nor the other way round."""
     return (
         bool(a)
-        and all(a.get(k) == b.get(k) for k in keys if a.get(k) is not None and b.get(k) is not None)
         and (a.get("host"), a.get("pid")) == (b.get("host"), b.get("pid"))
+        and (a.get("start") is None or b.get("start") is None or a["start"] == b["start"])
+        and a.get("session") == b.get("session")
     )
 
 
