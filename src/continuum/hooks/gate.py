@@ -38,7 +38,7 @@ from continuum.hooks.registry import BUILTINS, Registry, Rule, render_key, rende
 from continuum.ledger import InterceptResult, process_start
 from continuum.projection import ActionRecord
 from continuum.runtime import Continuum
-from continuum.store import is_postgres_url, open_store
+from continuum.store import open_store, redact_url
 from continuum.types import ActionStatus, Origin
 from continuum.untrusted import quoted
 
@@ -209,23 +209,8 @@ def _record(rt: Continuum, run_id: str, action_id: str) -> ActionRecord | None:
 
 def shown_db(url: str) -> str:
     """The store URL as the gate may print it (to the agent, the host's transcript, a
-    log): a PostgreSQL URL's password becomes ``***`` (``postgresql://user:***@host/db``,
-    and ``password=***`` in its query); a file path is shown as it is."""
-    if not is_postgres_url(url):
-        return url
-    scheme, _, rest = url.partition("://")
-    netloc, slash, tail = rest.partition("/")
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        user, colon, _ = userinfo.partition(":")
-        netloc = f"{user}{':***' if colon else ''}@{host}"
-    path, question, query = tail.partition("?")
-    if question:
-        query = "&".join(
-            f"{p.partition('=')[0]}=***" if p.partition("=")[0].lower() == "password" else p
-            for p in query.split("&")
-        )
-    return f"{scheme}://{netloc}{slash}{path}{question}{query}"
+    log): a PostgreSQL URL's password becomes ``***`` (``store.redact_url``)."""
+    return redact_url(url, mark=True)
 
 
 def _db(args: HookArgs) -> str:

@@ -123,8 +123,11 @@ def is_postgres_url(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 
 
-def redact_url(url: str) -> str:
-    """``url`` fit for logs and messages: a PostgreSQL URL loses its password."""
+def redact_url(url: str, *, mark: bool = False) -> str:
+    """``url`` fit for logs and messages: a PostgreSQL URL loses its password (in the user
+    part and a ``password=`` query parameter). With ``mark``, the password is shown as
+    ``***`` instead of dropped, so a person sees that the command needs one
+    (``postgresql://user:***@host/db``). A file path is returned as it is."""
     if not is_postgres_url(url):
         return url
     try:
@@ -134,9 +137,15 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, host = netloc.rsplit("@", 1)
-        netloc = f"{userinfo.split(':', 1)[0]}@{host}"
-    query = "&".join(p for p in parts.query.split("&") if not p.lower().startswith("password="))
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}{':***' if mark and colon else ''}@{host}"
+    params = []
+    for p in parts.query.split("&") if parts.query else []:
+        if p.partition("=")[0].lower() != "password":
+            params.append(p)
+        elif mark:
+            params.append(f"{p.partition('=')[0]}=***")
+    return urlunsplit(parts._replace(netloc=netloc, query="&".join(params)))
 
 
 def _postgres_storage() -> Callable[..., Storage]:
