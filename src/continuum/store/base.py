@@ -320,7 +320,7 @@ class Storage(Protocol):
         ...
 
     def list_checkpoints(self, run_id: str) -> list[CheckpointRow]:
-        """The run's stored checkpoints, oldest first."""
+        """The run's stored checkpoints, newest (highest sequence) first."""
         ...
 
     def import_runs(self, runs: list[RunExport]) -> list[RunInfo]:
