@@ -19,10 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from continuum.approval_rules import ApprovalRule, ApprovalRules, RuleFiles
 from continuum.approvals import (
-    ApprovalRule,
-    ApprovalRules,
-    RuleFiles,
     Verdict,
     judge_call,
     kept_approval,

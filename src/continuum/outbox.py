@@ -49,7 +49,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from continuum.approvals import store_dir
+from continuum.approval_rules import store_dir
 from continuum.errors import ContinuumError, UsageError
 from continuum.log import get_logger
 from continuum.notices import KINDS

@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from continuum.approval_rules import ApprovalRules, RuleFiles
 from continuum.approvals import (
     ApprovalInfo,
-    ApprovalRules,
-    RuleFiles,
     approval_info,
     find_approval_row,
     list_approval_infos,

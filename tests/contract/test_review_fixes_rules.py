@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import continuum.approvals as approvals_module
+import continuum.approval_rules as approvals_module
 from continuum.errors import UsageError
 from continuum.runtime import Continuum
 from continuum.store import open_store

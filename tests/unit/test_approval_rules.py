@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from continuum.approvals import ApprovalRules, RuleFiles, load_rules, parse_rules, rule_paths
+from continuum.approval_rules import ApprovalRules, RuleFiles, load_rules, parse_rules, rule_paths
 from continuum.errors import UsageError
 
 RULES = """\

@@ -30,7 +30,8 @@ RANKS: dict[str, float] = {
     "continuum.validation": 4,
     "continuum.recovery": 5,
     "continuum.store": 6,
-    "continuum.approvals": 6.5,  # approval rules and the per-call check, under the ledger
+    "continuum.approval_rules": 2,  # parsing approvals.toml: which calls need a person
+    "continuum.approvals": 6.5,  # the per-call check against the log, under the ledger
     "continuum.ledger": 7,
     "continuum.outbox": 7,  # delivering the notification outbox (over the store)
     "continuum.verification": 7,

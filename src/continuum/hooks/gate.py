@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from continuum.approvals import ApprovalRules, RuleFiles
+from continuum.approval_rules import ApprovalRules, RuleFiles
 from continuum.environment import file_checksum
 from continuum.errors import ActionOwnedError, ContinuumError, NotFoundError, UsageError
 from continuum.events import EventType

@@ -31,7 +31,7 @@ import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
-from continuum.approvals import load_rules, rule_paths
+from continuum.approval_rules import load_rules, rule_paths
 from continuum.errors import ContinuumError
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
 from continuum.mcp import http
