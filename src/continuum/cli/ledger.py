@@ -20,6 +20,7 @@ from continuum.cli.output import (
 )
 from continuum.errors import NotFoundError, UsageError
 from continuum.projection import ActionRecord
+from continuum.store import MAX_PAGE
 from continuum.types import ActionStatus, Origin
 from continuum.untrusted import json_safe, quoted
 
@@ -39,13 +40,38 @@ def _json_arg(name: str, text: str | None) -> Any:
 
 @click.command("actions")
 @click.argument("run_id")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_PAGE),
+    default=100,
+    show_default=True,
+    help=f"List at most N actions (1-{MAX_PAGE}): those that are open (started, unknown, "
+    "failed) first, then the settled ones, each in the order they were intercepted.",
+)
+@click.option(
+    "--cursor",
+    default=None,
+    metavar="CURSOR",
+    help="Continue a listing where the previous page stopped (its `next_cursor`).",
+)
+@click.option(
+    "--all", "show_all", is_flag=True, help="List every action, page after page (no limit)."
+)
 @common
-def actions_cmd(s: Settings, run_id: str) -> None:
-    """List RUN's side effects and their states. Exit 20 if any is unresolved."""
+def actions_cmd(s: Settings, run_id: str, limit: int, cursor: str | None, show_all: bool) -> None:
+    """List RUN's side effects and their states, open ones first, a page at a time.
+
+    Exit 20 if any action of the run needs a person (counted over the whole run, not only
+    the page shown)."""
     rt = runtime(s)
-    actions = rt.actions(run_id)
+    if show_all:
+        actions, next_cursor = rt.actions(run_id), None
+    else:
+        page = rt.actions_page(run_id, cursor=cursor, limit=limit)
+        actions, next_cursor = page.actions, page.next_cursor
     interrupted = rt.interrupted(run_id)
-    unresolved = [a for a in actions if a.needs_human]
+    # Open and unconfirmed actions stay in the run's state: counted there, whatever the page.
+    unresolved = [a for a in rt.state(run_id).actions.values() if a.needs_human]
 
     def shown(a: ActionRecord) -> str:
         return "unknown (interrupted)" if a.action_id in interrupted else str(a.status)
@@ -62,6 +88,11 @@ def actions_cmd(s: Settings, run_id: str) -> None:
             lines.append(f"    error: {quoted(a.error, limit=200)}")
         if a.note:
             lines.append(f"    note: {quoted(a.note, limit=200)}")
+    if next_cursor is not None:
+        lines.append(
+            f"{len(actions)} shown, more follow: `continuum actions {run_id} --cursor "
+            f"{next_cursor}` (or --all)"
+        )
     if unresolved:
         lines.append(
             f"{len(unresolved)} unresolved: reconcile each with "
@@ -75,6 +106,7 @@ def actions_cmd(s: Settings, run_id: str) -> None:
                 {**a.model_dump(mode="json"), "interrupted": a.action_id in interrupted}
                 for a in actions
             ],
+            "next_cursor": next_cursor,
             "unresolved": len(unresolved),
         },
         lines or ["no actions"],
