@@ -29,6 +29,8 @@ from continuum.types import Origin
 
 BOUND = 30.0  # seconds: start-up, exit
 TOKENS = {"read": "read-token-for-the-page-0001", "approve": "approve-token-for-the-page-02"}
+CONFIRM = "the-persons-own-confirm-token-03"  # CONTINUUM_MCP_CONFIRM_TOKEN (contract §5)
+CONFIRM_ENV = "CONTINUUM_MCP_CONFIRM_TOKEN"
 INJECTIONS = (
     "<script>alert(1)</script>",
     "\x1b[2K",
@@ -152,9 +154,15 @@ def mcp_command(db: Path, tokens: Path) -> list[str]:
 
 
 @contextmanager
-def serving(command: list[str], cwd: Path) -> Iterator[Server]:
-    """Start ``command``; yield once it announces its URL; SIGTERM and a clean exit after."""
+def serving(command: list[str], cwd: Path, *, confirm: str | None = None) -> Iterator[Server]:
+    """Start ``command``; yield once it announces its URL; SIGTERM and a clean exit after.
+
+    ``confirm``: the person's confirm token the server is given (None: not set, even if
+    this process has it, so the page is read-only)."""
     env = {**os.environ, "NO_COLOR": "1", "CONTINUUM_LOG_LEVEL": "info"}
+    env.pop(CONFIRM_ENV, None)
+    if confirm is not None:
+        env[CONFIRM_ENV] = confirm
     process = subprocess.Popen(
         command,
         cwd=cwd,

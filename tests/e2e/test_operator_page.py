@@ -24,6 +24,7 @@ import pytest
 
 from continuum.untrusted import quoted
 from tests.e2e.operator_site import (
+    CONFIRM,
     HOSTILE,
     INJECTIONS,
     OTHER_RUN,
@@ -74,7 +75,7 @@ def site(tmp_path: Path) -> Iterator[tuple[Server, Seeded, Path]]:
     db = work / "store.db"
     seeded = seed(db)
     tokens = write_tokens(work / "tokens")
-    with serving(ui_command(db, tokens), work) as server:
+    with serving(ui_command(db, tokens), work, confirm=CONFIRM) as server:
         yield server, seeded, db
 
 
@@ -155,7 +156,7 @@ class Visit:
         assert self.all("[onmouseover]") == [] and self.all("[onerror]") == []
 
     def tokens_never_shown(self) -> None:
-        for token in TOKENS.values():
+        for token in (*TOKENS.values(), CONFIRM):
             assert all(token not in url for url in self.urls), self.urls
             assert token not in self.server.log()
             assert token not in self.driver.page_source
@@ -224,6 +225,7 @@ def test_confirm_records_what_the_cli_records(
     before = events(db, seeded.run_id)
     assert shown_seq == len(before)
     expected = _replay(db, tmp_path, seeded.run_id, "confirm", seeded.run_id)[len(before) :]
+    v.by("#confirm-form input[name=confirm_token]").send_keys(CONFIRM)
     v.submit(v.by("#confirm"))
     assert f"through sequence {shown_seq}" in v.by(".msg").text
     v.shot("done")
@@ -258,6 +260,7 @@ def test_reconcile_records_what_the_cli_records(
     form = v.by(f"#reconcile-{seeded.unknown_action}")
     form.find_element("css selector", "input[value=no]").click()
     form.find_element("css selector", "input[name=note]").send_keys(note)
+    form.find_element("css selector", "input[name=confirm_token]").send_keys(CONFIRM)
     v.shot("filled")
     v.submit(form.find_element("css selector", "button"))
     assert "is now" in v.by(".msg").text
@@ -294,6 +297,7 @@ def test_decide_records_what_the_cli_records(
     )[len(before) :]
     form = v.by(f"#decide-{approval}")
     form.find_element("css selector", "input[name=reason]").send_keys(reason)
+    form.find_element("css selector", "input[name=confirm_token]").send_keys(CONFIRM)
     v.submit(form.find_element("css selector", f"button[value={decision}]"))
     assert "recorded as human" in v.by(".msg").text
     v.shot("done")

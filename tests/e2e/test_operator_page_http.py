@@ -20,6 +20,7 @@ import pytest
 
 from tests.e2e.operator_site import (
     BOUND,
+    CONFIRM,
     RULES_TOML,
     TOKENS,
     Seeded,
@@ -44,7 +45,7 @@ def site(tmp_path: Path) -> Iterator[tuple[Server, Seeded, Path]]:
     (work / ".continuum" / "approvals.toml").write_text(RULES_TOML)
     db = work / "store.db"
     seeded = seed(db)
-    with serving(ui_command(db, write_tokens(work / "tokens")), work) as server:
+    with serving(ui_command(db, write_tokens(work / "tokens")), work, confirm=CONFIRM) as server:
         yield server, seeded, db
 
 
@@ -78,6 +79,7 @@ def confirm_form(client: httpx.Client, run_id: str) -> dict[str, str]:
         "scope": "default",
         "through_sequence": seq.group(1) if seq else "1",
         "head_hash": head.group(1) if head else "",
+        "confirm_token": CONFIRM,
     }
 
 
@@ -218,6 +220,7 @@ def test_decide_needs_a_reason_and_the_binding_that_was_shown(
             "approval_id": seeded.approvals[1],
             "decision": "deny",
             "scope": "call",
+            "confirm_token": CONFIRM,
         }
         before = store_bytes(db)
         for extra, code in (
@@ -260,7 +263,7 @@ def test_mcp_server_with_ui_serves_the_page_and_still_guards_mcp(tmp_path: Path)
     work.mkdir()
     db = work / "store.db"
     seeded = seed(db)
-    with serving(mcp_command(db, write_tokens(work / "tokens")), work) as server:
+    with serving(mcp_command(db, write_tokens(work / "tokens")), work, confirm=CONFIRM) as server:
         base = server.url.removesuffix("/ui/")
         with httpx.Client(base_url=base, timeout=BOUND) as anonymous:
             assert 'id="token"' in anonymous.get("/ui/").text
@@ -312,3 +315,285 @@ def test_over_tls_the_session_cookie_is_secure(tmp_path: Path) -> None:
             )
             assert answer.status_code == 303
             assert "secure" in answer.headers["set-cookie"].lower()
+
+
+# --- the person's confirm token (contract §5), cut values, live actions, many runs ---------
+
+
+@contextmanager
+def _served(db: Path, work: Path, role: str) -> Iterator[tuple[Server, httpx.Client]]:
+    """``continuum ui`` over ``db`` with the person's confirm token set, logged in as ``role``."""
+    with (
+        serving(ui_command(db, write_tokens(work / "tokens")), work, confirm=CONFIRM) as server,
+        logged_in(server, role) as client,
+    ):
+        yield server, client
+
+
+def _page_form(client: httpx.Client, run_id: str) -> tuple[str, str]:
+    page = client.get("/ui/run", params={"id": run_id}).text
+    csrf = CSRF.search(page)
+    assert csrf is not None
+    return page, csrf.group(1)
+
+
+def test_a_bearer_token_alone_records_nothing_the_confirm_token_is_needed(
+    site: tuple[Server, Seeded, Path],
+) -> None:
+    """contract §5: origin human over HTTP needs the person's separate confirm token, in
+    each form; a session (bearer token) alone records nothing, whatever it posts."""
+    server, seeded, db = site
+    with logged_in(server, "approve") as client:
+        page, csrf = _page_form(client, seeded.run_id)
+        # The page asks for it in a password field on every form that records.
+        assert page.count('type="password" name="confirm_token"') == 4  # confirm, 1+2
+        confirm = confirm_form(client, seeded.run_id)
+        forms = {
+            "/ui/confirm": confirm,
+            "/ui/reconcile": {
+                "csrf": csrf,
+                "run_id": seeded.run_id,
+                "action_id": seeded.unknown_action,
+                "attempt": "1",
+                "occurred": "no",
+            },
+            "/ui/decide": {
+                "csrf": csrf,
+                "run_id": seeded.run_id,
+                "approval_id": seeded.approvals[0],
+                "decision": "allow",
+                "reason": "r",
+                "scope": "call",
+            },
+        }
+        before = store_bytes(db)
+        for path, form in forms.items():
+            for token, code in (
+                (None, "ui.confirm_token_missing"),
+                ("", "ui.confirm_token_missing"),
+                (CONFIRM[:-1] + "x", "ui.confirm_token_mismatch"),
+                (TOKENS["approve"], "ui.confirm_token_mismatch"),  # the bearer token is not it
+            ):
+                data = {k: v for k, v in form.items() if k != "confirm_token"}
+                if token is not None:
+                    data["confirm_token"] = token
+                answer = client.post(path, data=data, headers=origin(server))
+                assert answer.status_code == 403 and code in answer.text, (path, code)
+                assert CONFIRM not in answer.text and "Nothing was recorded" in answer.text
+            assert store_bytes(db) == before
+            # Positive control: the same form with the person's confirm token is recorded.
+            done = client.post(
+                path, data={**form, "confirm_token": CONFIRM}, headers=origin(server)
+            )
+            assert done.status_code == 303, (path, done.text)
+            assert events(db, seeded.run_id)[-1]["source"] == "human"
+            assert CONFIRM not in client.get(done.headers["location"]).text
+            before = store_bytes(db)
+    assert CONFIRM not in server.log()
+
+
+def test_wrong_confirm_tokens_log_the_session_out(site: tuple[Server, Seeded, Path]) -> None:
+    server, seeded, db = site
+    with logged_in(server, "approve") as client:
+        form = confirm_form(client, seeded.run_id)
+        before = store_bytes(db)
+        for n in range(5):
+            answer = client.post(
+                "/ui/confirm", data={**form, "confirm_token": f"guess-{n}"}, headers=origin(server)
+            )
+            assert answer.status_code == 403 and "ui.confirm_token_mismatch" in answer.text
+        # Even the right token is refused now: the session is gone.
+        answer = client.post("/ui/confirm", data=form, headers=origin(server))
+        assert answer.status_code == 401 and "ui.not_logged_in" in answer.text
+        assert 'id="token"' in client.get("/ui/").text
+        assert store_bytes(db) == before
+
+
+@pytest.mark.parametrize("command", ["ui", "mcp"])
+def test_without_a_confirm_token_the_page_is_read_only(tmp_path: Path, command: str) -> None:
+    """contract §5: no confirm token configured -> nobody records origin human here."""
+    work = tmp_path / "work"
+    work.mkdir()
+    db = work / "store.db"
+    seeded = seed(db)
+    tokens = write_tokens(work / "tokens")
+    argv = ui_command(db, tokens) if command == "ui" else mcp_command(db, tokens)
+    with serving(argv, work, confirm=None) as server:
+        assert "read-only" in server.log() and "CONTINUUM_MCP_CONFIRM_TOKEN" in server.log()
+        with logged_in(server, "approve") as client:
+            page, csrf = _page_form(client, seeded.run_id)
+            assert 'id="read-only"' in page and "<form" not in page.split("</header>")[1]
+            assert 'id="read-only"' in client.get("/ui/").text
+            before = store_bytes(db)
+            form = {
+                "csrf": csrf,
+                "run_id": seeded.run_id,
+                "through_sequence": str(len(events(db, seeded.run_id))),
+                "confirm_token": CONFIRM,
+            }
+            answer = client.post("/ui/confirm", data=form, headers=origin(server))
+            assert answer.status_code == 403 and "ui.read_only" in answer.text
+            assert store_bytes(db) == before
+
+
+def test_allow_is_refused_for_arguments_too_long_to_show(tmp_path: Path) -> None:
+    """What Allow covers is shown in full, or Allow is not offered and not accepted."""
+    from continuum.approvals import ApprovalRules, parse_rules
+    from continuum.runtime import Continuum
+    from continuum.types import Origin
+
+    work = tmp_path / "work"
+    (work / ".continuum").mkdir(parents=True)
+    (work / ".continuum" / "approvals.toml").write_text(RULES_TOML)
+    db = work / "store.db"
+    rules = ApprovalRules(rules=parse_rules(RULES_TOML, "approvals.toml"))
+    with Continuum.open(str(db), origin=Origin.EXTERNAL_AGENT, approvals=rules) as rt:
+        rt.start_run("long", "pay")
+        memo = "routine " + "." * 20_000
+        asked = rt.intercept("long", "wire_money", {"memo": memo, "to": "PAYEE-9"}, key="w")
+        short = rt.intercept("long", "wire_money", {"memo": "." * 500, "to": "PAYEE-7"}, key="v")
+    with _served(db, work, "approve") as (server, client):
+        page, csrf = _page_form(client, "long")
+        card = page.split(f'id="approval-{asked.approval_id}"')[1].split('class="card')[0]
+        assert "ARGUMENTS CUT" in card and 'value="allow"' not in card
+        assert 'value="deny"' in card and "continuum decide" in card
+        other = page.split(f'id="approval-{short.approval_id}"')[1]
+        assert "PAYEE-7" in other and 'value="allow"' in other  # past 400 chars, shown
+        before = store_bytes(db)
+        form = {
+            "csrf": csrf,
+            "run_id": "long",
+            "approval_id": asked.approval_id or "",
+            "reason": "looks fine",
+            "scope": "call",
+            "confirm_token": CONFIRM,
+        }
+        allow = client.post(
+            "/ui/decide", data={**form, "decision": "allow"}, headers=origin(server)
+        )
+        assert allow.status_code == 409 and "ui.too_long_to_show" in allow.text
+        assert store_bytes(db) == before
+        deny = client.post("/ui/decide", data={**form, "decision": "deny"}, headers=origin(server))
+        assert deny.status_code == 303  # control: denying needs no full view
+        assert events(db, "long")[-1]["type"] == "approval_denied"
+
+
+def test_confirm_is_refused_when_evidence_is_too_long_to_show(tmp_path: Path) -> None:
+    """contract §5: what a person confirms was all on the page, or nothing is confirmed."""
+    from continuum.events import EventType
+    from continuum.runtime import Continuum
+    from continuum.types import Origin
+
+    work = tmp_path / "work"
+    work.mkdir()
+    db = work / "store.db"
+    with Continuum.open(str(db), origin=Origin.EXTERNAL_AGENT) as rt:
+        rt.start_run("ev", "check")
+        hidden = "ok " + "." * 20_000 + " BURIED-CLAIM"
+        rt.append("ev", EventType.EVIDENCE_ADDED, {"evidence_id": "e1", "text": hidden})
+    with _served(db, work, "approve") as (server, client):
+        page, csrf = _page_form(client, "ev")
+        assert 'id="no-confirm"' in page and 'id="confirm-form"' not in page
+        before = store_bytes(db)
+        answer = client.post(
+            "/ui/confirm",
+            headers=origin(server),
+            data={
+                "csrf": csrf,
+                "run_id": "ev",
+                "scope": "all",
+                "through_sequence": str(len(events(db, "ev"))),
+                "confirm_token": CONFIRM,
+            },
+        )
+        assert answer.status_code == 409 and "ui.too_long_to_show" in answer.text
+        assert store_bytes(db) == before
+
+
+def test_a_live_started_action_is_shown_in_progress_and_not_settled(tmp_path: Path) -> None:
+    """contract §7: only an unknown, interrupted or agent-failed action is settled by a
+    person; one a live process performs is in progress. The form is bound to its attempt."""
+    from continuum.runtime import Continuum
+    from continuum.types import Origin
+
+    work = tmp_path / "work"
+    work.mkdir()
+    db = work / "store.db"
+    with Continuum.open(str(db), origin=Origin.EXTERNAL_AGENT) as rt:
+        rt.start_run("live", "send")
+        # Owned by this test process, which is alive while the page is asked.
+        live = rt.intercept("live", "send_mail", {"to": "a"}, key="m1").action_id or ""
+        gone = rt.intercept("live", "send_mail", {"to": "b"}, key="m2").action_id or ""
+        rt.fail("live", gone, error="timeout")  # unknown: a person settles it
+    with _served(db, work, "approve") as (server, client):
+        page, csrf = _page_form(client, "live")
+        card = page.split(f'id="action-{live}"')[1].split('class="card')[0]
+        assert "in progress (owned by a live process/session)" in card
+        assert f'id="reconcile-{live}"' not in page and f'id="reconcile-{gone}"' in page
+        before = store_bytes(db)
+        base = {"csrf": csrf, "run_id": "live", "occurred": "no", "confirm_token": CONFIRM}
+        for extra, code in (
+            ({"action_id": live, "attempt": "1"}, "ui.action_in_progress"),
+            ({"action_id": gone, "attempt": "2"}, "ui.action_changed"),
+            ({"action_id": gone}, "usage.bad_attempt"),
+            ({"action_id": gone, "attempt": "1", "note": "ok\u202eevil"}, "usage.bad_note"),
+            ({"action_id": gone, "attempt": "1", "note": "a\x1b[2Kb"}, "usage.bad_note"),
+        ):
+            answer = client.post("/ui/reconcile", data={**base, **extra}, headers=origin(server))
+            assert answer.status_code in (400, 409) and code in answer.text, (code, answer.text)
+        assert store_bytes(db) == before
+        done = client.post(  # control: the unknown one, as shown, is settled
+            "/ui/reconcile",
+            data={**base, "action_id": gone, "attempt": "1", "note": "checked"},
+            headers=origin(server),
+        )
+        assert done.status_code == 303
+        assert events(db, "live")[-1]["type"] == "action_reconciled"
+
+
+def test_runs_waiting_for_a_person_are_listed_before_a_flood_of_new_runs(tmp_path: Path) -> None:
+    from continuum.approvals import ApprovalRules, parse_rules
+    from continuum.runtime import Continuum
+    from continuum.types import Origin
+
+    work = tmp_path / "work"
+    work.mkdir()
+    db = work / "store.db"
+    rules = ApprovalRules(rules=parse_rules(RULES_TOML, "approvals.toml"))
+    with Continuum.open(str(db), origin=Origin.EXTERNAL_AGENT, approvals=rules) as rt:
+        rt.start_run("needs-a-decision", "pay")
+        rt.intercept("needs-a-decision", "wire_money", {"to": "x"}, key="w")
+        rt.start_run("needs-a-check", "mail")
+        unknown = rt.intercept("needs-a-check", "send_mail", {"to": "y"}, key="m")
+        rt.fail("needs-a-check", unknown.action_id or "", error="timeout")
+        rt.start_run("old-quiet-run", "nothing")
+        for i in range(205):
+            rt.start_run(f"noise-{i:03}", "noise")
+    with _served(db, work, "read") as (server, client):
+        home = client.get("/ui/").text
+    rows = re.findall(r'<tr class="run">.*?</tr>', home)
+    assert len(rows) == 200
+    assert "needs-a-decision" in rows[0] + rows[1] and "needs-a-check" in rows[0] + rows[1]
+    assert "old-quiet-run" not in home  # the oldest quiet run is the one left out...
+    assert re.search(r'id="more">8 more not shown', home)  # ...and that is said
+    assert 'id="open-run"' in home  # a way in for any run
+
+
+def test_ui_refuses_a_confirm_token_that_is_also_a_bearer_token(tmp_path: Path) -> None:
+    """contract §5: the confirm token is a secret of its own (start-up refuses reuse)."""
+    import os
+
+    db = tmp_path / "store.db"
+    seed(db)
+    command = ui_command(db, write_tokens(tmp_path / "tokens"))
+    for confirm, code in ((TOKENS["approve"], 1), (CONFIRM, None)):
+        env = {**os.environ, "CONTINUUM_MCP_CONFIRM_TOKEN": confirm}
+        if code is None:  # control: a secret of its own starts (checked by serving())
+            with serving(command, tmp_path, confirm=confirm) as server:
+                assert "read-only" not in server.log()
+            continue
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=BOUND, check=False
+        )
+        assert done.returncode == code and "mcp.secret_reused" in done.stderr
+        assert confirm not in done.stderr

@@ -100,3 +100,115 @@ def test_sessions_expire_when_idle_and_check_their_csrf_token() -> None:
     assert not session.csrf_ok(session.csrf[:-1] + "x")
     now[0] += IDLE_SECONDS + 1
     assert sessions.get(sid) is None
+
+
+# --- what a button covers is shown; live actions; read-only; the confirm gate -------------
+
+
+def _view(rt: Continuum, run_id: str, interrupted: frozenset[str] = frozenset()) -> page.RunView:
+    state = rt.state(run_id)
+    return page.RunView(
+        run_id=run_id,
+        status="active",
+        state=state,
+        verdict="request_human",
+        rationale="r",
+        next_allowed_action=None,
+        chain_ok=True,
+        trusted_through=state.sequence,
+        head_sequence=state.sequence,
+        violations=0,
+        actions=rt.actions(run_id),
+        interrupted=interrupted,
+        approvals=rt.approvals(run_id),
+    )
+
+
+def _card(html: str, ident: str) -> str:
+    return html.split(f'id="{ident}"')[1].split('class="card')[0]
+
+
+def test_allow_covers_only_arguments_shown_in_full(tmp_path: Path) -> None:
+    from continuum.approvals import ApprovalRules, parse_rules
+
+    rules = ApprovalRules(rules=parse_rules('[[approval]]\naction_type = "pay"\n', "a.toml"))
+    with Continuum.open(
+        str(tmp_path / "s.db"), origin=Origin.EXTERNAL_AGENT, approvals=rules
+    ) as rt:
+        rt.start_run(RUN, "g")
+        # The payee sits past the old 400-character cut (the reviewer's r2).
+        pushed = {"memo": "routine " + "." * 380, "to": "ATTACKER-IBAN-666" + HOSTILE}
+        shown = rt.intercept(RUN, "pay", pushed, key="a").approval_id or ""
+        huge = {"memo": "." * page.SHOW_CHARS, "to": "HIDDEN-PAYEE"}
+        cut = rt.intercept(RUN, "pay", huge, key="b").approval_id or ""
+        html = page.run_page("/ui", ACTOR, "csrf-token", _view(rt, RUN))
+    assert raw_markup(html) == []
+    first = _card(html, f"approval-{shown}")
+    assert "ATTACKER-IBAN-666" in first and 'value="allow"' in first
+    assert "&lt;script&gt;" in first and "\\u202e" in first  # escaped in the JSON block
+    second = _card(html, f"approval-{cut}")
+    assert "ARGUMENTS CUT" in second and "HIDDEN-PAYEE" not in second
+    assert 'value="allow"' not in second and 'value="deny"' in second
+    assert page.arguments_cut(huge) and not page.arguments_cut(pushed)
+
+
+def test_confirm_is_offered_only_when_all_it_covers_is_shown(tmp_path: Path) -> None:
+    with Continuum.open(str(tmp_path / "s.db"), origin=Origin.EXTERNAL_AGENT) as rt:
+        rt.start_run(RUN, "g")
+        long_text = "x" * 700 + " TAIL-OF-EVIDENCE"  # past the old 600-character cut
+        rt.append(RUN, EventType.EVIDENCE_ADDED, {"evidence_id": "e1", "text": long_text})
+        html = page.run_page("/ui", ACTOR, "csrf-token", _view(rt, RUN))
+        assert "TAIL-OF-EVIDENCE" in html and 'id="confirm-form"' in html
+        assert page.confirm_cut(rt.state(RUN)) == []
+        too_long = "y" * page.SHOW_CHARS + " BURIED"
+        rt.append(RUN, EventType.FINDING_ADDED, {"finding_id": "f1", "text": too_long})
+        html = page.run_page("/ui", ACTOR, "csrf-token", _view(rt, RUN))
+        assert page.confirm_cut(rt.state(RUN)) == ["findings"]
+    assert "BURIED" not in html and 'id="confirm-form"' not in html and 'id="no-confirm"' in html
+
+
+def test_only_unknown_interrupted_or_agent_failed_actions_get_a_reconcile_form(
+    tmp_path: Path,
+) -> None:
+    with Continuum.open(str(tmp_path / "s.db"), origin=Origin.EXTERNAL_AGENT) as rt:
+        rt.start_run(RUN, "g")
+        live = rt.intercept(RUN, "send", {"n": 1}, key="live").action_id or ""
+        dead = rt.intercept(RUN, "send", {"n": 2}, key="dead").action_id or ""
+        unknown = rt.intercept(RUN, "send", {"n": 3}, key="unknown").action_id or ""
+        rt.fail(RUN, unknown, error="timeout")
+        html = page.run_page("/ui", ACTOR, "csrf-token", _view(rt, RUN, frozenset({dead})))
+    assert "in progress (owned by a live process/session)" in _card(html, f"action-{live}")
+    assert f'id="reconcile-{live}"' not in html  # a live owner's action: no form
+    for settle in (dead, unknown):
+        assert f'id="reconcile-{settle}"' in html
+    assert 'name="attempt" value="1"' in html
+
+
+def test_read_only_page_offers_no_form_and_says_why(tmp_path: Path) -> None:
+    with Continuum.open(str(tmp_path / "s.db"), origin=Origin.EXTERNAL_AGENT) as rt:
+        rt.start_run(RUN, "g")
+        started = rt.intercept(RUN, "send", {"n": 1}, key="k").action_id or ""
+        rt.fail(RUN, started, error="timeout")
+        view = _view(rt, RUN)
+    why = "read-only: no confirm token is configured (X_CONFIRM)"
+    html = page.run_page("/ui", ACTOR, "csrf-token", view, read_only=why)
+    assert html.count("<form") == 1 and 'id="read-only"' in html and "X_CONFIRM" in html
+    # Control: the same page, writable, has the confirm and reconcile forms.
+    assert page.run_page("/ui", ACTOR, "csrf-token", view).count("<form") == 3
+
+
+def test_the_runs_page_says_how_many_more_runs_are_not_shown() -> None:
+    rows = [page.RunRow("r", "g", "active", 1, "t", "resume", 1, 2)]
+    html = page.runs_page("/ui", ACTOR, "c", rows, more=7, more_waiting=3)
+    assert "7 more not shown (3 of them waiting for a person)" in html
+    assert 'id="more"' not in page.runs_page("/ui", ACTOR, "c", rows)
+
+
+def test_the_confirm_gate_fails_closed() -> None:
+    from continuum.ui.sessions import ConfirmGate
+
+    gate = ConfirmGate(lambda presented: presented == "right", "X")
+    assert gate.accepts("right")
+    assert not gate.accepts("wrong") and not gate.accepts("") and not gate.accepts(None)
+    off = ConfirmGate(None, "X")
+    assert not off.enabled and not off.accepts("right")

@@ -7,6 +7,7 @@ accept exactly the same set-ups); the page itself is ``continuum.ui``.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -47,6 +48,9 @@ def ui_cmd(
     actions and pending approvals, with confirm, reconcile and decide for a person.
 
     Log in with a token of --token-file (typed into the page's form, never put in a URL).
+    Confirm, reconcile and decide also need the person's confirm token, typed into each
+    form: set CONTINUUM_MCP_CONFIRM_TOKEN (as for continuum-mcp); unset, the page is
+    read-only.
     Runs until SIGTERM or Ctrl-C. See references/operators.md, "The operator page".
     """
     # Imported here: the HTTP stack is loaded only by the command that serves.
@@ -66,7 +70,9 @@ def ui_cmd(
     )
     if problem:
         raise click.UsageError(problem)
-    # env={}: the stdio gate variables and the MCP confirm token are no concern of the page.
+    # The person's confirm token (CONTINUUM_MCP_CONFIRM_TOKEN), read as continuum-mcp reads
+    # it (contract §5); the stdio gate variables are no concern of the page.
+    env = {k: v for k, v in os.environ.items() if k not in http.STDIO_GATE_VARIABLES}
     config = http.load_http_config(
         listen=listen,
         token_file=token_file,
@@ -75,7 +81,7 @@ def ui_cmd(
         tls_client_ca=None,
         max_body=MAX_FORM_BYTES,
         max_in_flight=MAX_IN_FLIGHT,
-        env={},
+        env=env,
     )
     url = resolve_url(s.db)
     Continuum.open(url, create=False).close()  # a missing or foreign store: refuse to start

@@ -66,6 +66,7 @@ from continuum.mcp.auth import (
     ALLOW_ALIAS_ENV,
     ALLOW_ENV,
     CLIENT_TOKENS_ENV,
+    CONFIRM_TOKEN_ENV,
     TOKEN_ENV,
     Secret,
     load_confirm_token,
@@ -81,7 +82,7 @@ from continuum.mcp.roles import (
     load_token_file,
 )
 from continuum.mcp.transport import MAX_IN_FLIGHT_FLAG, SERVER_BUSY
-from continuum.ui import Principal, operator_routes, ui_paths
+from continuum.ui import ConfirmGate, Principal, operator_routes, ui_paths
 
 __all__ = [
     "AUTH_REFUSED",
@@ -551,7 +552,17 @@ def build_app(
 def operator_page(config: HttpConfig, store_url: str) -> tuple[list[BaseRoute], list[str]]:
     """The operator page's routes (``--ui``, ``continuum ui``) and their paths, which skip
     the bearer check: the page logs in with a token from the same token file, POSTed in a
-    form, and acts only for a role that may call ``continuum_confirm``."""
+    form, and acts only for a role that may call ``continuum_confirm`` and only with the
+    person's confirm token (``CONTINUUM_MCP_CONFIRM_TOKEN``) typed into each form; without
+    one configured the page is read-only (said on stderr here, at start-up)."""
+    secret = config.confirm_token
+    gate = ConfirmGate(secret.matches if secret is not None else None, CONFIRM_TOKEN_ENV)
+    if secret is None:
+        sys.stderr.write(
+            f"continuum: the operator page is read-only ({CONFIRM_TOKEN_ENV} is not set: "
+            "confirm, reconcile and decide need the person's confirm token)\n"
+        )
+        sys.stderr.flush()
 
     def principal(token: str) -> Principal | None:
         grant = config.tokens.lookup(token) if token else None
@@ -563,7 +574,10 @@ def operator_page(config: HttpConfig, store_url: str) -> tuple[list[BaseRoute], 
             f"token-file line {grant.line}",
         )
 
-    return (operator_routes(store_url, principal, secure=config.tls is not None), ui_paths())
+    return (
+        operator_routes(store_url, principal, confirm=gate, secure=config.tls is not None),
+        ui_paths(),
+    )
 
 
 # --- serving -----------------------------------------------------------------------

@@ -11,13 +11,21 @@ Served by ``continuum ui --listen`` or by ``continuum-mcp --transport streamable
   in an HttpOnly SameSite=Strict cookie, a CSRF token per session.
 - ``routes``: the Starlette routes; confirm, reconcile and decide record exactly what
   ``continuum confirm|reconcile|decide`` record (origin human), for the ``approve`` and
-  ``admin`` roles only.
+  ``admin`` roles only, and only with the person's confirm token typed into the form
+  (``ConfirmGate``; none configured: the page is read-only).
 
 This package knows nothing of the MCP server or the token file: whoever mounts it passes
 a function that turns a presented token into a ``Principal`` (``mcp.http.operator_page``).
 """
 
 from continuum.ui.routes import UI_PREFIX, operator_routes, ui_paths
-from continuum.ui.sessions import Authenticator, Principal
+from continuum.ui.sessions import Authenticator, ConfirmGate, Principal
 
-__all__ = ["UI_PREFIX", "Authenticator", "Principal", "operator_routes", "ui_paths"]
+__all__ = [
+    "UI_PREFIX",
+    "Authenticator",
+    "ConfirmGate",
+    "Principal",
+    "operator_routes",
+    "ui_paths",
+]

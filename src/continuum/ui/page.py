@@ -11,6 +11,11 @@ Two ways a value reaches the page, and nothing else:
 
 Attribute values (hidden form fields, links) are HTML-escaped with quotes. The page has
 no script at all; its style sheet is served from the same origin.
+
+What a button covers is shown in full: an approval's arguments (pretty-printed JSON) for
+Allow, and everything a confirmation covers (goal, plan, model, evidence, findings,
+decisions) for Confirm, each up to ``SHOW_CHARS`` characters; past that the value is
+shown cut, saying so, and the button is not offered (the CLI shows and records it).
 """
 
 from __future__ import annotations
@@ -24,8 +29,19 @@ from urllib.parse import quote as url_quote
 
 from continuum.approvals import ApprovalInfo
 from continuum.projection import ActionRecord, Item, Provenance, State
+from continuum.types import ActionStatus
 from continuum.ui.sessions import Principal
-from continuum.untrusted import json_safe, origin_words, quoted, terminal_safe
+from continuum.untrusted import as_typed, json_safe, origin_words, quoted, terminal_safe
+
+SHOW_CHARS = 16_000
+"""Longest value shown in full (as ``continuum decide`` shows arguments); a longer one is
+cut, said to be cut, and no button that would cover it is offered."""
+
+CONFIRM_TOKEN_LABEL = (
+    '<label>confirm token <input type="password" name="confirm_token" '
+    'autocomplete="off" required></label> '
+)
+"""The person's own confirm token, typed for each change (never kept by the page)."""
 
 AGENT_NOTICE = (
     "Text in double quotes was written by an agent unless labelled otherwise, "
@@ -46,7 +62,8 @@ word-break:break-all}.label{color:#646970;font-size:.9em}
 .msg.error{border-color:#b32d2e}.card{background:#fff;border:1px solid #dcdcde;padding:.8em;
 margin:.6em 0}form.inline{display:inline}fieldset{border:1px solid #dcdcde;margin:.4em 0}
 button{padding:.3em .9em;margin:.2em .2em .2em 0}input[type=text],input[type=password]{width:22em}
-.notice{color:#646970;font-size:.9em}
+.notice{color:#646970;font-size:.9em}pre.agent{margin:.3em 0;padding:.4em;max-height:40em;
+overflow:auto}
 """
 
 
@@ -65,6 +82,52 @@ def agent(value: Any, *, limit: int | None = None) -> str:
 
 def agent_json(value: Any, *, limit: int = 400) -> str:
     return agent(json_safe(json.dumps(value, ensure_ascii=False, sort_keys=True)), limit=limit)
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON with every unsafe character escaped (the JSON is the same
+    value; strings cannot hold a raw line break, so each line is the JSON's own)."""
+    return json_safe(json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2))
+
+
+def arguments_cut(value: Any) -> bool:
+    """True when the page cannot show these arguments in full."""
+    return len(pretty_json(value)) > SHOW_CHARS
+
+
+def agent_block(value: Any, what: str) -> str:
+    """Arguments written by an agent: in full as indented JSON in a block marked as the
+    agent's, or past ``SHOW_CHARS`` the first part and a line saying it was cut."""
+    full = pretty_json(value)
+    shown = full[:SHOW_CHARS]
+    cut = (
+        f'<br><strong class="bad">{text(what.upper())} CUT</strong>: '
+        f"{text(f'the first {len(shown)} of {len(full)} characters are shown.')}"
+        if len(full) > len(shown)
+        else ""
+    )
+    lines = "\n".join(terminal_safe(line) for line in shown.split("\n"))
+    return (
+        f'<pre class="agent" title="written by an agent">{html.escape(lines, quote=True)}</pre>'
+        + cut
+    )
+
+
+def confirm_cut(state: State) -> list[str]:
+    """What a confirmation of ``state`` covers that the page cannot show in full."""
+    values: list[tuple[str, Any]] = [
+        ("goal", state.goal.value if state.goal else None),
+        ("model", state.model),
+        *(("plan", step) for step in state.plan),
+    ]
+    for what, items in (
+        ("evidence", state.evidence.values()),
+        ("findings", state.findings.values()),
+        ("decisions", state.decisions.values()),
+    ):
+        for i in items:
+            values += [(what, i.id), (what, i.text), (what, i.path)]
+    return sorted({what for what, v in values if v is not None and len(str(v)) > SHOW_CHARS})
 
 
 def attr(value: str) -> str:
@@ -150,6 +213,16 @@ class RunRow:
     created_at: str
     verdict: str
     pending_approvals: int
+    unresolved_actions: int = 0
+
+
+def _read_only_notice(read_only: str | None) -> str:
+    return (
+        f'<p class="msg error" id="read-only" role="status">{text(read_only)}: nothing can be '
+        "confirmed, reconciled or decided here.</p>"
+        if read_only
+        else ""
+    )
 
 
 def runs_page(
@@ -158,19 +231,46 @@ def runs_page(
     csrf: str,
     rows: Sequence[RunRow],
     messages: Sequence[tuple[str, str]] = (),
+    *,
+    more: int = 0,
+    more_waiting: int = 0,
+    read_only: str | None = None,
 ) -> str:
+    """The runs: those waiting for a person first (the caller orders them), then the
+    rest; ``more`` runs not listed, ``more_waiting`` of them waiting for a person."""
     lines = "".join(
         f'<tr class="run"><td><a href="{run_link(prefix, r.run_id)}">{agent(r.run_id, limit=80)}</a>'
         f"</td><td>{agent(r.goal, limit=160)}</td><td>{text(r.status)}</td>"
         f"<td>{_verdict(r.verdict)}</td><td>{text(r.head_sequence)}</td>"
-        f"<td>{text(r.pending_approvals)}</td><td>{text(r.created_at)}</td></tr>"
+        f"<td>{text(r.pending_approvals)}</td><td>{text(r.unresolved_actions)}</td>"
+        f"<td>{text(r.created_at)}</td></tr>"
         for r in rows
     )
-    body = f'<p class="notice">{text(AGENT_NOTICE)}</p><h2>Runs</h2>' + (
-        f'<table id="runs"><tr><th>run</th><th>goal</th><th>status</th><th>verdict</th>'
-        f"<th>events</th><th>approvals waiting</th><th>created</th></tr>{lines}</table>"
-        if rows
-        else "<p>No runs in this store.</p>"
+    hidden = (
+        f'<p id="more">{text(more)} more not shown'
+        + (f" ({text(more_waiting)} of them waiting for a person)" if more_waiting else "")
+        + ": runs waiting for a person are listed first; open any run by its id below, or "
+        "list them all with continuum runs.</p>"
+        if more
+        else ""
+    )
+    lookup = (
+        f'<form method="get" action="{attr(prefix)}/run" id="open-run">'
+        '<label>open run <input type="text" name="id" required></label> '
+        '<button type="submit">Open</button></form>'
+    )
+    body = (
+        _read_only_notice(read_only)
+        + f'<p class="notice">{text(AGENT_NOTICE)}</p><h2>Runs</h2>'
+        + (
+            f'<table id="runs"><tr><th>run</th><th>goal</th><th>status</th><th>verdict</th>'
+            f"<th>events</th><th>approvals waiting</th><th>unresolved actions</th>"
+            f"<th>created</th></tr>{lines}</table>"
+            if rows
+            else "<p>No runs in this store.</p>"
+        )
+        + hidden
+        + lookup
     )
     return document(
         "continuum: runs", body, prefix=prefix, principal=principal, csrf=csrf, messages=messages
@@ -197,9 +297,14 @@ class RunView:
 
 
 def _items(title: str, items: Iterable[Item]) -> str:
+    # In full (up to SHOW_CHARS): "Confirm everything shown" covers them.
     rows = "".join(
-        f"<tr><td>{agent(i.id, limit=120)}</td><td>{agent(i.text, limit=600)}"
-        + (f'<br><span class="label">file</span> {agent(i.path, limit=300)}' if i.path else "")
+        f"<tr><td>{agent(i.id, limit=SHOW_CHARS)}</td><td>{agent(i.text, limit=SHOW_CHARS)}"
+        + (
+            f'<br><span class="label">file</span> {agent(i.path, limit=SHOW_CHARS)}'
+            if i.path
+            else ""
+        )
         + f"</td><td>{text(i.status)}{provenance(i.provenance)}</td></tr>"
         for i in items
     )
@@ -234,7 +339,8 @@ def _confirm_form(prefix: str, v: RunView, csrf: str) -> str:
         + f'<label>Confirm <select name="scope">{options}</select></label> '
         f"as true, through sequence {text(s.sequence)} (event hash "
         f"{text((s.head_hash or '-')[:12])}) "
-        '<button type="submit" id="confirm">Confirm as a person</button></form>'
+        + CONFIRM_TOKEN_LABEL
+        + '<button type="submit" id="confirm">Confirm as a person</button></form>'
     )
 
 
@@ -246,25 +352,48 @@ def _reconcile_form(prefix: str, run_id: str, a: ActionRecord, csrf: str) -> str
         + _hidden("csrf", csrf)
         + _hidden("run_id", run_id)
         + _hidden("action_id", a.action_id)
+        + _hidden("attempt", str(a.attempt))
         + "<fieldset><legend>Settle it, after checking the external system</legend>"
         '<label><input type="radio" name="occurred" value="yes" required> it DID happen</label> '
         '<label><input type="radio" name="occurred" value="no"> it did NOT happen</label><br>'
         '<label>external id <input type="text" name="external_id"></label><br>'
         '<label>how it was checked <input type="text" name="note"></label><br>'
-        '<button type="submit">Record as a person</button></fieldset></form>'
+        + CONFIRM_TOKEN_LABEL
+        + '<button type="submit">Record as a person</button></fieldset></form>'
     )
 
 
+def to_settle(v: RunView, a: ActionRecord) -> bool:
+    """A person may settle it: unknown, interrupted (started, its owner gone), or failed
+    on an agent's word. A ``started`` action whose owner is alive is in progress."""
+    return a.status == ActionStatus.UNKNOWN or a.action_id in v.interrupted or a.failure_unconfirmed
+
+
+def in_progress(v: RunView, a: ActionRecord) -> bool:
+    return a.status == ActionStatus.STARTED and a.action_id not in v.interrupted
+
+
 def _action_row(prefix: str, v: RunView, a: ActionRecord, csrf: str | None) -> str:
-    status = "unknown (interrupted)" if a.action_id in v.interrupted else str(a.status)
-    detail = f"<br>arguments {agent_json(a.arguments)}"
+    status = (
+        "unknown (interrupted)"
+        if a.action_id in v.interrupted
+        else "in progress (owned by a live process/session)"
+        if in_progress(v, a)
+        else "failed (on an agent's word: unconfirmed)"
+        if a.failure_unconfirmed
+        else str(a.status)
+    )
+    detail = f'<br><span class="label">arguments</span>{agent_block(a.arguments, "arguments")}'
+
     if a.error:
         detail += f'<br><span class="label">error</span> {agent(a.error, limit=300)}'
     if a.note:
         detail += f'<br><span class="label">note</span> {agent(a.note, limit=300)}'
     if a.external_id:
         detail += f'<br><span class="label">external id</span> {agent(a.external_id, limit=120)}'
-    form = _reconcile_form(prefix, v.run_id, a, csrf) if csrf is not None else ""
+    form = (
+        _reconcile_form(prefix, v.run_id, a, csrf) if csrf is not None and to_settle(v, a) else ""
+    )
     return (
         f'<div class="card action" id="action-{attr(a.action_id)}">'
         f"{text(a.action_id)} {agent(a.action_key, limit=160)} of type "
@@ -284,8 +413,15 @@ def _decide_form(prefix: str, a: ApprovalInfo, csrf: str) -> str:
         + '<label>reason <input type="text" name="reason" required></label> '
         '<label>scope <select name="scope"><option value="call">this call, once</option>'
         '<option value="run">this action type, rest of the run</option></select></label> '
-        '<button type="submit" name="decision" value="allow">Allow</button>'
-        '<button type="submit" name="decision" value="deny">Deny</button></form>'
+        + CONFIRM_TOKEN_LABEL
+        + (
+            '<br><span class="bad">No Allow here: the arguments are too long to show in '
+            f"full. Read them and allow with continuum decide {text(a.id)} --allow --reason ... (the CLI)."
+            "</span><br>"
+            if arguments_cut(a.arguments)
+            else '<button type="submit" name="decision" value="allow">Allow</button>'
+        )
+        + '<button type="submit" name="decision" value="deny">Deny</button></form>'
     )
 
 
@@ -297,9 +433,10 @@ def _approval(prefix: str, a: ApprovalInfo, csrf: str | None) -> str:
         f"{agent(a.action_type, limit=120)}, {text(a.status)}"
         f"{origin_label(str(a.provenance.origin), a.provenance.sequence)}"
         + (f"<br>key {agent(a.key, limit=200)}" if a.key else "")
-        + f"<br>arguments {agent_json(a.arguments)}"
+        + '<br><span class="label">arguments, in full, as JSON written by the agent</span>'
+        + agent_block(a.arguments, "arguments")
         + (
-            f'<br><span class="label">arguments sha256</span> {text(a.arguments_hash)}'
+            f'<span class="label">arguments sha256</span> {text(a.arguments_hash)}'
             if a.arguments_hash
             else ""
         )
@@ -315,9 +452,12 @@ def run_page(
     csrf: str,
     v: RunView,
     messages: Sequence[tuple[str, str]] = (),
+    *,
+    read_only: str | None = None,
 ) -> str:
+    """``read_only``: why nobody may act on this page (no confirm token configured)."""
     s = v.state
-    act = csrf if principal.may_act else None
+    act = csrf if principal.may_act and read_only is None else None
     chain = (
         f'<span class="ok">verified through sequence {text(v.trusted_through)}</span> '
         f"of {text(v.head_sequence)}"
@@ -327,9 +467,11 @@ def run_page(
         "</span>"
     )
     unresolved = [a for a in v.actions if a.needs_human or a.action_id in v.interrupted]
-    goal = agent(s.goal.value) + provenance(s.goal.provenance) if s.goal else "-"
-    plan = ", ".join(agent(step, limit=200) for step in s.plan) or "-"
+    goal = agent(s.goal.value, limit=SHOW_CHARS) + provenance(s.goal.provenance) if s.goal else "-"
+    plan = ", ".join(agent(step, limit=SHOW_CHARS) for step in s.plan) or "-"
+    cut = confirm_cut(s)
     body = [
+        _read_only_notice(read_only),
         f'<p class="notice">{text(AGENT_NOTICE)}</p>',
         f"<h2>Run {agent(v.run_id)}</h2>",
         '<table id="summary">',
@@ -345,10 +487,16 @@ def run_page(
         f"<tr><th>goal</th><td>{goal}</td></tr>",
         f'<tr><th>progress</th><td id="progress">{_progress(s)}</td></tr>',
         f"<tr><th>plan</th><td>{plan}{provenance(s.plan_provenance)}</td></tr>",
-        f"<tr><th>model</th><td>{agent(s.model) if s.model else '-'}"
+        f"<tr><th>model</th><td>{agent(s.model, limit=SHOW_CHARS) if s.model else '-'}"
         f"{provenance(s.model_provenance)}</td></tr></table>",
     ]
-    if act is not None and s.sequence:
+    if act is not None and s.sequence and cut:
+        body.append(
+            f'<p class="bad" id="no-confirm">No Confirm here: {text(", ".join(cut))} too long '
+            f"to show in full. Review and confirm with continuum confirm "
+            f"{text(as_typed(v.run_id))} (the CLI).</p>"
+        )
+    elif act is not None and s.sequence:
         body.append(_confirm_form(prefix, v, act))
     body.append("<h2>Evidence, findings, decisions</h2>")
     body.append(
@@ -371,7 +519,7 @@ def run_page(
             for a in settled
         )
         body.append(f"<h2>Other actions</h2><table>{rows}</table>")
-    if not principal.may_act:
+    if not principal.may_act and read_only is None:
         body.append(
             '<p class="notice">Your role may read only: confirming, reconciling and '
             "deciding need a token with role approve or admin.</p>"

@@ -2,7 +2,9 @@
 
 GET pages read; every change is a POST that carries the session's CSRF token and comes
 from this page's own origin (``Origin``, else ``Referer``, must match ``Host``), by a
-session whose role may act. Confirm, reconcile and decide call the facade exactly as
+session whose role may act, and carries the person's confirm token, typed into the form
+each time (``ConfirmGate``; contract §5: a bearer token alone never records origin human;
+with no confirm token configured the page is read-only). Confirm, reconcile and decide call the facade exactly as
 ``continuum confirm|reconcile|decide`` do, with origin human: confirm covers the sequence
 and event hash that were shown (and refuses if the run moved on since), decide is bound
 to the call that was shown (``expect_binding``). Anything refused records nothing.
@@ -22,15 +24,26 @@ from starlette.routing import BaseRoute, Route
 
 from continuum.errors import ContinuumError, UsageError
 from continuum.runtime import Continuum
-from continuum.types import Origin
+from continuum.store.base import MAX_PAGE
+from continuum.types import ActionStatus, Origin
 from continuum.ui import page
-from continuum.ui.sessions import COOKIE_NAME, MAX_AGE_SECONDS, Authenticator, Session, Sessions
+from continuum.ui.sessions import (
+    COOKIE_NAME,
+    MAX_AGE_SECONDS,
+    Authenticator,
+    ConfirmGate,
+    Session,
+    Sessions,
+)
+from continuum.untrusted import as_typed, unsafe_characters
 
 __all__ = ["UI_PREFIX", "operator_routes", "ui_paths"]
 
 UI_PREFIX = "/ui"
 MAX_FORM_BYTES = 64 * 1024
 MAX_RUNS_LISTED = 200
+MAX_CONFIRM_FAILURES = 5  # wrong confirm tokens before the session is logged out
+CONFIRM_FIELD = "confirm_token"
 SECURITY_HEADERS = {
     "content-security-policy": (
         "default-src 'none'; style-src 'self'; img-src 'self'; "
@@ -73,11 +86,22 @@ def _same_origin(request: Request) -> bool:
 
 
 def operator_routes(
-    store_url: str, authenticate: Authenticator, *, secure: bool, prefix: str = UI_PREFIX
+    store_url: str,
+    authenticate: Authenticator,
+    *,
+    confirm: ConfirmGate,
+    secure: bool,
+    prefix: str = UI_PREFIX,
 ) -> list[BaseRoute]:
-    """The page's routes over the store at ``store_url``; ``secure``: served over TLS (the
-    session cookie is then ``Secure``)."""
+    """The page's routes over the store at ``store_url``; ``confirm``: the person's confirm
+    token every change needs (none configured: read-only); ``secure``: served over TLS
+    (the session cookie is then ``Secure``)."""
     sessions = Sessions()
+    read_only = (
+        None
+        if confirm.enabled
+        else f"this page is read-only: no confirm token is configured ({confirm.setting})"
+    )
 
     def runtime(origin: Origin = Origin.DETERMINISTIC) -> Continuum:
         return Continuum.open(store_url, create=False, origin=origin)
@@ -126,14 +150,28 @@ def operator_routes(
         if session is None:
             return _html(page.login_page(prefix))
 
-        def rows() -> list[page.RunRow]:
+        def rows() -> tuple[list[page.RunRow], int, int]:
+            """Runs waiting for a person (pending approvals, unresolved actions) first, then
+            the rest, newest first, at most ``MAX_RUNS_LISTED``: a flood of new runs cannot
+            push one that waits off the page. Also: how many are not shown, and how many
+            of those wait for a person."""
             with runtime() as rt:
-                runs = rt.runs()[-MAX_RUNS_LISTED:]
+                every = list(reversed(rt.runs()))
                 waiting: dict[str, int] = {}
-                for a in rt.approvals():
+                for a in rt.approvals(limit=MAX_PAGE):
                     waiting[a.run_id] = waiting.get(a.run_id, 0) + 1
+                unresolved: dict[str, int] = {}
+                for r in every:
+                    # Open actions come first in a page: one page holds them.
+                    opened = rt.actions_page(r.run_id, limit=MAX_PAGE).actions
+                    count = sum(1 for a in opened if a.needs_human)
+                    if count:
+                        unresolved[r.run_id] = count
+                first = [r for r in every if r.run_id in waiting or r.run_id in unresolved]
+                rest = [r for r in every if r.run_id not in waiting and r.run_id not in unresolved]
+                runs = (first + rest)[:MAX_RUNS_LISTED]
                 out = []
-                for r in reversed(runs):
+                for r in runs:
                     try:
                         verdict = str(rt.resume(r.run_id).mode)
                     except ContinuumError as e:
@@ -147,16 +185,26 @@ def operator_routes(
                             r.created_at,
                             verdict,
                             waiting.get(r.run_id, 0),
+                            unresolved.get(r.run_id, 0),
                         )
                     )
-                return out
+                return out, len(every) - len(runs), max(0, len(first) - len(runs))
 
         try:
-            found = await run_in_threadpool(rows)
+            found, more, more_waiting = await run_in_threadpool(rows)
         except ContinuumError as e:
             return refused(e, session, None)
         return _html(
-            page.runs_page(prefix, session.principal, session.csrf, found, session.take_messages())
+            page.runs_page(
+                prefix,
+                session.principal,
+                session.csrf,
+                found,
+                session.take_messages(),
+                more=more,
+                more_waiting=more_waiting,
+                read_only=read_only,
+            )
         )
 
     async def login(request: Request) -> Response:
@@ -238,18 +286,58 @@ def operator_routes(
         except ContinuumError as e:
             return refused(e, session, f"{prefix}/")
         return _html(
-            page.run_page(prefix, session.principal, session.csrf, shown, session.take_messages())
+            page.run_page(
+                prefix,
+                session.principal,
+                session.csrf,
+                shown,
+                session.take_messages(),
+                read_only=read_only,
+            )
         )
+
+    def check_confirm_token(form: dict[str, str], sid: str | None, session: Session) -> None:
+        """The person's confirm token, typed into this form (never kept, logged or shown
+        again): compared in constant time; none configured, none given or a wrong one is
+        a refusal. Repeated wrong ones log the session out."""
+        presented = form.pop(CONFIRM_FIELD, "")
+        if not confirm.enabled:
+            raise _Refused(
+                403,
+                "ui.read_only",
+                "this page is read-only: no confirm token is configured",
+                f"set {confirm.setting} for the server (a secret of its own, not a token of "
+                "the token file), or use the continuum CLI on the store's machine",
+            )
+        if not presented:
+            raise _Refused(
+                403,
+                "ui.confirm_token_missing",
+                "the form carries no confirm token",
+                "type the person's confirm token into the form's confirm token field",
+            )
+        if not confirm.accepts(presented):
+            session.confirm_failures += 1
+            if session.confirm_failures >= MAX_CONFIRM_FAILURES:
+                sessions.close(sid)
+            raise _Refused(
+                403,
+                "ui.confirm_token_mismatch",
+                "the confirm token is not valid",
+                f"type the confirm token configured in {confirm.setting}; after "
+                f"{MAX_CONFIRM_FAILURES} wrong ones in a row the session is logged out",
+            )
+        session.confirm_failures = 0
 
     def acting(
         work: Callable[[dict[str, str], Session], str],
     ) -> Callable[[Request], Awaitable[Response]]:
-        """A POST that changes something: session, role, origin and CSRF token checked
-        (in that order) before the form is used; then ``work`` (in a thread) says what
-        was recorded, shown once on the run's page."""
+        """A POST that changes something: session, role, origin, CSRF token and the
+        person's confirm token checked (in that order) before the form is used; then
+        ``work`` (in a thread) says what was recorded, shown once on the run's page."""
 
         async def endpoint(request: Request) -> Response:
-            _, session = session_of(request)
+            sid, session = session_of(request)
             if request.method != "POST":
                 return back_to_login()
             if session is None:
@@ -285,6 +373,7 @@ def operator_routes(
                         "reload the page and submit again",
                     )
                 back = page.run_url(prefix, form.get("run_id", ""))
+                check_confirm_token(form, sid, session)
                 done = await run_in_threadpool(work, form, session)
             except (_Refused, ContinuumError) as e:
                 with suppress(Exception):
@@ -308,7 +397,7 @@ def operator_routes(
 
         return endpoint
 
-    def confirm(form: dict[str, str], session: Session) -> str:
+    def confirm_run(form: dict[str, str], session: Session) -> str:
         run_id, scope = form.get("run_id", ""), form.get("scope", "default")
         seq_text, shown_hash = form.get("through_sequence", ""), form.get("head_hash") or None
         if not seq_text.isdigit() or int(seq_text) < 1:
@@ -326,6 +415,16 @@ def operator_routes(
                     code="ui.run_moved",
                     hint="review the run again and confirm what is shown now",
                 )
+            cut = page.confirm_cut(rt.state(run_id))
+            if cut:
+                # What a person confirms must all have been on the page (contract §5).
+                raise UsageError(
+                    f"the page cannot show all of what this confirms ({', '.join(cut)} too "
+                    "long), so it does not confirm it",
+                    code="ui.too_long_to_show",
+                    hint=f"review and confirm it with `continuum confirm {as_typed(run_id)}` "
+                    "(the CLI)",
+                )
             result = rt.confirm(run_id, scope=scope, through_sequence=seq, expect_hash=shown_hash)
         return (
             f"confirmed {', '.join(result.scope)} through sequence {result.through_sequence} "
@@ -340,13 +439,43 @@ def operator_routes(
                 code="usage.missing_option",
                 hint="choose 'it DID happen' or 'it did NOT happen'",
             )
+        run_id, action_id = form.get("run_id", ""), form.get("action_id", "")
+        external_id, note = form.get("external_id") or None, form.get("note") or None
+        for what, value in (("the note", note), ("the external id", external_id)):
+            bad = unsafe_characters(value or "")
+            if bad:
+                raise UsageError(
+                    f"{what} holds control, bidi or invisible characters ({', '.join(bad)})",
+                    code="usage.bad_note",
+                    hint="write it as one line of plain text",
+                )
+        attempt = form.get("attempt", "")
+        if not attempt.isdigit():
+            raise UsageError(
+                "the form does not say which attempt was shown",
+                code="usage.bad_attempt",
+                hint="reload the run's page",
+            )
         with runtime(Origin.HUMAN) as rt:
+            current = next((a for a in rt.actions(run_id) if a.action_id == action_id), None)
+            if current is not None:
+                if current.attempt != int(attempt):
+                    raise UsageError(
+                        f"action {action_id} is at attempt {current.attempt} now; the page "
+                        f"showed attempt {attempt}",
+                        code="ui.action_changed",
+                        hint="reload the run's page and check the action again",
+                    )
+                if current.status == ActionStatus.STARTED and action_id not in rt.interrupted(
+                    run_id
+                ):
+                    raise UsageError(
+                        f"action {action_id} is in progress: a live process or session owns it",
+                        code="ui.action_in_progress",
+                        hint="wait until it is settled or its owner is gone",
+                    )
             rec = rt.reconcile(
-                form.get("run_id", ""),
-                form.get("action_id", ""),
-                occurred=occurred,
-                external_id=form.get("external_id") or None,
-                note=form.get("note") or None,
+                run_id, action_id, occurred=occurred, external_id=external_id, note=note
             )
         return f"action {rec.action_id} is now {rec.status} (recorded as human)"
 
@@ -367,6 +496,15 @@ def operator_routes(
             )
         with runtime(Origin.HUMAN) as rt:
             shown = rt.approval(form.get("approval_id", ""), run_id=form.get("run_id") or None)
+            if allow and page.arguments_cut(shown.arguments):
+                # Allow covers every argument: the page allows only what it showed in full.
+                raise UsageError(
+                    "the arguments are too long for the page to show in full, so it does not "
+                    "allow them",
+                    code="ui.too_long_to_show",
+                    hint=f"read them and decide with `continuum decide {shown.id} --allow` (the "
+                    "CLI), or deny here",
+                )
             decided = rt.decide(
                 shown.id,
                 allow=allow,
@@ -393,7 +531,7 @@ def operator_routes(
         Route(f"{prefix}/login", login, methods=both),
         Route(f"{prefix}/logout", logout, methods=both),
         Route(f"{prefix}/run", run_page, methods=["GET"]),
-        Route(f"{prefix}/confirm", acting(confirm), methods=both),
+        Route(f"{prefix}/confirm", acting(confirm_run), methods=both),
         Route(f"{prefix}/reconcile", acting(reconcile), methods=both),
         Route(f"{prefix}/decide", acting(decide), methods=both),
         Route(f"{prefix}/style.css", style, methods=["GET"]),

@@ -36,6 +36,26 @@ Authenticator = Callable[[str], Principal | None]
 """A presented token -> its ``Principal``, or None for a token that is not valid."""
 
 
+@dataclass(frozen=True)
+class ConfirmGate:
+    """The person's own confirm token, which every confirm, reconcile and decide form must
+    carry besides the session (contract §5: a bearer token alone never records origin
+    ``human``). ``check`` compares a presented value in constant time (None: no confirm
+    token is configured, and the page is read-only); ``setting`` names where it is
+    configured, for messages (never the value)."""
+
+    check: Callable[[str], bool] | None
+    setting: str
+
+    @property
+    def enabled(self) -> bool:
+        return self.check is not None
+
+    def accepts(self, presented: str | None) -> bool:
+        """Fail closed: no check configured, or nothing presented, is a refusal."""
+        return self.check is not None and bool(presented) and self.check(presented or "")
+
+
 @dataclass
 class Session:
     principal: Principal
@@ -43,6 +63,7 @@ class Session:
     created: float
     seen: float
     messages: list[tuple[str, str]] = field(default_factory=list)  # (kind, text)
+    confirm_failures: int = 0  # wrong confirm tokens presented in this session
 
     def flash(self, kind: str, text: str) -> None:
         self.messages = [*self.messages, (kind, text)][-MAX_MESSAGES:]
