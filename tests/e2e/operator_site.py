@@ -27,7 +27,7 @@ from continuum.events import EventType
 from continuum.runtime import Continuum
 from continuum.types import Origin
 
-BOUND = 30.0  # seconds: start-up, exit
+BOUND = 90.0  # seconds: start-up, exit (generous: CI machines are shared and busy)
 TOKENS = {"read": "read-token-for-the-page-0001", "approve": "approve-token-for-the-page-02"}
 CONFIRM = "the-persons-own-confirm-token-03"  # CONTINUUM_MCP_CONFIRM_TOKEN (contract §5)
 CONFIRM_ENV = "CONTINUUM_MCP_CONFIRM_TOKEN"
