@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from continuum.canonical import canonical_json
 from continuum.errors import (
     UsageError,
 )
+from continuum.rule_tables import rule_tables
 from continuum.untrusted import check_identifier
 
 APPROVALS_FILE = os.path.join(".continuum", "approvals.toml")
@@ -145,14 +145,6 @@ def _bad(path: str, where: str, problem: str) -> UsageError:
     )
 
 
-def _header_lines(text: str) -> list[int]:
-    return [
-        i
-        for i, line in enumerate(text.splitlines(), 1)
-        if re.match(r"\s*\[\[\s*approval\s*\]\]", line)
-    ]
-
-
 def _flatten(
     table: Mapping[str, Any], prefix: tuple[str, ...] = ()
 ) -> list[tuple[tuple[str, ...], Any]]:
@@ -244,24 +236,8 @@ def _rule(path: str, index: int, line: int, table: Any) -> ApprovalRule:
 
 def parse_rules(text: str, path: str) -> tuple[ApprovalRule, ...]:
     """Compile one file's rules; ``UsageError`` (``approvals.bad_rules``) names the line."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise _bad(path, "not valid TOML", str(e)) from e
-    unknown = sorted(set(data) - {"approval"})
-    if unknown:
-        raise _bad(
-            path,
-            "top level",
-            f"unknown key(s) {', '.join(map(repr, unknown))}; write "
-            "each rule as an [[approval]] table",
-        )
-    tables = data.get("approval", [])
-    if not isinstance(tables, list):
-        raise _bad(path, "top level", "approval must be an array of tables: [[approval]]")
-    lines = _header_lines(text)
     return tuple(
-        _rule(path, i, lines[i - 1] if i <= len(lines) else 0, t) for i, t in enumerate(tables, 1)
+        _rule(path, i, line, t) for i, line, t in rule_tables(text, path, "approval", _bad)
     )
 
 

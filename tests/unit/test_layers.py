@@ -19,6 +19,7 @@ RANKS: dict[str, float] = {
     "continuum.version": 0,
     "continuum.canonical": 1,
     "continuum.untrusted": 1,
+    "continuum.rule_tables": 1,  # [[table]] entries of a TOML rules file (stdlib only)
     "continuum.events": 2,
     "continuum.contract": 2,
     "continuum.payloads": 2.5,

@@ -27,6 +27,7 @@ import os
 import re
 
 from continuum.errors import UsageError
+from continuum.rule_tables import rule_tables
 
 TYPE_CHECKING = False  # no typing, dataclasses, pathlib or hashlib on the hot path
 if TYPE_CHECKING:
@@ -155,14 +156,6 @@ def placeholders(template: str) -> list[str]:
     return out
 
 
-def _header_lines(text: str) -> list[int]:
-    return [
-        i
-        for i, line in enumerate(text.splitlines(), 1)
-        if re.match(r"\s*\[\[\s*effect\s*\]\]", line)
-    ]
-
-
 def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
     if not isinstance(value, str) or not value:
         raise _bad(path, where, f"{what} must be a non-empty regular expression string")
@@ -225,28 +218,8 @@ def _rule(path: str, index: int, line: int, table: Any) -> Rule:
 
 def parse_registry(text: str, path: str | Path) -> Registry:
     """Compile the registry text; ``UsageError`` (``hooks.bad_registry``) names the line."""
-    import tomllib
-
     path = str(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise _bad(path, "not valid TOML", str(e)) from e
-    unknown = sorted(set(data) - {"effect"})
-    if unknown:
-        raise _bad(
-            path,
-            "top level",
-            f"unknown key(s) {', '.join(map(repr, unknown))}; write "
-            "each rule as an [[effect]] table",
-        )
-    tables = data.get("effect", [])
-    if not isinstance(tables, list):
-        raise _bad(path, "top level", "effect must be an array of tables: [[effect]]")
-    lines = _header_lines(text)
-    rules = tuple(
-        _rule(path, i, lines[i - 1] if i <= len(lines) else 0, t) for i, t in enumerate(tables, 1)
-    )
+    rules = tuple(_rule(path, i, line, t) for i, line, t in rule_tables(text, path, "effect", _bad))
     return Registry(path=path, rules=rules)
 
 

@@ -1,0 +1,43 @@
+"""The ``[[table]]`` entries of a TOML rules file, each with the line of its header.
+
+Shared by the host hooks' effect registry (``[[effect]]``) and the approval rules
+(``[[approval]]``): the same parsing, the same refusals (not TOML, unknown top-level keys,
+the table not an array of tables), each raised through the caller's own error so it
+names the caller's file, code and hint. Standard library only, and ``tomllib`` loaded on
+first use: the hooks' no-match path stays lean.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from continuum.errors import UsageError
+
+Bad = Callable[[str, str, str], UsageError]  # (path, where, problem) -> the caller's error
+
+
+def rule_tables(text: str, path: str, table: str, bad: Bad) -> list[tuple[int, int, Any]]:
+    """``(index from 1, header line or 0, table)`` for each ``[[table]]`` in ``text``;
+    raises ``bad(path, where, problem)`` for anything else at the top level."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise bad(path, "not valid TOML", str(e)) from e
+    unknown = sorted(set(data) - {table})
+    if unknown:
+        raise bad(
+            path,
+            "top level",
+            f"unknown key(s) {', '.join(map(repr, unknown))}; write "
+            f"each rule as an [[{table}]] table",
+        )
+    tables = data.get(table, [])
+    if not isinstance(tables, list):
+        raise bad(path, "top level", f"{table} must be an array of tables: [[{table}]]")
+    header = re.compile(r"\s*\[\[\s*" + re.escape(table) + r"\s*\]\]")
+    lines = [i for i, line in enumerate(text.splitlines(), 1) if header.match(line)]
+    return [(i, lines[i - 1] if i <= len(lines) else 0, t) for i, t in enumerate(tables, 1)]
