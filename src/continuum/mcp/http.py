@@ -71,6 +71,9 @@ from continuum.mcp.auth import (
     Secret,
     load_confirm_token,
 )
+from continuum.mcp.flags import DEFAULT_HTTP_MAX_IN_FLIGHT as DEFAULT_HTTP_MAX_IN_FLIGHT
+from continuum.mcp.flags import HTTP_FLAGS as HTTP_FLAGS
+from continuum.mcp.flags import flag_problem as flag_problem
 from continuum.mcp.roles import (
     GRANT_SCOPE_KEY,
     Grant,
@@ -108,15 +111,12 @@ __all__ = [
 ]
 
 MCP_PATH = "/mcp"
-DEFAULT_HTTP_MAX_IN_FLIGHT = 64
-"""Requests served at once over HTTP (all clients together) by default."""
 MAX_SESSIONS = 256
 """Open handshake-era sessions at most; one more is answered 503 until one ends."""
 SESSION_IDLE_SECONDS = 30 * 60
 SHUTDOWN_GRACE_SECONDS = 5
 AUTH_REFUSED = -32041
 """JSON-RPC code (server-defined range) of a request refused for its bearer token."""
-HTTP_FLAGS = ("--listen", "--token-file", "--tls-cert", "--tls-key", "--tls-client-ca")
 STDIO_GATE_VARIABLES = (ALLOW_ENV, ALLOW_ALIAS_ENV, TOKEN_ENV, CLIENT_TOKENS_ENV)
 
 _log = structlog.get_logger("continuum.mcp.http")
@@ -279,30 +279,6 @@ class HttpConfig:
             "max_in_flight": self.max_in_flight,
             **self.tokens.describe(),
         }
-
-
-def flag_problem(transport: str, values: Mapping[str, object]) -> str | None:
-    """What is wrong with this combination of transport flags, in one line, or None.
-
-    ``values`` maps each flag of ``HTTP_FLAGS`` to what was given (None: not given).
-    """
-    given = [flag for flag in HTTP_FLAGS if values.get(flag) is not None]
-    if transport == "stdio":
-        if given:
-            return (
-                f"{given[0]} is for --transport streamable-http; stdio takes none of "
-                f"{', '.join(HTTP_FLAGS)}"
-            )
-        return None
-    for flag in ("--listen", "--token-file"):
-        if values.get(flag) is None:
-            return f"--transport streamable-http needs {flag}"
-    cert, key = values.get("--tls-cert"), values.get("--tls-key")
-    if (cert is None) != (key is None):
-        return "--tls-cert and --tls-key go together: give both or neither"
-    if values.get("--tls-client-ca") is not None and cert is None:
-        return "--tls-client-ca needs --tls-cert and --tls-key (client certificates need TLS)"
-    return None
 
 
 def load_http_config(

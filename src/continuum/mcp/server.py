@@ -24,7 +24,7 @@ import os
 import sys
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 import anyio.to_thread
@@ -34,8 +34,8 @@ from mcp.server.mcpserver import MCPServer
 from continuum.approval_rules import load_rules, rule_paths
 from continuum.errors import ContinuumError
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
-from continuum.mcp import http
 from continuum.mcp.auth import ClientLog, Policy, connecting_client, load_policy
+from continuum.mcp.flags import DEFAULT_HTTP_MAX_IN_FLIGHT, flag_problem
 from continuum.mcp.tools import INSTRUCTIONS, Tools, register
 from continuum.mcp.transport import (
     DEFAULT_MAX_IN_FLIGHT,
@@ -45,6 +45,9 @@ from continuum.mcp.transport import (
 )
 from continuum.store import probe_store, redact_url, resolve_url
 from continuum.version import __version__
+
+if TYPE_CHECKING:
+    from continuum.mcp.http import HttpConfig
 
 LEASE_RENEW_SECONDS = 10.0
 
@@ -147,7 +150,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="stdio: requests a client may have unanswered at once; more are "
         f"refused as busy until it reads the answers (default "
         f"{DEFAULT_MAX_IN_FLIGHT}); streamable-http: requests served at once, "
-        f"all clients together (default {http.DEFAULT_HTTP_MAX_IN_FLIGHT})",
+        f"all clients together (default {DEFAULT_HTTP_MAX_IN_FLIGHT})",
     )
     ap.add_argument(
         "--doctor",
@@ -221,7 +224,9 @@ async def renew_leases(tools: Tools, interval: float = LEASE_RENEW_SECONDS) -> N
             get_logger("continuum.mcp").warning("mcp.lease_renewal_failed", code=e.code)
 
 
-def _http_config(args: argparse.Namespace) -> http.HttpConfig:
+def _http_config(args: argparse.Namespace) -> HttpConfig:
+    from continuum.mcp import http  # the HTTP stack: loaded only to serve over HTTP
+
     return http.load_http_config(
         listen=args.listen,
         token_file=args.token_file,
@@ -229,7 +234,7 @@ def _http_config(args: argparse.Namespace) -> http.HttpConfig:
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
         max_body=args.max_message_bytes,
-        max_in_flight=args.max_in_flight or http.DEFAULT_HTTP_MAX_IN_FLIGHT,
+        max_in_flight=args.max_in_flight or DEFAULT_HTTP_MAX_IN_FLIGHT,
         env=os.environ,
     )
 
@@ -248,6 +253,8 @@ def http_doctor(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
 
 def serve_http(args: argparse.Namespace) -> int:
     """Load and check everything, bind, then serve over HTTP until SIGTERM/SIGINT."""
+    from continuum.mcp import http  # the HTTP stack: loaded only to serve over HTTP
+
     try:
         config = _http_config(args)
         url = resolve_url(args.db)
@@ -289,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_in_flight is not None and args.max_in_flight < 1:
         print(f"continuum-mcp: {MAX_IN_FLIGHT_FLAG} must be at least 1", file=sys.stderr)
         return 1
-    problem = http.flag_problem(
+    problem = flag_problem(
         args.transport,
         {
             "--listen": args.listen,
