@@ -42,7 +42,7 @@ from continuum.canonical import canonical_json
 from continuum.errors import (
     UsageError,
 )
-from continuum.rule_tables import rule_tables
+from continuum.rule_tables import Entry, rule_tables
 from continuum.untrusted import check_identifier
 
 APPROVALS_FILE = os.path.join(".continuum", "approvals.toml")
@@ -173,18 +173,8 @@ def _name(path: str, where: str, what: str, value: Any) -> str:
         raise _bad(path, where, e.message) from None
 
 
-def _rule(path: str, index: int, line: int, table: Any) -> ApprovalRule:
-    where = f"rule #{index}" + (f" (line {line})" if line else "")
-    if not isinstance(table, dict):
-        raise _bad(path, where, "must be a table")
-    unknown = sorted(set(table) - _FIELDS)
-    if unknown:
-        raise _bad(
-            path,
-            where,
-            f"unknown field(s) {', '.join(map(repr, unknown))}; a rule has "
-            f"{', '.join(sorted(_FIELDS))}",
-        )
+def _rule(path: str, entry: Entry) -> ApprovalRule:
+    index, line, where, table = entry.number, entry.line, entry.where, entry.table
     action_type = (
         _name(path, where, "action_type", table["action_type"]) if "action_type" in table else None
     )
@@ -237,7 +227,8 @@ def _rule(path: str, index: int, line: int, table: Any) -> ApprovalRule:
 def parse_rules(text: str, path: str) -> tuple[ApprovalRule, ...]:
     """Compile one file's rules; ``UsageError`` (``approvals.bad_rules``) names the line."""
     return tuple(
-        _rule(path, i, line, t) for i, line, t in rule_tables(text, path, "approval", _bad)
+        _rule(path, e)
+        for e in rule_tables(text, path, "approval", _bad, label="rule", fields=_FIELDS)
     )
 
 

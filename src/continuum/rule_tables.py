@@ -11,16 +11,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from continuum.errors import UsageError
 
 Bad = Callable[[str, str, str], UsageError]  # (path, where, problem) -> the caller's error
 
 
-def rule_tables(text: str, path: str, table: str, bad: Bad) -> list[tuple[int, int, Any]]:
-    """``(index from 1, header line or 0, table)`` for each ``[[table]]`` in ``text``;
-    raises ``bad(path, where, problem)`` for anything else at the top level."""
+class Entry(NamedTuple):
+    """One ``[[table]]`` entry: its number from 1, its header's line (0 if unknown), how
+    errors name it, and its fields."""
+
+    number: int
+    line: int
+    where: str
+    table: dict[str, Any]
+
+
+def rule_tables(
+    text: str, path: str, table: str, bad: Bad, *, label: str, fields: set[str]
+) -> list[Entry]:
+    """Each ``[[table]]`` of ``text`` as an ``Entry`` (``where`` is ``LABEL #N (line L)``),
+    each a table of no fields but ``fields``.
+    Raises ``bad(path, where, problem)`` for anything else."""
     import tomllib
 
     try:
@@ -40,4 +53,19 @@ def rule_tables(text: str, path: str, table: str, bad: Bad) -> list[tuple[int, i
         raise bad(path, "top level", f"{table} must be an array of tables: [[{table}]]")
     header = re.compile(r"\s*\[\[\s*" + re.escape(table) + r"\s*\]\]")
     lines = [i for i, line in enumerate(text.splitlines(), 1) if header.match(line)]
-    return [(i, lines[i - 1] if i <= len(lines) else 0, t) for i, t in enumerate(tables, 1)]
+    found = []
+    for i, entry in enumerate(tables, 1):
+        line = lines[i - 1] if i <= len(lines) else 0
+        where = f"{label} #{i}" + (f" (line {line})" if line else "")
+        if not isinstance(entry, dict):
+            raise bad(path, where, "must be a table")
+        unknown = sorted(set(entry) - fields)
+        if unknown:
+            raise bad(
+                path,
+                where,
+                f"unknown field(s) {', '.join(map(repr, unknown))}; a rule has "
+                f"{', '.join(sorted(fields))}",
+            )
+        found.append(Entry(i, line, where, entry))
+    return found

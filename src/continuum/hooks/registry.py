@@ -27,7 +27,7 @@ import os
 import re
 
 from continuum.errors import UsageError
-from continuum.rule_tables import rule_tables
+from continuum.rule_tables import Entry, rule_tables
 
 TYPE_CHECKING = False  # no typing, dataclasses, pathlib or hashlib on the hot path
 if TYPE_CHECKING:
@@ -175,18 +175,8 @@ def _template(path: str, where: str, what: str, value: Any) -> str:
     return value
 
 
-def _rule(path: str, index: int, line: int, table: Any) -> Rule:
-    where = f"effect #{index}" + (f" (line {line})" if line else "")
-    if not isinstance(table, dict):
-        raise _bad(path, where, "must be a table")
-    unknown = sorted(set(table) - _FIELDS)
-    if unknown:
-        raise _bad(
-            path,
-            where,
-            f"unknown field(s) {', '.join(map(repr, unknown))}; a rule has "
-            f"{', '.join(sorted(_FIELDS))}",
-        )
+def _rule(path: str, entry: Entry) -> Rule:
+    index, line, where, table = entry.number, entry.line, entry.where, entry.table
     for required in ("tool", "action_type", "key"):
         if required not in table:
             raise _bad(path, where, f"{required!r} is required")
@@ -219,7 +209,10 @@ def _rule(path: str, index: int, line: int, table: Any) -> Rule:
 def parse_registry(text: str, path: str | Path) -> Registry:
     """Compile the registry text; ``UsageError`` (``hooks.bad_registry``) names the line."""
     path = str(path)
-    rules = tuple(_rule(path, i, line, t) for i, line, t in rule_tables(text, path, "effect", _bad))
+    rules = tuple(
+        _rule(path, e)
+        for e in rule_tables(text, path, "effect", _bad, label="effect", fields=_FIELDS)
+    )
     return Registry(path=path, rules=rules)
 
 
