@@ -33,12 +33,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from continuum.archive_file import ArchiveFile, Progress, archive_error, write_archive
 from continuum.archived import ArchiveBase, archive_base_of, marker_payload
 from continuum.chain import DamageKind, VerifyReport, Violation, check_anchor, with_violations
-from continuum.checkpoints import CHECKPOINT_FORMAT, checkpoint_body, lean_state
+from continuum.checkpoints import lean_state, seal_checkpoint
 from continuum.errors import HistoryArchivedError, IntegrityError, UsageError
 from continuum.events import EventType, RawEvent
 from continuum.faults import fault_point
 from continuum.projection import Approval, empty_plain, fold_plain
-from continuum.store import CheckpointRow, Storage
+from continuum.store import Storage
 from continuum.store.core import action_record
 from continuum.types import Origin
 from continuum.untrusted import as_typed, quoted
@@ -163,26 +163,8 @@ def archive_run(
             source=origin,
         )
         state, _, _ = lean_state(store, run_id)  # through the marker, inside the transaction
-        state_json, state_hash = checkpoint_body(state)
-        cp_event = tx.append(
-            EventType.CHECKPOINTED,
-            {
-                "through_sequence": state.sequence,
-                "state_hash": state_hash,
-                "reason": f"history through {through} archived",
-                "format": CHECKPOINT_FORMAT,
-            },
-            source=origin,
-        )
-        tx.put_checkpoint(
-            CheckpointRow(
-                run_id=run_id,
-                sequence=state.sequence,
-                event_sequence=cp_event.sequence,
-                state_json=state_json,
-                state_hash=state_hash,
-                created_at=cp_event.timestamp,
-            )
+        cp_event, _ = seal_checkpoint(
+            tx, run_id, state, f"history through {through} archived", origin
         )
         removed, _ = tx.drop_archived(marker)
         if removed != through - start:

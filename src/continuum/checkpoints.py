@@ -28,8 +28,8 @@ from continuum.errors import HistoryArchivedError, UsageError
 from continuum.events import EventLike, EventType
 from continuum.payloads import payload_problem
 from continuum.projection import ActionRecord, State, fold, project
-from continuum.store import CheckpointRow, Storage
-from continuum.types import ActionStatus
+from continuum.store import CheckpointRow, Storage, WriteTx
+from continuum.types import ActionStatus, Origin
 from continuum.verification import state_digest
 
 ACTION_TYPES = frozenset(t for t in EventType if t.startswith("action_"))
@@ -57,6 +57,35 @@ def checkpoint_body(state: State) -> tuple[str, str]:
     """(state JSON, its hash) of the lean state, as a checkpoint stores it."""
     state_json = canonical_json(lean(state).model_dump(mode="json"))
     return state_json, digest(parse_json(state_json))
+
+
+def seal_checkpoint(
+    tx: WriteTx, run_id: str, state: State, reason: str | None, source: Origin
+) -> tuple[EventLike, str]:
+    """Inside ``tx``: append the ``checkpointed`` event for ``state`` (its lean form) and
+    store the checkpoint row beside it. Returns the event and the state's hash."""
+    state_json, state_hash = checkpoint_body(state)  # settled actions left out
+    event = tx.append(
+        EventType.CHECKPOINTED,
+        {
+            "through_sequence": state.sequence,
+            "state_hash": state_hash,
+            "reason": reason,
+            "format": CHECKPOINT_FORMAT,
+        },
+        source=source,
+    )
+    tx.put_checkpoint(
+        CheckpointRow(
+            run_id=run_id,
+            sequence=state.sequence,
+            event_sequence=event.sequence,
+            state_json=state_json,
+            state_hash=state_hash,
+            created_at=event.timestamp,
+        )
+    )
+    return event, state_hash
 
 
 def _checkpoint_event(store: Storage, cp: CheckpointRow) -> EventLike | None:

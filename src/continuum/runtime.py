@@ -27,10 +27,9 @@ from continuum.approvals import (
 )
 from continuum.chain import VerifyReport
 from continuum.checkpoints import (
-    CHECKPOINT_FORMAT,
-    checkpoint_body,
     checkpoint_through,
     lean_state,
+    seal_checkpoint,
     valid_checkpoint,
 )
 from continuum.contract import RecoveryContract
@@ -53,7 +52,6 @@ from continuum.recovery import Decision, build_contract, decide
 from continuum.store import (
     DEFAULT_PAGE,
     MAX_PAGE,
-    CheckpointRow,
     Run,
     RunInfo,
     Storage,
@@ -483,27 +481,7 @@ class Continuum:
                     EventType.DEPENDENCY_DECLARED, {"dependencies": decls}, source=self.origin
                 )
             state = self.state(run_id)
-            state_json, state_hash = checkpoint_body(state)  # settled actions left out
-            event = tx.append(
-                EventType.CHECKPOINTED,
-                {
-                    "through_sequence": state.sequence,
-                    "state_hash": state_hash,
-                    "reason": reason,
-                    "format": CHECKPOINT_FORMAT,
-                },
-                source=self.origin,
-            )
-            tx.put_checkpoint(
-                CheckpointRow(
-                    run_id=run_id,
-                    sequence=state.sequence,
-                    event_sequence=event.sequence,
-                    state_json=state_json,
-                    state_hash=state_hash,
-                    created_at=event.timestamp,
-                )
-            )
+            event, state_hash = seal_checkpoint(tx, run_id, state, reason, self.origin)
         return CheckpointInfo(
             run_id=run_id,
             sequence=state.sequence,
