@@ -1,0 +1,57 @@
+"""Claude Code (``@anthropic-ai/claude-code``), run as ``claude -p PROMPT``.
+
+Offline: ``ANTHROPIC_BASE_URL`` points at the scripted model (Messages API,
+``wire_anthropic.py``), ``ANTHROPIC_API_KEY`` is a dummy, HOME is private,
+``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` stops update checks and telemetry.
+``--permission-mode bypassPermissions`` lets the scripted calls run without prompts; as
+root that mode also needs ``IS_SANDBOX=1``. ``-p`` skips the workspace trust dialog, so
+the project's ``.claude/settings.json`` hooks and ``.mcp.json`` server load as they are.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tests.hosts.harness import Host, Project, base_env, binary
+from tests.hosts.model_server import Wire
+from tests.hosts.script import ToolCall
+from tests.hosts.wire_anthropic import AnthropicWire
+
+
+class ClaudeCode(Host):
+    name = "claude-code"
+    mcp_client = "claude-code"
+    hooks_client = "claude-code"
+    shell_tool = "Bash"
+
+    def wire(self) -> Wire:
+        return AnthropicWire()
+
+    def argv(self, project: Project, prompt: str) -> list[str]:
+        return [
+            str(binary(self.name)),
+            "-p",
+            prompt,
+            "--permission-mode",
+            "bypassPermissions",
+            "--output-format",
+            "json",
+        ]
+
+    def env(self, project: Project, base_url: str) -> dict[str, str]:
+        env = {
+            **base_env(project),
+            "ANTHROPIC_BASE_URL": base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-offline-test",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+        }
+        if os.geteuid() == 0:
+            env["IS_SANDBOX"] = "1"
+        return env
+
+    def shell(self, command: str) -> ToolCall:
+        return ToolCall("Bash", {"command": command, "description": "run a command"})
+
+    def write(self, path: str, content: str) -> ToolCall:
+        return ToolCall("Write", {"file_path": path, "content": content})

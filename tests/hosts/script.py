@@ -1,0 +1,133 @@
+"""A scripted model: what the "model" asks a real host to do, turn by turn.
+
+A script is a list of steps. Step N answers the model request whose history already holds
+N assistant turns, so a host that retries a request, or sends side requests (titles,
+classifiers) in between, gets the same answer for the same point of the conversation.
+A step is a list of tool calls, a final text, or a function of the previous turn's tool
+results that returns either: so a call can depend on what the last one returned (the
+action key an intercept answered, the verdict a resume gave).
+
+Tool names are written as the host-neutral logical names (``continuum_resume``) or as a
+host's own tool (``Bash``); the wire module resolves a logical MCP name against the
+tools the request really offers (Claude Code and Codex offer
+``mcp__continuum__continuum_resume``, Gemini ``mcp_continuum_continuum_resume``, Kilo
+``continuum_continuum_resume``). A name the request does not offer ends the session
+with a text saying so, which the test then sees in ``Model.problems``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    input: dict[str, Any]
+    mcp: bool = False  # a logical MCP tool name, resolved against the offered tools
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """One tool result as the host sent it back to the model."""
+
+    call_id: str
+    name: str | None
+    text: str
+    is_error: bool = False
+
+    def json(self) -> Any:
+        """The result as JSON (an MCP tool's structured answer), or None if it is not."""
+        text = self.text.strip()
+        for start in ("{", "["):
+            i = text.find(start)
+            if i >= 0:
+                try:
+                    return json.loads(text[i:])
+                except ValueError:
+                    continue
+        return None
+
+
+Reply = Union[list[ToolCall], str]
+Step = Union[list[ToolCall], str, Callable[[list[ToolResult]], Reply]]
+
+
+def mcp(name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(name, arguments, mcp=True)
+
+
+@dataclass
+class Turn:
+    """One model request, parsed by a wire module."""
+
+    tools: list[str]  # tool names the request offers
+    position: int  # assistant turns already in the history
+    results: list[ToolResult]  # the tool results since the last assistant turn
+    text: str  # every text of the request, for searching (system prompt, context)
+    main: bool = True  # False for side requests (titles, classifiers): answered with text
+
+
+@dataclass
+class Model:
+    """The scripted conversation plus a log of what the host sent."""
+
+    steps: Sequence[Step]
+    final: str = "Done."
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    # Called with the step index before its reply is sent (a test's hook for "the host is
+    # now between two tool calls").
+    on_step: Callable[[int, Turn], None] | None = None
+
+    def reply(self, turn: Turn) -> Reply:
+        with self.lock:
+            self.turns.append(turn)
+        if not turn.main:
+            return "ok"
+        if turn.position >= len(self.steps):
+            return self.final
+        step = self.steps[turn.position]
+        if callable(step):
+            step = step(turn.results)
+        if self.on_step is not None:
+            self.on_step(turn.position, turn)
+        if isinstance(step, str):
+            return step
+        calls = []
+        for call in step:
+            name = resolve(call, turn.tools)
+            if name is None:
+                problem = f"step {turn.position}: the host offers no tool {call.name!r}"
+                with self.lock:
+                    self.problems.append(problem + f" (offered: {sorted(turn.tools)})")
+                return f"STOP: {problem}"
+            calls.append(ToolCall(name, call.input))
+        return calls
+
+    def main_turns(self) -> list[Turn]:
+        with self.lock:
+            return [t for t in self.turns if t.main]
+
+    def results(self) -> list[ToolResult]:
+        """Every tool result the host sent back, in order (deduplicated by call id)."""
+        seen: dict[str, ToolResult] = {}
+        for t in self.main_turns():
+            for r in t.results:
+                seen.setdefault(r.call_id, r)
+        return list(seen.values())
+
+
+def resolve(call: ToolCall, offered: Sequence[str]) -> str | None:
+    if call.name in offered:
+        return call.name
+    if not call.mcp:
+        return None
+    found = [t for t in offered if t.endswith("_" + call.name)]
+    return found[0] if len(found) == 1 else None
