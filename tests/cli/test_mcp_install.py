@@ -20,7 +20,6 @@ CLI = Callable[..., Result]
     [
         ("claude-code", ".mcp.json", "claude-code"),
         ("gemini", ".gemini/settings.json", "gemini-cli-mcp-client"),
-        ("kilo", ".kilocode/mcp.json", "Kilo Code"),
     ],
 )
 def test_install_writes_the_server_with_store_and_allowlist(
@@ -76,41 +75,105 @@ def test_install_refuses_an_invalid_existing_file_and_leaves_it(
     assert (tmp_path / ".mcp.json").read_text() == "{not json"
 
 
-def test_install_for_kilo_allows_the_name_kilo_code_sends_and_keeps_the_older_names(
-    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_install_for_kilo_writes_kilo_jsonc_with_every_name_kilo_sends(
+    cli: CLI, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Kilo Code's McpHub builds its client as `new Client({name: "Kilo Code", ...})`;
-    # "kilo-code" and "kilo" were written by earlier versions and stay allowed.
+    # Kilo CLI 7.7.x reads kilo.jsonc's "mcp" (a local server: command as an array,
+    # "environment") and sends "kilo"; 7.0.x sent "opencode"; the VS Code extension sends
+    # "Kilo Code". The legacy .kilocode/mcp.json is not written.
     monkeypatch.chdir(tmp_path)
     assert cli("mcp", "install", "--client", "kilo").code == 0
-    env = json.loads((tmp_path / ".kilocode/mcp.json").read_text())["mcpServers"]["continuum"][
-        "env"
-    ]
-    assert env == {"CONTINUUM_MCP_MUTATING_CLIENTS": "Kilo Code,kilo-code,kilo"}
-    assert load_policy(env, tmp_path).allow == {"Kilo Code", "kilo-code", "kilo"}
+    assert not (tmp_path / ".kilocode").exists()
+    server = json.loads((tmp_path / "kilo.jsonc").read_text())["mcp"]["continuum"]
+    assert server["type"] == "local" and server["enabled"] is True
+    assert server["command"][-2:] == ["--db", str(Path(db).absolute())]
+    env = server["environment"]
+    assert env == {"CONTINUUM_MCP_MUTATING_CLIENTS": "kilo,opencode,Kilo Code"}
+    assert load_policy(env, tmp_path).allow == {"kilo", "opencode", "Kilo Code"}
 
 
-def test_install_accepts_a_client_name_with_spaces_and_joins_names_with_commas(
+def test_install_for_kilo_keeps_comments_only_with_force_and_other_servers_always(
     cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    r = cli(
-        "mcp",
-        "install",
-        "--client",
-        "kilo",
-        "--client-name",
-        "Kilo Code",
-        "--client-name",
-        "my agent",
-    )
+    path = tmp_path / "kilo.jsonc"
+    text = '{\n  // mine\n  "mcp": {"other": {"type": "local", "command": ["x"]},},\n  "theme": "d"\n}\n'
+    path.write_text(text)
+    r = cli("mcp", "install", "--client", "kilo")
+    assert r.code != 0 and "comments" in r.err and path.read_text() == text
+    assert cli("mcp", "install", "--client", "kilo", "--force").code == 0
+    config = json.loads(path.read_text())
+    assert config["theme"] == "d" and config["mcp"]["other"] == {"type": "local", "command": ["x"]}
+    assert "continuum" in config["mcp"]
+    assert cli("mcp", "uninstall", "--client", "kilo").code == 0
+    assert json.loads(path.read_text()) == {
+        "mcp": {"other": {"type": "local", "command": ["x"]}},
+        "theme": "d",
+    }
+
+
+CODEX_BEFORE = """# my settings
+model = "o3"
+
+[mcp_servers.other]
+command = "x" # theirs
+
+[mcp_servers.continuum]
+command = "an older continuum"
+[mcp_servers.continuum.env]
+A = "1"
+
+[profiles.fast]
+model = "o4-mini"
+"""
+
+
+def test_install_for_codex_writes_a_required_server_table_and_keeps_the_rest_as_text(
+    cli: CLI, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tomllib
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / ".codex" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(CODEX_BEFORE)
+    r = cli("mcp", "install", "--client", "codex")
     assert r.code == 0, r.err
-    env = json.loads((tmp_path / ".kilocode/mcp.json").read_text())["mcpServers"]["continuum"][
-        "env"
-    ]
-    assert env == {"CONTINUUM_MCP_MUTATING_CLIENTS": "Kilo Code,my agent"}
-    # What the server will read from it: the same two names, spaces kept.
-    assert load_policy(env, tmp_path).allow == {"Kilo Code", "my agent"}
+    assert "trust_level" in r.out and json.dumps(str(tmp_path)) in r.out  # how to trust it
+    text = path.read_text()
+    assert "# my settings" in text and 'command = "x" # theirs' in text
+    assert "an older continuum" not in text and "A = " not in text
+    config = tomllib.loads(text)
+    assert config["profiles"] == {"fast": {"model": "o4-mini"}}
+    assert config["mcp_servers"]["other"] == {"command": "x"}
+    ours = config["mcp_servers"]["continuum"]
+    assert ours["required"] is True and ours["args"][-1] == str(Path(db).absolute())
+    assert ours["env"] == {"CONTINUUM_MCP_MUTATING_CLIENTS": "codex-mcp-client"}
+    # Installing again changes nothing; uninstall leaves exactly the rest.
+    assert cli("mcp", "install", "--client", "codex").code == 0
+    assert path.read_text() == text
+    assert cli("mcp", "uninstall", "--client", "codex").code == 0
+    after = tomllib.loads(path.read_text())
+    assert "continuum" not in after["mcp_servers"] and after["model"] == "o3"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "model = [unclosed\n",  # not TOML
+        'mcp_servers = { continuum = { command = "inline" } }\n',  # a form we do not edit
+    ],
+)
+def test_install_for_codex_refuses_a_file_it_cannot_edit_safely_and_leaves_it(
+    cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / ".codex" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(text)
+    r = cli("--json", "mcp", "install", "--client", "codex")
+    assert r.code == 1 and r.json()["error"]["code"] == "usage.bad_config_file", r.out
+    assert path.read_text() == text
 
 
 @pytest.mark.parametrize(
@@ -165,7 +228,17 @@ def test_doctor_shows_the_allowlist_and_tells_each_host_whether_it_may_write(
         False,
     )
     clients = {c["name"]: c for c in report["clients"]}
-    assert sorted(clients) == ["Kilo Code", "claude-code", "gemini-cli-mcp-client"]
+    # Every name the supported hosts really send (mcp_clients.CLIENTS).
+    assert sorted(clients) == sorted(
+        [
+            "claude-code",
+            "gemini-cli-mcp-client",
+            "codex-mcp-client",
+            "kilo",
+            "opencode",
+            "Kilo Code",
+        ]
+    )
     assert clients["Kilo Code"]["mutating"]["allowed"] is True
     assert clients["claude-code"]["mutating"]["code"] == "auth.not_allowed"
     assert (

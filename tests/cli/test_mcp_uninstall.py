@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from continuum.cli.mcp_install import strip_json_comments
+from continuum.cli.mcp_clients import strip_json_comments
 from tests.cli.conftest import Result
 
 CLI = Callable[..., Result]
@@ -19,7 +19,6 @@ CLI = Callable[..., Result]
 FILES = {
     "claude-code": ".mcp.json",
     "gemini": ".gemini/settings.json",
-    "kilo": ".kilocode/mcp.json",
 }
 
 
@@ -68,7 +67,7 @@ def test_uninstall_keeps_the_file_mode(cli: CLI, here: Path) -> None:
 def test_uninstall_with_nothing_to_remove_exits_0_and_writes_nothing(cli: CLI, here: Path) -> None:
     r = cli("--json", "mcp", "uninstall", "--client", "kilo")
     assert r.code == 0 and (r.json()["removed"], r.json()["written"]) == (False, False)
-    assert not (here / ".kilocode").exists()
+    assert not (here / "kilo.jsonc").exists()
     path = here / ".mcp.json"
     path.write_text('{"mcpServers": {"other": {}}}')
     before = os.stat(path).st_mtime_ns

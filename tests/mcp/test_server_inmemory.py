@@ -474,3 +474,24 @@ async def test_an_unknown_argument_name_is_refused_by_name_and_changes_nothing(
         assert first.startswith("continuum_record_progress: unknown argument 'complete'")
         assert "completed" in rest, both
         assert human(db).store.get_run("r1").head_sequence == before
+
+
+async def test_a_hosts_control_argument_is_ignored_and_any_other_still_refused(
+    db: Path, mode: str
+) -> None:
+    """Gemini CLI adds wait_for_previous to every MCP call (host_arguments.py); the call
+    does what it would without it. A name outside that table is still refused."""
+    async with session(db, mode) as s:
+        done = await s.ok(
+            "continuum_record_progress",
+            {"run_id": "r1", "goal": "ship", "completed": 1, "wait_for_previous": True},
+        )
+        assert done["progress"]["completed"] == 1
+        read = await s.ok("continuum_resume", {"run_id": "r1", "wait_for_previous": False})
+        assert read["run_id"] == "r1"
+        before = human(db).store.get_run("r1").head_sequence
+        text = await s.error(
+            "continuum_record_progress", {"run_id": "r1", "completed": 2, "wait_for_next": True}
+        )
+        assert "unknown argument 'wait_for_next'" in text, text
+        assert human(db).store.get_run("r1").head_sequence == before

@@ -1,12 +1,14 @@
-"""`continuum mcp install|uninstall --client claude-code|gemini|kilo` and `mcp doctor`.
+"""`continuum mcp install|uninstall --client claude-code|gemini|codex|kilo` and `mcp doctor`.
 
-`install` writes (or prints) a host's MCP configuration for this server: the store path
-and the allowlist set to that host's client names, joined with commas (a name may hold
-spaces: Kilo Code's client calls itself "Kilo Code"). An existing file is merged: other
-servers and settings are kept; a file that is not valid JSON is refused, never overwritten.
-`uninstall` removes our server entry alone, the same way. Gemini CLI allows // and /* */
-comments in its settings.json: such a file is read, but writing it back drops the
-comments, so that takes --force (and is said before the write).
+`install` writes (or prints) a host's MCP configuration for this server, in the file
+and format that host's current version reads (``mcp_clients.py`` has the table): the
+store path and the allowlist set to every client name that host sends, joined with
+commas (a name may hold spaces: the Kilo Code extension calls itself "Kilo Code"). An
+existing file is merged: other servers and settings are kept; a file that cannot be
+parsed is refused, never overwritten. `uninstall` removes our server entry alone, the
+same way. Gemini CLI and Kilo allow // and /* */ comments in their files: such a file is
+read, but writing it back drops the comments, so that takes --force (and is said before
+the write). Codex's TOML is edited as text: the rest of the file stays as it was.
 
 `doctor` shows what a server started here, with this environment, would load and what
 each client would be told. The CLI may not import the MCP edge (layers), so it asks the
@@ -27,25 +29,24 @@ from typing import Any
 import click
 
 from continuum.cli.common import common
+from continuum.cli.mcp_clients import (
+    ALLOW_ENV,
+    CLIENTS,
+    SERVER_NAME,
+    all_names,
+    entry,
+    present,
+    read,
+    render,
+    with_server,
+    without_server,
+)
 from continuum.cli.output import Settings, emit, write_lines
 from continuum.errors import ContinuumError, UsageError
-from continuum.hooks.install import write_config
+from continuum.hooks.install import write_text
 from continuum.store import resolve_url
 from continuum.untrusted import check_identifier, quoted
 
-# What each host calls itself in `initialize` (clientInfo.name) and where it reads its
-# project configuration from. Kilo Code's VS Code extension builds its MCP client as
-# `new Client({name: "Kilo Code", ...})` (Kilo-Org/kilocode, src/services/mcp/McpHub.ts);
-# "kilo-code" and "kilo" were written by earlier versions of this command and are kept
-# so configurations made with them keep working. See references/mcp.md.
-CLIENTS: dict[str, dict[str, Any]] = {
-    "claude-code": {"names": ["claude-code"], "path": ".mcp.json"},
-    # Gemini CLI named its MCP client "gemini-cli-mcp-client", newer releases "gemini-cli".
-    "gemini": {"names": ["gemini-cli-mcp-client", "gemini-cli"], "path": ".gemini/settings.json"},
-    "kilo": {"names": ["Kilo Code", "kilo-code", "kilo"], "path": ".kilocode/mcp.json"},
-}
-SERVER_NAME = "continuum"
-ALLOW_ENV = "CONTINUUM_MCP_MUTATING_CLIENTS"
 DOCTOR_SECONDS = 60  # a ceiling on the doctor subprocess, which only loads and prints
 
 
@@ -85,101 +86,6 @@ def store_arg(url: str) -> str:
     return str(Path(url).absolute())
 
 
-def server_entry(client: str, db: str, names: list[str]) -> dict[str, Any]:
-    command = server_command()
-    args = [*command[1:], "--db", store_arg(db)]
-    env = {ALLOW_ENV: ",".join(names)}
-    if client == "claude-code":
-        return {"type": "stdio", "command": command[0], "args": args, "env": env}
-    if client == "gemini":
-        return {"command": command[0], "args": args, "env": env, "timeout": 30000, "trust": False}
-    return {"command": command[0], "args": args, "env": env, "disabled": False, "alwaysAllow": []}
-
-
-def strip_json_comments(text: str) -> tuple[str, bool]:
-    """``text`` without its ``//`` and ``/* */`` comments, and whether it had any.
-
-    Only outside strings (``"http://x"`` keeps its slashes); a comment becomes spaces
-    (its newlines kept), so a parse error still points at the right line and column. An
-    unterminated ``/*`` is left as it is, for the parser to refuse."""
-    out: list[str] = []
-    i, n, found, in_string = 0, len(text), False, False
-    while i < n:
-        c = text[i]
-        if in_string:
-            if c == "\\":
-                out.append(text[i : i + 2])
-                i += 2
-                continue
-            in_string = c != '"'
-        elif c == '"':
-            in_string = True
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            out.append(" " * (end - i))
-            i, found = end, True
-            continue
-        elif text.startswith("/*", i) and (close := text.find("*/", i + 2)) >= 0:
-            out.append("".join(ch if ch == "\n" else " " for ch in text[i : close + 2]))
-            i, found = close + 2, True
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out), found
-
-
-def read_config(path: Path, *, comments: bool = False) -> tuple[dict[str, Any], bool]:
-    """The configuration in ``path`` ({} when absent) and whether it had comments (allowed
-    only with ``comments``, as Gemini CLI allows them); a file we cannot merge into is
-    refused and left untouched."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}, False
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) else "it is not UTF-8"
-        raise UsageError(
-            f"cannot read {path} ({reason}); it was left untouched",
-            code="usage.bad_config_file",
-            hint="fix or move the file, or use --print and merge by hand",
-        ) from e
-    found = False
-    if comments:
-        text, found = strip_json_comments(text)
-    try:
-        config = json.loads(text) if text.strip() else {}
-    except ValueError as e:
-        raise UsageError(
-            f"{path} is not valid JSON ({e}); it was left untouched",
-            code="usage.bad_config_file",
-            hint="fix or move the file, or use --print and merge by hand",
-        ) from e
-    if not isinstance(config, dict) or not isinstance(config.get("mcpServers", {}), dict):
-        raise UsageError(
-            f"{path} does not hold a JSON object with an mcpServers object",
-            code="usage.bad_config_file",
-            hint="use --print and merge by hand",
-        )
-    return config, found
-
-
-def with_server(config: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    servers = dict(config.get("mcpServers", {}))
-    servers[SERVER_NAME] = entry
-    return {**config, "mcpServers": servers}
-
-
-def without_server(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` without our server; an ``mcpServers`` that only ours filled goes too."""
-    if SERVER_NAME not in config.get("mcpServers", {}):
-        return dict(config)
-    servers = {k: v for k, v in config["mcpServers"].items() if k != SERVER_NAME}
-    if servers:
-        return {**config, "mcpServers": servers}
-    return {k: v for k, v in config.items() if k != "mcpServers"}
-
-
 def check_comments(s: Settings, path: Path, *, found: bool, print_only: bool, force: bool) -> None:
     """A file with comments is written only with --force, and the loss is said first."""
     if not found:
@@ -208,7 +114,7 @@ def check_comments(s: Settings, path: Path, *, found: bool, print_only: bool, fo
 
 @click.group("mcp")
 def mcp_group() -> None:
-    """Set up hosts (Claude Code, Gemini CLI, Kilo Code) to use continuum-mcp."""
+    """Set up hosts (Claude Code, Gemini CLI, Codex, Kilo Code) to use continuum-mcp."""
 
 
 @mcp_group.command("install")
@@ -237,7 +143,7 @@ def mcp_group() -> None:
 @click.option(
     "--force",
     is_flag=True,
-    help="Write a file that has comments (Gemini CLI allows them): they are dropped.",
+    help="Write a file that has comments (Gemini CLI and Kilo allow them): they are dropped.",
 )
 @common
 def install_cmd(
@@ -250,34 +156,31 @@ def install_cmd(
 ) -> None:
     """Write (or print) CLIENT's MCP configuration for this server.
 
-    The store is --db / CONTINUUM_DB / ./continuum.db made absolute; the allowlist
-    (CONTINUUM_MCP_MUTATING_CLIENTS) is set to the host's client name, so that host may
-    use the mutating tools. On stdio the name is self-declared: the configuration file
-    is the security boundary, so keep it under your control.
+    The file is the one the host's current version reads in a project (Claude Code
+    .mcp.json, Gemini CLI .gemini/settings.json, Codex .codex/config.toml, Kilo
+    kilo.jsonc). The store is --db / CONTINUUM_DB / ./continuum.db made absolute; the
+    allowlist (CONTINUUM_MCP_MUTATING_CLIENTS) is set to every client name that host
+    really sends, so it may use the mutating tools. On stdio the name is self-declared:
+    the configuration file is the security boundary, so keep it under your control.
     """
     spec = CLIENTS[client]
-    names = [allowlist_name(n) for n in client_names] or list(spec["names"])
-    entry = server_entry(client, resolve_url(s.db), names)
-    path = Path(config_path or spec["path"])
-    before, commented = read_config(path, comments=client == "gemini")
-    config = with_server(before, entry)
+    names = [allowlist_name(n) for n in client_names] or [n.name for n in spec.names]
+    ours = entry(spec, server_command(), store_arg(resolve_url(s.db)), names)
+    path = Path(config_path or spec.path)
+    before, commented, text = read(spec, path)
+    config = with_server(spec, before, ours)
+    new_text = render(spec, config, text)
     check_comments(s, path, found=commented, print_only=print_only, force=force)
+    data = {"client": client, "path": str(path), "config": config, "written": False}
     if print_only:
-        emit(
-            s,
-            {"client": client, "path": str(path), "config": config, "written": False},
-            json.dumps(config, indent=2),
-        )
+        emit(s, data, new_text.rstrip("\n"))
         return
-    write_config(path, config)
-    emit(
-        s,
-        {"client": client, "path": str(path.absolute()), "config": config, "written": True},
-        [
-            f"wrote {path} (server '{SERVER_NAME}', allowlist: {', '.join(names)})",
-            "restart the host, then ask it to call continuum_resume",
-        ],
-    )
+    write_text(path, new_text)
+    lines = [f"wrote {path} (server '{SERVER_NAME}', allowlist: {', '.join(names)})"]
+    if spec.note:
+        lines.append("note: " + spec.note.format(project=json.dumps(str(Path.cwd()))))
+    lines.append("restart the host, then ask it to call continuum_resume")
+    emit(s, {**data, "path": str(path.absolute()), "written": True}, lines)
 
 
 @mcp_group.command("uninstall")
@@ -299,7 +202,7 @@ def install_cmd(
 @click.option(
     "--force",
     is_flag=True,
-    help="Write a file that has comments (Gemini CLI allows them): they are dropped.",
+    help="Write a file that has comments (Gemini CLI and Kilo allow them): they are dropped.",
 )
 @common
 def uninstall_cmd(
@@ -307,28 +210,29 @@ def uninstall_cmd(
 ) -> None:
     """Remove the continuum server from CLIENT's MCP configuration; nothing else changes.
 
-    Other servers and settings are kept (an mcpServers object only ours filled goes too);
-    a missing file or one without our server is "nothing to remove" (exit 0); a file that
-    is not valid JSON is refused and left untouched.
+    Other servers and settings are kept (a servers object only ours filled goes too); a
+    missing file or one without our server is "nothing to remove" (exit 0); a file that
+    cannot be parsed is refused and left untouched.
     """
-    path = Path(config_path or CLIENTS[client]["path"])
+    spec = CLIENTS[client]
+    path = Path(config_path or spec.path)
     data: dict[str, Any] = {"client": client, "path": str(path), "removed": False, "written": False}
     if not path.exists():
         emit(s, {**data, "config": None}, [f"nothing to remove: {path} does not exist"])
         return
-    before, commented = read_config(path, comments=client == "gemini")
-    present = SERVER_NAME in before.get("mcpServers", {})
-    config = without_server(before)
-    data.update(config=config, removed=present)
+    before, commented, text = read(spec, path)
+    found = present(spec, before)
+    config = without_server(spec, before)
+    data.update(config=config, removed=found)
     if print_only:
         check_comments(s, path, found=commented, print_only=True, force=force)
-        emit(s, data, json.dumps(config, indent=2))
+        emit(s, data, render(spec, config, text).rstrip("\n"))
         return
-    if not present:
+    if not found:
         emit(s, data, [f"nothing to remove: no '{SERVER_NAME}' server in {path}"])
         return
     check_comments(s, path, found=commented, print_only=False, force=force)
-    write_config(path, config)
+    write_text(path, render(spec, config, text))
     emit(
         s,
         {**data, "path": str(path.absolute()), "written": True},
@@ -432,8 +336,8 @@ def doctor_lines(report: dict[str, Any]) -> list[str]:
     "--client-name",
     "client_names",
     multiple=True,
-    help="Say what this clientInfo name would be told (repeatable; default: the "
-    "names of Claude Code, Gemini CLI and Kilo Code).",
+    help="Say what this clientInfo name would be told (repeatable; default: every "
+    "name Claude Code, Gemini CLI, Codex and Kilo Code send).",
 )
 @common
 def doctor_cmd(s: Settings, client_names: tuple[str, ...]) -> None:
@@ -445,7 +349,7 @@ def doctor_cmd(s: Settings, client_names: tuple[str, ...]) -> None:
     or the denial it would get. Exit 0 when the server would start, 1 (with its error)
     when it would refuse.
     """
-    names = list(client_names) or [spec["names"][0] for spec in CLIENTS.values()]
+    names = list(client_names) or all_names()
     report = run_doctor(s.db, names)
     emit(s, report, doctor_lines(report))
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from continuum.hooks.entry import HookArgs
-from continuum.hooks.gate import ProbeResult, reconcile_commands, rule_for
+from continuum.hooks.gate import ProbeResult, reconcile_commands, rule_for, unknown_because
+from continuum.hooks.hosts import subagent_of
 from continuum.hooks.registry import Registry
+from continuum.projection import ActionRecord
 from continuum.runtime import Continuum
 from continuum.types import ActionStatus
 from continuum.untrusted import quoted
@@ -55,13 +57,11 @@ def briefing(
         )
         for a in open_ones:
             why = (
-                "reported as not done by an agent"
-                if a.failure_unconfirmed
-                else "started by a session that ended before its result was recorded"
+                "reported as not done by an agent" if a.failure_unconfirmed else unknown_because(a)
             )
             has_probe = (r := rule_for(a, registry)) is not None and r.probe is not None
             lines.append(
-                f"- {a.action_type} {quoted(a.action_key, limit=160)}: {why}. Settle: "
+                f"- {a.action_type} {quoted(a.action_key, limit=160)}{by_agent(a)}: {why}. Settle: "
                 + reconcile_commands(args, project, a.action_id, has_probe)
                 + "."
             )
@@ -79,7 +79,7 @@ def briefing(
         lines.append(f"Effects already done ({len(done)}; do not repeat them):")
         for a in done[-MAX_DONE:]:
             lines.append(
-                f"- {a.action_type} {quoted(a.action_key, limit=160)}"
+                f"- {a.action_type} {quoted(a.action_key, limit=160)}{by_agent(a)}"
                 + (f" at {a.settled_at}" if a.settled_at else "")
             )
         if len(done) > MAX_DONE:
@@ -97,6 +97,15 @@ def briefing(
     if summary:
         lines.append(f"Last recorded summary: {summary}")
     return "\n".join(lines)
+
+
+def by_agent(record: ActionRecord) -> str:
+    """ " (in subagent TYPE ID)" for an effect a host's subagent ran, else ""."""
+    found = subagent_of(record.arguments)
+    if found is None:
+        return ""
+    kind = f"{quoted(found[1], limit=40)} " if found[1] else ""
+    return f" (in subagent {kind}{quoted(found[0], limit=40)})"
 
 
 def _last_summary(rt: Continuum, run: str) -> str | None:

@@ -104,8 +104,10 @@ def project_dir(args: HookArgs, event_cwd: str | None) -> str:
 
 
 def deny(reason: str) -> int:
-    """The answer that blocks on every host: exit 2, one reason on stderr, nothing on stdout."""
-    line = " ".join(reason.split()) or "continuum refused this call"
+    """The answer that blocks on every host: exit 2, one reason on stderr, nothing on stdout.
+
+    The line never ends with a period: Codex appends ". Command: X" to a hook's reason."""
+    line = " ".join(reason.split()).rstrip(". ") or "continuum refused this call"
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
     return DENY_EXIT

@@ -148,7 +148,13 @@ def git_head(cwd: str | None) -> str | None:
 
 def template_values(event: HookEvent, rule: Rule) -> dict[str, Any]:
     values: dict[str, Any] = dict(event.tool_input)
-    values.update(cwd=event.cwd, tool_name=event.tool_name, session_id=event.session_id)
+    values.update(
+        cwd=event.cwd,
+        tool_name=event.tool_name,
+        session_id=event.session_id,
+        agent_id=event.agent_id,
+        agent_type=event.agent_type,
+    )
     if "git_head" in rule.names():
         values["git_head"] = git_head(event.cwd)
     return values
@@ -169,6 +175,7 @@ def _arguments(event: HookEvent, rule: Rule, values: Mapping[str, Any]) -> dict[
         "cwd": event.cwd,
         "session_id": event.session_id,
         "tool_use_id": event.tool_use_id,
+        **({"agent": {"id": event.agent_id, "type": event.agent_type}} if event.agent_id else {}),
         "rule": {"index": rule.index, "action_type": rule.action_type},
         "values": {k: values.get(k) for k in BUILTINS if k in values and k not in event.tool_input},
     }
@@ -229,6 +236,20 @@ def reconcile_commands(args: HookArgs, project: str, action_id: str, has_probe: 
     return text
 
 
+def unknown_because(record: ActionRecord | None) -> str:
+    """Why an effect's outcome is not known, from what was recorded: a session that ended
+    mid-call (the ledger's and the MCP server's reasons start with "interrupted:"), or a
+    failure the host reported (an exit code says the command failed, not that its effect
+    did not happen)."""
+    error = record.error if record is not None else None
+    if not error or error.startswith("interrupted:"):
+        return "the session that ran it ended before its result was recorded"
+    return (
+        f"its failure was recorded ({quoted(error, limit=160)}), and a failed command may "
+        "still have had its effect"
+    )
+
+
 def refusal(
     args: HookArgs,
     project: str,
@@ -264,9 +285,8 @@ def refusal(
         )
     if r.status in ("unknown", "reconcile_required"):
         return (
-            f"{what} was started earlier and its outcome is unknown: the session that ran "
-            "it ended before its result was recorded. Do not run it again. Check whether it "
-            f"happened; then a person settles it: {settle}."
+            f"{what} was started earlier and its outcome is unknown: {unknown_because(record)}. "
+            f"Do not run it again. Check whether it happened; then a person settles it: {settle}"
         )
     if r.status == "needs_confirmation":
         return (

@@ -121,6 +121,8 @@ class HookEvent:
     """One host event, the same shape whichever host sent it."""
 
     __slots__ = (
+        "agent_id",
+        "agent_type",
         "cwd",
         "host",
         "kind",
@@ -144,6 +146,8 @@ class HookEvent:
         tool_use_id: str | None = None,
         outcome: Outcome | None = None,
         source: str | None = None,
+        agent_id: str | None = None,
+        agent_type: str | None = None,
     ) -> None:
         self.host = host
         self.kind = kind
@@ -154,6 +158,10 @@ class HookEvent:
         self.tool_use_id = tool_use_id
         self.outcome = outcome
         self.source = source  # session-start: startup | resume | clear | compact
+        # A call made inside a subagent (Claude Code's Agent tool; Codex's subagents): the
+        # host names the subagent; None in the main loop.
+        self.agent_id = agent_id
+        self.agent_type = agent_type
 
 
 def _bad(host: str, kind: str, problem: str) -> UsageError:
@@ -203,6 +211,8 @@ def parse_event(host: str, kind: str, data: bytes) -> HookEvent:
         tool_use_id=_text(payload.get("tool_use_id")),
         outcome=_outcome(host, kind, payload) if kind.startswith("post-tool") else None,
         source=_text(payload.get("source")) or _text(payload.get("trigger")),
+        agent_id=_text(payload.get("agent_id")),
+        agent_type=_text(payload.get("agent_type")),
     )
 
 
@@ -280,6 +290,16 @@ def file_paths(tool_name: str, tool_input: Mapping[str, Any]) -> list[str]:
     if tool_name == "apply_patch":
         return [m.group(1) or m.group(2) for m in _PATCH_FILE.finditer(value)]
     return [value]
+
+
+def subagent_of(arguments: Any) -> tuple[str, str | None] | None:
+    """(id, type) of the host subagent that made a gated call, from the arguments the gate
+    recorded (``{"agent": {"id", "type"}}``); None for a call of the main loop."""
+    agent = arguments.get("agent") if isinstance(arguments, dict) else None
+    if not isinstance(agent, dict) or not isinstance(agent.get("id"), str):
+        return None
+    kind = agent.get("type")
+    return agent["id"], kind if isinstance(kind, str) else None
 
 
 def session_context(text: str) -> str:

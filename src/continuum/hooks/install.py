@@ -297,7 +297,12 @@ def config_text(config: Mapping[str, Any]) -> str:
 
 
 def write_config(path: Path, config: Mapping[str, Any], *, new_mode: int = 0o644) -> None:
-    """Write ``config`` to ``path`` atomically (a reader sees the old file or the new one).
+    """Write ``config`` as JSON to ``path`` atomically (``write_text``)."""
+    write_text(path, config_text(config), new_mode=new_mode)
+
+
+def write_text(path: Path, text: str, *, new_mode: int = 0o644) -> None:
+    """Write ``text`` to ``path`` atomically (a reader sees the old file or the new one).
 
     Parent directories are created; an existing file keeps its permission bits, a new one
     gets ``new_mode``; a symlink is followed, so the file it points at is replaced.
@@ -312,7 +317,7 @@ def write_config(path: Path, config: Mapping[str, Any], *, new_mode: int = 0o644
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                f.write(config_text(config))
+                f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
             os.chmod(tmp, mode)

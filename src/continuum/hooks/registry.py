@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 REGISTRY_PATH = os.path.join(".continuum", "effects.toml")
 REPLAYS = ("never", "safe", "idempotent", "reconcile")
-BUILTINS = ("cwd", "tool_name", "session_id", "git_head")
+BUILTINS = ("cwd", "tool_name", "session_id", "git_head", "agent_id", "agent_type")
 _FIELDS = {"tool", "match", "action_type", "key", "replay", "probe", "description"}
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

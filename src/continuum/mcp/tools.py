@@ -27,6 +27,7 @@ from continuum.errors import ContinuumError, NotFoundError
 from continuum.ledger import InterceptResult
 from continuum.log import get_logger
 from continuum.mcp.auth import Caller, Policy, caller_from_context, log_denial
+from continuum.mcp.host_arguments import without_control_arguments
 from continuum.mcp.owners import OwnedRuntimes
 from continuum.mcp.roles import authorize_call, grant_from_context, log_role_denial
 from continuum.runtime import Continuum, Recovery
@@ -646,12 +647,19 @@ class Tools:
         )
 
 
+# Hosts show a server's tools under names of their own: Claude Code and Codex as
+# mcp__continuum__continuum_resume, Gemini CLI as mcp_continuum_continuum_resume, Kilo Code
+# as continuum_continuum_resume (seen on the real binaries, tests/hosts/). The
+# instructions name each tool by the ending every host keeps, and say so.
 INSTRUCTIONS = (
-    "continuum keeps a crash-safe record of this agent's run. After any restart call "
-    "continuum_resume first and follow next_allowed_action. Route every external side effect "
-    "through continuum_intercept_action (perform only if proceed is true), then "
-    "continuum_complete_action or continuum_fail_action. Never redo an action reported unknown: "
-    "check the external system and call continuum_reconcile_action."
+    "continuum keeps a crash-safe record of this agent's run. Its tools are named below by "
+    "their own names; your host may show them with a prefix (mcp__continuum__continuum_resume, "
+    "mcp_continuum_continuum_resume, continuum_continuum_resume): use the tool whose name ends "
+    "with the name given here. After any restart call continuum_resume first and follow "
+    "next_allowed_action. Route every external side effect through continuum_intercept_action "
+    "(perform it only if proceed is true), then continuum_complete_action or "
+    "continuum_fail_action. Never redo an action reported unknown: check the external system "
+    "and call continuum_reconcile_action."
 )
 
 
@@ -706,7 +714,8 @@ def forbid_unknown_arguments(server: MCPServer[Any]) -> None:
     rather than the validator's report (its internals and URLs are no help to an agent);
     when a known argument is wrong as well, that line comes first and the report naming
     those fields follows. Its argument model forbids extras as well, and the published
-    inputSchema says so (``additionalProperties: false``).
+    inputSchema says so (``additionalProperties: false``). The control arguments a known
+    host adds to every call (``host_arguments.CONTROL_ARGUMENTS``) are removed first.
     """
     manager = server._tool_manager  # SDK 2.3: no public hook for this
     for tool in manager.list_tools():
@@ -736,6 +745,7 @@ class _NamedArgumentsTool(Tool):
         known = [
             field.alias or name for name, field in self.fn_metadata.arg_model.model_fields.items()
         ]
+        arguments = without_control_arguments(arguments)  # a host's own (host_arguments.py)
         unknown = [name for name in arguments if name not in known]
         if not unknown:
             return await super().run(arguments, context, convert_result)

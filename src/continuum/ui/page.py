@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote as url_quote
 
 from continuum.approvals import ApprovalInfo
+from continuum.hooks.hosts import subagent_of
 from continuum.projection import ActionRecord, Item, Provenance, State
 from continuum.types import ActionStatus
 from continuum.ui.sessions import Principal
@@ -385,6 +386,9 @@ def _action_row(prefix: str, v: RunView, a: ActionRecord, csrf: str | None) -> s
     )
     detail = f'<br><span class="label">arguments</span>{agent_block(a.arguments, "arguments")}'
 
+    if (sub := subagent_of(a.arguments)) is not None:
+        kind = f"{agent(sub[1], limit=60)} " if sub[1] else ""
+        detail += f'<br><span class="label">subagent</span> {kind}{agent(sub[0], limit=80)}'
     if a.error:
         detail += f'<br><span class="label">error</span> {agent(a.error, limit=300)}'
     if a.note:
