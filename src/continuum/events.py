@@ -61,6 +61,8 @@ class EventType(StrEnum):
     RECOVERY_COMPLETED = "recovery_completed"
     RECOVERY_BLOCKED = "recovery_blocked"
     REVIEW_CONFIRMED = "review_confirmed"
+    # a person accepted the hooks' effect registry as it is (continuum hooks accept)
+    REGISTRY_ACCEPTED = "registry_accepted"
     # long-lived stores: the events before this one were moved to an archive file
     HISTORY_ARCHIVED = "history_archived"
     # action ledger transitions

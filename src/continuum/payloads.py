@@ -122,6 +122,11 @@ SCHEMAS: dict[str, Schema] = {
         "size": (False, _n),
         **_ITEM,
     },
+    EventType.REGISTRY_ACCEPTED: {
+        "path": (True, _name),
+        "registry_sha256": (True, _s),
+        "rules": (True, _nn),
+    },
     EventType.FINDING_ADDED: {"finding_id": (False, _s), "evidence": (False, _strings), **_ITEM},
     EventType.FINDING_INVALIDATED: {"finding_id": (True, _name), "reason": (False, _s)},
     EventType.ENVIRONMENT_CHANGED: {

@@ -28,7 +28,7 @@ CLI = Callable[..., Result]
 EXAMPLE = (
     Path(__file__).resolve().parents[2] / "src" / "continuum" / "hooks" / "effects.example.toml"
 ).read_text(encoding="utf-8")
-LIFECYCLE = {"SessionStart", "PreCompact", "PreCompress"}
+LIFECYCLE = {"SessionStart", "PreCompact", "PreCompress", "SubagentStart", "SubagentStop"}
 HOSTS = ["claude-code", "gemini", "codex"]
 
 # A hook of ours as an earlier install (another run, another store) would have written it.

@@ -120,6 +120,8 @@ CASES: dict[str, Callable[[dict[str, str]], list[str]]] = {
         v["project"],
     ],
     "hooks effects": lambda v: ["hooks", "effects", "--dir", v["project"]],
+    "hooks accept": lambda v: ["hooks", "accept", "--dir", v["project"], "--yes"],
+    "hooks doctor": lambda v: ["hooks", "doctor", "--client", "claude-code", "--dir", v["project"]],
     "approvals": lambda v: ["approvals", RUN],
     "decide": lambda v: ["decide", v["approval"], "--allow", "--reason", "checked", "--yes"],
     "outbox": lambda v: ["outbox"],

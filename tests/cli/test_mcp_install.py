@@ -78,13 +78,13 @@ def test_install_refuses_an_invalid_existing_file_and_leaves_it(
 def test_install_for_kilo_writes_kilo_jsonc_with_every_name_kilo_sends(
     cli: CLI, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Kilo CLI 7.7.x reads kilo.jsonc's "mcp" (a local server: command as an array,
+    # Kilo CLI 7.7.x reads .kilo/kilo.jsonc's "mcp" (a local server: command as an array,
     # "environment") and sends "kilo"; 7.0.x sent "opencode"; the VS Code extension sends
     # "Kilo Code". The legacy .kilocode/mcp.json is not written.
     monkeypatch.chdir(tmp_path)
     assert cli("mcp", "install", "--client", "kilo").code == 0
     assert not (tmp_path / ".kilocode").exists()
-    server = json.loads((tmp_path / "kilo.jsonc").read_text())["mcp"]["continuum"]
+    server = json.loads((tmp_path / ".kilo" / "kilo.jsonc").read_text())["mcp"]["continuum"]
     assert server["type"] == "local" and server["enabled"] is True
     assert server["command"][-2:] == ["--db", str(Path(db).absolute())]
     env = server["environment"]
@@ -96,7 +96,8 @@ def test_install_for_kilo_keeps_comments_only_with_force_and_other_servers_alway
     cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    path = tmp_path / "kilo.jsonc"
+    path = tmp_path / ".kilo" / "kilo.jsonc"
+    path.parent.mkdir()
     text = '{\n  // mine\n  "mcp": {"other": {"type": "local", "command": ["x"]},},\n  "theme": "d"\n}\n'
     path.write_text(text)
     r = cli("mcp", "install", "--client", "kilo")

@@ -67,7 +67,7 @@ def test_uninstall_keeps_the_file_mode(cli: CLI, here: Path) -> None:
 def test_uninstall_with_nothing_to_remove_exits_0_and_writes_nothing(cli: CLI, here: Path) -> None:
     r = cli("--json", "mcp", "uninstall", "--client", "kilo")
     assert r.code == 0 and (r.json()["removed"], r.json()["written"]) == (False, False)
-    assert not (here / "kilo.jsonc").exists()
+    assert not (here / ".kilo" / "kilo.jsonc").exists()
     path = here / ".mcp.json"
     path.write_text('{"mcpServers": {"other": {}}}')
     before = os.stat(path).st_mtime_ns

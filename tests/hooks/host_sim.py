@@ -15,7 +15,9 @@ tool call in FILE (a JSON list of ``{"tool": NAME, "input": {...}}``):
    ``Write``/``write_file``: writes the file);
 3. sends the post-tool event (Claude Code: PostToolUse on success, PostToolUseFailure on
    a non-zero exit; Gemini CLI: AfterTool with ``Exit Code: N`` in ``llmContent``;
-   Codex: PostToolUse with the output text).
+   Codex: PostToolUse with the output text alone, after appending the call's
+   ``item_completed`` line with its exit code to the session transcript, as the real
+   Codex 0.171.0 does: tests/hosts/fixtures/codex/).
 
 Before the calls it runs the session-start hooks and prints the context they give. Each
 step prints one JSON line on stdout. ``--die-after-effect N`` SIGKILLs this process (the
@@ -202,7 +204,16 @@ def post_event(host: str, ok: bool, code: int, out: str, err: str) -> tuple[str,
     if host == "gemini":
         text = f"Output: {out}{err}" + ("" if ok else f"\nExit Code: {code}")
         return names["post"], {"tool_response": {"llmContent": text, "returnDisplay": text}}
-    return names["post"], {"tool_response": f"{out}{err}" + ("" if ok else f"\nExit code: {code}")}
+    return names["post"], {"tool_response": f"{out}{err}"}
+
+
+def transcribe(transcript: Path, call_id: str, code: int) -> None:
+    """Codex's transcript line for a finished shell call (the exit code is only there)."""
+    item = {"type": "CommandExecution", "id": call_id, "exit_code": code}
+    item["status"] = "completed" if code == 0 else "failed"
+    line = {"type": "event_msg", "payload": {"type": "item_completed", "item": item}}
+    with transcript.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 def main() -> int:
@@ -250,6 +261,8 @@ def main() -> int:
             os.kill(os.getpid(), signal.SIGKILL)  # the host dies before its post-tool hook
         event, extra = post_event(host, code == 0, code, out, err)
         post = pre | {"hook_event_name": event} | extra
+        if host == "codex":
+            transcribe(Path(pre["transcript_path"]), pre["tool_use_id"], code)
         answers = run_hooks(host, project, event, tool, post)
         say(
             step="post-tool",

@@ -218,6 +218,11 @@ def test_the_negative_control_without_the_gate_duplicates(tmp_path: Path) -> Non
     # gate exists to prevent.
     project = make_project(tmp_path, "claude-code", probe=False)
     (project.dir / ".continuum" / "effects.toml").write_text("", encoding="utf-8")
+    # A person accepts the emptied registry (unaccepted, it would refuse every call).
+    r = project.continuum(
+        "hooks", "accept", "--dir", str(project.dir), "--run", project.run, "--yes"
+    )
+    assert r.returncode == 0, r.stderr
     project.session("s1", [project.send("INV-1")], die_after_effect=0)
     again = project.session("s2", [project.send("INV-1")])
     assert again.pre(0)["blocked"] is False

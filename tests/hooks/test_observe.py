@@ -9,9 +9,11 @@ the store or the runtime.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from continuum.events import EventType
 from tests.hooks.conftest import Project, make_project
@@ -111,6 +113,56 @@ def test_pre_compact_records_a_checkpoint(tmp_path: Path) -> None:
         assert rt.verify(project.run).ok
     finally:
         rt.close()
+
+
+def _pre_compact(project: Any) -> None:
+    config = json.loads((project.dir / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    [command] = [h["command"] for g in config["hooks"]["PreCompact"] for h in g["hooks"]]
+    event = {"session_id": "s1", "cwd": str(project.dir), "hook_event_name": "PreCompact"}
+    p = subprocess.run(
+        ["sh", "-c", command],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        cwd=project.dir,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+
+
+def _checkpoints(project: Any) -> int:
+    rt = project.runtime()
+    try:
+        return sum(1 for e in rt.events(project.run) if e.type == EventType.CHECKPOINTED)
+    finally:
+        rt.close()
+
+
+def test_pre_compact_checkpoints_only_what_is_new_and_looks_at_most_once_a_minute(
+    tmp_path: Path,
+) -> None:
+    """Gemini CLI runs PreCompress before every model request: a checkpoint each time
+    would record nothing new. Nothing new since the last checkpoint: none; something new
+    but looked at within the interval: none; once the interval passed: one."""
+    from continuum.hooks.entry import PRE_COMPACT_INTERVAL, pre_compact_stamp
+
+    project = make_project(tmp_path, "claude-code")
+    project.session("s1", [project.send("INV-1")])
+    _pre_compact(project)
+    assert _checkpoints(project) == 1
+    stamp = Path(pre_compact_stamp(str(project.dir), project.run))
+    assert stamp.exists()
+    old = stamp.stat().st_mtime - PRE_COMPACT_INTERVAL - 1
+    os.utime(stamp, (old, old))
+    _pre_compact(project)  # nothing new since the checkpoint: none
+    assert _checkpoints(project) == 1
+    project.session("s2", [project.send("INV-2")])
+    _pre_compact(project)  # new, but looked at a moment ago: none
+    assert _checkpoints(project) == 1
+    os.utime(stamp, (old, old))  # control: once the interval passed, the new work is sealed
+    _pre_compact(project)
+    assert _checkpoints(project) == 2
 
 
 LEAN = """

@@ -4,7 +4,9 @@
 project settings: before and after every tool call, at session start and before the
 context is compacted, the host runs `continuum hook KIND` with this store, this run and
 this project written in absolutely. An existing file is merged (other hooks and settings
-kept, ours replaced); one we cannot merge into is refused and left untouched. When the
+kept, ours replaced); one we cannot merge into is refused and left untouched. Kilo Code
+has no hook settings: `--client kilo` writes continuum's plugin (.kilo/plugin/continuum.js),
+which runs the same `continuum hook KIND --host kilo` around every tool call. When the
 project has no effect registry (`.continuum/effects.toml`), the shipped example is
 copied there: it says which tool calls are side effects to gate.
 
@@ -22,12 +24,15 @@ from urllib.parse import parse_qsl, urlsplit
 
 import click
 
-from continuum.cli.common import common
-from continuum.cli.output import Exit, Line, Settings, emit, write_lines
-from continuum.errors import ContinuumError, UsageError
+from continuum.cli.common import common, require_person, runtime
+from continuum.cli.output import AGENT_TEXT_NOTICE, Exit, Line, Settings, ask, emit, write_lines
+from continuum.errors import ContinuumError, NotFoundError, UsageError
+from continuum.events import EventType
+from continuum.hooks.guard import ACCEPTED, accepted_text, registry_digest
 from continuum.hooks.install import (
     EVENTS,
     HOSTS,
+    PLUGIN_HOSTS,
     SETTINGS_PATHS,
     config_text,
     continuum_command,
@@ -35,23 +40,35 @@ from continuum.hooks.install import (
     default_run_id,
     hook_command,
     installed,
+    is_our_plugin,
+    plugin_text,
     read_config,
     removed,
     write_config,
+    write_text,
 )
 from continuum.hooks.registry import REGISTRY_PATH, Registry, explain, load_registry, parse_registry
 from continuum.store import is_postgres_url, redact_url, resolve_url, sqlite_path_from_url
 from continuum.store.base import check_run_id
+from continuum.types import Origin
 from continuum.untrusted import quoted
 
 NEXT_STEP = {
     "claude-code": "the hooks apply to Claude Code sessions started in this project from now "
     "on (an interactive session runs them once the folder is trusted)",
-    "gemini": "the hooks apply to Gemini CLI sessions started in this project from now on "
-    "(Gemini CLI skips project hooks in a folder it does not trust)",
-    "codex": "Codex runs project hooks only after you review and trust them: start Codex in "
-    "this project and trust the continuum hooks (after any change to "
-    ".codex/hooks.json it asks again)",
+    "gemini": "the hooks apply to Gemini CLI sessions started in this project once the "
+    "folder is trusted: headless Gemini in an untrusted folder refuses to start (exit 55), "
+    "and with --skip-trust it drops the project's hooks and MCP servers without a word. "
+    "Trust it in an interactive session or in ~/.gemini/trustedFolders.json; the first "
+    "session then warns once about the new project hooks",
+    "codex": "Codex loads them only from a trusted project, and runs each hook only once it "
+    'is trusted as it is now: `codex exec` asks neither and warns at most once ("Untrusted '
+    'project-local configuration is disabled"), so until you trust both the gate is '
+    "silently absent. Start `codex` here, trust the project and review the continuum "
+    "hooks (again after any change to .codex/hooks.json); `continuum hooks doctor "
+    "--client codex` tells whether Codex will run them",
+    "kilo": "Kilo loads the plugin at the start of every session in this project, without "
+    "a prompt; `kilo run --pure` skips plugins, and then nothing is gated",
 }
 
 
@@ -150,7 +167,7 @@ def registry_report(project: Path, *, copy: bool) -> tuple[dict[str, Any], list[
 
 @click.group("hooks")
 def hooks_group() -> None:
-    """Hook continuum into a coding host (Claude Code, Gemini CLI, Codex)."""
+    """Hook continuum into a coding host (Claude Code, Gemini CLI, Codex, Kilo Code)."""
 
 
 @hooks_group.command("install")
@@ -192,16 +209,33 @@ def install_cmd(
     url = resolve_url(s.db)
     store = store_arg(url)
     exe = continuum_command()
-    commands = {
-        kind: hook_command(exe, kind, client, store, run_value, str(project))
-        for kind in EVENTS[client].values()
-    }
     path = project / SETTINGS_PATHS[client]
-    config = installed(read_config(path), client, commands)
     secret = has_password(store)
-    if not print_only:
-        write_config(path, config, new_mode=0o600 if secret else 0o644)
+    if client in PLUGIN_HOSTS:
+        text = plugin_text(exe, store, run_value, str(project))
+        config: dict[str, Any] = {"plugin": str(path)}
+        if not print_only:
+            refuse_foreign_plugin(path)
+            write_text(path, text, new_mode=0o600 if secret else 0o644)
+    else:
+        commands = {
+            kind: hook_command(exe, kind, client, store, run_value, str(project))
+            for kind in EVENTS[client].values()
+        }
+        config = installed(read_config(path), client, commands)
+        text = config_text(config)
+        if not print_only:
+            write_config(path, config, new_mode=0o600 if secret else 0o644)
     registry, registry_lines = registry_report(project, copy=not print_only)
+    if not print_only and registry.get("rules") is not None:
+        # The person installing accepts the registry they leave in place (its rules were
+        # just listed); any later edit needs `continuum hooks accept`.
+        accepted = record_acceptance(s, project, run_value, load_registry(project), event=False)
+        registry["accepted"] = accepted["registry_sha256"] or "absent"
+        registry_lines.append(
+            "accepted this registry as what the gate enforces; after editing it, run "
+            f"`continuum hooks accept --dir {quoted(str(project))}`"
+        )
     data = {
         "client": client,
         "path": str(path),
@@ -232,7 +266,7 @@ def install_cmd(
                 ],
                 err=True,
             )
-        emit(s, data, config_text(config).rstrip("\n"))
+        emit(s, data, text.rstrip("\n"))
         return
     emit(
         s,
@@ -275,6 +309,18 @@ def remove_cmd(s: Settings, client: str, directory: str | None, print_only: bool
             f"nothing to remove: {quoted(str(path))} does not exist",
         )
         return
+    if client in PLUGIN_HOSTS:
+        refuse_foreign_plugin(path)
+        if not print_only:
+            path.unlink()
+        data = {"client": client, "path": str(path), "removed": 1, "written": not print_only}
+        emit(
+            s,
+            data,
+            f"{'would remove' if print_only else 'removed'} continuum's plugin "
+            f"{quoted(str(path))}; nothing else changed",
+        )
+        return
     before = read_config(path)
     count = count_ours(before)
     config = removed(before, client)
@@ -310,6 +356,147 @@ def remove_cmd(s: Settings, client: str, directory: str | None, print_only: bool
         f"removed {count} continuum hook entr{'y' if count == 1 else 'ies'} from "
         f"{quoted(str(path))}; other hooks and settings are unchanged",
     )
+
+
+def refuse_foreign_plugin(path: Path) -> None:
+    """A plugin file of that name that is not ours is left alone."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(
+            f"cannot read {quoted(str(path))}; it was left untouched",
+            code="usage.bad_config_file",
+            path=str(path),
+            hint="move the file, then install again",
+        ) from e
+    if not is_our_plugin(text):
+        raise UsageError(
+            f"{quoted(str(path))} is not continuum's plugin; it was left untouched",
+            code="usage.bad_config_file",
+            path=str(path),
+            hint="move or rename that file, then install again",
+        )
+
+
+@hooks_group.command("doctor")
+@click.option(
+    "--client",
+    "client",
+    type=click.Choice(HOSTS),
+    required=True,
+    help="The host to check.",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="The project directory (default: the current directory).",
+)
+@common
+def doctor_cmd(s: Settings, client: str, directory: str | None) -> None:
+    """Tell whether CLIENT will really run continuum's hooks in this project.
+
+    Reads files only: continuum's hook entries (or Kilo's plugin), the effect registry
+    (valid, and the one a person accepted), and what the host itself needs, which it
+    does not say when it skips hooks: Codex a trusted project and each hook trusted with
+    its current hash (~/.codex/config.toml), Gemini CLI a trusted folder
+    (~/.gemini/trustedFolders.json), Claude Code no disableAllHooks. Exit 0 when every
+    check passed; 20 (a person must act) naming what fails and how to fix it.
+    """
+    from continuum.hooks.doctor import diagnose, report_lines
+
+    report = diagnose(client, project_dir(directory))
+    emit(s, report, report_lines(report), code=0 if report["will_run"] else 20)
+
+
+@hooks_group.command("accept")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="The project directory (default: the current directory).",
+)
+@click.option(
+    "--run",
+    "run",
+    default=None,
+    metavar="RUN",
+    help="The run the hooks record into (default: the project directory's name).",
+)
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Do not ask: for a person's own script. Without it, accept shows the rules, asks "
+    "on a terminal and refuses when stdin is not one.",
+)
+@common
+def accept_cmd(s: Settings, directory: str | None, run: str | None, yes: bool) -> None:
+    """As a person, accept the project's effect registry as it is now.
+
+    The gate enforces only a registry a person accepted: while .continuum/effects.toml is
+    missing, empty or changed since it was last accepted, the hooks refuse every tool
+    call that could be a side effect. This shows every rule, asks, then records the
+    registry's digest beside it (.continuum/accepted-registry.json) and, with origin
+    human, in the hooks' run (a registry_accepted event). `hooks install` accepts the
+    registry it leaves in place (the file only). A malformed registry cannot be accepted.
+    """
+    project = project_dir(directory)
+    registry = load_registry(project)  # a malformed one raises, naming the line
+    run_value = run_id(run, project)
+    require_person(yes, "accepting the effect registry", f"continuum hooks accept --dir {project}")
+    if not yes:
+        write_lines(s, [AGENT_TEXT_NOTICE, *explain(registry)], err=True)
+        if not ask(s, "Accept these rules as what the gate enforces?"):
+            raise UsageError(
+                "not accepted; nothing was recorded",
+                code="usage.declined",
+                hint="edit .continuum/effects.toml, then run `continuum hooks accept` again",
+            )
+    data = record_acceptance(s, project, run_value, registry)
+    emit(
+        s,
+        data,
+        [
+            f"accepted the effect registry {quoted(data['path'])} ({data['rules']} rule(s), "
+            f"{data['registry_sha256'] or 'absent'}) for run {quoted(run_value)}",
+            "the hooks enforce it from the next tool call; after any edit, accept it again",
+        ],
+    )
+
+
+def record_acceptance(
+    s: Settings, project: Path, run_value: str, registry: Registry, *, event: bool = True
+) -> dict[str, Any]:
+    """Record a person's acceptance of ``registry``: with ``event``, a registry_accepted
+    event (origin human) in the run (the store and run are created if need be), then the
+    file the gate reads on every call. `hooks install` writes the file alone: installing
+    must not need the store yet, and the hook settings it writes are its own record."""
+    from datetime import UTC, datetime
+
+    digest = registry_digest(str(project))
+    payload = {
+        "path": str(project / REGISTRY_PATH),
+        "registry_sha256": digest,
+        "rules": len(registry.rules),
+    }
+    if event:
+        rt = runtime(s, create=True, origin=Origin.HUMAN)
+        try:
+            try:
+                rt.store.get_run(run_value)
+            except NotFoundError:
+                rt.start_run(run_value, None, metadata={"created_by": "continuum hooks"})
+            rt.append(run_value, EventType.REGISTRY_ACCEPTED, payload)
+        finally:
+            rt.close()
+    when = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    write_text(project / ACCEPTED, accepted_text(digest, len(registry.rules), when))
+    return {**payload, "run": run_value, "accepted_file": str(project / ACCEPTED)}
 
 
 def rule_data(registry: Registry) -> list[dict[str, Any]]:

@@ -9,9 +9,10 @@ real binaries did (tests/hosts/, references/mcp.md "Hosts"):
   ``required = true`` (without it ``codex exec`` does not wait for the server, and its
   tools are missing from the first model request). Codex reads a project's ``.codex/``
   only once the project is trusted.
-- Kilo Code: ``kilo.jsonc``, ``{"mcp": {"continuum": {"type": "local", "command": [...],
-  "environment": {...}}}}`` (comments allowed); ``.kilocode/mcp.json`` is only a legacy
-  import for it.
+- Kilo Code: ``.kilo/kilo.jsonc``, ``{"mcp": {"continuum": {"type": "local", "command":
+  [...], "environment": {...}}}}`` (comments allowed): the project file Kilo reads last
+  (so it wins over ``kilo.jsonc``, ``opencode.json`` and ``.kilocode/``) and the one its
+  own config writer uses; ``.kilocode/mcp.json`` is only a legacy import for it.
 
 Each format has the same three operations: read (``{}`` when absent; a file that cannot
 be merged into is refused and left untouched), put our entry in, take it out. Every other
@@ -86,7 +87,7 @@ CLIENTS: dict[str, ClientSpec] = {
     "kilo": ClientSpec(
         "kilo",
         "Kilo Code",
-        "kilo.jsonc",
+        ".kilo/kilo.jsonc",
         "jsonc-mcp",
         (
             ClientName("kilo", "Kilo CLI 7.7.7 (tests/hosts, real binary)"),

@@ -158,7 +158,7 @@ def install_cmd(
 
     The file is the one the host's current version reads in a project (Claude Code
     .mcp.json, Gemini CLI .gemini/settings.json, Codex .codex/config.toml, Kilo
-    kilo.jsonc). The store is --db / CONTINUUM_DB / ./continuum.db made absolute; the
+    .kilo/kilo.jsonc). The store is --db / CONTINUUM_DB / ./continuum.db made absolute; the
     allowlist (CONTINUUM_MCP_MUTATING_CLIENTS) is set to every client name that host
     really sends, so it may use the mutating tools. On stdio the name is self-declared:
     the configuration file is the security boundary, so keep it under your control.

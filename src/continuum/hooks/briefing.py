@@ -69,7 +69,7 @@ def briefing(
         if probe.verdict == "no_probe":
             continue
         lines.append(
-            f"Probe for {quoted(probe.action_key, limit=120)}: exit {probe.exit_code} -> "
+            f"Probe for {quoted(probe.action_key, limit=120)}: exit {probe.exit_code}, so "
             f"{probe.verdict.replace('_', ' ')}"
             + (" (recorded)" if probe.verdict != "unknown" else " (still unknown)")
             + "."

@@ -8,7 +8,10 @@ close to a bare interpreter start.
 Fail closed: for a pre-tool call that matches a rule, or that cannot be judged (stdin
 unusable, registry malformed, an unexpected error), the answer is a denial with a
 one-line reason (exit 2, reason on stderr), never an allow and never another exit code
-(Claude Code lets the tool run on any other non-zero exit).
+(Claude Code lets the tool run on any other non-zero exit). Before any rule is looked
+at, a call that would change continuum's own configuration is refused, and so is every
+call that could be an effect while the registry is not the one a person accepted
+(``guard.py``).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import os
 import sys
 
 from continuum.errors import ContinuumError, UsageError
+from continuum.hooks.guard import guarded_touch, is_accepted
 from continuum.hooks.hosts import DENY_EXIT, FILE_TOOLS, HOSTS, KINDS, READ_ONLY_TOOLS, parse_event
-from continuum.hooks.registry import Registry, load_registry
+from continuum.hooks.registry import REGISTRY_PATH, Registry, load_registry
 
 MAX_STDIN_BYTES = 16 * 1024 * 1024  # a host event is small; a huge one is refused, not buffered
 
@@ -32,7 +36,10 @@ HOST:  {" | ".join(HOSTS)}
   post-tool          record the outcome of a gated call, and files written, as evidence
   post-tool-failure  record a failed call (its outcome unknown unless it never started)
   session-start      brief the new session (verdict, unresolved actions, files); runs probes
-  pre-compact        record a checkpoint before the host compacts its context
+  subagent-start     brief a subagent the host starts (the same briefing, no probes)
+  subagent-stop      record that a subagent finished (a progress note)
+  pre-compact        record a checkpoint before the host compacts its context, when the
+                     run recorded something since its last one (at most once a minute)
 --project defaults to the host's project directory (CLAUDE_PROJECT_DIR, GEMINI_PROJECT_DIR)
 or the event's cwd; the effect registry is PROJECT/.continuum/effects.toml.
 """
@@ -103,6 +110,41 @@ def project_dir(args: HookArgs, event_cwd: str | None) -> str:
     )
 
 
+def _accept_command(project: str) -> str:
+    import shlex
+
+    return f"continuum hooks accept --dir {shlex.quote(project)}"
+
+
+def guarded_refusal(tool: str, touched: str, project: str) -> str:
+    from continuum.untrusted import quoted
+
+    return (
+        f"continuum refused this {tool} call: it would change or name continuum's own "
+        f"configuration ({quoted(touched, limit=160)}), which only a person may change, so "
+        "nothing was run. Do not try another way: ask the user to make the change "
+        "themselves (an edited effect registry takes effect once they review it and run "
+        f"`{_accept_command(project)}`)"
+    )
+
+
+def unaccepted_refusal(project: str, registry: Registry) -> str:
+    path = os.path.join(project, REGISTRY_PATH)
+    state = (
+        "does not exist"
+        if registry.path is None
+        else "has no rules"
+        if not registry.rules
+        else "is not the one a person last accepted"
+    )
+    return (
+        f"continuum refused this tool call: the effect registry {path} {state} (it changed, "
+        "or was never accepted), so every tool call that could be a side effect is refused "
+        "and nothing was run. Tell the user: they review the registry and run "
+        f"`{_accept_command(project)}`"
+    )
+
+
 def deny(reason: str) -> int:
     """The answer that blocks on every host: exit 2, one reason on stderr, nothing on stdout.
 
@@ -152,12 +194,19 @@ def _run(args: HookArgs) -> int:
     project = project_dir(args, event.cwd)
     if args.kind == "pre-tool":
         assert event.tool_name is not None
+        touched = guarded_touch(
+            event.tool_name, event.tool_input, event.cwd or project, project, args.db
+        )
+        if touched is not None:
+            return deny(guarded_refusal(event.tool_name, touched, project))
         try:
             registry = load_registry(project)
         except UsageError:
             if event.tool_name in READ_ONLY_TOOLS:
                 return 0  # looking around stays possible while a person fixes the registry
             raise
+        if event.tool_name not in READ_ONLY_TOOLS and not is_accepted(project):
+            return deny(unaccepted_refusal(project, registry))
         rule = registry.find(event.tool_name, event.tool_input)
         if rule is None:
             return 0  # not a registered effect: allowed, store untouched
@@ -173,13 +222,53 @@ def _run(args: HookArgs) -> int:
         from continuum.hooks import gate
 
         return gate.post_tool(args, event, project, rule)
+    if args.kind == "pre-compact" and _looked_lately(project, args.run):
+        return 0  # a pre-compaction checkpoint was considered moments ago
     if not _store_may_exist(args.db):
         return 0  # no store yet, so no run: nothing to brief, nothing to checkpoint
     from continuum.hooks import gate
 
     if args.kind == "session-start":
         return gate.session_start(args, event, project, _registry_or_none(project))
-    return gate.pre_compact(args, event)
+    if args.kind == "subagent-start":
+        return gate.subagent_start(args, event, project, _registry_or_none(project))
+    if args.kind == "subagent-stop":
+        return gate.subagent_stop(args, event)
+    return gate.pre_compact(args, event, project)
+
+
+PRE_COMPACT_INTERVAL = 60.0  # seconds between two looks at whether to checkpoint
+
+
+def pre_compact_stamp(project: str, run: str) -> str:
+    """The file whose modification time says when pre-compact last looked at ``run``.
+    Not a record of anything (the log is): deleting or forging it only changes whether a
+    checkpoint is considered."""
+    import hashlib
+
+    tag = hashlib.sha256(run.encode("utf-8", "replace")).hexdigest()[:16]
+    return os.path.join(project, ".continuum", f".pre-compact-{tag}")
+
+
+def _looked_lately(project: str, run: str) -> bool:
+    import time
+
+    try:
+        age = time.time() - os.stat(pre_compact_stamp(project, run)).st_mtime
+    except OSError:
+        return False
+    return 0 <= age < PRE_COMPACT_INTERVAL
+
+
+def touch_pre_compact_stamp(project: str, run: str) -> None:
+    path = pre_compact_stamp(project, run)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a"):
+            pass
+        os.utime(path)
+    except OSError:
+        pass  # without the stamp the next turn looks at the store again: slower, not wrong
 
 
 def _registry_or_none(project: str) -> Registry | None:

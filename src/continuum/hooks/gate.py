@@ -32,8 +32,15 @@ from continuum.approval_rules import ApprovalRules, RuleFiles
 from continuum.environment import file_checksum
 from continuum.errors import ActionOwnedError, ContinuumError, NotFoundError, UsageError
 from continuum.events import EventType
-from continuum.hooks.entry import HookArgs, deny
-from continuum.hooks.hosts import HookEvent, Outcome, file_paths, session_context
+from continuum.hooks.entry import HookArgs, deny, touch_pre_compact_stamp
+from continuum.hooks.hosts import (
+    SHELL_TOOLS,
+    HookEvent,
+    Outcome,
+    file_paths,
+    session_context,
+    shell_write_targets,
+)
 from continuum.hooks.registry import BUILTINS, Registry, Rule, render_key, render_probe
 from continuum.ledger import InterceptResult, process_start
 from continuum.projection import ActionRecord
@@ -266,7 +273,8 @@ def refusal(
         result = ""
         previous = r.previous_result
         if isinstance(previous, dict) and "exit_code" in previous and "output_sha256" in previous:
-            result = f", exit code {previous['exit_code']}"  # a hook's own summary
+            code = previous["exit_code"]  # a hook's own summary
+            result = f", exit code {code}" if code is not None else ""
         elif previous is not None:
             result = f", result {quoted(json.dumps(previous, sort_keys=True), limit=200)}"
         return (
@@ -320,9 +328,13 @@ def post_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule | None)
     warnings: list[str] = []
     try:
         _ensure_run(rt, args.run)
+        paths = file_paths(event.tool_name, event.tool_input)
         if rule is not None:
             warnings += _settle(rt, args, event, rule, event.outcome)
-        for path in file_paths(event.tool_name, event.tool_input):
+            command = event.tool_input.get("command")
+            if event.tool_name in SHELL_TOOLS and isinstance(command, str):
+                paths += shell_write_targets(command)  # what a registered command wrote
+        for path in paths:
             _file_evidence(rt, args.run, event, path)
     finally:
         rt.close()
@@ -417,6 +429,8 @@ def _same_call(rec: ActionRecord, event: HookEvent) -> bool:
 
 
 def _failure_text(outcome: Outcome) -> str:
+    if outcome.unreported:
+        return f"{outcome.error or 'the host did not report how it ended'}; outcome uncertain"
     if outcome.never_started:
         return "the tool never started: " + (outcome.error or "")
     if outcome.interrupted:
@@ -597,7 +611,51 @@ def session_start(args: HookArgs, event: HookEvent, project: str, registry: Regi
     if text:
         import sys
 
-        sys.stdout.write(session_context(text) + "\n")
+        sys.stdout.write(session_context(text, args.host) + "\n")
+    return 0
+
+
+def subagent_start(
+    args: HookArgs, event: HookEvent, project: str, registry: Registry | None
+) -> int:
+    """Brief a subagent as a new session is briefed (a subagent starts with a fresh context
+    and SessionStart fired only for the main loop); probes are left to session start."""
+    from continuum.hooks.briefing import briefing
+
+    rt = _open_existing_run(args, event)
+    if rt is None:
+        return 0
+    try:
+        text = briefing(rt, args, project, registry, [])
+    finally:
+        rt.close()
+    if text:
+        import sys
+
+        who = f" (type {quoted(event.agent_type, limit=60)})" if event.agent_type else ""
+        text = f"You are a subagent{who}; this applies to you too.\n{text}"
+        sys.stdout.write(session_context(text, args.host, "SubagentStart") + "\n")
+    return 0
+
+
+def subagent_stop(args: HookArgs, event: HookEvent) -> int:
+    """A progress note: which subagent finished (the host's words, origin external_agent)."""
+    rt = _open_existing_run(args, event)
+    if rt is None:
+        return 0
+    try:
+        agent = event.agent_id or "?"
+        rt.append(
+            args.run,
+            EventType.EVIDENCE_ADDED,
+            {
+                "evidence_id": f"subagent:{agent}:stopped",
+                "text": f"subagent {event.agent_type or ''} {agent} finished".replace("  ", " "),
+                "agent": {"id": event.agent_id, "type": event.agent_type},
+            },
+        )
+    finally:
+        rt.close()
     return 0
 
 
@@ -619,16 +677,25 @@ def _open_existing_run(args: HookArgs, event: HookEvent) -> Continuum | None:
     return rt
 
 
-def pre_compact(args: HookArgs, event: HookEvent) -> int:
+def pre_compact(args: HookArgs, event: HookEvent, project: str) -> int:
+    """A checkpoint before the host compacts, only when the run recorded something since
+    its last checkpoint (Gemini CLI 0.61.0 runs PreCompress before every model request,
+    whether or not it then compacts: a checkpoint each turn would record nothing new).
+    The entry point also skips this within ``PRE_COMPACT_INTERVAL`` of the last look."""
     rt = _open_existing_run(args, event)
     if rt is None:
         return 0
     try:
-        rt.checkpoint(
-            args.run, reason=f"before the host compacted its context ({event.source or 'auto'})"
-        )
+        head = rt.store.get_run(args.run).head_sequence
+        latest = next(iter(rt.store.list_checkpoints(args.run)), None)
+        if latest is None or head > latest.event_sequence:
+            rt.checkpoint(
+                args.run,
+                reason=f"before the host compacted its context ({event.source or 'auto'})",
+            )
     finally:
         rt.close()
+    touch_pre_compact_stamp(project, args.run)
     return 0
 
 
@@ -640,4 +707,6 @@ __all__ = [
     "pre_tool",
     "probe_action",
     "session_start",
+    "subagent_start",
+    "subagent_stop",
 ]

@@ -1,22 +1,32 @@
 """What each coding host sends a hook on stdin, and how it expects an answer.
 
-Facts (each host's documentation and source, see references/hooks.md):
+Facts from the real binaries (tests/hosts/, payloads in tests/hosts/fixtures/HOST/; see
+references/hooks.md for the versions):
 
 - Claude Code: PreToolUse, PostToolUse (success only), PostToolUseFailure, SessionStart,
   PreCompact. Exit 2 blocks and shows stderr to the model; any other non-zero exit and a
-  timeout *fail open* (the tool runs). JSON on stdout is read on every exit code.
+  timeout *fail open* (the tool runs). JSON on stdout is read on every exit code. A call
+  made inside a subagent carries ``agent_id`` and ``agent_type``.
 - Gemini CLI: BeforeTool, AfterTool (every executed tool; a shell's exit code is only a
-  line ``Exit Code: N`` in ``llmContent``), SessionStart, PreCompress. Exit 2 blocks
-  only with a non-empty stderr; JSON on stdout is ignored on a non-zero exit.
-- Codex: PreToolUse, PostToolUse (also after a non-zero exit), SessionStart, PreCompact;
-  every shell tool is ``Bash`` with ``{command}``. Exit 2 blocks only with a non-empty
-  stderr; output JSON with an unknown field is invalid and fails open.
+  line ``Exit Code: N`` in ``llmContent``), SessionStart, PreCompress (before every model
+  request, whether or not it then compresses). Stdout (else stderr) is read on every exit
+  code: plain text with an exit code of 2 or more denies, exit 0 or 1 allows; exit 2 with
+  nothing printed lets the tool run.
+- Codex: PreToolUse, PostToolUse (after a shell command whatever its exit, but carrying
+  its output alone: the exit status is read from Codex's session transcript; for
+  apply_patch and MCP tools only when they worked), SessionStart, PreCompact; every
+  shell tool is ``Bash`` with ``{command}``. Exit 2 blocks only with a non-empty stderr,
+  and Codex appends ". Command: X" to the reason; exit 1 and unknown JSON fields fail
+  open.
+- Kilo Code: no hook commands; continuum's plugin (``kilo_plugin.js``) runs these hooks
+  with Claude-Code-shaped events (``tool_response`` is Kilo's ``{output, metadata}``, a
+  bash exit status in ``metadata.exit``), and throws continuum's denial.
 
-So the one answer that blocks on all three is exit 2 with the reason on stderr and
+So the one answer that blocks on every host is exit 2 with the reason on stderr and
 nothing on stdout; that is what a denial is. An allow prints nothing and exits 0 (it
 never grants a permission the user's own settings would not). Context for the model at
 session start is ``{"hookSpecificOutput": {"hookEventName": "SessionStart",
-"additionalContext": ...}}``, which all three read.
+"additionalContext": ...}}``, which all of them read.
 
 Standard library only: this runs on every tool call.
 """
@@ -33,8 +43,16 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-HOSTS = ("claude-code", "gemini", "codex")
-KINDS = ("pre-tool", "post-tool", "post-tool-failure", "session-start", "pre-compact")
+HOSTS = ("claude-code", "gemini", "codex", "kilo")
+KINDS = (
+    "pre-tool",
+    "post-tool",
+    "post-tool-failure",
+    "session-start",
+    "pre-compact",
+    "subagent-start",
+    "subagent-stop",
+)
 DENY_EXIT = 2
 
 # Tools that only read: with a malformed registry, the gate still lets these through (a
@@ -54,6 +72,12 @@ READ_ONLY_TOOLS = frozenset(
         "glob",
         "grep_search",
         "search_file_content",  # Gemini CLI
+        "read",
+        "grep",
+        "list",
+        "list_mcp_resources",
+        "list_mcp_resource_templates",
+        "read_mcp_resource",  # Kilo Code
     }
 )
 
@@ -66,6 +90,8 @@ FILE_TOOLS = {
     "write_file": "file_path",
     "replace": "file_path",  # Gemini CLI
     "apply_patch": "command",  # Codex: the patch text names the files
+    "write": "filePath",
+    "edit": "filePath",  # Kilo Code (relative to the project, or absolute)
 }
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
 _EXIT_LINE = re.compile(r"(?im)^\s*exit code:?\s*(-?\d+)")
@@ -83,6 +109,7 @@ class Outcome:
         "never_started",
         "output_chars",
         "output_sha256",
+        "unreported",
     )
 
     def __init__(
@@ -95,8 +122,12 @@ class Outcome:
         output_sha256: str | None = None,
         output_chars: int = 0,
         error: str | None = None,
+        unreported: bool = False,
     ) -> None:
         self.failed = failed
+        # The host ran the call but did not say how it ended: recorded as unknown, never
+        # as done (a failed effect must not read as one that happened).
+        self.unreported = unreported
         self.exit_code = exit_code
         self.interrupted = interrupted
         self.never_started = never_started
@@ -251,6 +282,8 @@ def _outcome(host: str, kind: str, payload: Mapping[str, Any]) -> Outcome:
             output_sha256=sha,
             output_chars=chars,
         )
+    if host == "kilo":
+        return _kilo_outcome(kind, payload, response, sha, chars)
     if host == "gemini":
         text = ""
         error: str | None = None
@@ -272,11 +305,102 @@ def _outcome(host: str, kind: str, payload: Mapping[str, Any]) -> Outcome:
             output_chars=chars,
             error=error,
         )
-    # codex: the output as text; an exit code only when it says so
-    text = response if isinstance(response, str) else json.dumps(response)
-    m = _EXIT_LINE.search(text or "")
-    code = int(m.group(1)) if m else None
-    return Outcome(failed=bool(code), exit_code=code, output_sha256=sha, output_chars=chars)
+    # codex: PostToolUse fires only for a call that ran (not for a failed apply_patch or
+    # an MCP error result); for the shell it carries the output alone, never the exit
+    # status, which Codex's own session transcript holds (codex_exit_code).
+    if payload.get("tool_name") != "Bash":
+        failed = isinstance(response, dict) and response.get("isError") is True
+        return Outcome(failed=failed, exit_code=None, output_sha256=sha, output_chars=chars)
+    code = codex_exit_code(payload.get("transcript_path"), payload.get("tool_use_id"))
+    if code is None:
+        return Outcome(
+            failed=True,
+            unreported=True,
+            output_sha256=sha,
+            output_chars=chars,
+            error="Codex did not report the command's exit status",
+        )
+    return Outcome(failed=code != 0, exit_code=code, output_sha256=sha, output_chars=chars)
+
+
+# Kilo refuses a call by its own permission rules after continuum's gate let it through:
+# the tool never started.
+_KILO_NOT_STARTED = (
+    "The user rejected permission to use this specific tool call",
+    "The user has specified a rule which prevents you from using this specific tool call",
+)
+
+
+def _kilo_outcome(
+    kind: str, payload: Mapping[str, Any], response: Any, sha: str | None, chars: int
+) -> Outcome:
+    if kind == "post-tool-failure":
+        message = _text(payload.get("error")) or "the tool failed"
+        m = _LEADING_EXIT.match(message)
+        return Outcome(
+            failed=True,
+            exit_code=int(m.group(1)) if m else None,
+            never_started=message.startswith(_KILO_NOT_STARTED),
+            output_sha256=_digest(message)[0],
+            output_chars=len(message),
+            error=message.splitlines()[0],
+        )
+    metadata = response.get("metadata") if isinstance(response, dict) else None
+    exit_code = metadata.get("exit") if isinstance(metadata, dict) else None
+    if payload.get("tool_name") == "bash" and type(exit_code) is not int:
+        return Outcome(
+            failed=True,
+            unreported=True,
+            output_sha256=sha,
+            output_chars=chars,
+            error="Kilo did not report the command's exit status",
+        )
+    failed = (type(exit_code) is int and exit_code != 0) or (
+        isinstance(response, dict) and response.get("isError") is True
+    )
+    code = exit_code if type(exit_code) is int else None
+    return Outcome(failed=failed, exit_code=code, output_sha256=sha, output_chars=chars)
+
+
+TRANSCRIPT_TAIL = 8 * 1024 * 1024  # the transcript's last bytes searched for a call's result
+
+
+def codex_exit_code(transcript: Any, call_id: Any) -> int | None:
+    """The exit code Codex recorded for shell call ``call_id`` in its session transcript
+    (``transcript_path``: JSON lines; an ``event_msg`` whose payload is ``item_completed``
+    with ``item.id`` the call id and an integer ``item.exit_code``), or None when the
+    transcript is missing, unreadable or does not say. Codex writes that line before it
+    runs PostToolUse (tests/hosts: every shell call, in parallel, after a yield, inside a
+    subagent). Only the last ``TRANSCRIPT_TAIL`` bytes are read."""
+    if not isinstance(transcript, str) or not isinstance(call_id, str) or not call_id:
+        return None
+    try:
+        with open(transcript, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - TRANSCRIPT_TAIL))
+            data = f.read()
+    except OSError:
+        return None
+    needle = json.dumps(call_id).encode()
+    for line in reversed(data.splitlines()):
+        if needle not in line or b"item_completed" not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        body = entry.get("payload") if isinstance(entry, dict) else None
+        if not isinstance(body, dict) or body.get("type") != "item_completed":
+            continue
+        item = body.get("item")
+        if (
+            isinstance(item, dict)
+            and item.get("id") == call_id
+            and type(item.get("exit_code")) is int
+        ):
+            return int(item["exit_code"])
+    return None
 
 
 def file_paths(tool_name: str, tool_input: Mapping[str, Any]) -> list[str]:
@@ -292,6 +416,40 @@ def file_paths(tool_name: str, tool_input: Mapping[str, Any]) -> list[str]:
     return [value]
 
 
+SHELL_TOOLS = frozenset({"Bash", "run_shell_command", "bash", "shell", "exec_command"})
+_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
+
+
+def shell_write_targets(command: str) -> list[str]:
+    """The files a shell command line names as output: redirect targets (``> f``,
+    ``>> f``, ``2> f``, ``&> f``) and ``tee`` arguments. A reading of the text, as a
+    person would read it: not what a script, a variable or ``sh -c`` does inside. Empty
+    when the line cannot be split."""
+    import shlex
+
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:
+        return []
+    out: list[str] = []
+    for i, word in enumerate(words):
+        if word.rstrip("0123456789") == "" and i + 1 < len(words):
+            continue  # a file descriptor before a redirect ("2" of "2>")
+        if word in _REDIRECTS and i + 1 < len(words):
+            target = words[i + 1]
+            if not target.startswith(("&", "/dev/")) and target not in _REDIRECTS:
+                out.append(target)
+        elif word == "tee":
+            for arg in words[i + 1 :]:
+                if arg in ("|", "||", "&&", ";", "&") or arg in _REDIRECTS:
+                    break
+                if not arg.startswith("-"):
+                    out.append(arg)
+    return list(dict.fromkeys(out))
+
+
 def subagent_of(arguments: Any) -> tuple[str, str | None] | None:
     """(id, type) of the host subagent that made a gated call, from the arguments the gate
     recorded (``{"agent": {"id", "type"}}``); None for a call of the main loop."""
@@ -302,9 +460,21 @@ def subagent_of(arguments: Any) -> tuple[str, str | None] | None:
     return agent["id"], kind if isinstance(kind, str) else None
 
 
-def session_context(text: str) -> str:
-    """The JSON that puts ``text`` into the model's context at session start."""
+def session_context(text: str, host: str | None = None, event: str = "SessionStart") -> str:
+    """The JSON that puts ``text`` into the model's context at session start.
+
+    Gemini CLI 0.61.0 HTML-escapes ``<`` and ``>`` in that context (``>>`` reaches the
+    model as ``&gt;&gt;``), which would change a key or command the model reads; for it
+    they are written as the visible escapes ``\x3c`` and ``\x3e`` instead, as every other
+    unsafe character in a quoted value is (a backslash inside quotes is always doubled,
+    so the escape is unambiguous)."""
+    if host == "gemini" and ("<" in text or ">" in text):
+        text = text.replace("<", "\\x3c").replace(">", "\\x3e")
+        text += (
+            "\n(less-than and greater-than signs are shown as \\x3c and \\x3e here: this "
+            "host would rewrite them.)"
+        )
     return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}},
+        {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}},
         ensure_ascii=False,
     )

@@ -34,16 +34,18 @@ from pathlib import Path
 from typing import Any
 
 from continuum.errors import UsageError
+from continuum.hooks.hosts import KINDS
 from continuum.untrusted import as_typed, is_unsafe, quoted
 
-HOSTS = ("claude-code", "gemini", "codex")
-KINDS = ("pre-tool", "post-tool", "post-tool-failure", "session-start", "pre-compact")
+HOSTS = ("claude-code", "gemini", "codex", "kilo")
 TOOL_KINDS = ("pre-tool", "post-tool", "post-tool-failure")
 
 SETTINGS_PATHS: dict[str, Path] = {
     "claude-code": Path(".claude") / "settings.json",
     "gemini": Path(".gemini") / "settings.json",
     "codex": Path(".codex") / "hooks.json",
+    # Kilo Code has no hook settings: a plugin of ours, which Kilo loads from .kilo/plugin/.
+    "kilo": Path(".kilo") / "plugin" / "continuum.js",
 }
 
 # The host's event -> our hook kind, in the order the events are written.
@@ -54,6 +56,9 @@ EVENTS: dict[str, dict[str, str]] = {
         "PostToolUseFailure": "post-tool-failure",
         "SessionStart": "session-start",
         "PreCompact": "pre-compact",
+        # A subagent is not briefed by SessionStart (it fires once, for the main loop).
+        "SubagentStart": "subagent-start",
+        "SubagentStop": "subagent-stop",
     },
     "gemini": {
         "BeforeTool": "pre-tool",
@@ -66,8 +71,18 @@ EVENTS: dict[str, dict[str, str]] = {
         "PostToolUse": "post-tool",
         "SessionStart": "session-start",
         "PreCompact": "pre-compact",
+        "SubagentStart": "subagent-start",
+        "SubagentStop": "subagent-stop",
+    },
+    # The plugin's hooks (kilo_plugin.js); post-tool-failure comes from the same two.
+    "kilo": {
+        "tool.execute.before": "pre-tool",
+        "tool.execute.after": "post-tool",
+        "experimental.chat.system.transform": "session-start",
     },
 }
+PLUGIN_HOSTS = ("kilo",)  # hosts whose "settings" file is a plugin of ours, whole
+PLUGIN_MARK = "continuum's gate for Kilo Code"  # the first line of ours
 
 TIMEOUT_SECONDS = 60
 RUN_ID_LIMIT = 200
@@ -105,6 +120,32 @@ def hook_command(exe: list[str], kind: str, host: str, db: str, run: str, projec
         raise ValueError(f"the hook command must start with an absolute path, not {exe!r}")
     words = [*exe, "hook", kind, "--host", host, "--db", db, "--run", run, "--project", project]
     return " ".join(shlex.quote(w) for w in words)
+
+
+def plugin_text(exe: list[str], db: str, run: str, project: str) -> str:
+    """Kilo's plugin (``kilo_plugin.js``) with this installation's settings written in:
+    absolute paths, like the other hosts' hook commands."""
+    from importlib.resources import files
+
+    if not exe or not os.path.isabs(exe[0]):
+        raise ValueError(f"the hook command must start with an absolute path, not {exe!r}")
+    template = (files("continuum.hooks") / "kilo_plugin.js").read_text(encoding="utf-8")
+    settings = {
+        "command": exe,
+        "db": db,
+        "run": run,
+        "project": project,
+        "timeoutMs": TIMEOUT_SECONDS * 1000,
+    }
+    block = "/*continuum-settings*/ {} /*end-continuum-settings*/"
+    if block not in template:
+        raise ValueError("kilo_plugin.js has lost its settings block")
+    filled = f"/*continuum-settings*/ {json.dumps(settings)} /*end-continuum-settings*/"
+    return template.replace(block, filled)
+
+
+def is_our_plugin(text: str) -> bool:
+    return PLUGIN_MARK in text.split("\n", 1)[0]
 
 
 def continuum_command() -> list[str]:
