@@ -82,6 +82,11 @@ class Host:
     def write(self, path: str, content: str) -> ToolCall:
         raise NotImplementedError
 
+    def compaction(self) -> tuple[list[Step], str]:
+        """(steps, prompt) of a session in which the host compacts its context (and so
+        runs its pre-compaction hook)."""
+        raise NotImplementedError
+
 
 def base_env(project: Project) -> dict[str, str]:
     """A clean environment: PATH (the venv first, so `continuum` is the one under test),
@@ -170,7 +175,9 @@ class Project:
             check=False,
         )
         if check and done.returncode != 0:
-            raise AssertionError(f"continuum {' '.join(args)}: exit {done.returncode}\n{done.stderr}")
+            raise AssertionError(
+                f"continuum {' '.join(args)}: exit {done.returncode}\n{done.stderr}"
+            )
         return done
 
     def continuum_json(self, *args: str) -> Any:
@@ -181,7 +188,9 @@ class Project:
 
     def install_hooks(self, *extra: str) -> None:
         assert self.host.hooks_client is not None, f"{self.host.name} has no hooks"
-        self.continuum("hooks", "install", "--client", self.host.hooks_client, "--run", self.run, *extra)
+        self.continuum(
+            "hooks", "install", "--client", self.host.hooks_client, "--run", self.run, *extra
+        )
 
     def session(
         self,
@@ -190,6 +199,7 @@ class Project:
         prompt: str = "Do the task.",
         final: str = "Done.",
         kill_marker: str | None = None,
+        subagents: Mapping[str, Sequence[Step]] | None = None,
         bound: float = BOUND,
     ) -> SessionResult:
         """One non-interactive session of the real host.
@@ -198,7 +208,7 @@ class Project:
         host and everything it started are SIGKILLed (the tool itself blocks after
         creating it, so nothing after it runs)."""
         self.sessions += 1
-        model = Model(list(steps), final=final)
+        model = Model(list(steps), final=final, subagents=dict(subagents or {}))
         wire = self.host.wire()
         with serve(wire, model) as url:
             self.host.prepare(self)
@@ -213,7 +223,12 @@ class Project:
             if kill_marker is not None:
                 from tests.hosts.proc import wait_for
 
-                wait_for(self.dir / kill_marker, bound=bound, proc=proc.proc)
+                try:
+                    wait_for(self.dir / kill_marker, bound=bound, proc=proc.proc)
+                except AssertionError as e:
+                    proc.kill()
+                    failed = SessionResult(-1, True, model, proc)
+                    raise AssertionError(f"{e}\n{failed.describe()}") from None
                 proc.kill()
                 code = proc.proc.returncode if proc.proc else -9
             else:
@@ -232,8 +247,8 @@ class Project:
             path.chmod(mode)
         return path
 
-    def actions(self) -> list[dict[str, Any]]:
-        data = self.continuum_json("actions", self.run, "--all")
+    def actions(self, run: str | None = None) -> list[dict[str, Any]]:
+        data = self.continuum_json("actions", run or self.run, "--all")
         return list(data.get("actions") or [])
 
 

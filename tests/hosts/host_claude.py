@@ -14,7 +14,7 @@ import os
 
 from tests.hosts.harness import Host, Project, base_env, binary
 from tests.hosts.model_server import Wire
-from tests.hosts.script import ToolCall
+from tests.hosts.script import Step, ToolCall
 from tests.hosts.wire_anthropic import AnthropicWire
 
 
@@ -36,6 +36,8 @@ class ClaudeCode(Host):
             "bypassPermissions",
             "--output-format",
             "json",
+            # Its debug log (HOME/.claude/debug/) says why when something goes wrong.
+            "--debug",
         ]
 
     def env(self, project: Project, base_url: str) -> dict[str, str]:
@@ -55,3 +57,8 @@ class ClaudeCode(Host):
 
     def write(self, path: str, content: str) -> ToolCall:
         return ToolCall("Write", {"file_path": path, "content": content})
+
+    def compaction(self) -> tuple[list[Step], str]:
+        # `claude -p /compact` runs the built-in command: PreCompact fires (trigger
+        # "manual") before Claude Code finds there is too little to compact.
+        return [], "/compact"

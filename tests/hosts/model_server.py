@@ -11,6 +11,7 @@ Only 127.0.0.1, an ephemeral port, no network.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -95,10 +96,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")
         self.end_headers()
-        try:
+        # The host may be killed while it reads: that is what some tests do.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the host was killed while it read: that is what some tests do
 
 
 class _Server(ThreadingHTTPServer):

@@ -10,6 +10,7 @@ its environment (a child whose parent already died has been reparented, but keep
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -83,14 +84,10 @@ def kill_tree(pid: int, *, tag: str | None = None, bound: float = 30.0) -> list[
     killed (the root first)."""
     victims = [pid, *belonging(pid, tag)]
     for p in victims:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + bound
     for p in victims:
         while alive(p):
@@ -100,7 +97,9 @@ def kill_tree(pid: int, *, tag: str | None = None, bound: float = 30.0) -> list[
     return victims
 
 
-def wait_for(path: Path, *, bound: float = BOUND, proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_for(
+    path: Path, *, bound: float = BOUND, proc: subprocess.Popen[bytes] | None = None
+) -> None:
     """Wait (bounded) until ``path`` exists; fail at once if ``proc`` ended first."""
     deadline = time.monotonic() + bound
     while not path.exists():

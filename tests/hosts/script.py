@@ -21,7 +21,7 @@ import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class ToolResult:
         return None
 
 
-Reply = Union[list[ToolCall], str]
-Step = Union[list[ToolCall], str, Callable[[list[ToolResult]], Reply]]
+Reply = list[ToolCall] | str
+Step = list[ToolCall] | str | Callable[[list[ToolResult]], Reply]
 
 
 def mcp(name: str, **arguments: Any) -> ToolCall:
@@ -70,6 +70,7 @@ class Turn:
     results: list[ToolResult]  # the tool results since the last assistant turn
     text: str  # every text of the request, for searching (system prompt, context)
     main: bool = True  # False for side requests (titles, classifiers): answered with text
+    first_user: str = ""  # the conversation's first user message (tells subagents apart)
 
 
 @dataclass
@@ -82,22 +83,24 @@ class Model:
     turns: list[Turn] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # Called with the step index before its reply is sent (a test's hook for "the host is
-    # now between two tool calls").
-    on_step: Callable[[int, Turn], None] | None = None
+    # Conversations of a host's subagents: a marker their first user message contains ->
+    # their own steps (a subagent's history starts again at position 0).
+    subagents: dict[str, Sequence[Step]] = field(default_factory=dict)
 
     def reply(self, turn: Turn) -> Reply:
         with self.lock:
             self.turns.append(turn)
         if not turn.main:
             return "ok"
-        if turn.position >= len(self.steps):
+        steps = self.steps
+        for marker, theirs in self.subagents.items():
+            if marker in turn.first_user:
+                steps = theirs
+        if turn.position >= len(steps):
             return self.final
-        step = self.steps[turn.position]
+        step = steps[turn.position]
         if callable(step):
             step = step(turn.results)
-        if self.on_step is not None:
-            self.on_step(turn.position, turn)
         if isinstance(step, str):
             return step
         calls = []
@@ -111,14 +114,18 @@ class Model:
             calls.append(ToolCall(name, call.input))
         return calls
 
-    def main_turns(self) -> list[Turn]:
+    def main_turns(self, marker: str | None = None) -> list[Turn]:
+        """The scripted turns (of the subagent whose marker is given, or of the main loop)."""
         with self.lock:
-            return [t for t in self.turns if t.main]
+            turns = [t for t in self.turns if t.main]
+        if marker is not None:
+            return [t for t in turns if marker in t.first_user]
+        return [t for t in turns if not any(m in t.first_user for m in self.subagents)]
 
-    def results(self) -> list[ToolResult]:
+    def results(self, marker: str | None = None) -> list[ToolResult]:
         """Every tool result the host sent back, in order (deduplicated by call id)."""
         seen: dict[str, ToolResult] = {}
-        for t in self.main_turns():
+        for t in self.main_turns(marker):
             for r in t.results:
                 seen.setdefault(r.call_id, r)
         return list(seen.values())

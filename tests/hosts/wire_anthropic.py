@@ -74,12 +74,14 @@ def parse(body: dict[str, Any]) -> Turn:
     texts = _texts(body.get("system")) + [t for m in messages for t in _texts(m.get("content"))]
     text = "\n".join(texts)
     deferred = [n for m in _DEFERRED.finditer(text) for n in m.group(1).split()]
+    first = next((m for m in messages if m.get("role") == "user"), None)
     return Turn(
         tools=tools + [n for n in deferred if n not in tools],
         position=len(real),
         results=results,
         text=text,
         main=bool(tools),
+        first_user="\n".join(_texts(first.get("content"))) if first else "",
     )
 
 
@@ -105,8 +107,11 @@ def _blocks(reply: Reply) -> list[dict[str, Any]]:
 
 def _stream(message: dict[str, Any]) -> list[tuple[str | None, Any]]:
     head = {**message, "content": [], "stop_reason": None}
-    events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start", "message": head})]
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": head})
+    ]
     for i, block in enumerate(message["content"]):
+        start: dict[str, Any]
         if block["type"] == "text":
             start = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}
@@ -114,7 +119,10 @@ def _stream(message: dict[str, Any]) -> list[tuple[str | None, Any]]:
             start = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
         events += [
-            ("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": start},
+            ),
             ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}),
             ("content_block_stop", {"type": "content_block_stop", "index": i}),
         ]
@@ -137,7 +145,9 @@ class AnthropicWire:
         if request.path.endswith("/count_tokens"):
             return Response(json={"input_tokens": 100})
         if not request.path.endswith("/v1/messages") or not isinstance(request.body, dict):
-            return Response(404, json={"type": "error", "error": {"type": "not_found_error", "message": "no"}})
+            return Response(
+                404, json={"type": "error", "error": {"type": "not_found_error", "message": "no"}}
+            )
         reply = model.reply(parse(request.body))
         if isinstance(reply, list):
             missing = [c.name for c in reply if c.name not in _loaded(request.body)]
