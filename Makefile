@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # Tests that need PostgreSQL use this server (the machine kind starts it; CI too).
 export CONTINUUM_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/postgres
 
-.PHONY: setup browser test crash demo lint format typecheck clean
+.PHONY: setup browser hosts test test-hosts crash demo lint format typecheck clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,17 @@ browser:
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
 	fi
 
+# The real coding hosts tests/hosts/ drives (Claude Code, Gemini CLI, Codex, Kilo Code), at
+# the versions pinned in tests/hosts/hosts.toml, from the npm registry into .cache/hosts/
+# (about 1.2 GB; needs Node.js and npm, which this machine kind has). Each is installed
+# once; later runs only check that it is in place.
+hosts: $(STAMP)
+	$(PY) scripts/install_hosts.py
+
+# Just the real-host tests (they run in `make test` too).
+test-hosts: $(STAMP) hosts
+	$(PY) -m pytest -q -p no:cacheprovider tests/hosts
+
 # Lint and typing first (fast: mypy strict over src, then tests/mypy.ini over the test
 # code), then the whole suite: the in-process suites under
 # branch coverage (their report is printed at the end), then the ones that work through
@@ -33,7 +44,7 @@ browser:
 # is missing.
 IN_PROCESS := tests/unit tests/property tests/contract tests/cli
 test: export CONTINUUM_REQUIRE_EXTRAS = 1
-test: $(STAMP) browser
+test: $(STAMP) browser hosts
 	$(VENV)/bin/ruff check src tests scripts
 	$(VENV)/bin/ruff format --check src tests scripts
 	$(VENV)/bin/mypy
@@ -68,5 +79,5 @@ typecheck: $(STAMP)
 # Also what the e2e kit wrote: its working directory (1-setup.sh makes it; a KIT_WORK
 # elsewhere is yours to remove) and its scripts' bytecode.
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .coverage
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .coverage .cache/hosts
 	rm -rf e2e-autonomy-test/work e2e-autonomy-test/lib/__pycache__

@@ -8,7 +8,8 @@
 #   sink/                  the HTTP sink's journal (--http mode)
 #   .mcp.json              Claude Code's project MCP configuration for continuum-mcp
 #   .gemini/settings.json  Gemini CLI's
-#   .kilocode/mcp.json     Kilo Code's
+#   .kilo/kilo.jsonc       Kilo Code's
+#   .codex/config.toml     Codex's
 #   kit.env                what the other scripts read (mode, run id, store)
 # An existing kit working directory is wiped first; any other directory is refused.
 set -euo pipefail
@@ -51,7 +52,8 @@ cx init >/dev/null
 # store, and the allowlist set to that host's client name (contract §9).
 cx mcp install --client claude-code --config "$WORK/.mcp.json" >/dev/null
 cx mcp install --client gemini --config "$WORK/.gemini/settings.json" >/dev/null
-cx mcp install --client kilo --config "$WORK/.kilocode/mcp.json" >/dev/null
+cx mcp install --client kilo --config "$WORK/.kilo/kilo.jsonc" >/dev/null
+cx mcp install --client codex --config "$WORK/.codex/config.toml" >/dev/null
 
 say "kit working directory: $WORK  (mode: $MODE, run: $RUN_ID)"
 say "  store:    $DB (fresh, no runs)"

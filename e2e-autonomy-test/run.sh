@@ -12,23 +12,36 @@
 #   6. 3-verify.sh: the 7 mechanics, scored out of band; prints 7/7 and exits 0 only then
 # --http: the "hidden side effect" variant: invoices go to a local HTTP sink on 127.0.0.1
 # (started and stopped here) instead of files, and the scorer counts what it received.
+# --host claude-code: sessions 1 and 2 are run by the REAL Claude Code (installed by
+# `make hosts`) against the scripted model of tests/hosts/, with a real SIGKILL of the
+# host and its continuum-mcp right after the send of INV-003 (files mode). Add --live to
+# use the real model with the ANTHROPIC_API_KEY in your environment (not run in CI).
 # The working directory is $KIT_WORK (default e2e-autonomy-test/work). To run the same
 # scenario with Claude Code, Gemini CLI or Kilo Code by hand, see README.md here.
 set -euo pipefail
 . "$(dirname "$0")/lib/common.sh"
 
-SCRIPTED=0 HTTP=0
-for arg in "$@"; do
-    case "$arg" in
+SCRIPTED=0 HTTP=0 HOST="" LIVE=0
+while [ $# -gt 0 ]; do
+    case "$1" in
         --scripted) SCRIPTED=1 ;;
         --http) HTTP=1 ;;
+        --host) shift; HOST="${1:-}"; [ "$HOST" = claude-code ] || die "--host takes claude-code" ;;
+        --host=*) HOST="${1#--host=}"; [ "$HOST" = claude-code ] || die "--host takes claude-code" ;;
+        --live) LIVE=1 ;;
         -h|--help) usage; exit 0 ;;
-        *) die "unknown argument $arg" ;;
+        *) die "unknown argument $1" ;;
     esac
+    shift
 done
+if [ -n "$HOST" ]; then
+    [ "$HTTP" = 0 ] || die "--host runs the files variant only"
+    SCRIPTED=1
+fi
+[ "$LIVE" = 0 ] || [ -n "$HOST" ] || die "--live needs --host claude-code"
 if [ "$SCRIPTED" != 1 ]; then
     usage >&2
-    die "pass --scripted (a real agent session is run by hand: see $KIT/README.md)"
+    die "pass --scripted or --host claude-code (a host by hand: see $KIT/README.md)"
 fi
 
 step() { say ""; say "== $*"; }
@@ -51,16 +64,25 @@ if [ "$HTTP" = 1 ]; then
     SINK_ARGS=(--sink "$SINK_URL")
 fi
 
+if [ -n "$HOST" ]; then
+    HOST_ARGS=(--host "$HOST")
+    [ "$LIVE" = 0 ] || HOST_ARGS+=(--live)
+    session() { "$PY" "$KIT/lib/host_session.py" "$WORK" "${HOST_ARGS[@]}" --run-id "$KIT_RUN" "$@"; }
+else
+    session() {
+        local n="$1"; shift
+        "$PY" "$KIT/lib/session.py" "$WORK" "$WORK/logs/session-$n.stderr" --run-id "$KIT_RUN" "$@" "${SINK_ARGS[@]}"
+    }
+fi
+
 step "2. session 1: the agent sends invoices; it is SIGKILLed between the send of INV-003 and its completion"
-"$PY" "$KIT/lib/session.py" "$WORK" "$WORK/logs/session-1.stderr" --run-id "$KIT_RUN" \
-    --kill-after-send INV-003 "${SINK_ARGS[@]}"
+if [ -n "$HOST" ]; then session --session 1 --kill-after-send INV-003; else session 1 --kill-after-send INV-003; fi
 
 step "3. mid-run view (2-inspect.sh, read-only)"
 bash "$KIT/2-inspect.sh"
 
 step "4. session 2: a fresh agent resumes through continuum_resume and finishes the batch"
-"$PY" "$KIT/lib/session.py" "$WORK" "$WORK/logs/session-2.stderr" --run-id "$KIT_RUN" \
-    "${SINK_ARGS[@]}"
+if [ -n "$HOST" ]; then session --session 2; else session 2; fi
 
 step "5. a human reviews and confirms the agent's self-reported progress"
 say "\$ continuum confirm $KIT_RUN --yes"

@@ -1661,12 +1661,24 @@ def main(argv: list[str] | None = None) -> int:
         help="measure only the host hooks' latency (a minute, not the whole set)",
     )
     ap.add_argument(
+        "--hosts",
+        action="store_true",
+        help="measure only what the hooks cost through the real coding hosts "
+        "(scripts/bench_hosts.py; `make hosts` installs them)",
+    )
+    ap.add_argument(
         "--previous",
         type=Path,
         default=None,
         help="a JSON document of an earlier run, shown next to each figure",
     )
     args = ap.parse_args(argv)
+    if args.hosts:
+        import bench_hosts
+
+        return bench_hosts.main(
+            (["--json"] if args.json else []) + (["--out", str(args.out)] if args.out else [])
+        )
     for flag, url in (("--db", args.db), ("--agents-pg", args.agents_pg)):
         if url is not None and not is_postgres_url(url):
             ap.error(f"{flag} takes a postgresql:// URL (SQLite stores go in --dir)")

@@ -3,8 +3,9 @@
 One wire module per protocol (``wire_anthropic.py``, ``wire_gemini.py``, ...) turns a
 request into a ``Turn`` and a ``Reply`` into that protocol's answer (JSON, or a
 server-sent event stream). The server itself knows no protocol: it reads the request,
-logs it in ``Model.requests`` (path and JSON body, for tests that look at what the host
-sent: the tools it offered, the briefing in its context) and writes what the wire gave.
+logs it in ``Model.requests`` (path, JSON body and arrival time, for tests that look at
+what the host sent: the tools it offered, the briefing in its context; for the host
+benchmark) and writes what the wire gave.
 
 Only 127.0.0.1, an ephemeral port, no network.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -68,7 +70,9 @@ class _Handler(BaseHTTPRequestHandler):
         )
         model = self.server.model
         with model.lock:
-            model.requests.append({"method": self.command, "path": split.path, "body": body})
+            model.requests.append(
+                {"method": self.command, "path": split.path, "body": body, "at": time.monotonic()}
+            )
         try:
             response = self.server.wire.answer(request, model)
         except Exception as e:  # a harness bug: say so to the host and to the test

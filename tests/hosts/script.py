@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,7 @@ class Turn:
     text: str  # every text of the request, for searching (system prompt, context)
     main: bool = True  # False for side requests (titles, classifiers): answered with text
     first_user: str = ""  # the conversation's first user message (tells subagents apart)
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 @dataclass
@@ -98,7 +100,7 @@ class Model:
                 steps = theirs
         if turn.position >= len(steps):
             return self.final
-        step = steps[turn.position]
+        step = steps[turn.position]  # an Agent's may still end the conversation here
         if callable(step):
             step = step(turn.results)
         if isinstance(step, str):
@@ -138,3 +140,34 @@ def resolve(call: ToolCall, offered: Sequence[str]) -> str | None:
         return None
     found = [t for t in offered if t.endswith("_" + call.name)]
     return found[0] if len(found) == 1 else None
+
+
+class Agent(Sequence[Step]):
+    """Steps given by a generator, for a model whose next call depends on everything it saw:
+    the generator yields a reply (tool calls or a final text) and receives the results of
+    the calls it asked for. Usable as ``Model.steps``. A position asked again (a retry,
+    a loader turn) gets the reply it got the first time; the generator ends the
+    conversation by returning (the model's final text follows)."""
+
+    def __init__(self, policy: Callable[[], Any]) -> None:
+        self._gen = policy()
+        self._replies: list[Reply] = []
+        self._done = False
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._replies) + (0 if self._done else 1)
+
+    def __getitem__(self, index: int) -> Step:  # type: ignore[override]
+        def step(results: list[ToolResult]) -> Reply:
+            with self._lock:
+                while len(self._replies) <= index and not self._done:
+                    try:
+                        reply = next(self._gen) if not self._replies else self._gen.send(results)
+                    except StopIteration:
+                        self._done = True
+                        break
+                    self._replies.append(reply)
+                return self._replies[index] if index < len(self._replies) else "Done."
+
+        return step
