@@ -12,10 +12,11 @@
 #   6. 3-verify.sh: the 7 mechanics, scored out of band; prints 7/7 and exits 0 only then
 # --http: the "hidden side effect" variant: invoices go to a local HTTP sink on 127.0.0.1
 # (started and stopped here) instead of files, and the scorer counts what it received.
-# --host claude-code: sessions 1 and 2 are run by the REAL Claude Code (installed by
-# `make hosts`) against the scripted model of tests/hosts/, with a real SIGKILL of the
-# host and its continuum-mcp right after the send of INV-003 (files mode). Add --live to
-# use the real model with the ANTHROPIC_API_KEY in your environment (not run in CI).
+# --host claude-code|gemini|codex|kilo: sessions 1 and 2 are run by that REAL host
+# (installed by `make hosts`) against the scripted model of tests/hosts/, with a real
+# SIGKILL of the host and its continuum-mcp right after the send of INV-003 (files mode).
+# Add --live (Claude Code) to use the real model with the ANTHROPIC_API_KEY in your
+# environment (not run in CI).
 # The working directory is $KIT_WORK (default e2e-autonomy-test/work). To run the same
 # scenario with Claude Code, Gemini CLI or Kilo Code by hand, see README.md here.
 set -euo pipefail
@@ -26,8 +27,8 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --scripted) SCRIPTED=1 ;;
         --http) HTTP=1 ;;
-        --host) shift; HOST="${1:-}"; [ "$HOST" = claude-code ] || die "--host takes claude-code" ;;
-        --host=*) HOST="${1#--host=}"; [ "$HOST" = claude-code ] || die "--host takes claude-code" ;;
+        --host) shift; HOST="${1:-}" ;;
+        --host=*) HOST="${1#--host=}" ;;
         --live) LIVE=1 ;;
         -h|--help) usage; exit 0 ;;
         *) die "unknown argument $1" ;;
@@ -35,13 +36,14 @@ while [ $# -gt 0 ]; do
     shift
 done
 if [ -n "$HOST" ]; then
+    case "$HOST" in claude-code|gemini|codex|kilo) ;; *) die "--host takes claude-code, gemini, codex or kilo" ;; esac
     [ "$HTTP" = 0 ] || die "--host runs the files variant only"
     SCRIPTED=1
 fi
-[ "$LIVE" = 0 ] || [ -n "$HOST" ] || die "--live needs --host claude-code"
+[ "$LIVE" = 0 ] || [ "$HOST" = claude-code ] || die "--live needs --host claude-code"
 if [ "$SCRIPTED" != 1 ]; then
     usage >&2
-    die "pass --scripted or --host claude-code (a host by hand: see $KIT/README.md)"
+    die "pass --scripted or --host HOST (a host by hand: see $KIT/README.md)"
 fi
 
 step() { say ""; say "== $*"; }

@@ -64,8 +64,12 @@ class Sink:
         self.http = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
 
     def send(self, invoice: str, line: str) -> str:
-        req = urllib.request.Request(f"{self.url}/invoices/{invoice}", data=line.encode(),
-                                     method="POST", headers={"Content-Type": "text/plain"})
+        req = urllib.request.Request(
+            f"{self.url}/invoices/{invoice}",
+            data=line.encode(),
+            method="POST",
+            headers={"Content-Type": "text/plain"},
+        )
         with self.http.open(req, timeout=30) as r:
             return str(json.loads(r.read())["receipt"])
 
@@ -81,8 +85,9 @@ class Sink:
 
 def server_params(work: Path) -> StdioServerParameters:
     entry = json.loads((work / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]["continuum"]
-    return StdioServerParameters(command=entry["command"], args=entry.get("args", []),
-                                 env=entry.get("env"), cwd=str(work))
+    return StdioServerParameters(
+        command=entry["command"], args=entry.get("args", []), env=entry.get("env"), cwd=str(work)
+    )
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -95,15 +100,26 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def run(work: Path, system: Outbox | Sink, pause_after_send: str | None, run_id: str) -> int:
-    invoices = {p.stem: p.read_text(encoding="utf-8").strip()
-                for p in sorted((work / "invoices").glob("INV-*.txt"))}
-    async with Client(server_params(work), client_info=Implementation(name=CLIENT_NAME, version="1"),
-                      mode="legacy") as client:
+    invoices = {
+        p.stem: p.read_text(encoding="utf-8").strip()
+        for p in sorted((work / "invoices").glob("INV-*.txt"))
+    }
+    async with Client(
+        server_params(work),
+        client_info=Implementation(name=CLIENT_NAME, version="1"),
+        mode="legacy",
+    ) as client:
         state = await call(client, "continuum_resume")
         say(f"continuum_resume -> mode {state['mode']}, next {state['next_allowed_action']}")
         if state["run_id"] is None:
-            await call(client, "continuum_record_progress", run_id=run_id, total=len(invoices),
-                       completed=0, goal=f"send invoices {', '.join(invoices)} exactly once")
+            await call(
+                client,
+                "continuum_record_progress",
+                run_id=run_id,
+                total=len(invoices),
+                completed=0,
+                goal=f"send invoices {', '.join(invoices)} exactly once",
+            )
             say(f"started run {run_id} ({len(invoices)} invoices)")
         else:
             run_id = state["run_id"]
@@ -118,10 +134,17 @@ async def run(work: Path, system: Outbox | Sink, pause_after_send: str | None, r
                 raise SystemExit(
                     f"{invoice} is {action['status']} and not in the external system: a person "
                     f"must check and run `continuum reconcile {run_id} {action['action_key']} "
-                    "--not-occurred`, then this agent can resume")
-            await call(client, "continuum_reconcile_action", run_id=run_id,
-                       action_key=action["action_key"], occurred=True,
-                       external_id=found, note="found in the external system")
+                    "--not-occurred`, then this agent can resume"
+                )
+            await call(
+                client,
+                "continuum_reconcile_action",
+                run_id=run_id,
+                action_key=action["action_key"],
+                occurred=True,
+                external_id=found,
+                note="found in the external system",
+            )
             say(f"RECONCILED {invoice}: {action['status']} -> occurred=True ({found})")
         if state["uncertain_actions"]:
             state = await call(client, "continuum_resume", run_id=run_id)
@@ -133,12 +156,19 @@ async def run(work: Path, system: Outbox | Sink, pause_after_send: str | None, r
         # operator gives it at the end; every send below is still checked by the ledger.
         done = 0
         for invoice, line in invoices.items():
-            r = await call(client, "continuum_intercept_action", run_id=run_id,
-                           action_type="send_invoice", key=f"invoice:{invoice}",
-                           arguments={"invoice": invoice})
+            r = await call(
+                client,
+                "continuum_intercept_action",
+                run_id=run_id,
+                action_type="send_invoice",
+                key=f"invoice:{invoice}",
+                arguments={"invoice": invoice},
+            )
             if not r["proceed"]:
-                say(f"SKIP {invoice}: {r['status']}"
-                    + (f" ({r['external_id']})" if r.get("external_id") else ""))
+                say(
+                    f"SKIP {invoice}: {r['status']}"
+                    + (f" ({r['external_id']})" if r.get("external_id") else "")
+                )
                 if r["status"] != "completed":
                     raise SystemExit(f"{invoice} is {r['status']}: {r['guidance']}")
                 done += 1
@@ -147,14 +177,21 @@ async def run(work: Path, system: Outbox | Sink, pause_after_send: str | None, r
             if invoice == pause_after_send:
                 say(f"SENT {invoice}")
                 await asyncio.to_thread(sys.stdin.readline)  # the harness kills us here
-            await call(client, "continuum_complete_action", run_id=run_id,
-                       action_key=r["action_key"], external_id=external_id)
+            await call(
+                client,
+                "continuum_complete_action",
+                run_id=run_id,
+                action_key=r["action_key"],
+                external_id=external_id,
+            )
             done += 1
             await call(client, "continuum_record_progress", run_id=run_id, completed=done)
             say(f"DONE {invoice} ({external_id})")
         listed = await call(client, "continuum_list_actions", run_id=run_id)
-        say(f"batch finished: {done}/{len(invoices)} done, "
-            f"{len(listed['unresolved'])} unresolved actions")
+        say(
+            f"batch finished: {done}/{len(invoices)} done, "
+            f"{len(listed['unresolved'])} unresolved actions"
+        )
     return 0
 
 

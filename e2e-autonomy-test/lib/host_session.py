@@ -1,7 +1,7 @@
-"""One session of the invoice batch run by a REAL coding host (Claude Code, ...).
+"""One session of the invoice batch run by a REAL coding host.
 
-Usage: host_session.py WORK --host claude-code --run-id RUN [--kill-after-send INV]
-                       [--live] [--session N]
+Usage: host_session.py WORK --host claude-code|gemini|codex|kilo --run-id RUN
+                       [--kill-after-send INV] [--live] [--session N]
 
 The host is the binary `make hosts` installed (tests/hosts/hosts.toml). It runs in WORK
 with WORK's own MCP configuration (the one `1-setup.sh` wrote with `continuum mcp
@@ -11,8 +11,8 @@ install`), non-interactively, with a private HOME (WORK/home-HOST):
   tests/hosts/ on 127.0.0.1, which does what the session prompts ask of an agent: resume
   first, settle what is unknown by looking at the outbox, intercept before each send,
   send only when told to proceed, complete right after. No key, no network.
-- `--live`: its model is the real one, with the key already in the environment
-  (`ANTHROPIC_API_KEY` for Claude Code, no base URL override); the prompt is
+- `--live` (Claude Code only): its model is the real one, with the key already in the
+  environment (`ANTHROPIC_API_KEY`, no base URL override); the prompt is
   prompts/session-N.md. Not run in CI.
 
 `--kill-after-send INV`: the moment outbox/INV.txt appears, the host and everything it
@@ -37,12 +37,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.hosts.harness import Project  # noqa: E402
-from tests.hosts.hosts_all import CLAUDE  # noqa: E402
+from tests.hosts.hosts_all import CLAUDE, CODEX, GEMINI, KILO  # noqa: E402
 from tests.hosts.model_server import serve  # noqa: E402
 from tests.hosts.proc import HostProcess, kill_tree  # noqa: E402
 from tests.hosts.script import Agent, Model, ToolResult, mcp  # noqa: E402
 
-HOSTS = {"claude-code": CLAUDE}
+HOSTS = {h.name: h for h in (CLAUDE, GEMINI, CODEX, KILO)}
 INVOICES = [f"INV-00{i}" for i in range(1, 6)]
 KIT = Path(__file__).resolve().parents[1]
 
@@ -136,6 +136,9 @@ def main() -> int:
     prompt = (KIT / "prompts" / f"session-{min(args.session, 2)}.md").read_text(encoding="utf-8")
     model = Model(Agent(lambda: policy(host, args.run_id, args.kill_after_send, killed)))
     if args.live:
+        if args.host != "claude-code":
+            say("--live runs Claude Code only (its key: ANTHROPIC_API_KEY)")
+            return 1
         if not os.environ.get("ANTHROPIC_API_KEY"):
             say("--live needs ANTHROPIC_API_KEY in the environment (and no ANTHROPIC_BASE_URL)")
             return 1
@@ -153,6 +156,7 @@ def main() -> int:
 def run(
     host: Any, project: Any, env: dict[str, str], prompt: str, args: Any, killed: threading.Event
 ) -> int:
+    host.prepare(project)
     proc = HostProcess(
         host.argv(project, prompt),
         env,

@@ -53,7 +53,9 @@ def descendants(pid: int) -> list[int]:
 
 def cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return ""
 
@@ -114,27 +116,37 @@ def main() -> int:
     if args.kill_after_send:
         cmd += ["--pause-after-send", args.kill_after_send]
     with args.log.open("a", encoding="utf-8") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                text=True)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             say(f"   agent: {line.rstrip()}")
             if args.kill_after_send and line.strip() == f"SENT {args.kill_after_send}":
                 killed = kill_tree(proc)
-                server = [pid for pid, cmd_ in killed if "continuum-mcp" in cmd_
-                          or "continuum.mcp" in cmd_]
+                server = [
+                    pid
+                    for pid, cmd_ in killed
+                    if "continuum-mcp" in cmd_ or "continuum.mcp" in cmd_
+                ]
                 if not server:
-                    raise SystemExit("the agent's continuum-mcp server was not found among "
-                                     f"its processes: {killed}")
-                say(f"   SIGKILL: agent (pid {proc.pid}) and its continuum-mcp server "
+                    raise SystemExit(
+                        "the agent's continuum-mcp server was not found among "
+                        f"its processes: {killed}"
+                    )
+                say(
+                    f"   SIGKILL: agent (pid {proc.pid}) and its continuum-mcp server "
                     f"(pid {', '.join(map(str, server))}), between the send of "
                     f"{args.kill_after_send} and its completion; all exited "
-                    f"(agent exit {proc.returncode})")
+                    f"(agent exit {proc.returncode})"
+                )
                 return 0 if proc.returncode == -signal.SIGKILL else 1
         proc.wait()
     if args.kill_after_send:
-        say(f"   the agent ended (exit {proc.returncode}) before sending {args.kill_after_send}; "
-            f"see {args.log}")
+        say(
+            f"   the agent ended (exit {proc.returncode}) before sending {args.kill_after_send}; "
+            f"see {args.log}"
+        )
         return 1
     if proc.returncode != 0:
         say(f"   the agent failed (exit {proc.returncode}); last lines of {args.log}:")

@@ -35,8 +35,12 @@ class Sink(HTTPServer):
 
     def record(self, invoice: str, body: str) -> dict[str, Any]:
         with self.lock:
-            row = {"n": len(self.received) + 1, "invoice": invoice, "body": body,
-                   "receipt": f"rcpt-{len(self.received) + 1}"}
+            row = {
+                "n": len(self.received) + 1,
+                "invoice": invoice,
+                "body": body,
+                "receipt": f"rcpt-{len(self.received) + 1}",
+            }
             self.journal.write(json.dumps(row) + "\n")
             self.journal.flush()
             os.fsync(self.journal.fileno())

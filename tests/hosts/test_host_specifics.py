@@ -88,3 +88,28 @@ def test_gemini_gates_a_subagents_effect_though_nothing_marks_it_as_a_subagents(
     assert p.outbox() == ["INV-9"]
     (action,) = p.actions()
     assert action["status"] == "completed" and "agent" not in action["arguments"], action
+
+
+def test_gemini_sends_wait_for_previous_with_every_mcp_call_and_continuum_accepts_it(
+    tmp_path: Path,
+) -> None:
+    """Gemini CLI adds wait_for_previous to every MCP tool's schema and the model sets it
+    (the scripted model does, as told); the call does what it would without it. Any
+    other unknown argument is still refused (tests/mcp/test_server_inmemory.py)."""
+    from tests.hosts.conftest import make_project
+    from tests.hosts.script import mcp
+
+    p = make_project(GEMINI, tmp_path)
+    p.install_mcp()
+    s = p.session([[mcp("continuum_record_progress", run_id="r", goal="g", completed=1, total=2)]])
+    assert s.code == 0 and not s.model.problems, s.describe()
+    sent = [
+        part["functionCall"]["args"]
+        for r in s.model.requests
+        for c in (r["body"] or {}).get("contents") or []
+        for part in c.get("parts") or []
+        if "functionCall" in part
+    ]
+    assert sent and all(a.get("wait_for_previous") is True for a in sent), sent
+    (result,) = s.model.results()
+    assert not result.is_error and result.json()["progress"]["completed"] == 1, result

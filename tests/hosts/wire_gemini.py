@@ -139,13 +139,31 @@ def parse(body: dict[str, Any]) -> Turn:
     )
 
 
-def _content(reply: Reply) -> list[dict[str, Any]]:
+def _control_arguments(body: dict[str, Any]) -> dict[str, set[str]]:
+    """Per tool, the host's control arguments its declaration offers (Gemini CLI adds
+    ``wait_for_previous`` to every MCP tool and tells the model to set it)."""
+    out: dict[str, set[str]] = {}
+    for t in body.get("tools") or []:
+        for d in (t.get("functionDeclarations") or []) if isinstance(t, dict) else []:
+            schema = d.get("parametersJsonSchema") or d.get("parameters") or {}
+            props = schema.get("properties") if isinstance(schema, dict) else None
+            if isinstance(props, dict) and "wait_for_previous" in props:
+                out.setdefault(str(d.get("name")), set()).add("wait_for_previous")
+    return out
+
+
+def _content(reply: Reply, control: dict[str, set[str]]) -> list[dict[str, Any]]:
     if isinstance(reply, str):
         return [{"text": reply}]
-    return [
-        {"functionCall": {"id": f"call_{next(_ids):06d}", "name": c.name, "args": c.input}}
-        for c in reply
-    ]
+    parts = []
+    for c in reply:
+        args = dict(c.input)
+        for name in control.get(c.name, ()):  # set as a real model is told to
+            args.setdefault(name, True)
+        parts.append(
+            {"functionCall": {"id": f"call_{next(_ids):06d}", "name": c.name, "args": args}}
+        )
+    return parts
 
 
 class GeminiWire:
@@ -168,7 +186,10 @@ class GeminiWire:
         answer = {
             "candidates": [
                 {
-                    "content": {"role": "model", "parts": _content(reply)},
+                    "content": {
+                        "role": "model",
+                        "parts": _content(reply, _control_arguments(body)),
+                    },
                     "finishReason": "STOP",
                     "index": 0,
                 }

@@ -28,3 +28,25 @@ def test_other_codes_keep_the_core_hint() -> None:
         mcp_hint(NotFoundError("gone", code="not_found.run", hint="cli"))
         == MCP_HINTS["not_found.run"]
     )
+
+
+def test_the_instructions_name_tools_so_a_model_finds_them_on_every_host() -> None:
+    """Hosts show tools under names of their own (seen on the real binaries, tests/hosts/):
+    the instructions name each tool by the ending every host keeps, give the host forms,
+    and every tool they name exists."""
+    import re
+
+    from continuum.mcp.tools import INSTRUCTIONS, tool_table
+
+    names = {spec.name for spec, _ in tool_table()}
+    named = set(re.findall(r"\bcontinuum_[a-z_]+", INSTRUCTIONS))
+    assert {"continuum_resume", "continuum_intercept_action"} <= named
+    forms = {
+        "mcp__continuum__continuum_resume",  # Claude Code, Codex
+        "mcp_continuum_continuum_resume",  # Gemini CLI
+        "continuum_continuum_resume",  # Kilo Code
+    }
+    assert all(form in INSTRUCTIONS for form in forms)
+    bare = {n for n in named if not n.startswith("continuum_continuum_")}
+    assert bare <= names, bare - names
+    assert "ends with" in INSTRUCTIONS

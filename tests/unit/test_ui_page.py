@@ -212,3 +212,32 @@ def test_the_confirm_gate_fails_closed() -> None:
     assert not gate.accepts("wrong") and not gate.accepts("") and not gate.accepts(None)
     off = ConfirmGate(None, "X")
     assert not off.enabled and not off.accepts("right")
+
+
+def test_an_action_a_hosts_subagent_ran_names_the_subagent_escaped(tmp_path: Path) -> None:
+    """The hooks record a subagent's id and type on its action (issue 29, item 13)."""
+    with Continuum.open(str(tmp_path / "s.db"), origin=Origin.EXTERNAL_AGENT) as rt:
+        rt.start_run("r", "g")
+        agent = {"id": "a1<script>", "type": "general-purpose"}
+        rt.intercept("r", "send", {"tool": "Bash", "agent": agent}, key="k1")
+        rt.intercept("r", "send", {"tool": "Bash"}, key="k2")
+        state = rt.state("r")
+        view = page.RunView(
+            run_id="r",
+            status="active",
+            state=state,
+            verdict="request_human",
+            rationale="x",
+            next_allowed_action=None,
+            chain_ok=True,
+            trusted_through=state.sequence,
+            head_sequence=state.sequence,
+            violations=0,
+            actions=rt.actions("r"),
+            interrupted=frozenset(),
+            approvals=[],
+        )
+    html = page.run_page("/ui", ACTOR, "csrf-token", view)
+    assert raw_markup(html) == []
+    assert html.count('<span class="label">subagent</span>') == 1  # k2 ran in the main loop
+    assert "general-purpose" in html and "a1&lt;script&gt;" in html
