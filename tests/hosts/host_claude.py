@@ -6,6 +6,11 @@ Offline: ``ANTHROPIC_BASE_URL`` points at the scripted model (Messages API,
 ``--permission-mode bypassPermissions`` lets the scripted calls run without prompts; as
 root that mode also needs ``IS_SANDBOX=1``. ``-p`` skips the workspace trust dialog, so
 the project's ``.claude/settings.json`` hooks and ``.mcp.json`` server load as they are.
+``claude -p`` does not wait for a project MCP server that is slow to start: under load its
+first model request lacked continuum's tools (``test_host_specifics.py`` shows it with a
+server that takes 4 s); ``CLAUDE_CODE_MCP_STARTUP_WAIT_MS`` in the environment (not in
+settings' ``env``, which comes too late) makes it wait, as a user scripting ``claude -p``
+must set it too (references/mcp.md).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from tests.hosts.harness import Host, Project, base_env, binary
 from tests.hosts.model_server import Wire
 from tests.hosts.script import Step, ToolCall
 from tests.hosts.wire_anthropic import AnthropicWire
+
+STARTUP_WAIT_MS = "30000"
 
 
 class ClaudeCode(Host):
@@ -47,6 +54,7 @@ class ClaudeCode(Host):
             "ANTHROPIC_API_KEY": "sk-ant-offline-test",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_MCP_STARTUP_WAIT_MS": STARTUP_WAIT_MS,
         }
         if os.geteuid() == 0:
             env["IS_SANDBOX"] = "1"

@@ -113,3 +113,29 @@ def test_gemini_sends_wait_for_previous_with_every_mcp_call_and_continuum_accept
     assert sent and all(a.get("wait_for_previous") is True for a in sent), sent
     (result,) = s.model.results()
     assert not result.is_error and result.json()["progress"]["completed"] == 1, result
+
+
+def test_claude_p_waits_for_a_slow_mcp_server_only_when_told_to(tmp_path: Path) -> None:
+    """`claude -p` does not wait for a project MCP server that starts slowly (under load,
+    continuum-mcp's first request was missing its tools); CLAUDE_CODE_MCP_STARTUP_WAIT_MS
+    in the environment makes it wait. The server here takes 4 s to start."""
+    import json
+
+    from tests.hosts.conftest import make_project
+    from tests.hosts.hosts_all import CLAUDE
+    from tests.hosts.script import mcp
+
+    seen = {}
+    for wait in ("0", "30000"):
+        p = make_project(CLAUDE, tmp_path / f"wait-{wait}")
+        p.install_mcp()
+        config = json.loads((p.dir / ".mcp.json").read_text())
+        server = config["mcpServers"]["continuum"]
+        slow = p.write_file("slow-start", '#!/bin/sh\nsleep 4\nexec "$@"\n', mode=0o755)
+        server["args"] = [server["command"], *server["args"]]
+        server["command"] = str(slow)
+        (p.dir / ".mcp.json").write_text(json.dumps(config))
+        p.extra_env = {"CLAUDE_CODE_MCP_STARTUP_WAIT_MS": wait}
+        s = p.session([[mcp("continuum_resume")]])
+        seen[wait] = bool(s.model.problems)
+    assert seen == {"0": True, "30000": False}, seen
