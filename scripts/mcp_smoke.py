@@ -53,7 +53,7 @@ TOOLS = (
 )
 READ_ONLY = {"continuum_validate", "continuum_resume", "continuum_list_actions"}
 AGENT = "smoke-agent"
-CONFIRM_SECRET = "smoke-confirm-secret"
+CONFIRM_SECRET = "smoke-confirm-secret-0123456789abcdef"  # >= 32 characters
 INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"  # the last release that runs on Node 20
 TIMEOUT = 60
 

@@ -4,19 +4,34 @@ Each ``[[approval]]`` table is one rule::
 
     [[approval]]
     action_type = "wire_money"                 # the ledger's action type, exactly
-    match = { amount = "^[0-9]{5,}" }          # optional: argument path -> regex (search)
+    when = { amount = ">= 10000" }             # optional: argument path -> number test
     description = "transfers of 10,000 or more"
 
     [[approval]]
     effect = "git_push"                        # a host effect rule's action_type (hooks)
+    match = { input.command = "--force" }      # optional: argument path -> regex (search)
 
 A call needs approval when any rule matches it: its action type is the rule's
 ``action_type`` (or, for ``effect``, the call came through the host hook gate under the
-effect rule with that action type), and every ``match`` pattern is found in the text of
-that argument. ``match`` keys are paths into the arguments (``amount``, ``input.command``:
-TOML's dotted keys and nested tables both work); a value that is not text is matched as
-its JSON. A call that does not have a matched field at all **counts as a match**: leaving
-an argument out never escapes a rule.
+effect rule with that action type), every ``match`` pattern is found in the text of that
+argument, and every ``when`` condition holds for it. Keys of both are paths into the
+arguments (``amount``, ``input.command``: TOML's dotted keys and nested tables both work).
+
+Rules judge the action, not its spelling: each condition is tried on the arguments the
+ledger derives the action's identity from (``ledger.normalize_arguments``: text trimmed
+and in NFC, whole floats as integers, paths absolute; the intercept passes them in as
+``canonical``) and on the arguments as given; holding on either is enough, so nothing a
+rule matched as given escapes it. ``50000``, ``50000.0``, ``5e4`` and ``" 50000"`` are
+judged alike. ``when`` compares numbers as numbers, exactly (decimal, no float
+rounding): ``OP NUMBER`` with ``>=``, ``>``, ``<=``, ``<``, ``==`` or ``!=``
+(``">= 10000"``; a list of them must all hold: ``[">= 10000", "< 1e6"]``). A JSON number,
+or a string that spells one as JSON does (``"50000"``, ``"5e4"``), is that number. A
+``match`` regex searches text; a value that is not text is matched as its JSON.
+
+Fail closed: a call that does not have a named field at all **counts as a match**
+(leaving an argument out never escapes a rule), and so does a ``when`` field whose value
+is not a number (``"50,000"``, ``"fifty thousand"``, ``true``, ``null``, a list): spelling
+an amount oddly never escapes a rule either.
 
 Where the rules come from: ``.continuum/approvals.toml`` in the working directory of the
 server or command (for the host hooks: the project directory), and the same file beside
@@ -31,11 +46,13 @@ and disappears (or is emptied) refuses the calls its last rules named
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from continuum.canonical import canonical_json
@@ -46,8 +63,56 @@ from continuum.rule_tables import Entry, rule_tables
 from continuum.untrusted import check_identifier
 
 APPROVALS_FILE = os.path.join(".continuum", "approvals.toml")
-_FIELDS = {"action_type", "effect", "match", "description"}
+_FIELDS = {"action_type", "effect", "match", "when", "description"}
 _MISSING = object()
+AS_GIVEN: Any = object()  # ``canonical`` not given: judge the arguments as given only
+
+# A number as JSON spells it (RFC 8259 section 6), in an argument given as text.
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_MAX_NUMBER_CHARS = 400  # longer text is not read as a number (so it counts as a match)
+# A condition as a rule writes it: an operator, then a number (``_`` may group digits).
+_DIGITS = r"[0-9](?:_?[0-9])*"
+_CONDITION = re.compile(
+    rf"\s*(>=|<=|==|!=|>|<)\s*(-?{_DIGITS}(?:\.{_DIGITS})?(?:[eE][+-]?[0-9]+)?)\s*"
+)
+_OPS = {
+    ">=": Decimal.__ge__,
+    ">": Decimal.__gt__,
+    "<=": Decimal.__le__,
+    "<": Decimal.__lt__,
+    "==": Decimal.__eq__,
+    "!=": Decimal.__ne__,
+}
+
+
+def number_of(value: Any) -> Decimal | None:
+    """``value`` as an exact number, or None when it is not one: a JSON number (not a
+    boolean), or text that spells one as JSON does (``"50000"``, ``"5e4"``, ``" -1.5 "``;
+    not ``"50,000"``, ``"+5"``, ``"NaN"``). A float is read as it is written (``0.1`` is
+    ``0.1``, not its binary neighbour)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        return Decimal(repr(value)) if math.isfinite(value) else None
+    if isinstance(value, str) and len(value) <= _MAX_NUMBER_CHARS:
+        text = value.strip(" \t\n\r")  # the whitespace JSON allows around a number
+        if _JSON_NUMBER.fullmatch(text):
+            return Decimal(text)
+    return None
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One numeric test of a ``when`` table: ``OP NUMBER``."""
+
+    op: str
+    number: Decimal
+    text: str  # as written in the rule, for ``describe``
+
+    def holds(self, value: Decimal) -> bool:
+        return bool(_OPS[self.op](value, self.number))
 
 
 @dataclass(frozen=True)
@@ -61,6 +126,7 @@ class ApprovalRule:
     effect: str | None
     match: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = ()
     description: str | None = None
+    when: tuple[tuple[tuple[str, ...], tuple[Condition, ...]], ...] = ()
 
     @property
     def where(self) -> str:
@@ -74,20 +140,32 @@ class ApprovalRule:
             else f"host effect {self.effect}"
         )
         conds = [f"{'.'.join(path)} ~ /{pattern.pattern}/" for path, pattern in self.match]
+        conds += [f"{'.'.join(path)} {c.op} {c.text}" for path, tests in self.when for c in tests]
         text = what + (f" where {' and '.join(conds)}" if conds else "")
         return f"{self.where}: {text}" + (f" ({self.description})" if self.description else "")
 
-    def matches(self, action_type: str, arguments: Any, effect: str | None = None) -> bool:
+    def matches(
+        self,
+        action_type: str,
+        arguments: Any,
+        effect: str | None = None,
+        *,
+        canonical: Any = AS_GIVEN,
+    ) -> bool:
+        """Whether this rule asks a person to decide the call. ``canonical``: the arguments
+        as the ledger normalizes them for the action's identity; each condition holding on
+        them or on ``arguments`` is enough (two spellings of one action are judged alike)."""
         if self.effect is not None:
             if effect != self.effect or action_type != self.effect:
                 return False
         elif action_type != self.action_type:
             return False
+        views = (arguments,) if canonical is AS_GIVEN else (arguments, canonical)
         for path, pattern in self.match:
-            value = _at(arguments, path)
-            if value is _MISSING:
-                continue  # a missing field matches: leaving it out never escapes the rule
-            if not pattern.search(value if isinstance(value, str) else _as_text(value)):
+            if not any(_found(pattern, _at(view, path)) for view in views):
+                return False
+        for path, tests in self.when:
+            if not any(_holds(tests, _at(view, path)) for view in views):
                 return False
         return True
 
@@ -100,11 +178,18 @@ class ApprovalRules:
     sources: tuple[str, ...] = ()
 
     def find(
-        self, action_type: str, arguments: Any, effect: str | None = None
+        self,
+        action_type: str,
+        arguments: Any,
+        effect: str | None = None,
+        *,
+        canonical: Any = AS_GIVEN,
     ) -> ApprovalRule | None:
-        """The first rule that asks a person to decide this call, or None."""
+        """The first rule that asks a person to decide this call, or None. ``canonical``:
+        the arguments the ledger derives the action's identity from (``ApprovalRule.
+        matches``); the ledger's intercept always passes them."""
         for rule in self.rules:
-            if rule.matches(action_type, arguments, effect):
+            if rule.matches(action_type, arguments, effect, canonical=canonical):
                 return rule
         return None
 
@@ -126,6 +211,19 @@ def _at(arguments: Any, path: tuple[str, ...]) -> Any:
             return _MISSING
         value = value[part]
     return value
+
+
+def _found(pattern: re.Pattern[str], value: Any) -> bool:
+    if value is _MISSING:
+        return True  # a missing field matches: leaving it out never escapes the rule
+    return pattern.search(value if isinstance(value, str) else _as_text(value)) is not None
+
+
+def _holds(tests: tuple[Condition, ...], value: Any) -> bool:
+    number = None if value is _MISSING else number_of(value)
+    if number is None:
+        return True  # missing, or not a number: spelling it oddly never escapes the rule
+    return all(test.holds(number) for test in tests)
 
 
 def _as_text(value: Any) -> str:
@@ -221,7 +319,43 @@ def _rule(path: str, entry: Entry) -> ApprovalRule:
         effect=effect,
         match=tuple(compiled),
         description=description,
+        when=_when(path, where, table.get("when", {})),
     )
+
+
+_CONDITION_HINT = (
+    'write an operator (>=, >, <=, <, ==, !=) and a number, e.g. when = { amount = ">= 10000" }'
+    ' (a list of them must all hold: [">= 10000", "< 1e6"])'
+)
+
+
+def _when(
+    path: str, where: str, when: Any
+) -> tuple[tuple[tuple[str, ...], tuple[Condition, ...]], ...]:
+    if not isinstance(when, dict):
+        raise _bad(path, where, f"when must be a table of argument = condition; {_CONDITION_HINT}")
+    out = []
+    for key, value in _flatten(when):
+        name = ".".join(key)
+        if not key:
+            raise _bad(path, where, "when has an empty argument name")
+        texts = value if isinstance(value, list) else [value]
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise _bad(
+                path,
+                where,
+                f"when.{name} must be a condition string or a list of them; " + _CONDITION_HINT,
+            )
+        tests = []
+        for text in texts:
+            found = _CONDITION.fullmatch(text)
+            if found is None:
+                raise _bad(
+                    path, where, f"when.{name} {text!r} is not a condition; {_CONDITION_HINT}"
+                )
+            tests.append(Condition(found[1], Decimal(found[2].replace("_", "")), found[2]))
+        out.append((key, tuple(tests)))
+    return tuple(out)
 
 
 def parse_rules(text: str, path: str) -> tuple[ApprovalRule, ...]:
@@ -387,11 +521,16 @@ class RuleFiles:
         return self._rules
 
     def find(
-        self, action_type: str, arguments: Any, effect: str | None = None
+        self,
+        action_type: str,
+        arguments: Any,
+        effect: str | None = None,
+        *,
+        canonical: Any = AS_GIVEN,
     ) -> ApprovalRule | None:
         """``ApprovalRules.find`` on the rules now; refused while a file is malformed, or
         for a call a vanished file's rules named (``approvals.rules_missing``)."""
-        rule = self.current().find(action_type, arguments, effect)
+        rule = self.current().find(action_type, arguments, effect, canonical=canonical)
         if rule is not None:
             return rule
         for path, lost in self._gone.items():

@@ -14,7 +14,9 @@ each event's hash, link and sequence from the header's ``prev_hash``, the checkp
 against their sealing events, the counts and the last hash the header promises. A
 problem is an ``IntegrityError`` by kind: ``integrity.archive_truncated`` (cut short),
 ``integrity.archive_tampered`` (changed), ``integrity.archive_mismatch`` (not the file
-asked for: ``archive.py`` checks that).
+asked for: ``archive.py`` checks that). Reading is bounded (``bounded.py``): a line longer
+than ``MAX_LINE_BYTES`` or JSON nested deeper than ``MAX_JSON_DEPTH`` is refused as
+tampered, naming the line and position, before it could exhaust memory or the stack.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from continuum.canonical import canonical_json, canonical_json_parsed, parse_json
+import continuum.bounded as bounded
+from continuum.bounded import LineTooLong, TooDeep, parse_json_bounded, read_lines
+from continuum.canonical import canonical_json, canonical_json_parsed
 from continuum.chain import ChainVerifier
 from continuum.errors import IntegrityError, UsageError
 from continuum.events import EventType, RawEvent
@@ -93,7 +97,7 @@ class ArchiveFile:
         """Read and check the header only."""
         try:
             with open(path, "rb") as f:
-                first = f.readline()
+                first = f.readline(bounded.MAX_LINE_BYTES + 1)
         except OSError as e:
             raise UsageError(
                 f"cannot read {as_typed(str(path))}: {e.strerror}",
@@ -102,10 +106,20 @@ class ArchiveFile:
             ) from e
         if not first:
             raise archive_error(path, "the file is empty", "truncated")
+        if len(first) > bounded.MAX_LINE_BYTES:
+            raise archive_error(
+                path,
+                f"its first line is longer than {bounded.MAX_LINE_BYTES:,} bytes",
+                "tampered",
+                line=1,
+                offset=0,
+            )
         if not first.endswith(b"\n"):
             raise archive_error(path, "the file ends inside its first line", "truncated")
         try:
-            header = parse_json(first.decode("utf-8"))
+            header = parse_json_bounded(first.decode("utf-8"), line=1)
+        except TooDeep as e:
+            raise archive_error(path, f"its header holds {e}", "tampered", line=1) from e
         except (ValueError, UnicodeDecodeError) as e:
             raise _not_an_archive(path, "its first line is not JSON") from e
         if (
@@ -149,7 +163,7 @@ class ArchiveFile:
         end: dict[str, Any] | None = None
         self.checkpoints = []
         with open(path, "rb") as f:
-            for number, line in enumerate(_lines(f), start=1):
+            for number, line in enumerate(_lines(f, path), start=1):
                 whole.update(line)
                 if end is not None:
                     raise archive_error(
@@ -241,14 +255,24 @@ class ArchiveFile:
         return self
 
 
-def _lines(f: BinaryIO) -> Iterator[bytes]:
-    """Lines of a file of any size, the last one as it is (maybe without its newline)."""
-    yield from iter(f.readline, b"")
+def _lines(f: BinaryIO, path: Path) -> Iterator[bytes]:
+    """Lines of a file of any size, the last one as it is (maybe without its newline),
+    none longer than ``MAX_LINE_BYTES`` (at most that much of one is ever read)."""
+    try:
+        yield from read_lines(f)
+    except LineTooLong as e:
+        raise archive_error(
+            path, f"{e}: no archive line is that long", "tampered", line=e.line, offset=e.offset
+        ) from e
 
 
 def _record(path: Path, line: bytes, number: int) -> dict[str, Any]:
     try:
-        record = parse_json(line.decode("utf-8"))
+        record = parse_json_bounded(line.decode("utf-8"), line=number)
+    except TooDeep as e:
+        raise archive_error(
+            path, f"line {number} holds {e}", "tampered", line=number, offset=e.offset
+        ) from e
     except (ValueError, UnicodeDecodeError) as e:
         raise archive_error(path, f"line {number} is not JSON", "tampered", line=number) from e
     if not isinstance(record, dict):
@@ -300,6 +324,15 @@ def _checkpoint(
             path, f"line {number} is not a valid checkpoint", "tampered", line=number
         ) from e
     payload = sealed.get(cp.event_sequence, {})
+    where = bounded.depth_over(cp.state_json, bounded.MAX_JSON_DEPTH)
+    if where is not None:
+        raise archive_error(
+            path,
+            f"line {number} holds a checkpoint state nested more than "
+            f"{bounded.MAX_JSON_DEPTH} levels deep (character {where} of the state)",
+            "tampered",
+            line=number,
+        )
     if (
         cp.run_id != run_id
         or state_digest(cp) != cp.state_hash

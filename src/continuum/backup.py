@@ -19,9 +19,18 @@ checkpoints) and described in the manifest. ``verify_backup`` repeats every chec
 the file alone, naming the kind of a problem: ``integrity.backup_truncated`` (cut short:
 a member or the tar end is missing), ``integrity.backup_manifest`` (the manifest was
 edited, or does not describe the data), ``integrity.backup_data`` (the data is not what
-the manifest recorded, or does not verify). ``restore_backup`` does the same checks, then
-builds the new store (a new SQLite file, published only once verified; or an empty
-PostgreSQL store, filled in one transaction) and verifies every chain on arrival.
+the manifest recorded, or does not verify), ``integrity.backup_schema`` (the SQLite copy's
+tables, columns, indexes, triggers or views are not exactly those of a store of its
+version: compared before the copy is ever opened as a store), ``integrity.backup_signature``
+(with a public key: the manifest is not signed by it). Every derived table is checked
+against the log: the action and approval indexes (``verify_run``), and the notification
+outbox (``check_outbox``). ``restore_backup`` does the same checks, then builds the new
+store (a new SQLite file, published only once verified; or an empty PostgreSQL store,
+filled in one transaction) and verifies every chain on arrival.
+
+The manifest's digest is unkeyed: whoever rewrites the data can recompute it. A backup
+taken with ``sign`` (a private key) carries a signature over it; checked with the
+signer's public key (``public_key``), that is what makes a backup trusted.
 """
 
 from __future__ import annotations
@@ -38,18 +47,22 @@ from pathlib import Path
 from typing import Any
 
 from continuum.archive import verify_archived
+from continuum.backup_checks import check_layout, check_outbox, outbox_rows
 from continuum.backup_file import (
     DATA_NAMES,
     FORMAT,
     FORMAT_VERSION,
     Progress,
     backup_refused,
+    check_signed,
     dump_runs,
     load_runs,
     open_members,
     pack,
     seal_manifest,
     sha256_of,
+    sign_manifest,
+    signer_of,
 )
 from continuum.canonical import canonical_json_parsed
 from continuum.chain import VerifyReport
@@ -137,10 +150,16 @@ def backup_store(
     *,
     run_ids: list[str] | None = None,
     progress: Progress | None = None,
+    sign: Path | None = None,
 ) -> dict[str, Any]:
     """Write a backup of ``store`` (or of ``run_ids`` only) to the new file ``dest``; returns
-    its manifest. Writers may go on meanwhile: the copy is of one moment."""
+    its manifest. Writers may go on meanwhile: the copy is of one moment. ``sign``: a
+    private key; the manifest then carries a signature over its digest."""
     refuse_existing(dest, "backup")
+    if sign is not None:
+        from continuum.signing import load_private_key
+
+        load_private_key(sign)  # a bad key is refused before the copy is taken
     started = time.monotonic()
     data = partial_name(dest, "data")
     kind = "sqlite" if isinstance(store, SQLiteStorage) and run_ids is None else "export"
@@ -156,9 +175,12 @@ def backup_store(
                 else (lambda done, total: progress("copy", done, total)),
             )
             fsync_file(data)
+            version = check_layout(dest, data, store.schema_version())
+            outbox = outbox_rows(dest, data, version)
             copy = SQLiteStorage(data, create=False)
             try:
                 runs = verify_all(copy, progress=progress)
+                check_outbox(copy, outbox, dest)
                 schema = copy.schema_version()
             finally:
                 copy.close()
@@ -186,11 +208,18 @@ def backup_store(
                 "data": {"name": DATA_NAMES[kind], "bytes": size, "sha256": sha},
             }
         )
+        if sign is not None:
+            manifest = sign_manifest(manifest, sign)
         with written_whole(dest, "backup") as (f, _):
             pack(f, manifest, data, progress)
     finally:
         discard(data)
-    return {**manifest, "file": str(dest), "seconds": round(time.monotonic() - started, 3)}
+    return {
+        **manifest,
+        "file": str(dest),
+        "seconds": round(time.monotonic() - started, 3),
+        "signed_by": signer_of(manifest),
+    }
 
 
 def discard_wal(path: Path) -> None:
@@ -254,15 +283,23 @@ def _check_runs(path: Path, manifest: dict[str, Any], found: dict[str, dict[str,
 
 @contextlib.contextmanager
 def _checked(
-    path: Path, data: Path, check: Path, progress: Progress | None
+    path: Path, data: Path, check: Path, progress: Progress | None, public_key: Path | None
 ) -> Iterator[tuple[dict[str, Any], Path]]:
     """Every check of a backup; yields (manifest, the verified data as a SQLite store file:
     ``data`` itself for kind sqlite, else ``check``, a store the JSONL data was imported
-    into). Both files are removed afterwards unless the caller moved them away."""
+    into). Both files are removed afterwards unless the caller moved them away. With
+    ``public_key`` the manifest's signature must verify with it (``trusted`` in the
+    manifest yielded)."""
     store: Storage | None = None
+    outbox: list[tuple[Any, ...]] | None = None
     try:
         manifest = open_members(path, data)
+        if public_key is not None:
+            manifest = {**manifest, "trusted_key": check_signed(path, manifest, public_key)}
         if manifest["kind"] == "sqlite":
+            # Before the copy is opened as a store: its schema, then its outbox as written.
+            version = check_layout(path, data, manifest.get("schema_version"))
+            outbox = outbox_rows(path, data, version)
             try:
                 store = SQLiteStorage(data, create=False)
             except ContinuumError as e:
@@ -279,6 +316,8 @@ def _checked(
                     raise
                 raise backup_refused(path, f"a run does not verify: {e.message}", "data") from e
         _check_runs(path, manifest, _verified(store, path, progress))
+        if outbox is not None:
+            check_outbox(store, outbox, path)
         store.close()
         store = None
         yield manifest, data if manifest["kind"] == "sqlite" else check
@@ -288,11 +327,27 @@ def _checked(
         discard(data, check)
 
 
-def verify_backup(path: Path, *, progress: Progress | None = None) -> dict[str, Any]:
-    """Check a backup file without a store of its own; refuses it by kind (module doc)."""
+def _signature(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What a result says of the manifest's signature."""
+    trusted = manifest.get("trusted_key")
+    return {
+        "signed_by": signer_of(manifest),
+        "signature": "verified" if trusted else "not checked" if signer_of(manifest) else None,
+        "trusted": trusted is not None,
+    }
+
+
+def verify_backup(
+    path: Path, *, progress: Progress | None = None, public_key: Path | None = None
+) -> dict[str, Any]:
+    """Check a backup file without a store of its own; refuses it by kind (module doc).
+    ``public_key``: the manifest must be signed by its private key."""
     scratch = Path(tempfile.mkdtemp(prefix="continuum-verify-"))
     try:
-        with _checked(path, scratch / "data", scratch / "check.db", progress) as (manifest, _):
+        with _checked(path, scratch / "data", scratch / "check.db", progress, public_key) as (
+            manifest,
+            _,
+        ):
             return {
                 "file": str(path),
                 "ok": True,
@@ -303,6 +358,7 @@ def verify_backup(path: Path, *, progress: Progress | None = None) -> dict[str, 
                 "totals": manifest["totals"],
                 "data": manifest["data"],
                 "manifest_digest": manifest["manifest_digest"],
+                **_signature(manifest),
             }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -311,20 +367,26 @@ def verify_backup(path: Path, *, progress: Progress | None = None) -> dict[str, 
 # -- restoring ---------------------------------------------------------------------------------
 
 
-def restore_backup(path: Path, target: str, *, progress: Progress | None = None) -> dict[str, Any]:
+def restore_backup(
+    path: Path,
+    target: str,
+    *,
+    progress: Progress | None = None,
+    public_key: Path | None = None,
+) -> dict[str, Any]:
     """Restore a backup into a new store at ``target`` (a SQLite path that does not exist,
-    or a PostgreSQL database without a store or without runs); every chain verified."""
+    or a PostgreSQL database without a store or without runs); every chain verified.
+    ``public_key``: the manifest must be signed by its private key."""
     from continuum.store import sqlite_path_from_url
 
     if is_postgres_url(target):
-        return _restore_postgres(path, target, progress)
+        return _restore_postgres(path, target, progress, public_key)
     final = sqlite_path_from_url(target)
     refuse_existing(final, "restore")
     staged = partial_name(final, "restore")
-    with _checked(path, partial_name(final, "extract"), partial_name(final, "check"), progress) as (
-        manifest,
-        verified,
-    ):
+    with _checked(
+        path, partial_name(final, "extract"), partial_name(final, "check"), progress, public_key
+    ) as (manifest, verified):
         try:
             discard_wal(verified)
             os.replace(verified, staged)
@@ -347,10 +409,13 @@ def restore_backup(path: Path, target: str, *, progress: Progress | None = None)
         "kind": manifest["kind"],
         "runs": runs,
         "totals": _totals(runs),
+        **_signature(manifest),
     }
 
 
-def _restore_postgres(path: Path, target: str, progress: Progress | None) -> dict[str, Any]:
+def _restore_postgres(
+    path: Path, target: str, progress: Progress | None, public_key: Path | None
+) -> dict[str, Any]:
     existing = None
     with contextlib.suppress(ContinuumError):
         existing = open_store(target, create=False)
@@ -367,7 +432,7 @@ def _restore_postgres(path: Path, target: str, progress: Progress | None) -> dic
             existing.close()
     scratch = Path(tempfile.mkdtemp(prefix="continuum-restore-"))
     try:
-        with _checked(path, scratch / "data", scratch / "check.db", progress) as (
+        with _checked(path, scratch / "data", scratch / "check.db", progress, public_key) as (
             manifest,
             verified,
         ):
@@ -397,6 +462,7 @@ def _restore_postgres(path: Path, target: str, progress: Progress | None) -> dic
         "kind": manifest["kind"],
         "runs": runs,
         "totals": _totals(runs),
+        **_signature(manifest),
     }
 
 

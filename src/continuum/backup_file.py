@@ -4,9 +4,22 @@
 structural check, naming the kind of a problem (``backup_refused``): cut short
 (``integrity.backup_truncated``), a manifest that was edited (``integrity.backup_manifest``,
 ``check_manifest``: its ``manifest_digest`` is the SHA-256 of the canonical JSON of every
-other field, ``seal_manifest``), data that is not what the manifest recorded
-(``integrity.backup_data``). ``dump_runs`` and ``load_runs`` are the ``store.jsonl`` form:
-the export's line format plus the action and approval indexes as stored.
+other field but itself and ``signature``, ``seal_manifest``), data that is not what the
+manifest recorded (``integrity.backup_data``). ``dump_runs`` and ``load_runs`` are the
+``store.jsonl`` form: the export's line format plus the action and approval indexes as
+stored.
+
+The digest is a plain SHA-256: it catches a change, not a forger, who recomputes it. A
+manifest signed with ``backup --sign KEY`` (``sign_manifest``: a ``signing.BACKUP_PREFIX``
+token over the digest, in ``signature``) is what makes a backup trusted: checked with the
+signer's public key (``check_signed``), it vouches for the manifest and through it for
+the data's SHA-256.
+
+Every read is bounded (``bounded.py``): ``tarfile`` reads through ``_BoundedReads``, which
+refuses any single read over ``READ_LIMIT`` (an extended header or a manifest claiming
+gigabytes is refused, never allocated), the data is streamed, each data line is at most
+``MAX_LINE_BYTES`` and each JSON document at most ``MAX_JSON_DEPTH`` deep; a refusal names
+the position.
 """
 
 from __future__ import annotations
@@ -20,7 +33,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from continuum.canonical import canonical_json, digest, parse_json
+import continuum.bounded as bounded
+from continuum.bounded import LineTooLong, TooDeep, parse_json_bounded, read_lines
+from continuum.canonical import canonical_json, digest
 from continuum.errors import ContinuumError, IntegrityError, UsageError
 from continuum.events import Event
 from continuum.faults import fault_point
@@ -50,6 +65,11 @@ def backup_refused(path: Path, why: str, kind: str, **fields: Any) -> IntegrityE
         "this file; use another backup",
         "data": "the data is not what the backup wrote, or does not verify: do not trust "
         "this file; use another backup",
+        "schema": "the store in the backup has tables, columns, indexes, triggers or views "
+        "a continuum store of its version does not have: it was edited; do not trust this "
+        "file; use another backup",
+        "signature": "the backup is not what the holder of that key signed (or is not "
+        "signed): do not trust it; use a backup signed with `continuum backup --sign KEY`",
     }
     return IntegrityError(
         f"backup {as_typed(str(path))} is refused: {why}",
@@ -128,9 +148,19 @@ def dump_runs(
     return counts["events"]
 
 
-def load_runs(path: Path, lines: Iterable[bytes]) -> list[RunExport]:
-    """Parse the JSONL data back into runs (structure and counts checked here; chains,
-    indexes and checkpoints by the store they are imported into, and by ``verify_all``)."""
+def load_runs(path: Path, f: IO[bytes]) -> list[RunExport]:
+    """Parse the JSONL data in ``f`` back into runs (structure and counts checked here;
+    chains, indexes and checkpoints by the store they are imported into, and by
+    ``verify_all``). Lines and nesting are bounded (``bounded.py``)."""
+    try:
+        return _load_runs(path, read_lines(f))
+    except LineTooLong as e:
+        raise backup_refused(
+            path, f"data {e}: no data line is that long", "data", line=e.line, offset=e.offset
+        ) from e
+
+
+def _load_runs(path: Path, lines: Iterable[bytes]) -> list[RunExport]:
     bundles: list[RunExport] = []
     header: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
@@ -139,7 +169,7 @@ def load_runs(path: Path, lines: Iterable[bytes]) -> list[RunExport]:
         if end is not None:
             raise backup_refused(path, f"data line {number} comes after the end record", "data")
         try:
-            record = parse_json(line.decode("utf-8"))
+            record = parse_json_bounded(line.decode("utf-8"), line=number)
             kind = record["kind"]
             if header is None:
                 if kind != "header" or record.get("format") != DATA_FORMAT:
@@ -154,7 +184,9 @@ def load_runs(path: Path, lines: Iterable[bytes]) -> list[RunExport]:
             elif kind == "event":
                 bundles[-1].events.append(Event.model_validate(record["event"]))
             elif kind == "checkpoint":
-                bundles[-1].checkpoints.append(CheckpointRow.model_validate(record["checkpoint"]))
+                cp = CheckpointRow.model_validate(record["checkpoint"])
+                bounded_state(cp.state_json, number)
+                bundles[-1].checkpoints.append(cp)
             elif kind == "action":
                 a = record["action"]
                 bundles[-1].actions.append(
@@ -171,6 +203,10 @@ def load_runs(path: Path, lines: Iterable[bytes]) -> list[RunExport]:
                 raise ValueError(f"unexpected kind {kind!r}")
             if kind in ("run", "event", "checkpoint", "action", "approval"):
                 counts[kind + "s" if kind != "approval" else "approvals"] += 1
+        except TooDeep as e:
+            raise backup_refused(
+                path, f"data line {number} holds {e}", "data", line=number, offset=e.offset
+            ) from e
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
             raise backup_refused(
                 path, f"data line {number} is not a valid record ({e})", "data", line=number
@@ -184,9 +220,74 @@ def load_runs(path: Path, lines: Iterable[bytes]) -> list[RunExport]:
     return bundles
 
 
+def bounded_state(state_json: str, line: int) -> None:
+    """A checkpoint's state, a JSON text inside a line, nested no deeper than the bound
+    (it is parsed again wherever the checkpoint is used)."""
+    where = bounded.depth_over(state_json, bounded.MAX_JSON_DEPTH)
+    if where is not None:
+        raise TooDeep(
+            f"a checkpoint state nested more than {bounded.MAX_JSON_DEPTH} levels deep "
+            f"(character {where} of the state)",
+            line=line,
+            offset=where,
+        )
+
+
+UNSIGNED = ("manifest_digest", "signature")  # what the digest does not cover
+
+
 def seal_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
-    body = {k: v for k, v in manifest.items() if k != "manifest_digest"}
+    """``manifest`` with its ``manifest_digest`` (of every other field but ``signature``);
+    an existing signature is dropped (it signed another digest)."""
+    body = {k: v for k, v in manifest.items() if k not in UNSIGNED}
     return {**body, "manifest_digest": digest(body)}
+
+
+def sign_manifest(manifest: dict[str, Any], private_key: Path) -> dict[str, Any]:
+    """A sealed manifest with its ``signature``: a token over its digest."""
+    from continuum.signing import BACKUP_DOMAIN, BACKUP_PREFIX, sign_claims
+
+    token = sign_claims(
+        BACKUP_PREFIX,
+        BACKUP_DOMAIN,
+        {"manifest_digest": manifest["manifest_digest"], "format": FORMAT},
+        private_key,
+    )
+    return {**manifest, "signature": token}
+
+
+def signer_of(manifest: dict[str, Any]) -> str | None:
+    """The key id the manifest's signature claims (unchecked), or None if unsigned."""
+    from continuum.signing import BACKUP_PREFIX, claimed_signer
+
+    return claimed_signer(manifest.get("signature"), BACKUP_PREFIX)
+
+
+def check_signed(path: Path, manifest: dict[str, Any], public_key: Path) -> str:
+    """The key id that signed ``manifest``, once its signature verifies with
+    ``public_key`` over its digest (which ``check_manifest`` recomputed); else
+    ``integrity.backup_signature`` (exit 3)."""
+    from continuum.signing import BACKUP_DOMAIN, BACKUP_PREFIX, open_signed
+
+    hint = backup_refused(path, "", "signature").hint or ""
+    claims = open_signed(
+        manifest.get("signature"),
+        BACKUP_PREFIX,
+        BACKUP_DOMAIN,
+        public_key,
+        what=f"backup {as_typed(str(path))}",
+        code="integrity.backup_signature",
+        hint=hint,
+        file=str(path),
+    )
+    if claims.get("manifest_digest") != manifest["manifest_digest"]:
+        raise IntegrityError(
+            f"backup {as_typed(str(path))}'s signature is for another manifest",
+            code="integrity.backup_signature",
+            hint=hint,
+            file=str(path),
+        )
+    return str(claims.get("key_id"))
 
 
 def sha256_of(path: Path) -> str:
@@ -226,9 +327,75 @@ class _Counting(io.RawIOBase):
         return data
 
 
+class ReadTooLarge(Exception):
+    """A single read of the backup's structure larger than ``READ_LIMIT`` (what a tar
+    header claimed)."""
+
+    def __init__(self, size: int, offset: int) -> None:
+        super().__init__(size, offset)
+        self.size, self.offset = size, offset
+
+
+READ_LIMIT = 4 * 1024 * 1024
+"""No read of a backup's tar structure is larger: headers are 512 bytes, an extended
+header at most ``bounded.MAX_MEMBER_HEADER_BYTES``, the data is streamed in ``CHUNK``s."""
+
+
+class _BoundedReads(io.RawIOBase):
+    """The backup file as ``tarfile`` reads it, refusing any single read over the limit:
+    ``tarfile`` reads an extended header (and ``read()`` a member) whole, so a header
+    claiming 8 GiB would otherwise be allocated before anything could say it is short."""
+
+    def __init__(self, f: IO[bytes], limit: int) -> None:
+        self._f, self._limit = f, limit
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0 or size > self._limit:
+            raise ReadTooLarge(-1 if size is None else size, self._f.tell())
+        return self._f.read(size)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _too_large(path: Path, e: ReadTooLarge, kind: str) -> IntegrityError:
+    claim = "an unbounded size" if e.size < 0 else f"{e.size:,} bytes"
+    return backup_refused(
+        path,
+        f"a tar header before byte {e.offset} makes a member claim {claim}, more than any "
+        "part of a backup holds",
+        kind,
+        offset=e.offset,
+    )
+
+
+def _member_kind(member: tarfile.TarInfo) -> str:
+    if member.issym():
+        return f"a symbolic link (to {member.linkname!r})"
+    if member.islnk():
+        return f"a hard link (to {member.linkname!r})"
+    if member.isdir():
+        return "a directory"
+    return f"a tar member of type {member.type!r}"
+
+
 def open_members(path: Path, out: Path) -> dict[str, Any]:
     """Check the file's structure, manifest and data digest, extracting the data to the new
-    file ``out``. Returns the manifest."""
+    file ``out``. Returns the manifest. Every read is bounded (module docstring)."""
     try:
         size = os.path.getsize(path)
         raw = open(path, "rb")  # noqa: SIM115 - closed by the with below
@@ -253,16 +420,36 @@ def open_members(path: Path, out: Path) -> dict[str, Any]:
             raise not_a_backup(path, "it is not a tar file") from e
         if first.name not in (MANIFEST, "././@PaxHeader") and not first.name.endswith(MANIFEST):
             raise not_a_backup(path, f"its first member is {first.name!r}, not {MANIFEST}")
+        guarded = _BoundedReads(raw, READ_LIMIT)
         try:
-            tar = tarfile.open(fileobj=raw, mode="r:")  # noqa: SIM115 - over raw, closed with it
+            tar = tarfile.open(fileobj=guarded, mode="r:")  # noqa: SIM115 - closed with raw
             m = tar.next()
             if m is None or m.name != MANIFEST:
                 raise not_a_backup(path, f"its first member is not {MANIFEST}")
+            if not m.isfile():
+                raise backup_refused(
+                    path, f"{MANIFEST} is {_member_kind(m)}, not a regular file", "manifest"
+                )
+            if m.size > bounded.MAX_MANIFEST_BYTES:
+                raise backup_refused(
+                    path,
+                    f"{MANIFEST} claims {m.size:,} bytes (at byte {m.offset_data}); a "
+                    f"manifest is at most {bounded.MAX_MANIFEST_BYTES:,}",
+                    "manifest",
+                    offset=m.offset_data,
+                )
             member = tar.extractfile(m)
             assert member is not None
-            body = member.read()
+            parts: list[bytes] = []
+            while chunk := member.read(CHUNK):
+                parts.append(chunk)
+            body = b"".join(parts)
+            if len(body) != m.size:
+                raise backup_refused(path, "the manifest is cut short", "truncated")
         except tarfile.ReadError as e:
             raise backup_refused(path, f"the manifest is cut short ({e})", "truncated") from e
+        except ReadTooLarge as e:
+            raise _too_large(path, e, "manifest") from e
         manifest = check_manifest(path, body)
         want = manifest["data"]
         try:
@@ -271,13 +458,21 @@ def open_members(path: Path, out: Path) -> dict[str, Any]:
             raise backup_refused(
                 path, f"the data member's header is cut short ({e})", "truncated"
             ) from e
+        except ReadTooLarge as e:
+            raise _too_large(path, e, "data") from e
         if d is None:
             raise backup_refused(path, "the data member is missing", "truncated")
-        if d.name != want["name"] or not d.isfile():
+        if d.name != want["name"]:
             raise backup_refused(
                 path,
                 f"the data member is {d.name!r}, the manifest names {want['name']!r}",
                 "manifest",
+            )
+        if not d.isfile():
+            raise backup_refused(
+                path,
+                f"the data member {d.name!r} is {_member_kind(d)}, not a regular file",
+                "data",
             )
         if d.offset_data + d.size > size:
             raise backup_refused(
@@ -296,6 +491,8 @@ def open_members(path: Path, out: Path) -> dict[str, Any]:
                     dst.write(chunk)
             except tarfile.ReadError as e:
                 raise backup_refused(path, f"the data is cut short ({e})", "truncated") from e
+            except ReadTooLarge as e:  # pragma: no cover - reads are CHUNK-sized
+                raise _too_large(path, e, "data") from e
             dst.flush()
             os.fsync(dst.fileno())
         end = d.offset_data + -(-d.size // BLOCK) * BLOCK
@@ -348,7 +545,9 @@ def _check_schema(path: Path, manifest: dict[str, Any]) -> None:
 
 def check_manifest(path: Path, body: bytes) -> dict[str, Any]:
     try:
-        manifest = parse_json(body.decode("utf-8"))
+        manifest = parse_json_bounded(body.decode("utf-8"))
+    except TooDeep as e:
+        raise backup_refused(path, f"the manifest holds {e}", "manifest", offset=e.offset) from e
     except (ValueError, UnicodeDecodeError) as e:
         raise backup_refused(path, "the manifest is not JSON", "manifest") from e
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:

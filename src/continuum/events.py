@@ -65,6 +65,9 @@ class EventType(StrEnum):
     REGISTRY_ACCEPTED = "registry_accepted"
     # long-lived stores: the events before this one were moved to an archive file
     HISTORY_ARCHIVED = "history_archived"
+    # an import: the events before this one came in a file no key this store trusts signed,
+    # so what their human or deterministic origin decided counts as imported (transfer.py)
+    HISTORY_IMPORTED = "history_imported"
     # action ledger transitions
     ACTION_INTERCEPTED = "action_intercepted"
     ACTION_RETRIED = "action_retried"

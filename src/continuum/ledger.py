@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import socket
 import time
 import unicodedata
@@ -37,9 +38,11 @@ from continuum.errors import (
 )
 from continuum.events import EventLike, EventType
 from continuum.faults import fault_point
+from continuum.limits import check_value
 from continuum.notices import decide_command
 from continuum.projection import ActionRecord, apply_action_event
-from continuum.store.base import DEFAULT_PAGE, ActionRow, Storage, WriteTx
+from continuum.store.base import DEFAULT_PAGE, ActionRow, RunInfo, Storage, WriteTx
+from continuum.store.original import ORIGINAL_FORMAT, original_action_key
 from continuum.types import ActionStatus, InterceptStatus, Origin, ReplayContract, RunStatus
 from continuum.untrusted import check_identifier, quoted
 
@@ -100,14 +103,26 @@ def _path_field(field: str | None) -> bool:
     return name in _PATH_NAMES or any(word in name for word in _PATH_WORDS)
 
 
-def _looks_like_path(value: str, field: str | None = None) -> bool:
-    if not value or "://" in value or any(c.isspace() for c in value) or len(value) > 4096:
+def _looks_like_path(value: str, field: str | None = None, *, spaced: bool = True) -> bool:
+    """A path: written as one (``/``, ``./``, ``../``, ``~/`` first), holding a ``/``, or
+    under a field named like a path. With whitespace inside (``my report.txt``) only the
+    first and the last count: prose holds slashes too (``and/or``), and a path resolves
+    against the working directory, which the identity of prose must not depend on.
+    ``spaced=False`` is the rule before issue 30 (nothing with whitespace was a path)."""
+    if not value or "://" in value or len(value) > 4096:
         return False
-    return (
-        value.startswith(("/", "./", "../", "~/"))
-        or "/" in value
-        or (_path_field(field) and value not in (".", ".."))
-    )
+    written_as_path = value.startswith(("/", "./", "../", "~/"))
+    named_as_path = _path_field(field) and value not in (".", "..")
+    if any(c.isspace() for c in value):
+        return spaced and (written_as_path or named_as_path)
+    return written_as_path or "/" in value or named_as_path
+
+
+# A bare file name (``a.txt``, ``my report.txt``): no slash, an extension that starts with
+# a letter (not ``1.5``, ``v1.2``), no ``@`` (not an address). Under a field not named like
+# a path it stays text in the identity, but the fallback resolves it like a path, so the
+# same name written as a path (``./a.txt``) is at least a ``possible_duplicate``.
+_FILE_NAME = re.compile(r"[^/\\@~][^/\\@]*\.[A-Za-z][A-Za-z0-9]{0,9}")
 
 
 def _text(value: str) -> str:
@@ -115,39 +130,48 @@ def _text(value: str) -> str:
     return unicodedata.normalize("NFC", value).strip()
 
 
-def normalize_arguments(value: Any, cwd: str, field: str | None = None) -> Any:
+def normalize_arguments(
+    value: Any, cwd: str, field: str | None = None, *, spaced: bool = True
+) -> Any:
     """Canonical arguments for identity (the stored arguments stay as given).
 
     Strings are NFC with surrounding whitespace dropped (``INV-001 `` is ``INV-001``);
-    whole floats are integers (``1.0`` is ``1``); path-like strings (with a slash, or
-    under a field named like a path: ``path``, ``file``, ``dest``...) are made absolute
-    against ``cwd`` and normalized lexically, so ``a.txt``, ``./a.txt`` and
-    ``/w/out/../a.txt`` from ``/w`` are one file. Lexical only: no symlink resolution,
-    no file system access. Case is kept: ``INV-1`` and ``inv-1`` are different.
+    whole floats are integers (``1.0`` is ``1``); paths are made absolute against ``cwd``
+    and normalized lexically, so ``a.txt``, ``./a.txt`` and ``/w/out/../a.txt`` from
+    ``/w`` are one file. A string is a path when it starts with ``/``, ``./`` or ``../``,
+    or is under a field named like a path (``path``, ``file``, ``dir``, ``folder`` in its
+    name, or ``dest``, ``destination``, ``src``, ``attachment``, ``cwd``), whitespace
+    inside or not (``./my report.txt``); or when it holds a ``/`` and no whitespace. A
+    URL (``://``), ``~/...`` and a string over 4096 characters stay as written. Lexical
+    only: no symlink resolution, no file system access. Case is kept: ``INV-1`` and
+    ``inv-1`` are different. ``spaced=False`` applies the rules before issue 30.
     """
     if isinstance(value, dict):
-        return {_text(k): normalize_arguments(v, cwd, k) for k, v in value.items()}
+        return {_text(k): normalize_arguments(v, cwd, k, spaced=spaced) for k, v in value.items()}
     if isinstance(value, list):
-        return [normalize_arguments(v, cwd, field) for v in value]
+        return [normalize_arguments(v, cwd, field, spaced=spaced) for v in value]
     if isinstance(value, bool):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
         text = _text(value)
-        if _looks_like_path(text, field) and not text.startswith("~"):
+        if _looks_like_path(text, field, spaced=spaced) and not text.startswith("~"):
             return posixpath.normpath(posixpath.join(cwd, text))
         return text
     return value
 
 
-def _leaves(value: Any, out: list[str]) -> list[str]:
+def _leaves(value: Any, out: list[str], cwd: str | None = None) -> list[str]:
+    """Every leaf value as canonical JSON; with ``cwd``, a bare file name as its path."""
     if isinstance(value, dict):
         for v in value.values():
-            _leaves(v, out)
+            _leaves(v, out, cwd)
     elif isinstance(value, list):
         for v in value:
-            _leaves(v, out)
+            _leaves(v, out, cwd)
+    elif cwd is not None and isinstance(value, str) and _FILE_NAME.fullmatch(value):
+        out.append(canonical_json(posixpath.join(cwd, value)))
     else:
         out.append(canonical_json(value))
     return out
@@ -177,6 +201,12 @@ def normalize_key(action_type: str, key: str) -> str:
 
 
 class ActionIdentity(BaseModel):
+    """How the ledger finds an action: ``action_id`` and ``dedup_key`` (both unique in the
+    index), ``fallback_key`` (a suspicion only). ``earlier`` and ``earlier_fallback`` are
+    the (action_id, dedup_key) pairs and fallback keys the rules before issue 30 gave the
+    same call, looked up when the current ones find nothing: an action recorded before an
+    upgrade is still found after it."""
+
     model_config = ConfigDict(frozen=True)
 
     action_id: str
@@ -185,6 +215,13 @@ class ActionIdentity(BaseModel):
     fallback_key: str | None
     operation_key: str
     normalized_arguments: Any
+    earlier: tuple[tuple[str, str], ...] = ()
+    earlier_fallback: tuple[str, ...] = ()
+
+
+def _args_keys(action_type: str, normalized: Any, cwd: str | None) -> tuple[str, str]:
+    dedup = digest(["args", action_type, normalized])
+    return dedup, digest(["fallback", action_type, sorted(_leaves(normalized, [], cwd))])
 
 
 def action_identity(
@@ -193,19 +230,30 @@ def action_identity(
     """Stable identity of an action: from the business key, else from its arguments.
 
     Without a key, a fallback key built from the multiset of leaf values (field names
-    dropped, values normalized) finds the same call with renamed fields; such a match is
-    only a suspicion (``{from: bob, to: alice}`` has the leaves of ``{from: alice, to:
-    bob}``), so the ledger reports it as ``possible_duplicate`` and never as done.
+    dropped, values normalized, a bare file name resolved like a path) finds the same call
+    with renamed fields or another form of one path; such a match is only a suspicion
+    (``{from: bob, to: alice}`` has the leaves of ``{from: alice, to: bob}``), so the
+    ledger reports it as ``possible_duplicate`` and never as done.
     """
     action_type = _text(action_type)
     normalized = normalize_arguments(arguments, cwd)
+    earlier: tuple[tuple[str, str], ...] = ()
+    earlier_fallback: tuple[str, ...] = ()
+    fallback: str | None
     if key is not None:
         key = normalize_key(action_type, key)
         dedup = digest(["key", action_type, key])
         fallback = None
     else:
-        dedup = digest(["args", action_type, normalized])
-        fallback = digest(["fallback", action_type, sorted(_leaves(normalized, []))])
+        dedup, fallback = _args_keys(action_type, normalized, cwd)
+        # Before issue 30: no path with whitespace, no bare file name in the fallback.
+        old, old_fallback = _args_keys(
+            action_type, normalize_arguments(arguments, cwd, spaced=False), None
+        )
+        if old != dedup:
+            earlier = (("act_" + digest([run_id, old])[:24], old),)
+        if old_fallback != fallback:
+            earlier_fallback = (old_fallback,)
     return ActionIdentity(
         action_id="act_" + digest([run_id, dedup])[:24],
         action_key=action_key_of(action_type, key, dedup),
@@ -213,7 +261,44 @@ def action_identity(
         fallback_key=fallback,
         operation_key="op_" + digest(["operation", run_id, dedup])[:32],
         normalized_arguments=normalized,
+        earlier=earlier,
+        earlier_fallback=earlier_fallback,
     )
+
+
+def imported_identity(run_id: str, action_type: str, original_key: str) -> ActionIdentity:
+    """The identity ``import --from-original`` gives an action of the original's ledger:
+    keyed by the original's own (hashed) ledger key, which is all the original stored."""
+    return action_identity(run_id, action_type, None, original_key, "/")
+
+
+def original_identities(
+    run: RunInfo, action_type: str, keys: tuple[str | None, ...], arguments: Any
+) -> list[tuple[str, str]]:
+    """Where the import indexed the action the original would have found for this call.
+
+    Only in a run imported from the original (``imported_from`` in its metadata): the
+    original's ledger key for the call (``original_action_key``: the hash of its key, or
+    of its arguments when ``keys`` is ``(None,)``), scoped to the original run's id or
+    unscoped, as ``imported_identity`` keyed it. ``action_type`` and ``keys`` are tried
+    as given and as normalized (the original hashed them as given). Pairs of
+    (action_id, dedup_key), at most eight.
+    """
+    origin = run.metadata.get("imported_from")
+    if not isinstance(origin, dict) or origin.get("format") != ORIGINAL_FORMAT:
+        return []
+    original_run = origin.get("run_id")
+    if not isinstance(original_run, str):
+        return []
+    found: list[tuple[str, str]] = []
+    for scope in (original_run, None):
+        for type_ in dict.fromkeys((action_type, _text(action_type))):
+            for key in dict.fromkeys(keys):
+                hashed = original_action_key(scope, type_, key=key, arguments=arguments)
+                if hashed is not None:
+                    ident = imported_identity(run.run_id, type_, hashed)
+                    found.append((ident.action_id, ident.dedup_key))
+    return list(dict.fromkeys(found))
 
 
 # -- owners and leases --------------------------------------------------------------------
@@ -496,6 +581,8 @@ class ActionLedger:
         are malformed) and ``LedgerError`` (``ledger.run_finished``) for a run that has
         completed or was aborted; nothing is written in either case.
         """
+        check_value(arguments, "arguments")  # limits.py: before identity walks it
+        given = (action_type, key)  # as the agent wrote them: the original hashed them so
         action_type = check_identifier(
             _text(action_type) if isinstance(action_type, str) else action_type,
             what="action_type",
@@ -525,7 +612,10 @@ class ActionLedger:
             canonical_json(bound)
         ident = self.identity(run_id, action_type, key, arguments)
         origin = origin or self.origin
-        rule = self.approvals.find(action_type, arguments, effect)  # fails closed (RuleFiles)
+        # Rules judge the action, not its spelling: also its identity's canonical arguments.
+        rule = self.approvals.find(  # fails closed (RuleFiles)
+            action_type, arguments, effect, canonical=ident.normalized_arguments
+        )
         now = self.clock()
         with self.store.write(run_id) as tx:
             if tx.run.status != RunStatus.ACTIVE:
@@ -543,10 +633,28 @@ class ActionLedger:
                 tx.find_action(action_id=ident.action_id),
                 tx.find_action(dedup_key=ident.dedup_key),
             )
+            if row is None:  # recorded under an earlier identity: older rules, or the original
+                for action_id, dedup_key in (
+                    *ident.earlier,
+                    *original_identities(
+                        tx.run,
+                        given[0],
+                        (given[1], key) if key is not None else (None,),
+                        arguments,
+                    ),
+                ):
+                    row = _found_once(
+                        run_id,
+                        tx.find_action(action_id=action_id),
+                        tx.find_action(dedup_key=dedup_key),
+                    )
+                    if row is not None:
+                        break
             if row is None and ident.fallback_key is not None:
-                similar = tx.find_action(fallback_key=ident.fallback_key)
-                if similar is not None:  # a suspicion, never an answer: nothing is written
-                    return self._possible_duplicate(_record(similar))
+                for fallback in (ident.fallback_key, *ident.earlier_fallback):
+                    similar = tx.find_action(fallback_key=fallback)
+                    if similar is not None:  # a suspicion, never an answer: nothing is written
+                        return self._possible_duplicate(_record(similar))
             gate = (
                 None
                 if rule is None

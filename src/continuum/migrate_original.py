@@ -44,16 +44,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from continuum.canonical import canonical_bytes
 from continuum.errors import ContinuumError, IntegrityError, NotFoundError, UsageError
 from continuum.events import LIFECYCLE_STATUS, Event, EventType, seal
-from continuum.ledger import action_identity, normalize_key
+from continuum.ledger import imported_identity, normalize_key
 from continuum.payloads import payload_problem
 from continuum.store import RunExport, RunInfo, Storage
 from continuum.store.base import check_run_id, format_timestamp
-from continuum.store.original import OriginalEvent, OriginalReader, OriginalRun, original_timestamp
+from continuum.store.original import (
+    ORIGINAL_FORMAT,
+    OriginalEvent,
+    OriginalReader,
+    OriginalRun,
+    original_timestamp,
+)
 from continuum.transfer import import_checked, rebuild_actions, rebuild_approvals
 from continuum.types import Origin, RunStatus
 from continuum.untrusted import check_identifier, quoted
 
-SOURCE_FORMAT = "Cyrax321/CONTINUUM"
+SOURCE_FORMAT = ORIGINAL_FORMAT  # named in each imported run's metadata
 
 # What is not carried over, said in every report.
 NOT_IMPORTED = [
@@ -428,11 +434,14 @@ class _Mapper:
         if not isinstance(action_type, str) or not _clean(_nfc(action_type), 200):
             action_type = "original_action"  # the real one stays in the original payload
         action_type = _nfc(action_type)
+        # Keyed by the original's own ledger key (a hash of its key or arguments: the key
+        # itself was never stored), where an intercept in this run looks for it
+        # (ledger.original_identities).
         ours = normalize_key(action_type, key) if _clean(key, 1000) else _digest_key(key)
-        ident = action_identity(self.run_id, action_type, record.get("arguments"), ours, "/")
+        ident = imported_identity(self.run_id, action_type, ours)
         if ident.action_id in self.action_ids:  # two original keys that read alike here
             ours = _digest_key(key)
-            ident = action_identity(self.run_id, action_type, record.get("arguments"), ours, "/")
+            ident = imported_identity(self.run_id, action_type, ours)
         self.action_ids.add(ident.action_id)
         out.append(
             (

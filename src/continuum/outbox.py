@@ -16,6 +16,10 @@ notification's stable id twice, as the ``X-Continuum-Delivery`` header (also
 on it. With ``secret_env``, ``X-Continuum-Signature: sha256=<hex>`` is the HMAC-SHA256
 of the body under that secret.
 
+Two body formats: ``json`` (the notification itself, ``notices.bounded``) and ``slack``
+(a Slack incoming webhook's message, ``notices.slack_message``: agent text escaped by
+Slack's rules, no mentions, no unfurling).
+
 Webhooks are configured in ``.continuum/notify.toml`` (in the working directory, and
 beside a SQLite store; the webhooks of both apply, a name in both is refused)::
 
@@ -24,6 +28,7 @@ beside a SQLite store; the webhooks of both apply, a name in both is refused)::
     name = "ops"                                  # optional (default: scheme://host/path)
     kinds = ["approval_requested"]                # optional: only these kinds
     secret_env = "CONTINUUM_WEBHOOK_SECRET"       # optional: sign the body
+    format = "json"                               # optional: "json" (default) or "slack"
 
     [delivery]                                    # optional, at most one file sets it
     timeout_seconds = 10
@@ -52,7 +57,7 @@ from urllib.parse import SplitResult, urlsplit
 from continuum.approval_rules import store_dir
 from continuum.errors import ContinuumError, UsageError
 from continuum.log import get_logger
-from continuum.notices import KINDS
+from continuum.notices import KINDS, bounded, slack_message
 from continuum.store import Storage
 from continuum.store.base import OutboxRow, format_timestamp
 from continuum.untrusted import check_identifier
@@ -62,7 +67,8 @@ NOTIFY_FILE = os.path.join(".continuum", "notify.toml")
 DELIVERY_HEADER = "X-Continuum-Delivery"
 SIGNATURE_HEADER = "X-Continuum-Signature"
 MAX_ERROR_CHARS = 300
-_WEBHOOK_FIELDS = {"url", "name", "kinds", "secret_env"}
+_WEBHOOK_FIELDS = {"url", "name", "kinds", "secret_env", "format"}
+FORMATS = ("json", "slack")  # the notification as JSON; a Slack incoming webhook's message
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _DELIVERY_FIELDS = {"timeout_seconds", "max_attempts", "backoff_seconds", "max_backoff_seconds"}
 
@@ -79,6 +85,7 @@ class Webhook:
     url: str = field(repr=False)
     kinds: tuple[str, ...] = ()  # empty: every kind
     secret_env: str | None = None
+    format: str = "json"  # FORMATS: what the body is
 
     def wants(self, kind: str) -> bool:
         return not self.kinds or kind in self.kinds
@@ -180,7 +187,17 @@ def _webhook(path: str, index: int, table: Any) -> Webhook:
             "(letters, digits and _), not the secret itself; put the "
             "secret in that variable",
         )
-    return Webhook(name=name, url=url, kinds=tuple(kinds), secret_env=secret_env)
+    body_format = table.get("format", "json")
+    if body_format not in FORMATS:
+        raise _bad(
+            path,
+            where,
+            f"format must be one of {', '.join(FORMATS)} (json: the notification as JSON; "
+            "slack: a Slack incoming webhook's message)",
+        )
+    return Webhook(
+        name=name, url=url, kinds=tuple(kinds), secret_env=secret_env, format=body_format
+    )
 
 
 def _port(path: str, where: str, parts: SplitResult) -> int | None:
@@ -286,9 +303,14 @@ def load_notify(paths: Sequence[str]) -> NotifyConfig:
 # -- sending --------------------------------------------------------------------------------
 
 
-def request_body(row: OutboxRow) -> bytes:
-    """The POST body: the notification as ASCII JSON (agent text arrives escaped)."""
-    return json.dumps(row.body, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode(
+def request_body(row: OutboxRow, body_format: str = "json") -> bytes:
+    """The POST body as ASCII JSON (agent text arrives ``\\u``-escaped): the notification,
+    bounded (``notices.bounded``: a notice stored before the bound existed is cut as it
+    is sent), or for ``slack`` its Slack message (``notices.slack_message``). The same
+    row gives the same bytes on every try."""
+    notice = bounded(row.body)
+    message = slack_message(notice) if body_format == "slack" else notice
+    return json.dumps(message, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode(
         "ascii"
     )
 
@@ -302,7 +324,7 @@ def post(
     environ: Mapping[str, str] = os.environ,
 ) -> str | None:
     """POST ``row`` to ``webhook``: None when it answered 2xx, else what went wrong."""
-    body = request_body(row)
+    body = request_body(row, webhook.format)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": f"continuum/{__version__}",
@@ -493,6 +515,7 @@ def deliver_loop(
 
 __all__ = [
     "DELIVERY_HEADER",
+    "FORMATS",
     "NOTIFY_FILE",
     "SIGNATURE_HEADER",
     "DeliveryPolicy",

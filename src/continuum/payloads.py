@@ -175,6 +175,13 @@ SCHEMAS: dict[str, Schema] = {
         "checkpoints": (False, _n),
         "archive_name": (False, _s),
     },
+    EventType.HISTORY_IMPORTED: {
+        "through_sequence": (True, _nn),
+        "through_hash": (True, _name),
+        "file_digest": (False, _s),
+        "signed_by": (False, _s),
+        "source": (False, _s),
+    },
     EventType.REVIEW_CONFIRMED: {
         "through_sequence": (True, _nn),
         "through_hash": (False, _s),

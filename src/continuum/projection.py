@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.events import EventLike, EventType
+from continuum.limits import clip_nested
 from continuum.payloads import payload_problem
 from continuum.types import ActionStatus, Origin, RunStatus
 
@@ -473,7 +474,7 @@ def _new_approval(e: EventLike, p: dict[str, Any]) -> dict[str, Any]:
         }
     )
     record.update(
-        arguments=p.get("arguments") if requested else None,
+        arguments=clip_nested(p.get("arguments")) if requested else None,
         requested_by=str(e.source) if requested else None,
         requested_at=e.timestamp if requested else None,
         requested_sequence=e.sequence if requested else None,
@@ -568,6 +569,78 @@ def _review(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     )
 
 
+# -- an import this store does not trust --------------------------------------------------
+#
+# A human decision counts only when a person made it in this store, or when it came in a
+# file signed by a key a person here trusted (references/contract.md §5). An import of
+# any other file ends each run it brings with a ``history_imported`` marker (transfer.py):
+# the events before it keep their content and hashes, but from the marker on whatever
+# their human or deterministic origin decided counts as imported, i.e. as self-certified.
+# The action and approval indexes get the same records from ``distrust_action`` and
+# ``distrust_approval`` (the import builds them with these), so they equal the fold.
+
+_COUNTING = frozenset(str(o) for o in TRUSTED_ORIGINS)
+_IMPORTED = str(Origin.IMPORTED)
+
+
+def distrust_action(record: dict[str, Any], through: int) -> dict[str, Any]:
+    """The action ``record`` once the events through ``through`` count as imported: a
+    settlement they recorded with a trusted origin is the import's word (so a "did not
+    happen" no longer lets the action run again)."""
+    if record.get("settled_by") in _COUNTING and record.get("last_sequence", 0) <= through:
+        return {**record, "settled_by": _IMPORTED}
+    return record
+
+
+def distrust_approval(record: dict[str, Any], through: int) -> dict[str, Any]:
+    """The approval ``record`` once the events through ``through`` count as imported: a
+    decision they recorded no longer stands (it waits for a person here again), and it is
+    counted in ``ignored_decisions`` like an agent's."""
+    decided = record.get("decided_sequence")
+    if record.get("decided_by") in _COUNTING and isinstance(decided, int) and decided <= through:
+        return {
+            **record,
+            "status": "requested",
+            "scope": None,
+            "reason": None,
+            "decided_by": None,
+            "decided_at": None,
+            "decided_sequence": None,
+            "ignored_decisions": int(record.get("ignored_decisions") or 0) + 1,
+        }
+    return record
+
+
+def _held(acc: Acc) -> list[str]:
+    """The components the state holds something for."""
+    held = {
+        "goal": acc["goal"] is not None,
+        "progress": acc["progress"].get("provenance") is not None,
+        "plan": acc["plan_provenance"] is not None,
+        "decisions": bool(acc["decisions"]),
+        "findings": bool(acc["findings"]),
+        "evidence": bool(acc["evidence"]),
+        "model": acc["model_provenance"] is not None,
+    }
+    return [c for c in ALL_COMPONENTS if held[c]]
+
+
+@_on(EventType.HISTORY_IMPORTED)
+def _history_imported(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    through = min(p["through_sequence"], e.sequence - 1)  # only what came before it
+    for c in acc["confirmations"]:
+        if c["counted"] and c["sequence"] <= through:
+            c["counted"], c["origin"] = False, _IMPORTED
+    actions, approvals = acc["actions"], acc["approvals"]
+    for action_id, record in actions.items():
+        actions[action_id] = distrust_action(record, through)
+    for approval_id, record in approvals.items():
+        approvals[approval_id] = distrust_approval(record, through)
+    marks = acc["self_certified"]
+    for component in _held(acc):  # imported state is self-certified: a person confirms it
+        marks[component] = max(marks.get(component, 0), through)
+
+
 # -- action ledger transitions ---------------------------------------------------------
 
 
@@ -595,7 +668,7 @@ def _action_intercepted(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
         "key": _str(p.get("key")),
         "dedup_key": p["dedup_key"],
         "fallback_key": _str(p.get("fallback_key")),
-        "arguments": p.get("arguments"),
+        "arguments": clip_nested(p.get("arguments")),
         "replay": replay if replay in _REPLAYS else "never",
         "status": _STARTED,
         "attempt": 1,
@@ -651,7 +724,7 @@ def _action_completed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
             settled_by=str(e.source),
             settled_at=e.timestamp,
         )
-        rec["result"] = p.get("result")
+        rec["result"] = clip_nested(p.get("result"))
 
 
 @_on(EventType.ACTION_FAILED)

@@ -14,6 +14,7 @@ from continuum.chain import VerifyReport
 from continuum.contract import InvalidatedComponent, RecoveryContract, seal_contract
 from continuum.projection import ActionRecord, State
 from continuum.types import ActionStatus, ComponentStatus, DependencyStatus, Mode, RunStatus
+from continuum.untrusted import quoted
 from continuum.validation import ValidationReport
 
 
@@ -59,6 +60,10 @@ SAFETY_STATUS = {
 }
 
 
+# Who reported a failure, in the words of the reason (an origin otherwise).
+_WHO = {"imported": "an imported record (a file no trusted key signed)"}
+
+
 def _action_proposals(
     state: State, in_flight: set[str]
 ) -> tuple[list[Proposal], list[ActionRecord]]:
@@ -71,7 +76,7 @@ def _action_proposals(
             proposals.append(
                 Proposal(
                     mode=Mode.WAIT,
-                    reason=f"action {a.action_key} is being performed by a live process",
+                    reason=f"action {quoted(a.action_key, limit=120)} is being performed by a live process",
                     actions=[f"wait_for_action:{a.action_id}"],
                 )
             )
@@ -80,7 +85,7 @@ def _action_proposals(
             proposals.append(
                 Proposal(
                     mode=Mode.REQUEST_HUMAN,
-                    reason=f"action {a.action_key} was interrupted and may have happened: its "
+                    reason=f"action {quoted(a.action_key, limit=120)} was interrupted and may have happened: its "
                     "status is unknown until reconciled",
                     actions=[f"reconcile_action:{a.action_id}"],
                 )
@@ -92,8 +97,9 @@ def _action_proposals(
             proposals.append(
                 Proposal(
                     mode=Mode.REQUEST_HUMAN,
-                    reason=f"action {a.action_key} was reported as not done by "
-                    f"{a.settled_by or 'an unknown writer'}; a person must confirm that "
+                    reason=f"action {quoted(a.action_key, limit=120)} was reported as not done by "
+                    f"{_WHO.get(str(a.settled_by), a.settled_by) or 'an unknown writer'}; a "
+                    "person must confirm that "
                     "before it may run again",
                     actions=[f"reconcile_action:{a.action_id}"],
                 )
@@ -104,7 +110,7 @@ def _action_proposals(
                 proposals.append(
                     Proposal(
                         mode=Mode.ROLLBACK,
-                        reason=f"action {a.action_key} was done under approval {a.approval_id}, "
+                        reason=f"action {quoted(a.action_key, limit=120)} was done under approval {a.approval_id}, "
                         "which was revoked: undo it in the external system, then record the "
                         "undo (`continuum compensate`)",
                         actions=[f"compensate_action:{a.action_id}"],
@@ -185,7 +191,7 @@ def decide(
             proposals.append(
                 Proposal(
                     mode=Mode.REQUEST_HUMAN,
-                    reason=f"dependency {d.name} could not be checked now",
+                    reason=f"dependency {quoted(d.name, limit=120)} could not be checked now",
                     actions=[f"provide_environment:{d.name}"],
                 )
             )
@@ -193,7 +199,7 @@ def decide(
             proposals.append(
                 Proposal(
                     mode=Mode.REPLAN,
-                    reason=f"dependency {d.name} was removed; work derived from it is invalid",
+                    reason=f"dependency {quoted(d.name, limit=120)} was removed; work derived from it is invalid",
                     actions=[f"replan_without:{d.name}"],
                 )
             )

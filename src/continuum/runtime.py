@@ -530,13 +530,22 @@ class Continuum:
         *,
         run_ids: list[str] | None = None,
         progress: Callable[[str, int, int], None] | None = None,
+        sign: str | Path | None = None,
     ) -> dict[str, Any]:
         """Write a backup of the store (or of ``run_ids``) to the new file ``dest`` while
-        writers go on: one consistent snapshot, verified, with a manifest (``backup.py``).
-        Returns the manifest plus ``file`` and ``seconds``."""
+        writers go on: one consistent snapshot, verified, with a manifest (``backup.py``);
+        ``sign``: a private key file, whose signature over the manifest makes the backup
+        trusted by whoever holds the public key. Returns the manifest plus ``file`` and
+        ``seconds``."""
         from continuum.backup import backup_store
 
-        return backup_store(self.store, Path(dest), run_ids=run_ids, progress=progress)
+        return backup_store(
+            self.store,
+            Path(dest),
+            run_ids=run_ids,
+            progress=progress,
+            sign=Path(sign) if sign is not None else None,
+        )
 
     def archive(
         self,

@@ -244,6 +244,96 @@ def check_signed_anchor(token: str, public_path: Path, run_id: str) -> tuple[int
     return seq, hash_
 
 
+# -- signed files: exports and backup manifests ----------------------------------------------
+#
+# The same construction as an anchor, for a file: the writer signs a digest of the file's
+# content (an export's lines, a backup's manifest, which holds the data's SHA-256) with
+# claims saying what it is; the reader recomputes the digest and checks the signature with
+# the public key a person passes. The domain strings keep a signature made for one kind of
+# thing from passing for another.
+
+EXPORT_PREFIX, EXPORT_DOMAIN = "continuum-export-1", b"continuum signed export 1\n"
+BACKUP_PREFIX, BACKUP_DOMAIN = "continuum-backup-1", b"continuum signed backup 1\n"
+
+
+def sign_claims(prefix: str, domain: bytes, claims: dict[str, Any], private_path: Path) -> str:
+    """A token ``PREFIX.<claims>.<signature>`` over ``claims`` plus the signer's
+    ``key_id`` and ``signed_at``."""
+    key = load_private_key(private_path)
+    full = {
+        **claims,
+        "key_id": key_id(key.public_key()),
+        "signed_at": format_timestamp(datetime.now(UTC)),
+    }
+    body = canonical_json(full).encode("utf-8")
+    return f"{prefix}.{_b64(body)}.{_b64(key.sign(domain + body))}"
+
+
+def _token_claims(token: Any, prefix: str) -> tuple[dict[str, Any], bytes, bytes] | None:
+    """(claims, body, signature) of a well-formed token, else None. Nothing verified."""
+    if not isinstance(token, str) or len(token) > 64 * 1024:
+        return None
+    parts = token.split(".")
+    if len(parts) != 3 or parts[0] != prefix:
+        return None
+    try:
+        body, signature = _unb64(parts[1]), _unb64(parts[2])
+        claims = parse_json(body.decode("utf-8"))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return None
+    return (claims, body, signature) if isinstance(claims, dict) else None
+
+
+def claimed_signer(token: Any, prefix: str) -> str | None:
+    """The ``key_id`` a token claims, unchecked (to tell a person which key to ask for)."""
+    found = _token_claims(token, prefix)
+    signer = found[0].get("key_id") if found is not None else None
+    return signer if isinstance(signer, str) else None
+
+
+def open_signed(
+    token: Any,
+    prefix: str,
+    domain: bytes,
+    public_path: Path,
+    *,
+    what: str,
+    code: str,
+    hint: str,
+    **fields: Any,
+) -> dict[str, Any]:
+    """The claims of ``token`` once its signature verifies with the public key; anything
+    else (no token, a malformed one, another key's, an edited one) is ``IntegrityError``
+    ``code``: the file is not what the key's holder signed."""
+    from cryptography.exceptions import InvalidSignature
+
+    public = load_public_key(public_path)
+    mine = key_id(public)
+    found = _token_claims(token, prefix)
+    if found is None:
+        why = f"{what} is not signed" if token is None else f"{what}'s signature is malformed"
+        raise IntegrityError(
+            f"{why}, so the public key (key {mine}) cannot vouch for it",
+            code=code,
+            hint=hint,
+            key_id=mine,
+            **fields,
+        )
+    claims, body, signature = found
+    try:
+        public.verify(signature, domain + body)
+    except InvalidSignature:
+        raise IntegrityError(
+            f"{what}'s signature does not verify with this public key (key {mine}): it was "
+            f"signed with another key ({quoted(str(claims.get('key_id')))}) or edited",
+            code=code,
+            hint=hint,
+            key_id=mine,
+            **fields,
+        ) from None
+    return claims
+
+
 def raw_public_key_hex(public_path: Path) -> str:
     """The raw public key in hex (for a person to compare out of band)."""
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.projection import Dependency, State
 from continuum.types import ComponentStatus, DependencyStatus
+from continuum.untrusted import quoted
 
 
 class Observation(BaseModel):
@@ -139,7 +140,7 @@ def propagate(state: State, deps: list[DependencyCheck]) -> list[ComponentCheck]
                 ComponentCheck(
                     component=f"dependency:{d.name}",
                     status=bad_deps[d.name],
-                    reason=f"dependency {d.name} is {d.status}",
+                    reason=f"dependency {quoted(d.name, limit=120)} is {d.status}",
                 )
             )
     bad_evidence: dict[str, ComponentStatus] = {}
@@ -205,7 +206,8 @@ def model_checks(state: State, expected_model: str | None) -> list[ComponentChec
         ComponentCheck(
             component=f"model_assumption:{a.id}",
             status=ComponentStatus.STALE,
-            reason=f"recorded under model {a.model}, resuming with {current}: {a.text}",
+            reason=f"recorded under model {quoted(a.model, limit=80)}, resuming with "
+            f"{quoted(current, limit=80)}: {quoted(a.text, limit=200)}",
             caused_by=[f"model:{a.model}"],
         )
         for a in state.model_assumptions

@@ -278,7 +278,7 @@ def test_doctor_names_token_clients_but_never_a_secret(
 ) -> None:
     monkeypatch.setenv("CONTINUUM_MCP_MUTATING_CLIENTS", "Kilo Code")
     monkeypatch.setenv("CONTINUUM_MCP_CLIENT_TOKENS", "Kilo Code:doc-secret-91")
-    monkeypatch.setenv("CONTINUUM_MCP_CONFIRM_TOKEN", "doc-human-secret-22")
+    monkeypatch.setenv("CONTINUUM_MCP_CONFIRM_TOKEN", "doc-human-secret-22-0123456789abcdef")
     r = cli("--json", "mcp", "doctor")
     report = r.json()
     assert report["policy"]["auth"] == "client_tokens"

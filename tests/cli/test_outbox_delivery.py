@@ -10,12 +10,20 @@ same bytes, so a receiver deduplicates them. SQLite and PostgreSQL.
 Negative control: a deliverer that does not wait for a 2xx (marks sent whatever the
 answer) against the same receiver leaves notifications it never accepted, and the
 completeness check must say which.
+
+What a notice carries (issue 30, item 11), with the same receiver: an agent's 1 MB error
+reaches one that refuses bodies over 64 KiB, cut, with the command that prints it whole
+(run here); in the Slack format agent text arrives escaped by Slack's rules, checked by
+a parse of Slack's control sequences that finds the live link and pings in the same text
+unescaped.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -28,6 +36,7 @@ from typing import Any
 import pytest
 
 from continuum.approvals import ApprovalRules, parse_rules
+from continuum.notices import MAX_TEXT_CHARS
 from continuum.outbox import DeliveryPolicy, NotifyConfig, Webhook, deliver_due, post
 from continuum.runtime import Continuum
 from continuum.store import Storage, open_store
@@ -227,3 +236,134 @@ def test_delivery_refuses_a_webhook_that_is_not_http(tmp_path: Path) -> None:
     error = json.loads(done.stdout)["error"]
     assert error["code"] == "outbox.bad_config" and "http" in error["message"]
     assert counts(db) == {"pending": 10, "delivered": 0, "failed": 0}
+
+
+# -- what a notice carries (issue 30, item 11) ----------------------------------------------
+
+MAX_BODY = 64 * 1024  # the receiver below refuses larger bodies, as many do
+HOSTILE = "<https://evil.example/approve|Click to approve> <!channel> <@U024BE7LH> & <#C0>"
+
+
+def deliver_once(db: str, work: Path, notify: str) -> dict[str, Any]:
+    """One real `continuum outbox deliver` pass with ``notify`` as the settings."""
+    (work / ".continuum").mkdir(parents=True, exist_ok=True)
+    (work / ".continuum" / "notify.toml").write_text(notify, encoding="utf-8")
+    done = subprocess.run(
+        [CONTINUUM, "--db", db, "--json", "outbox", "deliver"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode in (0, 20), done.stdout + done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_a_megabyte_error_reaches_a_receiver_that_refuses_large_bodies_cut_and_pointing_to_the_rest(
+    db: str, tmp_path: Path
+) -> None:
+    """An agent's 1 MB error used to be a 1,000,838-byte body on every try: a receiver that
+    refuses large bodies left the notice `failed` and no person was told. Now the error is
+    cut to MAX_TEXT_CHARS, says how long it was, and names the command that prints it."""
+    error = "Traceback: " + "x" * 1_000_000 + " END"
+    cx = Continuum(open_store(db), origin=Origin.EXTERNAL_AGENT)
+    try:
+        cx.start_run("r1", "mail")
+        r = cx.intercept("r1", "send_mail", {"to": "c1"}, key="m1")
+        cx.fail("r1", r.action_key, error=error)  # uncertain: the action is now unknown
+    finally:
+        cx.close()
+    receiver = Receiver(tmp_path / "received.jsonl")
+    port = receiver.start(0, "--fail", "1", "--max-body", str(MAX_BODY), "--keep-bodies")
+    notify = NOTIFY.format(port=port).replace("max_attempts = 1000", "max_attempts = 2")
+    try:
+        deliver_once(db, tmp_path / "work", notify)  # the receiver answers 500 first
+        assert counts(db)["pending"] == 1
+
+        def another_pass() -> bool:  # the retry is due after its backoff (0.05 s)
+            deliver_once(db, tmp_path / "work", notify)
+            return counts(db)["pending"] == 0  # sent, or given up
+
+        wait_until("the retry", another_pass)
+    finally:
+        receiver.kill()
+    assert counts(db) == {"pending": 0, "delivered": 1, "failed": 0}
+    entries = receiver.entries()
+    assert [e["answer"] for e in entries] == [500, 200]
+    assert all(e["size"] <= MAX_BODY for e in entries)
+    assert len({e["sha256"] for e in entries}) == 1  # the same bytes on every try
+    body = json.loads(entries[-1]["body"])
+    details = body["details"]
+    assert details["reason"] == error[:MAX_TEXT_CHARS]
+    assert details["cut"] == {"reason": len(error)}
+    # where to read the rest: the command in the notice prints the whole error
+    command = shlex.split(details["read_in_full"])
+    assert command[:2] == ["continuum", "events"]
+    shown = subprocess.run(
+        [CONTINUUM, "--db", db, *command[1:]], capture_output=True, text=True, timeout=BOUND
+    )
+    assert shown.returncode == 0, shown.stderr
+    (event,) = json.loads(shown.stdout)["events"]
+    assert event["sequence"] == body["sequence"] and event["payload"]["reason"] == error
+    print(
+        f"outbox [notice size]: a {len(error):,}-character error arrived as a "
+        f"{entries[-1]['size']:,}-byte body (receiver limit {MAX_BODY:,})"
+    )
+
+
+def slack_controls(text: str) -> list[str]:
+    """What Slack would parse as a link, a mention or a command in message text: every
+    ``<...>`` sequence, and every ``&`` that is not one of the three escapes."""
+    return re.findall(r"<[^>]*>", text) + re.findall(r"&(?!amp;|lt;|gt;)", text)
+
+
+def slack_shows(text: str) -> str:
+    """The text a person reads once Slack has decoded the three escapes."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def test_agent_text_in_the_slack_format_is_escaped_by_slacks_rules(db: str, tmp_path: Path) -> None:
+    cx = Continuum(open_store(db), origin=Origin.EXTERNAL_AGENT, approvals=RULES)
+    try:
+        cx.start_run("r1", "pay and mail")
+        asked = cx.intercept("r1", "wire_money", {"to": HOSTILE}, key="w&<!here>")
+        assert asked.status == "awaiting_approval"
+        r = cx.intercept("r1", "send_mail", {"to": "c1"}, key="m1")
+        cx.fail("r1", r.action_key, error=HOSTILE)
+    finally:
+        cx.close()
+    receiver = Receiver(tmp_path / "received.jsonl")
+    port = receiver.start(0, "--keep-bodies")
+    notify = NOTIFY.format(port=port).replace('name = "ops"', 'name = "ops"\nformat = "slack"')
+    try:
+        deliver_once(db, tmp_path / "work", notify)
+    finally:
+        receiver.kill()
+    assert counts(db)["delivered"] == 2
+    messages = [json.loads(e["body"]) for e in receiver.entries()]
+    assert len(messages) == 2 and all(e["ascii"] for e in receiver.entries())
+    for message in messages:
+        text = message["text"]
+        assert slack_controls(text) == [], text  # no link, mention or stray entity
+        assert (message["link_names"], message["unfurl_links"], message["unfurl_media"]) == (
+            False,
+            False,
+            False,
+        )
+        assert HOSTILE in slack_shows(text)  # the person reads exactly what the agent wrote
+    shown = [slack_shows(m["text"]) for m in messages]
+    assert any("w&<!here>" in t and "continuum decide apr_" in t for t in shown)
+    assert any("continuum reconcile r1" in t for t in shown)
+    # the check can fail: the same text unescaped holds the live link and the pings
+    live = [c for t in shown for c in slack_controls(t)]
+    for control in (
+        "<https://evil.example/approve|Click to approve>",
+        "<!channel>",
+        "<@U024BE7LH>",
+        "<!here>",
+        "&",
+    ):
+        assert control in live, control
+    print("outbox [slack]:", messages[0]["text"].replace("\n", " / "))

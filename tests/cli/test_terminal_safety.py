@@ -200,3 +200,22 @@ def test_a_value_is_quoted_and_labelled_with_its_origin() -> None:
     assert shown("x", "human", 4) == '"x"  [recorded by a human, seq 4]'
     assert shown("x", "deterministic") == '"x"  [recorded by local code (deterministic)]'
     assert shown(None) == "-"
+
+
+def test_the_why_line_quotes_an_agents_action_key_so_it_cannot_claim_a_person_settled_it(
+    tmp_path: Path, cli: Any, db: str
+) -> None:
+    """Issue 30, item 7: `resume`'s why: line printed agent-supplied keys unquoted, so a
+    key could make the line read "reconciled by a human"."""
+    key = "x was reconciled by a human; nothing to do; action y"
+    agent = Continuum(open_store(db, create=True), origin=Origin.EXTERNAL_AGENT)
+    try:
+        agent.start_run(RUN, "g")
+        started = agent.intercept(RUN, "send", {"a": 1}, key=key)
+        agent.fail(RUN, started.action_id or "", error="timeout")  # unknown
+    finally:
+        agent.close()
+    r = cli("--no-color", "resume", RUN)
+    why = next(line for line in r.out.splitlines() if line.strip().startswith("why:"))
+    assert f'"send:{key}"' in why, why  # inside quotes, as an agent's value
+    assert "reconciled by a human" not in outside_quotes(why), why

@@ -1,6 +1,7 @@
 """A webhook receiver for the outbox tests, run as its own process.
 
 Usage: webhook_receiver.py LOG PORT [--fail N] [--slow N] [--slow-seconds S]
+                           [--max-body BYTES] [--keep-bodies]
 
 Listens on 127.0.0.1:PORT (0: any free port) and prints the port once it listens. Each
 POST is appended to LOG (one JSON line, fsynced before the answer) with the delivery id
@@ -8,7 +9,9 @@ of its header and of its body and what it was answered: the first N requests get
 500, the next N (``--slow``) are answered only after S seconds (longer than the
 deliverer's timeout, so the deliverer sees a timeout although the receiver got them),
 and every later one 200. A receiver deduplicates on the delivery id; this one records
-everything, so the test can count duplicates.
+everything, so the test can count duplicates. ``--max-body`` makes it refuse a body
+larger than BYTES with 413, as many receivers do (it is recorded, answer 413);
+``--keep-bodies`` records each body's text too (``body``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ parser.add_argument("port", type=int)
 parser.add_argument("--fail", type=int, default=0)
 parser.add_argument("--slow", type=int, default=0)
 parser.add_argument("--slow-seconds", type=float, default=3.0)
+parser.add_argument("--max-body", type=int, default=0)
+parser.add_argument("--keep-bodies", action="store_true")
 args = parser.parse_args()
 
 lock = threading.Lock()
@@ -46,15 +51,20 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             seen[0] += 1
             n = seen[0]
-        if n <= args.fail:
+        if args.max_body and len(body) > args.max_body:
+            answer = 413
+        elif n <= args.fail:
             answer = 500
         elif n <= args.fail + args.slow:
             answer = -1  # slow: the deliverer gives up first
         else:
             answer = 200
         parsed = json.loads(body)
+        extra = {"body": body.decode("ascii", "replace")} if args.keep_bodies else {}
         record(
             {
+                **extra,
+                "size": len(body),
                 "n": n,
                 "pid": os.getpid(),
                 "header": self.headers.get("X-Continuum-Delivery"),

@@ -269,14 +269,24 @@ def test_an_export_imported_elsewhere_keeps_the_approval_index(
     asked = cx.intercept(RUN, "wire_money", WIRE)
     cx.decide(asked.approval_id or "", allow=True, reason="ok")
     cx.finish_run(RUN)
+    from continuum.signing import generate_keypair
+
+    key = tmp_path / "export.key"
+    generate_keypair(key, tmp_path / "export.key.pub")
     out = io.StringIO()
-    export_runs(cx.store, out, [RUN])
+    export_runs(cx.store, out, [RUN], sign=key)
     target = SQLiteStorage(tmp_path / "copy.db")
-    import_runs(target, io.StringIO(out.getvalue()))
+    import_runs(target, io.StringIO(out.getvalue()), public_key=tmp_path / "export.key.pub")
     copy = Continuum(target)
     assert copy.verify(RUN).ok
     assert copy.approval(asked.approval_id or "").status == "granted"
     target.close()
+    # Unsigned (or not trusted), the person's decision is the file's word: it waits again.
+    other = SQLiteStorage(tmp_path / "unsigned.db")
+    import_runs(other, io.StringIO(out.getvalue()))
+    assert Continuum(other).verify(RUN).ok
+    assert Continuum(other).approval(asked.approval_id or "").status == "requested"
+    other.close()
 
 
 def _raw(store_factory: StoreFactory, *statements: str) -> None:

@@ -40,14 +40,19 @@ def test_a_store_moved_sqlite_to_postgres_and_back_keeps_every_hash_and_verifies
     with closing(open_store(first)) as store:
         fill(store)
     a, b, c = (tmp_path / f"{n}.jsonl" for n in "abc")
+    key = str(tmp_path / "move.key")
+    assert cli(capsys, "keygen", key)[0] == 0
+    # Signed and trusted on the way (unsigned, each run would get an import marker).
+    sign, trust = ("--sign", key), ("--public-key", key + ".pub", "--yes")
 
-    assert cli(capsys, "--db", first, "export", "--all", "-o", str(a))[0] == 0
-    code, imported = cli(capsys, "--db", pg_url, "import", str(a))
+    assert cli(capsys, "--db", first, "export", "--all", "-o", str(a), *sign)[0] == 0
+    code, imported = cli(capsys, "--db", pg_url, "import", str(a), *trust)
     assert code == 0 and imported["runs"] == ["run_rich", "run_done"]
+    assert imported["trusted"] is True
     code, verified = cli(capsys, "--db", pg_url, "verify", "--all")
     assert code == 0 and verified["verified"] is True
-    assert cli(capsys, "--db", pg_url, "export", "--all", "-o", str(b))[0] == 0
-    assert cli(capsys, "--db", last, "import", str(b))[0] == 0
+    assert cli(capsys, "--db", pg_url, "export", "--all", "-o", str(b), *sign)[0] == 0
+    assert cli(capsys, "--db", last, "import", str(b), *trust)[0] == 0
     assert cli(capsys, "--db", last, "verify", "--all")[0] == 0
     assert cli(capsys, "--db", last, "export", "--all", "-o", str(c))[0] == 0
 

@@ -76,8 +76,16 @@ def test_prune_then_reimport_of_the_archive_gives_identical_chains(
         assert store.list_actions(run_id) == [] and store.list_checkpoints(run_id) == []
     for path in sorted(set(files.values())):
         with open(path, encoding="utf-8") as f:
-            import_runs(store, f)
-    assert present(store, before) == list(FINISHED)  # every hash, action, checkpoint back
+            import_runs(store, f)  # unsigned: each run comes back followed by an import marker
+    for run_id, snap in before.items():
+        back, n = snapshot(store, run_id), len(snap["events"])
+        assert back["events"][:n] == snap["events"]  # every hash back
+        assert [e["type"] for e in back["events"][n:]] == ["history_imported", "checkpointed"]
+        assert back["checkpoints"][1:] == snap["checkpoints"]  # newest first: the marker's
+        assert [a["action_id"] for a in back["actions"]] == [
+            a["action_id"] for a in snap["actions"]
+        ]
+        assert Continuum(store).verify(run_id).ok
 
 
 def test_an_active_run_is_never_pruned(store_factory: StoreFactory) -> None:

@@ -45,15 +45,26 @@ def rewrite(path: Path, edit: Callable[[list[dict[str, object]]], list[dict[str,
     return out
 
 
-def import_file(store: Storage, path: Path) -> None:
+def import_file(store: Storage, path: Path, public_key: Path | None = None) -> None:
     with open(path, encoding="utf-8") as f:
-        import_runs(store, f)
+        import_runs(store, f, public_key=public_key)
+
+
+@pytest.fixture
+def signing_key(tmp_path: Path) -> Path:
+    from continuum.signing import generate_keypair
+
+    generate_keypair(tmp_path / "export.key", tmp_path / "export.key.pub")
+    return tmp_path / "export.key"
 
 
 def test_an_imported_store_holds_the_same_runs_events_actions_and_checkpoints(
-    source: str, exported: Path, store: Storage
+    source: str, tmp_path: Path, store: Storage, signing_key: Path
 ) -> None:
-    import_file(store, exported)
+    # Signed, and trusted by the importer: nothing is added (unsigned, every run holding a
+    # trusted origin's events gets an import marker: tests/contract/test_import_trust.py).
+    signed = export_file(source, tmp_path / "signed.jsonl", sign=signing_key)
+    import_file(store, signed, public_key=signing_key.with_suffix(".key.pub"))
 
     with closing(open_store(source)) as original:
         for run_id in ("run_rich", "run_done"):

@@ -39,7 +39,9 @@ def snapshot(store: Storage, run_id: str) -> dict[str, Any]:
     }
 
 
-def export_file(url: str, path: Path, run_ids: list[str] | None = None) -> Path:
+def export_file(
+    url: str, path: Path, run_ids: list[str] | None = None, *, sign: Path | None = None
+) -> Path:
     with closing(open_store(url)) as store, open(path, "w", encoding="utf-8") as f:
-        export_runs(store, f, run_ids)
+        export_runs(store, f, run_ids, sign=sign)
     return path

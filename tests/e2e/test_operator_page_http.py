@@ -2,7 +2,9 @@
 ``continuum-mcp --ui``) subprocess: log-in, session cookie, CSRF, origin, roles, headers.
 
 Each refusal is checked against the store byte for byte (nothing recorded), and each
-family of refusals has a positive control: the same request made right is recorded.
+family of refusals has a positive control: the same request made right is recorded. A
+wrong confirm token is the one refusal that writes: it is counted for the store (issue
+30), so there no run's log may change and the counter must say so.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tests.e2e.operator_site import (
     ui_command,
     write_tokens,
 )
+from tests.mcp.confirm_support import attempt_counter, runs_record
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 SEQ = re.compile(r'name="through_sequence" value="(\d+)"')
@@ -366,7 +369,7 @@ def test_a_bearer_token_alone_records_nothing_the_confirm_token_is_needed(
                 "scope": "call",
             },
         }
-        before = store_bytes(db)
+        before = runs_record(db)
         for path, form in forms.items():
             for token, code in (
                 (None, "ui.confirm_token_missing"),
@@ -380,7 +383,8 @@ def test_a_bearer_token_alone_records_nothing_the_confirm_token_is_needed(
                 answer = client.post(path, data=data, headers=origin(server))
                 assert answer.status_code == 403 and code in answer.text, (path, code)
                 assert CONFIRM not in answer.text and "Nothing was recorded" in answer.text
-            assert store_bytes(db) == before
+            assert runs_record(db) == before
+            assert attempt_counter(db).failures == 2  # the two wrong ones (issue 30)
             # Positive control: the same form with the person's confirm token is recorded.
             done = client.post(
                 path, data={**form, "confirm_token": CONFIRM}, headers=origin(server)
@@ -388,7 +392,8 @@ def test_a_bearer_token_alone_records_nothing_the_confirm_token_is_needed(
             assert done.status_code == 303, (path, done.text)
             assert events(db, seeded.run_id)[-1]["source"] == "human"
             assert CONFIRM not in client.get(done.headers["location"]).text
-            before = store_bytes(db)
+            assert attempt_counter(db).failures == 0  # the right one ends the run of wrong ones
+            before = runs_record(db)
     assert CONFIRM not in server.log()
 
 
@@ -396,7 +401,7 @@ def test_wrong_confirm_tokens_log_the_session_out(site: tuple[Server, Seeded, Pa
     server, seeded, db = site
     with logged_in(server, "approve") as client:
         form = confirm_form(client, seeded.run_id)
-        before = store_bytes(db)
+        before = runs_record(db)
         for n in range(5):
             answer = client.post(
                 "/ui/confirm", data={**form, "confirm_token": f"guess-{n}"}, headers=origin(server)
@@ -406,7 +411,8 @@ def test_wrong_confirm_tokens_log_the_session_out(site: tuple[Server, Seeded, Pa
         answer = client.post("/ui/confirm", data=form, headers=origin(server))
         assert answer.status_code == 401 and "ui.not_logged_in" in answer.text
         assert 'id="token"' in client.get("/ui/").text
-        assert store_bytes(db) == before
+        assert runs_record(db) == before
+        assert attempt_counter(db).failures == 5  # counted for the store (issue 30)
 
 
 @pytest.mark.parametrize("command", ["ui", "mcp"])

@@ -227,3 +227,25 @@ def test_the_negative_control_without_the_gate_duplicates(tmp_path: Path) -> Non
     again = project.session("s2", [project.send("INV-1")])
     assert again.pre(0)["blocked"] is False
     assert project.outbox() == ["INV-1", "INV-1"]
+
+
+def test_a_registered_call_with_input_nested_too_deep_is_refused_and_the_run_stays_readable(
+    tmp_path: Path, host: str
+) -> None:
+    """Issue 30, item 1: the model's own tool input, nested past the one limit, used to be
+    sealed into the log and break every later resume and briefing of the run."""
+    project = make_project(tmp_path, host, probe=False)
+    deep: object = "x"
+    for _ in range(300):
+        deep = {"a": deep}
+    call = project.send("INV-1")
+    call["input"] = {**call["input"], "extra": deep}
+    s = project.session("s1", [call], session_start=False)
+    step = s.pre(0)
+    assert step["blocked"] is True and "usage.too_deep" in step["reason"], step
+    assert project.outbox() == []
+    # Control: the same call without it runs, and the run is read as before.
+    assert project.session("s2", [project.send("INV-1")]).pre(0)["blocked"] is False
+    r = project.continuum("resume", project.run, "--json")
+    assert r.returncode in (0, 20), r.stdout + r.stderr
+    assert project.session("s3", []).steps[0]["step"] == "session-start"

@@ -37,7 +37,7 @@ from tests.mcp.conftest import BOUND, server_env
 
 ROLES = ("read", "submit", "approve", "admin")
 TOKENS = {role: f"{role}-token-{'x' * 12}-{index}" for index, role in enumerate(ROLES)}
-CONFIRM_TOKEN = "the-humans-confirm-token-000000"
+CONFIRM_TOKEN = "the-humans-confirm-token-00000000"  # >= 32 characters (issue 30)
 ANNOUNCE = re.compile(r"serving MCP over streamable HTTP at (\S+)")
 
 

@@ -29,6 +29,7 @@ from continuum.mcp.server import main as server_main
 from continuum.mcp.tools import MAX_JSON_DEPTH
 from continuum.runtime import Continuum
 from continuum.store import open_store
+from tests.mcp.confirm_support import attempt_counter, confirm_notices, runs_record
 from tests.mcp.conftest import (
     BOUND,
     MODES,
@@ -55,7 +56,7 @@ pytestmark = pytest.mark.anyio
 
 SECRET = "agent-secret-5d2e"
 OTHER_SECRET = "other-secret-0b7c"
-CONFIRM_SECRET = "human-secret-c4a8"
+CONFIRM_SECRET = "human-secret-c4a8-0123456789abcdef"  # >= 32 characters (issue 30)
 
 
 def figure(text: str) -> None:
@@ -845,7 +846,7 @@ async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_
     }
     assert sorted(calls) == sorted(MUTATING_TOOLS)
     tally = Tally()
-    before = store_bytes(site.db)
+    before = runs_record(site.db)
     n = 0
 
     async def attempt(
@@ -909,7 +910,10 @@ async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_
                 confirm,
             )
             denied_so_far = tally.denied
-            assert store_bytes(site.db) == before
+            # No run changed. The three wrong confirm tokens (guess, the agent's token,
+            # guess) were counted for the store, the third also a notice (issue 30).
+            assert runs_record(site.db) == before
+            assert attempt_counter(site.db).failures == 3 and len(confirm_notices(site.db)) == 1
             # Negative control: the counter sees an allowed call from a listed caller.
             await attempt(
                 server,
@@ -937,7 +941,7 @@ async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_
         err = capsys.readouterr().err
         assert len(stderr_lines(err)) == 1 and "policy file" in err, err
         startups += 1
-    assert store_bytes(site.db) != before  # only the control call wrote
+    assert runs_record(site.db) != before  # only the control call wrote
     attempts = tally.attempts - 1 + startups
     figure(
         f"F18: {attempts} attempts: 0 allowed ({tally.denied} calls denied and logged in both "

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ from continuum.mcp.auth import (
     log_denial,
     logged_name,
 )
+from continuum.store.confirm_attempts import ConfirmAttempt
 from tests.mcp.request_meta import request_meta
 
 TOOL = "continuum_record_progress"
@@ -188,6 +192,7 @@ def test_policy_path_that_is_a_directory_is_refused(tmp_path: Path) -> None:
 # --- token settings -----------------------------------------------------------------
 
 SECRET = "s3cr3t-value-XYZ"
+CONFIRM = "the-humans-own-confirm-token-7Qx9"  # 33 characters: strong enough to start
 
 
 @pytest.mark.parametrize(
@@ -247,10 +252,11 @@ def test_loaded_policy_shows_no_secret_in_repr_or_description(tmp_path: Path) ->
     env = {
         "CONTINUUM_MCP_MUTATING_CLIENTS": "a",
         "CONTINUUM_MCP_CLIENT_TOKENS": f"a:{SECRET}",
-        "CONTINUUM_MCP_CONFIRM_TOKEN": SECRET + "-confirm",
+        "CONTINUUM_MCP_CONFIRM_TOKEN": CONFIRM,
     }
     policy = load_policy(env, tmp_path)
-    assert SECRET not in repr(policy) + json.dumps(policy.describe())
+    shown = repr(policy) + json.dumps(policy.describe())
+    assert SECRET not in shown and CONFIRM not in shown
     assert policy.describe()["auth"] == "client_tokens" and policy.describe()["confirm_over_mcp"]
 
 
@@ -389,6 +395,149 @@ def test_confirm_token_does_not_bypass_the_allowlist_or_the_auth_token() -> None
     assert policy.authorize(
         "continuum_confirm", Caller("a", confirm_token=SECRET), confirm=True
     ).code == ("auth.token_missing")
+
+
+# --- the confirm token's strength and its attempt limit (issue 30) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        pytest.param("7391", "shorter than 32", id="four-digits"),
+        pytest.param(secrets.token_urlsafe(32)[:31], "shorter than 32", id="31-characters"),
+        pytest.param("abcdefg" * 5, "fewer than 8 different", id="7-distinct"),
+        pytest.param("a" * 64, "fewer than 8 different", id="one-character"),
+        pytest.param("passwordpasswordpasswordpassword", "fewer than 8 different", id="a-word-x4"),
+    ],
+)
+def test_a_weak_confirm_token_is_refused_at_load_naming_the_variable_never_the_value(
+    tmp_path: Path, value: str, problem: str
+) -> None:
+    error = refused({"CONTINUUM_MCP_CONFIRM_TOKEN": value}, tmp_path)
+    assert error.code == "mcp.weak_confirm_token"
+    assert error.message.startswith("CONTINUUM_MCP_CONFIRM_TOKEN ") and problem in error.message
+    assert "continuum confirm-token new" in error.hint
+    shown = json.dumps(error.to_dict()) + str(error)
+    assert value not in shown and str(len(value)) not in error.message.replace("32", "")
+    assert "\n" not in error.message
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("x" * 24 + "01234567", id="32-characters-9-distinct"),
+        pytest.param(secrets.token_urlsafe(32), id="generated-256-bits"),
+        pytest.param(secrets.token_hex(16), id="openssl-rand-hex-16"),
+        pytest.param("correct horse battery staple 1234", id="a-passphrase"),
+    ],
+)
+def test_a_confirm_token_of_the_documented_strength_loads(tmp_path: Path, value: str) -> None:
+    # The control of the test above: the rule refuses what it says and nothing more.
+    policy = load_policy({"CONTINUUM_MCP_CONFIRM_TOKEN": value}, tmp_path)
+    assert policy.confirm_token is not None and policy.confirm_token.matches(value)
+    assert auth.MIN_CONFIRM_TOKEN_CHARS == 32 and auth.MIN_CONFIRM_TOKEN_DISTINCT == 8
+
+
+def test_a_short_confirm_token_that_reuses_a_secret_is_named_as_reused(tmp_path: Path) -> None:
+    env = {"CONTINUUM_MCP_TOKEN": SECRET, "CONTINUUM_MCP_CONFIRM_TOKEN": SECRET}
+    assert refused(env, tmp_path).code == "mcp.secret_reused"  # the graver of the two
+
+
+@dataclass
+class FakeLimit:
+    """A ``ConfirmLimit`` answering ``outcome`` (or raising ``error``), recording each
+    attempt and what ``matches`` said, as the store's counter would call it."""
+
+    outcome: ConfirmAttempt = ConfirmAttempt("accepted")
+    error: Exception | None = None
+    seen: list[tuple[str | None, bool, str | None]] = field(default_factory=list)
+
+    def attempt(
+        self, run_id: str | None, matches: Callable[[], bool], caller: str | None
+    ) -> ConfirmAttempt:
+        self.seen.append((run_id, matches(), caller))
+        if self.error is not None:
+            raise self.error
+        return self.outcome
+
+
+def limited(limit: FakeLimit, **extra: Any) -> Policy:
+    return Policy(
+        allow=frozenset({"a"}),
+        allow_source="X",
+        confirm_token=Secret(CONFIRM),
+        confirm_limit=limit,
+        **extra,
+    )
+
+
+def test_a_presented_confirm_token_is_compared_only_through_the_limit() -> None:
+    limit = FakeLimit(ConfirmAttempt("rejected", failures=1))
+    policy = limited(limit)
+    wrong = policy.authorize(
+        "continuum_confirm", Caller("a", confirm_token="guess"), confirm=True, run_id="r1"
+    )
+    assert wrong.code == "auth.confirm_token_mismatch" and "1 wrong in a row" in wrong.reason
+    limit.outcome = ConfirmAttempt("accepted")
+    right = policy.authorize(
+        "continuum_confirm", Caller("a", confirm_token=CONFIRM), confirm=True, run_id="r1"
+    )
+    assert right.allowed
+    # The limit got the run, whether the token matched (from the policy's own compare)
+    # and the caller; never the token itself.
+    assert limit.seen == [("r1", False, "a"), ("r1", True, "a")]
+
+
+def test_the_limit_is_not_consulted_before_the_allowlist_the_auth_token_and_a_token() -> None:
+    limit = FakeLimit()
+    policy = limited(limit, shared_token=Secret(SECRET))
+    for caller in (
+        Caller("intruder", auth_token=SECRET, confirm_token=CONFIRM),
+        Caller("a", confirm_token=CONFIRM),  # no auth token
+        Caller("a", auth_token=SECRET),  # no confirm token: nothing to count
+    ):
+        assert not policy.authorize("continuum_confirm", caller, confirm=True, run_id="r1").allowed
+    assert limit.seen == []  # so an unlisted client cannot lock the token out
+    assert policy.authorize(  # control: a call that gets that far is counted
+        "continuum_confirm",
+        Caller("a", auth_token=SECRET, confirm_token=CONFIRM),
+        confirm=True,
+        run_id="r1",
+    ).allowed
+    assert len(limit.seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("outcome", "code", "said"),
+    [
+        (ConfirmAttempt("waiting", 5, 4.2), "auth.confirm_backoff", "for another 5 s"),
+        (ConfirmAttempt("locked", 10, 0.0, True), "auth.confirm_locked", "locked for this store"),
+        (ConfirmAttempt("no_run"), "auth.confirm_run_not_found", "not in this store"),
+        (ConfirmAttempt("rejected", 10, 0.0, True), "auth.confirm_token_mismatch", "now locked"),
+    ],
+)
+def test_each_refusal_of_the_limit_is_a_denial_sending_the_agent_to_a_person(
+    outcome: ConfirmAttempt, code: str, said: str
+) -> None:
+    decision = limited(FakeLimit(outcome)).authorize(
+        "continuum_confirm", Caller("a", confirm_token=CONFIRM), confirm=True, run_id="run_42"
+    )
+    assert (decision.allowed, decision.code) == (False, code)
+    assert said in decision.reason
+    assert "a person must run `continuum confirm run_42` at a terminal" in decision.remedy
+    # The agent is never told how to unlock: that is a person's step.
+    assert "unlock" not in decision.text() and CONFIRM not in decision.text()
+
+
+def test_a_store_that_cannot_count_the_attempt_refuses_it() -> None:
+    from continuum.errors import StoreError
+
+    limit = FakeLimit(error=StoreError("down", code="store.unavailable", hint="h"))
+    decision = limited(limit).authorize(
+        "continuum_confirm", Caller("a", confirm_token=CONFIRM), confirm=True, run_id="r1"
+    )
+    assert (decision.allowed, decision.code) == (False, "auth.confirm_unavailable")
+    assert "store.unavailable" in decision.reason and CONFIRM not in decision.text()
 
 
 def _every_denial() -> list[tuple[Policy, Caller, bool]]:

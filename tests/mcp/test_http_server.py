@@ -30,6 +30,7 @@ from continuum import Origin
 from continuum.mcp.http import AUTH_REFUSED
 from continuum.runtime import Continuum
 from continuum.store import open_store
+from tests.mcp.confirm_support import attempt_counter, runs_record
 from tests.mcp.conftest import (
     BOUND,
     MODES,
@@ -242,7 +243,7 @@ async def test_confirm_over_http_needs_the_confirm_token_besides_the_approve_rol
     http_site: HttpSite,
 ) -> None:
     seed(http_site.db)
-    before = store_bytes(http_site.db)
+    before = runs_record(http_site.db)
     async with (
         http_site.serve() as server,
         official_client(server.url, TOKENS["approve"], "auto") as client,
@@ -257,7 +258,9 @@ async def test_confirm_over_http_needs_the_confirm_token_besides_the_approve_rol
     for result in (missing, wrong):
         text = result_text(result)
         assert result.is_error and "continuum confirm seeded" in text, text
-    assert store_bytes(http_site.db) == before
+    # No run changed; the wrong token (not the missing one) was counted (issue 30).
+    assert runs_record(http_site.db) == before
+    assert attempt_counter(http_site.db).failures == 1
 
 
 # --- the bearer gate ---------------------------------------------------------------

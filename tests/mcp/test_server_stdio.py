@@ -55,7 +55,7 @@ from tests.mcp.request_meta import request_meta
 pytestmark = pytest.mark.anyio
 
 SECRET = "agent-secret-7c1f"
-CONFIRM_SECRET = "human-secret-91aa"
+CONFIRM_SECRET = "human-secret-91aa-0123456789abcdef"  # >= 32 characters (issue 30)
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from continuum.approval_rules import ApprovalRules, RuleFiles, load_rules, parse_rules, rule_paths
+from continuum.approval_rules import (
+    ApprovalRules,
+    RuleFiles,
+    load_rules,
+    number_of,
+    parse_rules,
+    rule_paths,
+)
 from continuum.errors import UsageError
 
 RULES = """\
@@ -113,3 +121,117 @@ def test_rules_are_read_again_when_a_file_changes_and_a_bad_edit_fails_closed(
         files.current()
     with pytest.raises(UsageError):  # still refused: a bad file is never taken as "no rules"
         files.current()
+
+
+# -- numeric conditions (issue 30, item 2) --------------------------------------------------
+
+WHEN = '[[approval]]\naction_type = "wire_money"\nwhen = { amount = ">= 10000" }\n'
+
+
+@pytest.mark.parametrize(
+    "value,number",
+    [
+        (50000, "50000"),
+        (50000.0, "50000.0"),
+        (5e4, "50000.0"),
+        (0.1, "0.1"),  # as written, not the float's binary neighbour
+        (-12.5, "-12.5"),
+        (10**40, str(10**40)),
+        ("50000", "50000"),
+        (" 5e4\n", "5E+4"),
+        ("-0.5E-3", "-0.0005"),
+        ("50,000", None),
+        ("+5", None),
+        ("05", None),
+        (".5", None),
+        ("NaN", None),
+        ("Infinity", None),
+        ("1_000", None),  # Python reads it; JSON does not
+        ("\u0665", None),  # an Arabic-Indic digit: Python's int() reads it, JSON does not
+        ("1" * 401, None),  # too long to read
+        (True, None),
+        (None, None),
+        ([5], None),
+        ({"v": 5}, None),
+    ],
+)
+def test_a_value_is_a_number_only_as_json_spells_one(value: object, number: str | None) -> None:
+    found = number_of(value)
+    assert found == (None if number is None else Decimal(number))
+
+
+@pytest.mark.parametrize(
+    "condition,waits,proceeds",
+    [
+        (">= 10000", [10000, 10000.5, "1e5"], [9999, 9999.999]),
+        ("> 10000", [10000.0001, "10001"], [10000, 10000.0, "1e4"]),
+        ("<= -1", [-1, "-1.0", -5e9], [-0.999, 0]),
+        ("< 0.1", [0.09, "0.0999"], [0.1, "0.1"]),
+        ("== 0", [0, 0.0, "-0", "0e5"], [1e-9, 1]),
+        ("!= 1e6", [999999, 1000001], [1000000, "1000000.0"]),
+        (">=10_000", [10000], [9999]),
+        ([">= 100", "< 200"], [100, 199.99], [99, 200, 1e9]),
+    ],
+)
+def test_conditions_compare_numbers_exactly(
+    condition: str | list[str], waits: list[object], proceeds: list[object]
+) -> None:
+    written = (
+        f"{condition!r}"
+        if isinstance(condition, str)
+        else "[" + ", ".join(repr(c) for c in condition) + "]"
+    )
+    text = f'[[approval]]\naction_type = "t"\nwhen = {{ amount = {written} }}\n'
+    rules = ApprovalRules(rules=parse_rules(text, "a.toml"))
+    assert [v for v in waits if rules.find("t", {"amount": v}) is None] == []
+    assert [v for v in proceeds if rules.find("t", {"amount": v}) is not None] == []
+
+
+def test_a_missing_or_unreadable_amount_counts_as_a_match() -> None:
+    rules = ApprovalRules(rules=parse_rules(WHEN, "a.toml"))
+    for args in ({}, {"amount": None}, {"amount": "50,000"}, {"amount": [1]}, None, [1]):
+        assert rules.find("wire_money", args) is not None, args
+
+
+def test_a_condition_holding_on_the_canonical_arguments_is_enough() -> None:
+    """What the ledger passes as ``canonical`` is judged too, and either view suffices."""
+    rules = ApprovalRules(
+        rules=parse_rules(
+            '[[approval]]\naction_type = "t"\nmatch = { amount = "^[0-9]{5,}$" }\n', "a.toml"
+        )
+    )
+    assert rules.find("t", {"amount": 50000.0}) is None  # the raw text is "50000.0"
+    assert rules.find("t", {"amount": 50000.0}, canonical={"amount": 50000}) is not None
+    assert rules.find("t", {"amount": 50000}, canonical={"amount": 1}) is not None  # as given
+    assert rules.find("t", {"amount": 1.0}, canonical={"amount": 1}) is None  # the control
+
+
+def test_a_numeric_rule_describes_its_condition() -> None:
+    (rule,) = parse_rules(WHEN.replace('">= 10000"', '[">= 10_000", "< 1e6"]'), "a.toml")
+    assert "amount >= 10_000 and amount < 1e6" in rule.describe()
+
+
+@pytest.mark.parametrize(
+    "when,problem",
+    [
+        ('{ amount = "at least 10000" }', "'at least 10000' is not a condition"),
+        ('{ amount = "10000" }', "'10000' is not a condition"),
+        ('{ amount = "= 10000" }', "is not a condition"),
+        ('{ amount = ">= ten" }', "is not a condition"),
+        ('{ amount = ">= 1e" }', "is not a condition"),
+        ('{ amount = ">= 10000 or 5" }', "is not a condition"),
+        ('{ amount = ">= NaN" }', "is not a condition"),
+        ("{ amount = 10000 }", "when.amount must be a condition string"),
+        ("{ amount = [] }", "when.amount must be a condition string"),
+        ('{ amount = [">= 1", 2] }', "when.amount must be a condition string"),
+        ('">= 10000"', "when must be a table"),
+    ],
+)
+def test_a_bad_condition_is_refused_naming_the_rule_and_its_line(when: str, problem: str) -> None:
+    text = f'[[approval]]\naction_type = "a"\n\n[[approval]]\naction_type = "b"\nwhen = {when}\n'
+    with pytest.raises(UsageError) as e:
+        parse_rules(text, "/p/.continuum/approvals.toml")
+    assert e.value.code == "approvals.bad_rules" and e.value.hint
+    message = e.value.message
+    assert "/p/.continuum/approvals.toml" in message and "rule #2 (line 4)" in message
+    assert problem in message and '">= 10000"' in message  # says how to write one

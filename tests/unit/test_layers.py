@@ -18,7 +18,9 @@ RANKS: dict[str, float] = {
     "continuum.log": 0,
     "continuum.version": 0,
     "continuum.canonical": 1,
+    "continuum.limits": 1,  # one depth and size limit for every entry (pure)
     "continuum.untrusted": 1,
+    "continuum.bounded": 1.2,  # bounds for reading files back: line size, JSON depth
     "continuum.rule_tables": 1,  # [[table]] entries of a TOML rules file (stdlib only)
     "continuum.events": 2,
     "continuum.contract": 2,
@@ -41,9 +43,10 @@ RANKS: dict[str, float] = {
     "continuum.archive_file": 7.25,  # the archive file format
     "continuum.archive": 7.3,  # archiving a run's old history (over checkpoints, verification)
     "continuum.backup_file": 7.35,  # the backup file format (tar, manifest, JSONL data)
+    "continuum.backup_checks": 7.37,  # a backup copy's schema and outbox against its log
     "continuum.backup": 7.4,  # backup, verify-backup, restore (over archive's verify)
     "continuum.operations": 7.6,  # what the facade does for long-lived stores
-    "continuum.transfer": 7,
+    "continuum.transfer": 7.22,  # export/import (over checkpoints: an import marker seals one)
     "continuum.prune": 7.3,  # archive then delete finished runs (over transfer)
     "continuum.migrate_original": 7.5,  # the original project's runs (over ledger, transfer)
     "continuum.environment": 7,
@@ -64,7 +67,9 @@ EDGES = ("continuum.cli", "continuum.mcp", "continuum.adapters")
 EDGE_IMPORTS_ALLOWED = {("continuum.cli.ui", "continuum.mcp.http")}
 PURE = (
     "continuum.canonical",
+    "continuum.limits",
     "continuum.untrusted",
+    "continuum.bounded",
     "continuum.payloads",
     "continuum.notices",
     "continuum.archived",

@@ -13,6 +13,7 @@ import click
 from continuum.cli import (
     approvals,
     benchmark,
+    confirm_token,
     history,
     hooks,
     integrity,
@@ -79,6 +80,7 @@ def cli(
 for module in (
     runs,
     recovery,
+    confirm_token,
     ledger,
     integrity,
     history,

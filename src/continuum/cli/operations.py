@@ -58,39 +58,79 @@ def _runs_lines(runs: dict[str, dict[str, Any]]) -> list[Line]:
     metavar="RUN",
     help="Back up only this run (repeat for more; the copy is then in the export format).",
 )
+@click.option(
+    "--sign",
+    "sign",
+    metavar="KEYFILE",
+    default=None,
+    help="Sign the manifest with this private key (`continuum keygen`): verify-backup and "
+    "restore --public-key then know the backup is the one you took.",
+)
 @common
-def backup_cmd(s: Settings, dest: str, run_ids: tuple[str, ...]) -> None:
+def backup_cmd(s: Settings, dest: str, run_ids: tuple[str, ...], sign: str | None) -> None:
     """Write a consistent backup of the store to the new file DEST while agents keep writing.
 
     One snapshot of the whole store (SQLite: the online backup API inside one read
     transaction; PostgreSQL: one REPEATABLE READ transaction), verified, with a manifest
-    (each run's head, counts, digests). DEST is created 0600 and appears only once
-    complete; an existing DEST is refused. Check it with `continuum verify-backup DEST`.
+    (each run's head, counts, digests; with --sign, a signature over them). DEST is
+    created 0600 and appears only once complete; an existing DEST is refused. Check it with
+    `continuum verify-backup DEST`.
     """
     rt = runtime(s)
-    m = rt.backup(dest, run_ids=list(run_ids) or None, progress=progress_on_stderr("backup"))
+    m = rt.backup(
+        dest, run_ids=list(run_ids) or None, progress=progress_on_stderr("backup"), sign=sign
+    )
     t = m["totals"]
     rate = m["data"]["bytes"] / (1 << 20) / m["seconds"] if m["seconds"] else 0.0
     first: Line = [
         Styled("ok", fg="green"),
         f"  backup {as_typed(m['file'])}: {t['runs']} "
         f"run(s), {t['events']} events, {m['data']['bytes']} bytes ({m['kind']}) in "
-        f"{m['seconds']:.2f} s ({rate:.1f} MB/s); manifest {m['manifest_digest'][:16]}",
+        f"{m['seconds']:.2f} s ({rate:.1f} MB/s); manifest {m['manifest_digest'][:16]}"
+        + (f", signed with key {m['signed_by']}" if m.get("signed_by") else ", not signed"),
     ]
     emit(s, m, [first, *_runs_lines(m["runs"])])
 
 
+PUBLIC_KEY_HELP = (
+    "The public key of whoever signed the backup (`backup --sign`): refused (exit 3, "
+    "integrity.backup_signature) unless its manifest is signed by that key."
+)
+
+
+def _signature_line(r: dict[str, Any]) -> Line:
+    if r.get("trusted"):
+        return f"  signed by key {r['signed_by']}: verified with the public key you passed"
+    why = (
+        f"signed by key {r['signed_by']}, not checked (pass --public-key)"
+        if r.get("signed_by")
+        else "not signed"
+    )
+    return [
+        Styled("  unsigned" if not r.get("signed_by") else "  not checked", fg="yellow"),
+        f": the backup is {why}; its manifest digest is unkeyed, so the checks above say "
+        "it is consistent, not that it is the backup you took",
+    ]
+
+
 @click.command("verify-backup")
 @click.argument("file", metavar="FILE")
+@click.option("--public-key", "public_key", metavar="PUBFILE", default=None, help=PUBLIC_KEY_HELP)
 @common_without_db
-def verify_backup_cmd(s: Settings, file: str) -> None:
+def verify_backup_cmd(s: Settings, file: str, public_key: str | None) -> None:
     """Check a backup file on its own (no store needed): structure, manifest, data digest,
-    and every run in it verified. Exit 3 if it is cut short (integrity.backup_truncated),
-    its manifest was edited (integrity.backup_manifest) or its data was
-    (integrity.backup_data)."""
+    the store schema of a SQLite copy, every run in it verified and its outbox against its
+    log. Exit 3 if it is cut short (integrity.backup_truncated), its manifest was edited
+    (integrity.backup_manifest), its data was (integrity.backup_data), its store schema
+    was (integrity.backup_schema), or, with --public-key, it is not signed by that key
+    (integrity.backup_signature)."""
     from continuum.backup import verify_backup
 
-    r = verify_backup(Path(file), progress=progress_on_stderr("verify-backup"))
+    r = verify_backup(
+        Path(file),
+        progress=progress_on_stderr("verify-backup"),
+        public_key=Path(public_key) if public_key is not None else None,
+    )
     t = r["totals"]
     first: Line = [
         Styled("ok", fg="green"),
@@ -98,26 +138,33 @@ def verify_backup_cmd(s: Settings, file: str) -> None:
         f"{r['created_at']}): {t['runs']} run(s), {t['events']} events, every chain "
         "verified",
     ]
-    emit(s, r, [first, *_runs_lines(r["runs"])])
+    emit(s, r, [first, *_runs_lines(r["runs"]), _signature_line(r)])
 
 
 @click.command("restore")
 @click.argument("file", metavar="FILE")
+@click.option("--public-key", "public_key", metavar="PUBFILE", default=None, help=PUBLIC_KEY_HELP)
 @common
-def restore_cmd(s: Settings, file: str) -> None:
+def restore_cmd(s: Settings, file: str, public_key: str | None) -> None:
     """Restore a backup into a NEW store (--db: a SQLite path that does not exist yet, or a
-    PostgreSQL database holding no runs). The backup is checked first, every chain is
-    verified on arrival, and a SQLite store appears only once complete."""
+    PostgreSQL database holding no runs). The backup is checked first (as verify-backup
+    does), every chain is verified on arrival, and a SQLite store appears only once
+    complete."""
     from continuum.backup import restore_backup
 
-    r = restore_backup(Path(file), resolve_url(s.db), progress=progress_on_stderr("restore"))
+    r = restore_backup(
+        Path(file),
+        resolve_url(s.db),
+        progress=progress_on_stderr("restore"),
+        public_key=Path(public_key) if public_key is not None else None,
+    )
     t = r["totals"]
     first: Line = [
         Styled("ok", fg="green"),
         f"  restored {t['runs']} run(s), {t['events']} "
         f"events into {as_typed(r['store'])}; every chain verified",
     ]
-    emit(s, r, [first, *_runs_lines(r["runs"])])
+    emit(s, r, [first, *_runs_lines(r["runs"]), _signature_line(r)])
 
 
 @click.command("archive")

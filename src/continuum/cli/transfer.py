@@ -8,13 +8,14 @@ from pathlib import Path
 
 import click
 
-from continuum.cli.common import common, private_file, runtime
+from continuum.bounded import read_lines
+from continuum.cli.common import common, private_file, require_person, runtime
 from continuum.cli.output import Line, Settings, Styled, emit
 from continuum.errors import NotFoundError, UsageError
 from continuum.migrate_original import MigrationReport, import_original
 from continuum.runtime import Continuum
 from continuum.store import Storage
-from continuum.transfer import export_runs, import_checked, read_export
+from continuum.transfer import TransferSummary, export_runs, import_export, parse_export
 from continuum.untrusted import as_typed, quoted
 
 
@@ -29,14 +30,28 @@ from continuum.untrusted import as_typed, quoted
     help="The JSONL file to write (refused if it exists, unless --force).",
 )
 @click.option("--force", is_flag=True, help="Replace an existing FILE.")
+@click.option(
+    "--sign",
+    "sign",
+    metavar="KEYFILE",
+    default=None,
+    help="Sign the file with this private key (`continuum keygen`): an import that "
+    "trusts the key (--public-key) keeps what a person decided in these runs.",
+)
 @common
 def export_cmd(
-    s: Settings, run_ids: tuple[str, ...], all_runs: bool, output: str, force: bool
+    s: Settings,
+    run_ids: tuple[str, ...],
+    all_runs: bool,
+    output: str,
+    force: bool,
+    sign: str | None,
 ) -> None:
     """Write runs (events exactly as sealed, checkpoints) to a JSONL file for `import`.
 
     Every event is verified as it is read; a damaged run is not exported (exit 3). The
-    file appears only once complete.
+    file appears only once complete. Its end record holds the SHA-256 of its lines and,
+    with --sign, a signature over that digest and each run's head.
     """
     if bool(run_ids) == all_runs:
         raise UsageError(
@@ -55,7 +70,12 @@ def export_cmd(
     partial = target.with_name(f".{target.name}.partial")
     try:
         with private_file(partial) as f:
-            summary = export_runs(rt.store, f, list(run_ids) if run_ids else None)
+            summary = export_runs(
+                rt.store,
+                f,
+                list(run_ids) if run_ids else None,
+                sign=Path(sign) if sign is not None else None,
+            )
             f.flush()
             os.fsync(f.fileno())
         os.replace(partial, target)
@@ -71,6 +91,7 @@ def export_cmd(
         [
             f"exported {len(summary.runs)} run(s), {summary.events} events, "
             f"{summary.checkpoints} checkpoint(s) to {target}"
+            + (f"; signed with key {summary.signed_by}" if summary.signed_by else "")
         ]
         + [f"  {quoted(run)}  head {head}" for run, head in summary.heads.items()],
     )
@@ -110,6 +131,21 @@ def export_cmd(
     help="With --from-original: also import runs that have no hash chain at all "
     "(written before the original had one), marked unverified.",
 )
+@click.option(
+    "--public-key",
+    "public_key",
+    metavar="PUBFILE",
+    default=None,
+    help="Trust the file's signer: its signature must verify with this public key, and "
+    "then what a person decided in its runs counts here (a person's decision: a terminal, "
+    "or --yes).",
+)
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="With --public-key, do not ask for a terminal: for a person's own script.",
+)
 @common
 def import_cmd(
     s: Settings,
@@ -119,17 +155,31 @@ def import_cmd(
     new_id: str | None,
     dry_run: bool,
     unverified: bool,
+    public_key: str | None,
+    yes: bool,
 ) -> None:
     """Import a file written by `export` into this store, chains preserved exactly; or,
     with --from-original FILE.db, the runs of a store of the original project.
 
     Everything is checked before anything is written; the import is refused as a whole
     (exit 3) if a chain or checkpoint does not verify, and (exit 1) if a run already
-    exists here. From the original, each event is mapped to a continuum event or kept
-    as an opaque event of its original type, with origin imported (a person must
-    confirm before a resume is safe) and the whole original event in its payload.
+    exists here. A human decision counts only if a person made it here or the file is
+    signed by a key a person trusts (--public-key): otherwise each run that holds events
+    of a trusted origin ends with a history_imported marker, from which on what those
+    events decided counts as imported (a person must confirm the run; an imported "did
+    not occur" does not allow a repeat), and the import says what it did not trust.
+    From the original, each event is mapped to a continuum event or kept as an opaque
+    event of its original type, with origin imported (a person must confirm before a
+    resume is safe) and the whole original event in its payload.
     """
     if original is not None:
+        if public_key is not None:
+            raise UsageError(
+                "--public-key checks a signed export; a store of the original project is "
+                "not signed (its runs are imported with origin imported)",
+                code="usage.invalid",
+                hint="leave out --public-key",
+            )
         if file is not None:
             raise UsageError(
                 "give an export FILE or --from-original FILE.db, not both",
@@ -144,6 +194,11 @@ def import_cmd(
             code="usage.invalid",
             hint="continuum import runs.jsonl",
         )
+    if public_key is not None:
+        # Trusting a signer makes the file's human decisions count here: a person's call.
+        require_person(
+            yes, "trusting the signer of an export", f"continuum import {file} --public-key KEY"
+        )
     if run_ids or new_id is not None or dry_run or unverified:
         raise UsageError(
             "--run, --as, --dry-run and --unverified go with --from-original",
@@ -157,23 +212,23 @@ def import_cmd(
             hint="pass a file written by `continuum export`",
         )
     try:
-        with open(file, encoding="utf-8") as f:
-            bundles = read_export(f)  # all checked before the store is even opened
-    except UnicodeDecodeError as e:
-        raise UsageError(
-            f"{as_typed(file)} is not UTF-8 text",
-            code="usage.bad_export",
-            hint="pass a file written by `continuum export`",
-        ) from e
+        with open(file, "rb") as f:
+            # all checked before the store is even opened
+            export = parse_export(read_lines(f), name=as_typed(file))
     except OSError as e:
         raise UsageError(
             f"cannot read {as_typed(file)}: {e.strerror}",
             code="usage.bad_export",
             hint="check the path and its permissions",
         ) from e
+    key = Path(public_key) if public_key is not None else None
+    if key is not None:
+        from continuum.transfer import check_signature
+
+        check_signature(export, key)  # before the store is opened or created
     rt = runtime(s, create=True)
     try:
-        summary = import_checked(rt.store, bundles)
+        summary = import_export(rt.store, export, public_key=key)
     finally:
         rt.close()
     emit(
@@ -183,8 +238,50 @@ def import_cmd(
             f"imported {len(summary.runs)} run(s), {summary.events} events, "
             f"{summary.checkpoints} checkpoint(s) from {file}; every chain verified"
         ]
-        + [f"  {quoted(run)}  head {head}" for run, head in summary.heads.items()],
+        + [f"  {quoted(run)}  head {head}" for run, head in summary.heads.items()]
+        + _trust_lines(summary),
     )
+
+
+def _trust_lines(summary: TransferSummary) -> list[Line]:
+    """What the import trusted, and what it did not (run by run)."""
+    if summary.trusted:
+        return [
+            f"signed by key {summary.signed_by}, which you trusted: what a person decided "
+            "in these runs counts here"
+        ]
+    why = (
+        f"signed by key {summary.signed_by}, not checked (pass --public-key to trust it)"
+        if summary.signed_by
+        else "not signed"
+    )
+    if not summary.not_trusted:
+        return [f"the file is {why}; none of its runs holds a human or deterministic decision"]
+    lines: list[Line] = [
+        [
+            Styled("NOT TRUSTED", fg="yellow", bold=True),
+            f" the file is {why}: a human decision counts only if a person made it here, "
+            "so what its human and deterministic events decided counts as imported",
+        ]
+    ]
+    for run, n in summary.not_trusted.items():
+        parts = []
+        if n.confirmations:
+            parts.append(f"{len(n.confirmations)} confirmation(s) not counted")
+        if n.needs_person:
+            parts.append(
+                "a person must reconcile " + ", ".join(quoted(k, limit=80) for k in n.needs_person)
+            )
+        if n.approvals:
+            parts.append(f"{len(n.approvals)} approval decision(s) no longer stand")
+        if n.review:
+            parts.append("a person must confirm " + ", ".join(n.review))
+        lines.append(
+            f"  {quoted(run)}: marker at sequence {n.marker_sequence}"
+            + (f"; {'; '.join(parts)}" if parts else "")
+        )
+    lines.append("a person must confirm each run before a resume is safe: `continuum confirm RUN`")
+    return lines
 
 
 def _import_original(

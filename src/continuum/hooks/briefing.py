@@ -61,9 +61,8 @@ def briefing(
             )
             has_probe = (r := rule_for(a, registry)) is not None and r.probe is not None
             lines.append(
-                f"- {a.action_type} {quoted(a.action_key, limit=160)}{by_agent(a)}: {why}. Settle: "
-                + reconcile_commands(args, project, a.action_id, has_probe)
-                + "."
+                f"- {quoted(a.action_type, limit=80)} {quoted(a.action_key, limit=160)}{by_agent(a)}: "
+                f"{why}. Settle: " + reconcile_commands(args, project, a.action_id, has_probe) + "."
             )
     for probe in probes:
         if probe.verdict == "no_probe":
@@ -79,7 +78,7 @@ def briefing(
         lines.append(f"Effects already done ({len(done)}; do not repeat them):")
         for a in done[-MAX_DONE:]:
             lines.append(
-                f"- {a.action_type} {quoted(a.action_key, limit=160)}{by_agent(a)}"
+                f"- {quoted(a.action_type, limit=80)} {quoted(a.action_key, limit=160)}{by_agent(a)}"
                 + (f" at {a.settled_at}" if a.settled_at else "")
             )
         if len(done) > MAX_DONE:

@@ -379,8 +379,12 @@ def _settle(
         # (else a person could later approve a repeat of an effect that already happened).
         arguments = _arguments(event, rule, values)
         rules = rt.ledger.approvals
+        canonical = rt.ledger.identity(args.run, rule.action_type, key, arguments)
         asked = (rules.current() if isinstance(rules, RuleFiles) else rules).find(
-            rule.action_type, arguments, rule.action_type
+            rule.action_type,
+            arguments,
+            rule.action_type,
+            canonical=canonical.normalized_arguments,  # as the intercept judges it
         )
         rt.ledger.approvals = ApprovalRules()
         try:

@@ -5,6 +5,8 @@ Read from ``.continuum/effects.toml`` in the project. Each ``[[effect]]`` table 
     [[effect]]
     tool = "Bash"                          # regex, full match on the host's tool name
     match = { command = "git push|curl -X POST" }   # optional: tool_input field -> regex (search)
+    shell = "git push"                     # optional: the command line runs it (parsed)
+    shell_options = ["-C"]                 # options of it that take a value
     action_type = "deploy"
     key = "{command}"                      # template over tool_input fields (and {cwd})
     replay = "never"                       # never | safe | idempotent | reconcile
@@ -38,7 +40,17 @@ if TYPE_CHECKING:
 REGISTRY_PATH = os.path.join(".continuum", "effects.toml")
 REPLAYS = ("never", "safe", "idempotent", "reconcile")
 BUILTINS = ("cwd", "tool_name", "session_id", "git_head", "agent_id", "agent_type")
-_FIELDS = {"tool", "match", "action_type", "key", "replay", "probe", "description"}
+_FIELDS = {
+    "tool",
+    "match",
+    "shell",
+    "shell_options",
+    "action_type",
+    "key",
+    "replay",
+    "probe",
+    "description",
+}
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 KEY_LIMIT = 200  # longer rendered keys keep a prefix and a digest of the whole
@@ -61,6 +73,8 @@ class Rule:
         "match",
         "probe",
         "replay",
+        "shell",
+        "shell_options",
         "tool",
     )
 
@@ -76,6 +90,8 @@ class Rule:
         match: Mapping[str, re.Pattern[str]] | None = None,
         probe: str | None = None,
         description: str | None = None,
+        shell: tuple[tuple[str, ...], ...] = (),
+        shell_options: frozenset[str] = frozenset(),
     ) -> None:
         self.index = index  # 1-based position among the rules
         self.line = line  # line of its [[effect]] header (0 if unknown)
@@ -86,6 +102,10 @@ class Rule:
         self.match: Mapping[str, re.Pattern[str]] = match or {}
         self.probe = probe
         self.description = description
+        # Commands this rule gates, as words (("git", "push"), ...), matched on the parsed
+        # `command` (shell_commands), and the options of theirs that take a value.
+        self.shell = shell
+        self.shell_options = shell_options
 
     def __repr__(self) -> str:
         return f"Rule({self.where}, {self.action_type!r})"
@@ -101,6 +121,15 @@ class Rule:
             value = tool_input.get(name)
             if value is None or not pattern.search(_as_text(value)):
                 return False
+        if self.shell:
+            command = tool_input.get("command")
+            if not isinstance(command, str):
+                return False
+            return any(
+                runs(words, wanted, self.shell_options)
+                for words in shell_commands(command)
+                for wanted in self.shell
+            )
         return True
 
     def names(self) -> set[str]:
@@ -121,6 +150,97 @@ class Registry:
             if rule.matches(tool_name, tool_input):
                 return rule
         return None
+
+
+# Words that run the command after them (with options, and for some an argument).
+_WRAPPERS = {
+    "sudo": 0,
+    "doas": 0,
+    "env": 0,
+    "nohup": 0,
+    "time": 0,
+    "nice": 0,
+    "exec": 0,
+    "command": 0,
+    "builtin": 0,
+    "xargs": 0,
+    "timeout": 1,  # its duration
+}
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_SEPARATORS = frozenset({";", "&", "&&", "|", "||", "|&", "\n", "(", ")", "`", ";;"})
+
+
+def shell_commands(text: str) -> list[list[str]]:
+    """The simple commands of a shell command line, as words: split at line breaks, ``;``,
+    ``&``, ``&&``, ``|``, ``||``, parentheses and backquotes (``$(...)`` too), with
+    leading variable assignments and wrappers (``sudo``, ``env``, ``timeout 10``, ...)
+    dropped. A reading of the text, not a shell: ``eval``, variables and scripts are not
+    followed. A line that cannot be split (an open quote) is read as whitespace-separated
+    words, so a malformed line is still judged."""
+    import shlex
+
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()\n`")
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        tokens = text.replace(";", " ; ").replace("|", " | ").replace("&", " & ").split()
+    out: list[list[str]] = []
+    current: list[str] = []
+    for token in [*tokens, ";"]:
+        parts = [token] if token not in _SEPARATORS and token != "\n" else []
+        if parts:
+            current.append(token)
+            continue
+        words = _unwrapped(current)
+        if words:
+            out.append(words)
+        current = []
+    return out
+
+
+def _unwrapped(words: list[str]) -> list[str]:
+    i = 0
+    while i < len(words):
+        word = words[i]
+        base = word.rsplit("/", 1)[-1]
+        if _ASSIGNMENT.match(word):
+            i += 1
+        elif base in _WRAPPERS:
+            i += 1
+            while i < len(words) and (words[i].startswith("-") or _ASSIGNMENT.match(words[i])):
+                i += 1 + (words[i] in ("-n", "-u", "-g", "-s", "-k") and base != "env")
+            i += _WRAPPERS[base]
+        elif base.startswith("python") and i + 2 < len(words) and words[i + 1] == "-m":
+            return [words[i + 2], *words[i + 3 :]]  # python -m twine upload
+        else:
+            return [base, *words[i + 1 :]]
+    return []
+
+
+def runs(words: list[str], wanted: tuple[str, ...], value_options: frozenset[str]) -> bool:
+    """Whether the simple command ``words`` runs ``wanted`` (a program and the first
+    words of its arguments, such as ``git push``), options skipped: ``git -C dir push``
+    and ``kubectl -n prod apply`` run ``git push`` and ``kubectl apply`` when ``-C`` and
+    ``-n`` are among ``value_options`` (options followed by their value)."""
+    if not words or words[0] != wanted[0]:
+        return False
+    rest = iter(words[1:])
+    for expected in wanted[1:]:
+        for word in rest:
+            if word == "--":
+                continue
+            if word.startswith("-") and len(word) > 1:
+                if word in value_options:
+                    next(rest, None)
+                continue
+            if word != expected:
+                return False
+            break
+        else:
+            return False
+    return True
 
 
 def _as_text(value: Any) -> str:
@@ -193,6 +313,18 @@ def _rule(path: str, entry: Entry) -> Rule:
     if description is not None and not isinstance(description, str):
         raise _bad(path, where, "description must be a string")
     probe = table.get("probe")
+    shell = table.get("shell", [])
+    if isinstance(shell, str):
+        shell = [shell]
+    if not isinstance(shell, list) or not all(isinstance(c, str) and c.split() for c in shell):
+        raise _bad(path, where, 'shell must be a command ("git push") or a list of them')
+    options = table.get("shell_options", [])
+    if not isinstance(options, list) or not all(
+        isinstance(o, str) and o.startswith("-") for o in options
+    ):
+        raise _bad(path, where, 'shell_options must be a list of options such as "-C"')
+    if options and not shell:
+        raise _bad(path, where, "shell_options needs shell")
     return Rule(
         index=index,
         line=line,
@@ -203,6 +335,8 @@ def _rule(path: str, entry: Entry) -> Rule:
         match={str(k): _regex(path, where, f"match.{k}", v) for k, v in match.items()},
         probe=None if probe is None else _template(path, where, "probe", probe),
         description=description,
+        shell=tuple(tuple(c.split()) for c in shell),
+        shell_options=frozenset(options),
     )
 
 
@@ -294,6 +428,14 @@ def explain(registry: Registry) -> list[str]:
     for r in registry.rules:
         cond = [f"the tool name fully matches /{r.tool.pattern}/"]
         cond += [f"tool_input.{k} contains a match of /{p.pattern}/" for k, p in r.match.items()]
+        if r.shell:
+            skipped = f" (options skipped; with a value: {', '.join(sorted(r.shell_options))})"
+            cond.append(
+                "the command line runs "
+                + " or ".join(f"`{' '.join(words)}`" for words in r.shell)
+                + (skipped if r.shell_options else " (options skipped)")
+                + " in one of its lines or ; && || | segments"
+            )
         out.append(f"{r.where}: {r.description or r.action_type}")
         out.append(f"  gated when {' and '.join(cond)}")
         out.append(

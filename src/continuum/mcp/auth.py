@@ -23,7 +23,11 @@ Rules an operator can rely on (references/contract.md §5 and §9):
   a name may hold spaces but no ``:``; the secret is bound to the name). Setting both is refused:
   which one applies would be a guess. ``CONTINUUM_MCP_CONFIRM_TOKEN`` gates
   ``continuum_confirm`` and must differ from every other secret; two names may not
-  share a secret either (the binding would mean nothing).
+  share a secret either (the binding would mean nothing). It must also be at least
+  ``MIN_CONFIRM_TOKEN_CHARS`` characters with at least ``MIN_CONFIRM_TOKEN_DISTINCT``
+  different ones (``continuum confirm-token new`` makes one of 256 random bits), and a
+  presented one is compared only through the store's attempt counter
+  (``Policy.confirm_limit``, ``confirm_limit.py``): wrong ones are limited per store.
 - A present-but-empty secret variable is refused rather than read as "no token":
   a template that expanded to nothing must not silently switch authentication off.
 
@@ -50,7 +54,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import structlog
 from mcp_types import CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY, InitializeRequestParams
 
-from continuum.errors import UsageError
+from continuum.errors import ContinuumError, UsageError
+from continuum.mcp.confirm_limit import ConfirmLimit, attempt_denial
 from continuum.untrusted import check_identifier
 
 if TYPE_CHECKING:
@@ -66,6 +71,8 @@ __all__ = [
     "CONFIRM_TOKEN_META_KEY",
     "LOGGED_NAME_CHARS",
     "MAX_NAME_CHARS",
+    "MIN_CONFIRM_TOKEN_CHARS",
+    "MIN_CONFIRM_TOKEN_DISTINCT",
     "POLICY_FILE",
     "TOKEN_ENV",
     "Caller",
@@ -75,6 +82,7 @@ __all__ = [
     "Secret",
     "caller_from_context",
     "caller_identity",
+    "check_confirm_token_strength",
     "connecting_client",
     "load_confirm_token",
     "load_policy",
@@ -96,6 +104,12 @@ MAX_NAME_CHARS = 200
 
 LOGGED_NAME_CHARS = 200
 """Most characters of a client's self-declared name that one log line carries."""
+
+MIN_CONFIRM_TOKEN_CHARS = 32
+"""Shortest confirm token accepted at start-up: 32 hex digits are 128 random bits."""
+MIN_CONFIRM_TOKEN_DISTINCT = 8
+"""Fewest different characters in it: refuses a repeated pattern ("aaaa...", a word
+written four times); 32 random hex digits hold 14 on average, fewer than 8 almost never."""
 
 # Commas and line breaks separate names; a space does not ("Kilo Code" is one name).
 _SEPARATORS = re.compile(r"[,\r\n]")
@@ -120,6 +134,11 @@ class Secret:
     def digest(self) -> bytes:
         """SHA-256 of the secret, to compare with secrets held only as digests."""
         return hashlib.sha256(self._value).digest()
+
+    def shape(self) -> tuple[int, int]:
+        """(characters, different characters): enough to judge its strength, nothing more."""
+        text = self._value.decode("utf-8", errors="surrogatepass")
+        return len(text), len(set(text))
 
     def __repr__(self) -> str:
         return "Secret(***)"
@@ -182,6 +201,9 @@ class Policy:
     shared_token: Secret | None = None
     client_tokens: Mapping[str, Secret] = field(default_factory=dict)
     confirm_token: Secret | None = None
+    # The store's counter of wrong confirm tokens (``confirm_limit.py``); the server always
+    # sets one with the confirm token. None (a unit test's policy): compared directly.
+    confirm_limit: ConfirmLimit | None = field(default=None, repr=False, compare=False)
 
     @property
     def read_only(self) -> bool:
@@ -305,9 +327,26 @@ class Policy:
                 "confirming needs _meta.confirmToken; none was presented",
                 human,
             )
-        if not self.confirm_token.matches(caller.confirm_token):
-            return "auth.confirm_token_mismatch", "the presented confirm token is not valid", human
-        return None
+        secret, presented = self.confirm_token, caller.confirm_token
+        if self.confirm_limit is None:
+            if not secret.matches(presented):
+                return (
+                    "auth.confirm_token_mismatch",
+                    "the presented confirm token is not valid",
+                    human,
+                )
+            return None
+        try:
+            attempt = self.confirm_limit.attempt(
+                run_id, lambda: secret.matches(presented), caller.name
+            )
+        except ContinuumError as e:  # the attempt cannot be counted: it is not compared
+            reason = (
+                f"the store could not count this attempt [{e.code}], so the confirm token "
+                "was not checked"
+            )
+            return "auth.confirm_unavailable", reason, human
+        return attempt_denial(attempt, run_id, human)
 
 
 def log_denial(decision: Decision) -> None:
@@ -555,13 +594,36 @@ def _client_tokens(env: Mapping[str, str]) -> dict[str, Secret]:
 
 
 def load_confirm_token(env: Mapping[str, str]) -> Secret | None:
-    """``CONTINUUM_MCP_CONFIRM_TOKEN`` alone (what the HTTP transport reads of this policy)."""
+    """``CONTINUUM_MCP_CONFIRM_TOKEN`` alone (what the HTTP transport reads of this policy);
+    its strength is checked after its reuse (``check_confirm_token_strength``)."""
     return _secret(env, CONFIRM_TOKEN_ENV)
+
+
+def check_confirm_token_strength(secret: Secret | None) -> None:
+    """Refuse (``mcp.weak_confirm_token``) a confirm token short or repetitive enough to
+    guess. The message names the variable and the rule, never the value or its length."""
+    if secret is None:
+        return
+    chars, distinct = secret.shape()
+    if chars < MIN_CONFIRM_TOKEN_CHARS:
+        problem = f"is shorter than {MIN_CONFIRM_TOKEN_CHARS} characters"
+    elif distinct < MIN_CONFIRM_TOKEN_DISTINCT:
+        problem = f"has fewer than {MIN_CONFIRM_TOKEN_DISTINCT} different characters"
+    else:
+        return
+    raise _bad(
+        "mcp.weak_confirm_token",
+        f"{CONFIRM_TOKEN_ENV} {problem}: a confirm token records origin human and must "
+        "resist guessing",
+        "make one with `continuum confirm-token new` (256 random bits), set it, and start again",
+        variable=CONFIRM_TOKEN_ENV,
+    )
 
 
 def load_policy(env: Mapping[str, str], cwd: Path) -> Policy:
     """Read the policy; raise ``UsageError`` (``mcp.bad_policy`` / ``mcp.bad_token_setting`` /
-    ``mcp.secret_reused``) on any malformed setting, so the server refuses to start."""
+    ``mcp.secret_reused`` / ``mcp.weak_confirm_token``) on any malformed setting, so the
+    server refuses to start. The server then gives it its store's ``confirm_limit``."""
     allow, source = _load_allow(env, cwd)
     if env.get(TOKEN_ENV) is not None and env.get(CLIENT_TOKENS_ENV) is not None:
         hint = f"use {TOKEN_ENV} for one shared secret or {CLIENT_TOKENS_ENV} per client, not both"
@@ -577,6 +639,7 @@ def load_policy(env: Mapping[str, str], cwd: Path) -> Policy:
             f"give {CONFIRM_TOKEN_ENV} a secret of its own, so an agent's token cannot confirm",
             variable=CONFIRM_TOKEN_ENV,
         )
+    check_confirm_token_strength(confirm)
     return Policy(allow, source, shared, client_tokens, confirm)
 
 

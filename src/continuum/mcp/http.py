@@ -69,6 +69,7 @@ from continuum.mcp.auth import (
     CONFIRM_TOKEN_ENV,
     TOKEN_ENV,
     Secret,
+    check_confirm_token_strength,
     load_confirm_token,
 )
 from continuum.mcp.flags import DEFAULT_HTTP_MAX_IN_FLIGHT as DEFAULT_HTTP_MAX_IN_FLIGHT
@@ -313,6 +314,7 @@ def load_http_config(
     tokens = load_token_file(token_file)
     confirm = load_confirm_token(env)
     check_confirm_token_apart(tokens, confirm)
+    check_confirm_token_strength(confirm)  # after reuse: a reused token is named as such
     tls = (
         tls_context(Path(tls_cert), Path(tls_key), Path(tls_client_ca) if tls_client_ca else None)
         if tls_cert is not None and tls_key is not None

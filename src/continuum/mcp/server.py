@@ -3,7 +3,10 @@
 Start-up: parse flags, load the authorization policy (a malformed one refuses to
 start), check the store URL without creating or modifying anything, then serve the
 tools over the hardened stdio transport. Every start-up failure is one line on stderr
-and exit 1. Logs go to stderr; stdout carries JSON-RPC alone.
+and exit 1 (a confirm token reused as another secret, or too weak to resist guessing,
+included). Logs go to stderr; stdout carries JSON-RPC alone. A presented confirm token
+is compared only through the store's counter of wrong ones (``confirm_limit.py``), on
+either transport.
 
 ``--doctor`` loads exactly what serving would (policy, store) and prints it as one JSON
 document instead of serving, with what a mutating call and a ``continuum_confirm``
@@ -18,6 +21,7 @@ the allowlist, and TLS is required off loopback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -35,6 +39,7 @@ from continuum.approval_rules import load_rules, rule_paths
 from continuum.errors import ContinuumError
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
 from continuum.mcp.auth import ClientLog, Policy, connecting_client, load_policy
+from continuum.mcp.confirm_limit import StoreConfirmLimit
 from continuum.mcp.flags import DEFAULT_HTTP_MAX_IN_FLIGHT, flag_problem
 from continuum.mcp.tools import INSTRUCTIONS, Tools, register
 from continuum.mcp.transport import (
@@ -224,6 +229,14 @@ async def renew_leases(tools: Tools, interval: float = LEASE_RENEW_SECONDS) -> N
             get_logger("continuum.mcp").warning("mcp.lease_renewal_failed", code=e.code)
 
 
+def with_confirm_limit(policy: Policy, url: str, channel: str) -> Policy:
+    """``policy`` comparing a presented confirm token only through the store's counter of
+    wrong ones (contract §5: failed attempts are limited per store, on every transport)."""
+    if policy.confirm_token is None:
+        return policy
+    return dataclasses.replace(policy, confirm_limit=StoreConfirmLimit(url, channel))
+
+
 def _http_config(args: argparse.Namespace) -> HttpConfig:
     from continuum.mcp import http  # the HTTP stack: loaded only to serve over HTTP
 
@@ -266,7 +279,11 @@ def serve_http(args: argparse.Namespace) -> int:
         return 1
     get_logger("continuum.mcp").info("mcp.starting", store=redact_url(url), **config.describe())
     # Over HTTP the allowlist and _meta.authToken do not apply: only the confirm token.
-    tools = Tools(url, Policy(confirm_token=config.confirm_token), by_role=True)
+    tools = Tools(
+        url,
+        with_confirm_limit(Policy(confirm_token=config.confirm_token), url, "http"),
+        by_role=True,
+    )
     server = build_server(tools)
     where = config.listen.url(sock.getsockname()[1], config.tls is not None)
     ui_routes, ui_paths = http.operator_page(config, url) if args.ui else ([], [])
@@ -331,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_refusal(e.message, e.code, e.hint), file=sys.stderr)
         return 1
     log.info("mcp.starting", store=redact_url(url), **policy.describe())
-    tools = Tools(url, policy)
+    tools = Tools(url, with_confirm_limit(policy, url, "stdio"))
     server = build_server(tools)
     max_in_flight = args.max_in_flight or DEFAULT_MAX_IN_FLIGHT
 

@@ -25,6 +25,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from continuum.errors import ContinuumError, NotFoundError
 from continuum.ledger import InterceptResult
+from continuum.limits import MAX_DEPTH
 from continuum.log import get_logger
 from continuum.mcp.auth import Caller, Policy, caller_from_context, log_denial
 from continuum.mcp.host_arguments import without_control_arguments
@@ -61,10 +62,10 @@ Count = Annotated[
     int | None, Field(ge=0, strict=True), WithJsonSchema({"type": "integer", "minimum": 0})
 ]
 
-MAX_JSON_DEPTH = 64
-"""Deepest JSON value kept from an agent (``arguments``, ``result``). Deeper values were
-stored and then broke every later listing of the run (pydantic stops serializing at about
-255 levels), so they are refused up front, naming the field."""
+MAX_JSON_DEPTH = MAX_DEPTH
+"""Deepest JSON value kept from an agent (``arguments``, ``result``): the store's one
+limit for every entry (``limits.py``), checked here first so the error names the MCP
+argument."""
 
 
 def _shallow_json(value: Any) -> Any:

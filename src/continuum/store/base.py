@@ -7,10 +7,10 @@ event, the run's head and any index row move together or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +20,9 @@ from continuum.errors import IntegrityError
 from continuum.events import Event, EventType, RawEvent
 from continuum.types import Origin, RunStatus
 from continuum.untrusted import check_identifier
+
+if TYPE_CHECKING:
+    from continuum.store.confirm_attempts import AttemptState, ConfirmAttempt
 
 # -- shared by every backend ----------------------------------------------------------------
 
@@ -400,6 +403,30 @@ class Storage(Protocol):
     def requeue_outbox(self, delivery_ids: Sequence[str] | None = None) -> int:
         """Put failed notifications (these, or all) back to pending, due now; returns how
         many."""
+        ...
+
+    # -- wrong confirm tokens, counted per store (store/confirm_attempts.py) --------------
+
+    def confirm_attempt(
+        self,
+        run_id: str | None,
+        matches: Callable[[], bool],
+        *,
+        channel: str,
+        caller: str | None,
+        now: float,
+    ) -> ConfirmAttempt:
+        """In one transaction: refuse while the counter's backoff runs or it is locked, or
+        when ``run_id`` is not a run here (``matches`` is then not called); else call
+        ``matches`` and count a wrong token (a notification from the third in a row)."""
+        ...
+
+    def confirm_attempts(self) -> AttemptState:
+        """The counter of wrong confirm tokens, as stored."""
+        ...
+
+    def unlock_confirm_attempts(self, *, now: float) -> AttemptState:
+        """A person's reset of the counter (no wait, not locked); returns the new state."""
         ...
 
     def close(self) -> None:

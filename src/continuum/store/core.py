@@ -43,6 +43,7 @@ from continuum.events import (
     raw_hash,
     row_hash,
 )
+from continuum.limits import check_entry
 from continuum.notices import NOTIFYING, notice_for
 from continuum.payloads import check_payload
 from continuum.projection import APPROVAL_TYPES, apply_approval_event
@@ -58,6 +59,7 @@ from continuum.store.base import (
     check_run_id,
     integrity_error,
 )
+from continuum.store.confirm_attempts import ConfirmAttemptStore
 from continuum.store.schema import SCHEMA_VERSION
 from continuum.types import Origin, RunStatus
 from continuum.untrusted import quoted
@@ -378,6 +380,12 @@ def refuse_marker(type_: str) -> None:
             hint="archive old history with `continuum archive RUN --before SEQ "
             "--to FILE`; nothing was written",
         )
+    if type_ == EventType.HISTORY_IMPORTED:  # the fold re-reads what came before it
+        raise UsageError(
+            "history_imported events are written only by `continuum import`, with the imported run",
+            code="usage.reserved_event_type",
+            hint="nothing was written",
+        )
 
 
 # -- writing: one transaction on one run ------------------------------------------------------
@@ -415,6 +423,7 @@ class CoreTx:
         check_payload(type_, payload)  # a malformed known payload is refused, not stored
         run, origin = self._run, Origin(source)
         payload_text = canonical_json(payload)
+        check_entry(payload, payload_text, f"this {type_} event")  # limits.py: depth, size
         if causer_event_id is not None and not isinstance(causer_event_id, str):
             raise UsageError(
                 "causer_event_id must be an event id (a string)",
@@ -626,7 +635,7 @@ def run_values(run: RunInfo) -> tuple[Any, ...]:
 # -- the shared read methods -------------------------------------------------------------------
 
 
-class CoreStore(ApprovalOutboxStore):
+class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
     """The read side of ``Storage`` over a backend's row queries.
 
     A backend supplies ``get_run``, ``event_hash_at``, ``write`` and the row queries
@@ -673,7 +682,8 @@ class CoreStore(ApprovalOutboxStore):
             raise UsageError(
                 "event payload must be a JSON object", code="usage.bad_payload", hint="pass a dict"
             )
-        canonical_json(payload)  # refuse NaN / non-JSON before taking the write lock
+        # refuse NaN / non-JSON, too deep or too large, before taking the write lock
+        check_entry(payload, canonical_json(payload), f"this {type} event")
         check_payload(str(type), payload)
         refuse_marker(str(type))
         with self.write(run_id) as tx:
@@ -706,7 +716,7 @@ class CoreStore(ApprovalOutboxStore):
                         code="usage.bad_payload",
                         hint="pass a dict",
                     )
-                canonical_json(payload)
+                check_entry(payload, canonical_json(payload), f"this {type_} event")
                 check_payload(str(type_), payload)
                 refuse_marker(str(type_))
             except UsageError as e:

@@ -25,6 +25,13 @@ in github.com/Cyrax321/CONTINUUM):
   size is stored as ``{"__offloaded": SHA256, "size_bytes": N, "keys": [...]}`` (that
   descriptor is what the chain covers) and its canonical JSON in
   ``<directory of the file>/blobs/<sha256>.blob``.
+- Ledger keys: ``src/continuum/actions/idempotency.py`` (``idempotency_key``,
+  ``_canonicalize_paths``) and ``src/continuum/actions/ledger.py`` (``claim``): the key of
+  an ``ACTION_RECORDED`` record is ``stable_hash({"scope": RUN or None, "type": TYPE,
+  "key": KEY})`` for a claim with a key, else ``stable_hash({"scope": ..., "type": ...,
+  "arguments": ARGUMENTS})`` with each string holding a ``/`` or ``\\`` (and no ``://``)
+  replaced by ``os.path.normpath(os.path.expanduser(it))``; ``scope`` is None for an
+  unscoped claim (``scoped_to_run=False``). The business key itself is not stored.
 
 The original keeps no head per run, so a cut tail cannot be detected; everything else a
 verify of the original would find (an edited row, a broken link, a gap) is refused here.
@@ -53,6 +60,8 @@ from continuum.store.schema import SQLITE_APPLICATION_ID
 from continuum.store.sqlite_files import SQLITE_HEADER, check_sqlite_library, translate_errors
 from continuum.untrusted import as_typed, quoted
 
+# What the metadata of a run imported from the original names as its format.
+ORIGINAL_FORMAT = "Cyrax321/CONTINUUM"
 # The original's schema versions this reader was written against (migrations.py, v1-v7).
 KNOWN_SCHEMA_VERSIONS = range(1, 8)
 # The original's event types are upper-case names (events.py ``EventType``); continuum's
@@ -164,6 +173,49 @@ def original_digest(event: OriginalEvent) -> str:
     }
     text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _original_paths(value: Any) -> Any:
+    """Arguments as the original hashes them: path-like strings normalized (idempotency.py)."""
+    if isinstance(value, str):
+        if "://" not in value and ("/" in value or "\\" in value):
+            return os.path.normpath(os.path.expanduser(value))
+        return value
+    if isinstance(value, dict):
+        return {k: _original_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_original_paths(v) for v in value]
+    return value
+
+
+def original_action_key(
+    scope: str | None, action_type: str, *, key: str | None = None, arguments: Any = None
+) -> str | None:
+    """The ledger key the original gives a ``claim`` of this call (``idempotency_key``).
+
+    ``scope`` is the original run's id (None for an unscoped claim). Without ``key`` the
+    key is the arguments' hash, which needs the arguments as a JSON object (or none at
+    all); None when the original could not have computed one (other arguments, a number
+    that is not finite, an empty key or type). A claim that named ``volatile`` fields
+    hashed fewer arguments, and cannot be found from the whole call.
+    """
+    if not action_type.strip():
+        return None
+    content: dict[str, Any] = {"scope": scope, "type": action_type}
+    if key is not None:
+        if not key:
+            return None
+        content["key"] = key
+    elif arguments is None or isinstance(arguments, dict):
+        content["arguments"] = _original_paths(arguments or {})
+    else:
+        return None
+    try:
+        _check_finite(content)
+        text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # -- opening ---------------------------------------------------------------------------

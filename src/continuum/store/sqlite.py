@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote as url_quote
 
 import apsw
 
@@ -69,6 +70,7 @@ from continuum.store.sqlite_files import (
     check_sqlite_library,
     check_sqlite_path,
     create_private,
+    on_read_only_file_system,
     sqlite_version_is_affected,
     translate_errors,
 )
@@ -223,12 +225,53 @@ class SQLiteStorage(CoreStore):
         return translate_errors(self._discard_connection)
 
     def _open(self) -> None:
+        if on_read_only_file_system(self.path):
+            self._open_read_only()
+            return
         flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | apsw.SQLITE_OPEN_NOFOLLOW
         with self._errors():
             conn = apsw.Connection(str(self.path), flags=flags)
             conn.setbusytimeout(self._busy_timeout_ms)
             self._connection = conn
             self._prepare(conn)
+
+    def _open_read_only(self) -> None:
+        """A store on a read-only file system: reads need no write, so it opens read-only
+        (a write then fails with ``store.read_only``, saying what to do). Without a -wal
+        file nothing is being written (a writer keeps one while it works), and SQLite
+        could not create the -shm it needs for WAL reads: the file is read as immutable.
+        With a -wal (a writer elsewhere, through a read-write mount of the same files)
+        it is read through them as they are."""
+        immutable = not Path(f"{self.path}-wal").exists()
+        uri = f"file:{url_quote(str(self.path.absolute()))}?mode=ro" + (
+            "&immutable=1" if immutable else ""
+        )
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI | apsw.SQLITE_OPEN_NOFOLLOW
+        with self._errors():
+            conn = apsw.Connection(uri, flags=flags)
+            conn.setbusytimeout(self._busy_timeout_ms)
+            self._connection = conn
+            app_id = int(conn.execute("PRAGMA application_id").fetchall()[0][0] or 0)
+            if app_id != SQLITE_APPLICATION_ID:
+                self._discard_connection()
+                raise StoreError(
+                    f"{as_typed(str(self.path))} is not a continuum store",
+                    code="store.foreign_database",
+                    hint="point --db at a continuum store; this one was left untouched",
+                )
+            version = self._read_version(conn)
+            if version > SCHEMA_VERSION:
+                raise schema_too_new(version)
+            if version < SCHEMA_VERSION:
+                self._discard_connection()
+                raise StoreError(
+                    f"{as_typed(str(self.path))} has schema version {version} and is on a "
+                    "read-only file system, so it cannot be migrated to this version's "
+                    f"{SCHEMA_VERSION} to be read",
+                    code="store.read_only",
+                    hint="copy it to a writable place (or remount the file system "
+                    "read-write) and open it there",
+                )
 
     def _conn(self) -> apsw.Connection:
         if self._connection is None:

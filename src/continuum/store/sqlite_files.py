@@ -149,6 +149,14 @@ def create_private(path: Path) -> None:
     os.close(fd)
 
 
+def on_read_only_file_system(path: Path) -> bool:
+    """Whether ``path``'s directory is on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path.parent if str(path.parent) else ".").f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 @contextmanager
 def translate_errors(discard: Callable[[], None] | None = None) -> Iterator[None]:
     """Map apsw errors to continuum errors, once, at the store boundary.
@@ -183,6 +191,14 @@ def translate_errors(discard: Callable[[], None] | None = None) -> Iterator[None
             f"the database file is damaged: {e}",
             code="integrity.database_corrupt",
             hint="stop writing to it, keep a copy, and restore from a backup or export",
+        ) from e
+    except apsw.ReadOnlyError as e:
+        raise StoreError(
+            "the store cannot be written: it is read-only (a read-only file system, or a "
+            "file this process may not write); reading it works, nothing was changed",
+            code="store.read_only",
+            hint="copy the store to a writable place (`continuum backup`, then `restore` "
+            "there), or remount the file system read-write, then write again",
         ) from e
     except apsw.IOError as e:
         if discard is not None:

@@ -4,7 +4,10 @@ GET pages read; every change is a POST that carries the session's CSRF token and
 from this page's own origin (``Origin``, else ``Referer``, must match ``Host``), by a
 session whose role may act, and carries the person's confirm token, typed into the form
 each time (``ConfirmGate``; contract §5: a bearer token alone never records origin human;
-with no confirm token configured the page is read-only). Confirm, reconcile and decide call the facade exactly as
+with no confirm token configured the page is read-only). That token is compared only
+through the store's counter of wrong ones, the one ``continuum_confirm`` uses over MCP
+(``store/confirm_attempts.py``): a wrong one is counted for the store, a backoff or the
+lock refuses without comparing. Confirm, reconcile and decide call the facade exactly as
 ``continuum confirm|reconcile|decide`` do, with origin human: confirm covers the sequence
 and event hash that were shown (and refuses if the run moved on since), decide is bound
 to the call that was shown (``expect_binding``). Anything refused records nothing.
@@ -12,6 +15,7 @@ to the call that was shown (``expect_binding``). Anything refused records nothin
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from urllib.parse import urlsplit
@@ -25,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 from continuum.errors import ContinuumError, UsageError
 from continuum.runtime import Continuum
 from continuum.store.base import MAX_PAGE
+from continuum.store.confirm_attempts import LOCK_AFTER, ConfirmAttempt
 from continuum.types import ActionStatus, Origin
 from continuum.ui import page
 from continuum.ui.sessions import (
@@ -296,10 +301,23 @@ def operator_routes(
             )
         )
 
-    def check_confirm_token(form: dict[str, str], sid: str | None, session: Session) -> None:
+    def counted(run_id: str, presented: str, session: Session) -> ConfirmAttempt:
+        """The store's counter decides whether ``presented`` is compared at all, and
+        counts a wrong one (blocking store I/O: called on a worker thread)."""
+        with runtime() as rt:
+            return rt.store.confirm_attempt(
+                run_id,
+                lambda: confirm.accepts(presented),
+                channel="page",
+                caller=session.principal.label,
+                now=time.time(),
+            )
+
+    async def check_confirm_token(form: dict[str, str], sid: str | None, session: Session) -> None:
         """The person's confirm token, typed into this form (never kept, logged or shown
-        again): compared in constant time; none configured, none given or a wrong one is
-        a refusal. Repeated wrong ones log the session out."""
+        again): compared in constant time, through the store's counter; none configured,
+        none given, a wrong one, a backoff or the lock is a refusal. Repeated wrong ones
+        also log the session out."""
         presented = form.pop(CONFIRM_FIELD, "")
         if not confirm.enabled:
             raise _Refused(
@@ -316,16 +334,43 @@ def operator_routes(
                 "the form carries no confirm token",
                 "type the person's confirm token into the form's confirm token field",
             )
-        if not confirm.accepts(presented):
+        attempt = await run_in_threadpool(counted, form.get("run_id", ""), presented, session)
+        unlock = (
+            "a person must run `continuum confirm-token unlock` at a terminal on the "
+            "store's machine (`continuum confirm-token status` says who tried)"
+        )
+        if attempt.verdict == "no_run":
+            raise _Refused(
+                404, "ui.run_not_found", "that run is not in this store", "reload the page"
+            )
+        if attempt.verdict == "locked":
+            raise _Refused(
+                403,
+                "ui.confirm_locked",
+                f"confirming with the confirm token is locked for this store after "
+                f"{LOCK_AFTER} wrong tokens in a row; the token was not checked",
+                unlock,
+            )
+        if attempt.verdict == "waiting":
+            raise _Refused(
+                429,
+                "ui.confirm_backoff",
+                f"{attempt.failures} wrong confirm tokens in a row for this store: no token "
+                f"is checked for another {attempt.wait_seconds} s",
+                f"wait, then type the confirm token configured in {confirm.setting}",
+            )
+        if not attempt.accepted:
             session.confirm_failures += 1
             if session.confirm_failures >= MAX_CONFIRM_FAILURES:
                 sessions.close(sid)
             raise _Refused(
                 403,
                 "ui.confirm_token_mismatch",
-                "the confirm token is not valid",
+                f"the confirm token is not valid ({attempt.failures} wrong in a row for "
+                "this store)",
                 f"type the confirm token configured in {confirm.setting}; after "
-                f"{MAX_CONFIRM_FAILURES} wrong ones in a row the session is logged out",
+                f"{MAX_CONFIRM_FAILURES} wrong ones in a row the session is logged out, "
+                f"after {LOCK_AFTER} confirming here and over MCP is locked until {unlock}",
             )
         session.confirm_failures = 0
 
@@ -373,7 +418,7 @@ def operator_routes(
                         "reload the page and submit again",
                     )
                 back = page.run_url(prefix, form.get("run_id", ""))
-                check_confirm_token(form, sid, session)
+                await check_confirm_token(form, sid, session)
                 done = await run_in_threadpool(work, form, session)
             except (_Refused, ContinuumError) as e:
                 with suppress(Exception):
