@@ -93,3 +93,37 @@ def test_every_captured_tool_payload_parses(host: str, name: str) -> None:
     kind = "pre-tool" if name.startswith(("Pre", "Before")) else "post-tool"
     event = parse_event(host, kind, (FIXTURES / host / f"{name}.json").read_bytes())
     assert event.tool_name and event.session_id
+
+
+def kilo_post(kind: str, **payload: Any) -> Any:
+    event = {"session_id": "ses_1", "cwd": "/p", "tool_use_id": "call_1", **payload}
+    parsed = parse_event("kilo", kind, json.dumps(event).encode())
+    assert parsed.outcome is not None
+    return parsed.outcome
+
+
+def test_kilo_reads_a_bash_exit_status_from_the_plugins_event() -> None:
+    """What continuum's Kilo plugin sends: the `after` output as tool_response (bash: its
+    exit code in metadata.exit, as captured in fixtures/kilo/), a failure event for a
+    non-zero exit or a call that threw."""
+    after = fixture("kilo", "tool.execute.after-bash")
+    ok = kilo_post("post-tool", tool_name="bash", tool_input={}, tool_response=after["output"])
+    assert (ok.failed, ok.exit_code) == (False, 0)
+    missing = kilo_post("post-tool", tool_name="bash", tool_input={}, tool_response={"output": "x"})
+    assert (missing.failed, missing.unreported) == (True, True)  # never "done" by default
+    failed = kilo_post("post-tool-failure", tool_name="bash", tool_input={}, error="Exit code 3")
+    assert (failed.failed, failed.exit_code, failed.never_started) == (True, 3, False)
+    refused = kilo_post(
+        "post-tool-failure",
+        tool_name="bash",
+        tool_input={},
+        error="The user rejected permission to use this specific tool call.",
+    )
+    assert (refused.failed, refused.never_started) == (True, True)
+    mcp_error = kilo_post(
+        "post-tool",
+        tool_name="continuum_continuum_resume",
+        tool_input={},
+        tool_response={"isError": True},
+    )
+    assert mcp_error.failed is True

@@ -258,21 +258,29 @@ def _digest(value: Any) -> tuple[str | None, int]:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest(), len(text)
 
 
+def _failure(
+    payload: Mapping[str, Any], *, interrupted: bool = False, never_started: bool = False
+) -> Outcome:
+    """A PostToolUseFailure-shaped event: ``error`` is "Exit code N ..." or the host's text."""
+    message = _text(payload.get("error")) or "the tool failed"
+    m = _LEADING_EXIT.match(message)
+    return Outcome(
+        failed=True,
+        exit_code=int(m.group(1)) if m else None,
+        interrupted=interrupted,
+        never_started=never_started,
+        output_sha256=_digest(message)[0],
+        output_chars=len(message),
+        error=message.splitlines()[0],
+    )
+
+
 def _outcome(host: str, kind: str, payload: Mapping[str, Any]) -> Outcome:
     response = payload.get("tool_response")
     sha, chars = _digest(response)
     if host == "claude-code":
         if kind == "post-tool-failure":
-            message = _text(payload.get("error")) or "the tool failed"
-            m = _LEADING_EXIT.match(message)
-            return Outcome(
-                failed=True,
-                exit_code=int(m.group(1)) if m else None,
-                interrupted=payload.get("is_interrupt") is True,
-                output_sha256=_digest(message)[0],
-                output_chars=len(message),
-                error=message.splitlines()[0] if message else None,
-            )
+            return _failure(payload, interrupted=payload.get("is_interrupt") is True)
         interrupted = isinstance(response, dict) and response.get("interrupted") is True
         # PostToolUse fires only for a tool that succeeded.
         return Outcome(
@@ -335,16 +343,8 @@ def _kilo_outcome(
     kind: str, payload: Mapping[str, Any], response: Any, sha: str | None, chars: int
 ) -> Outcome:
     if kind == "post-tool-failure":
-        message = _text(payload.get("error")) or "the tool failed"
-        m = _LEADING_EXIT.match(message)
-        return Outcome(
-            failed=True,
-            exit_code=int(m.group(1)) if m else None,
-            never_started=message.startswith(_KILO_NOT_STARTED),
-            output_sha256=_digest(message)[0],
-            output_chars=len(message),
-            error=message.splitlines()[0],
-        )
+        message = _text(payload.get("error")) or ""
+        return _failure(payload, never_started=message.startswith(_KILO_NOT_STARTED))
     metadata = response.get("metadata") if isinstance(response, dict) else None
     exit_code = metadata.get("exit") if isinstance(metadata, dict) else None
     if payload.get("tool_name") == "bash" and type(exit_code) is not int:
