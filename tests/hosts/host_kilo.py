@@ -37,9 +37,11 @@ config and plugins in every directory from the project up to ``/``.
 Where a session's time goes (about 15 s on 2 CPUs, profiled with Bun's inspector): ~3 s
 loading the binary, ~6 s in ``kilo run``'s capability check, a ``GET /doc`` of its
 in-process server that generates the whole OpenAPI document (no flag skips it, nothing in
-config changes its size), then continuum's own processes (MCP server, hooks). Snapshots,
-LSP, formatters and the file watcher are already off here (no git repository, LSP and
-formatters off by default), so ``"snapshot": false`` and the like change nothing.
+config changes its size), then continuum's own processes (MCP server, hooks). LSP,
+formatters and the file watcher are off by default. Snapshots record nothing outside a git
+repository, but each one still takes a lock in ``$XDG_STATE_HOME/kilo/locks``: the session
+after a SIGKILL stalled 120 s on it ("snapshot turn operation exceeded availability
+budget"), hence ``"snapshot": false``.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ GLOBAL_CONFIG = {
     "small_model": MODEL,
     "autoupdate": False,
     "share": "disabled",
+    # Kilo takes a cross-process file lock for every snapshot, even outside git where it
+    # snapshots nothing; a SIGKILLed session can leave it held, and the next one in this
+    # HOME then stalls 120 s (its snapshot budget). Off, snapshots return at once.
+    "snapshot": False,
 }
 
 
