@@ -34,7 +34,7 @@ hosts: $(STAMP)
 
 # Just the real-host tests (they run in `make test` too).
 test-hosts: $(STAMP) hosts
-	$(PY) -m pytest -q -p no:cacheprovider tests/hosts
+	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile tests/hosts
 
 # Lint and typing first (fast: mypy strict over src, then tests/mypy.ini over the test
 # code), then the whole suite: the in-process suites under
@@ -43,6 +43,9 @@ test-hosts: $(STAMP) hosts
 # this process would not see anyway. The adapters' tests fail (not skip) when an extra
 # is missing.
 IN_PROCESS := tests/unit tests/property tests/contract tests/cli
+# The subprocess suites mostly wait (real hosts starting, killed agents, servers): three
+# workers on two cores, a file to a worker (pytest-xdist). WORKERS=0 runs them in order.
+WORKERS ?= 3
 test: export CONTINUUM_REQUIRE_EXTRAS = 1
 test: $(STAMP) browser hosts
 	$(VENV)/bin/ruff check src tests scripts
@@ -50,7 +53,7 @@ test: $(STAMP) browser hosts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --config-file tests/mypy.ini tests
 	$(PY) -m coverage run --branch --source=continuum -m pytest -q -p no:cacheprovider $(IN_PROCESS)
-	$(PY) -m pytest -q -p no:cacheprovider $(addprefix --ignore=,$(IN_PROCESS))
+	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile $(addprefix --ignore=,$(IN_PROCESS))
 	@echo "branch coverage of the in-process suites ($(IN_PROCESS)):"
 	@$(PY) -m coverage report --sort=cover | awk 'NR <= 12 { print } END { print }'
 
