@@ -10,6 +10,7 @@ that does not ask the ledger sends INV-003 a second time, and the same check see
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,10 @@ def crashed_batch(host: Host, tmp_path: Path) -> Project:
     die_after_sending(p, "INV-003")
     s1 = p.session(steps, kill_marker=KILL_MARKER)
     assert s1.killed and not s1.model.problems, s1.describe()
+    # The server's instructions reach the model on every host; they name the tools by the
+    # ending each host keeps (issue 29, item 11).
+    sent = " ".join(json.dumps(r["body"]) for r in s1.model.requests)
+    assert "use the tool whose name ends with" in sent
     assert p.outbox() == ["INV-001", "INV-002", "INV-003"], s1.describe()
     return p
 

@@ -110,3 +110,33 @@ def test_the_shell_field_is_validated_naming_the_rule() -> None:
         with pytest.raises(UsageError) as e:
             parse_registry(text, "r.toml")
         assert e.value.code == "hooks.bad_registry" and "effect #1" in e.value.message
+
+
+def test_the_commented_mcp_example_matches_the_tool_as_every_host_names_it() -> None:
+    text = (files("continuum.hooks") / "effects.example.toml").read_text(encoding="utf-8")
+    lines = text.split("# [[effect]]", 1)[1].splitlines()
+    example = "[[effect]]\n" + "\n".join(
+        line.removeprefix("# ") for line in lines if line.startswith("# ")
+    )
+    rule = parse_registry(example, "example").rules[0]
+    for name in ("mcp__stripe__create_charge", "mcp_stripe_create_charge", "stripe_create_charge"):
+        assert rule.matches(name, {"customer": "c", "amount": 1, "currency": "eur"}), name
+    assert not rule.matches("mcp__stripe__list_charges", {})
+
+
+def test_a_subagents_id_is_offered_to_key_templates() -> None:
+    from continuum.hooks.gate import template_values
+    from continuum.hooks.hosts import parse_event
+    from continuum.hooks.registry import render_key
+
+    event = parse_event(
+        "claude-code",
+        "pre-tool",
+        b'{"session_id": "s", "cwd": "/p", "tool_name": "Bash", "tool_input": {"command": "x"},'
+        b' "agent_id": "a7", "agent_type": "general-purpose"}',
+    )
+    rule = parse_registry(
+        '[[effect]]\ntool = "Bash"\naction_type = "t"\nkey = "{agent_type}/{agent_id}: {command}"\n',
+        "r",
+    ).rules[0]
+    assert render_key(rule.key, template_values(event, rule)) == "general-purpose/a7: x"
