@@ -69,10 +69,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import apsw
 
 from continuum.errors import ContinuumError
-from continuum.events import EventType
-from continuum.ledger import ActionLedger
-from continuum.projection import empty_plain, fold_plain, project
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.ledger.core import ActionLedger
+from continuum.runtime.facade import Continuum
+from continuum.state.projection import empty_plain, fold_plain, project
 from continuum.store import is_postgres_url, redact_url
 
 HERE = Path(__file__).resolve().parent

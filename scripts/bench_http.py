@@ -48,7 +48,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 
 RUN = "bench"
 CLIENT = "continuum-bench"

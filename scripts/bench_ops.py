@@ -39,9 +39,9 @@ from typing import Any
 
 import apsw
 
-from continuum.backup import restore_backup, verify_backup
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.ops.backup import restore_backup, verify_backup
+from continuum.runtime.facade import Continuum
 
 RUN = "bench_ops"
 MIB = 1 << 20

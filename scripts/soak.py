@@ -127,7 +127,7 @@ class Soak:
 
     def f13(self, d: Path, seed: int) -> Any:
         if self.reference is None:
-            from continuum.runtime import Continuum  # noqa: PLC0415
+            from continuum.runtime.facade import Continuum  # noqa: PLC0415
             from continuum.store import SQLiteStorage  # noqa: PLC0415
 
             ref = self.workdir / "tamper-reference.db"

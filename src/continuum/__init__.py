@@ -23,8 +23,6 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy rea
 if TYPE_CHECKING:
     from typing import Any
 
-    from continuum.chain import VerifyReport, Violation
-    from continuum.contract import RecoveryContract
     from continuum.errors import (
         ContinuumError,
         EffectAwaitingApproval,
@@ -36,20 +34,28 @@ if TYPE_CHECKING:
         StoreError,
         UsageError,
     )
-    from continuum.events import Event, EventType
-    from continuum.ledger import ActionLedger, InterceptResult
-    from continuum.projection import ActionRecord, State, project
-    from continuum.recovery import Decision, decide
-    from continuum.runtime import ActionsPage, CheckpointInfo, ConfirmResult, Continuum, Recovery
+    from continuum.eventlog.chain import VerifyReport, Violation
+    from continuum.eventlog.events import Event, EventType
+    from continuum.ledger.core import ActionLedger, InterceptResult
+    from continuum.recovery.contract import RecoveryContract
+    from continuum.recovery.engine import Decision, decide
+    from continuum.runtime.facade import (
+        ActionsPage,
+        CheckpointInfo,
+        ConfirmResult,
+        Continuum,
+        Recovery,
+    )
+    from continuum.state.projection import ActionRecord, State, project
+    from continuum.state.validation import ValidationReport
     from continuum.store import Run, RunInfo, SQLiteStorage, Storage, open_store
     from continuum.types import ActionStatus, InterceptStatus, Mode, Origin, ReplayContract
-    from continuum.validation import ValidationReport
 
 # Where each public name lives.
 _HOMES = {
-    "VerifyReport": "continuum.chain",
-    "Violation": "continuum.chain",
-    "RecoveryContract": "continuum.contract",
+    "VerifyReport": "continuum.eventlog.chain",
+    "Violation": "continuum.eventlog.chain",
+    "RecoveryContract": "continuum.recovery.contract",
     "ContinuumError": "continuum.errors",
     "EffectUncertain": "continuum.errors",
     "EffectAwaitingApproval": "continuum.errors",
@@ -59,20 +65,20 @@ _HOMES = {
     "NotFoundError": "continuum.errors",
     "StoreError": "continuum.errors",
     "UsageError": "continuum.errors",
-    "Event": "continuum.events",
-    "EventType": "continuum.events",
-    "ActionLedger": "continuum.ledger",
-    "InterceptResult": "continuum.ledger",
-    "ActionRecord": "continuum.projection",
-    "State": "continuum.projection",
-    "project": "continuum.projection",
-    "Decision": "continuum.recovery",
-    "decide": "continuum.recovery",
-    "ActionsPage": "continuum.runtime",
-    "CheckpointInfo": "continuum.runtime",
-    "ConfirmResult": "continuum.runtime",
-    "Continuum": "continuum.runtime",
-    "Recovery": "continuum.runtime",
+    "Event": "continuum.eventlog.events",
+    "EventType": "continuum.eventlog.events",
+    "ActionLedger": "continuum.ledger.core",
+    "InterceptResult": "continuum.ledger.core",
+    "ActionRecord": "continuum.state.projection",
+    "State": "continuum.state.projection",
+    "project": "continuum.state.projection",
+    "Decision": "continuum.recovery.engine",
+    "decide": "continuum.recovery.engine",
+    "ActionsPage": "continuum.runtime.facade",
+    "CheckpointInfo": "continuum.runtime.facade",
+    "ConfirmResult": "continuum.runtime.facade",
+    "Continuum": "continuum.runtime.facade",
+    "Recovery": "continuum.runtime.facade",
     "Run": "continuum.store",
     "RunInfo": "continuum.store",
     "SQLiteStorage": "continuum.store",
@@ -83,7 +89,7 @@ _HOMES = {
     "Mode": "continuum.types",
     "Origin": "continuum.types",
     "ReplayContract": "continuum.types",
-    "ValidationReport": "continuum.validation",
+    "ValidationReport": "continuum.state.validation",
 }
 
 __all__ = [

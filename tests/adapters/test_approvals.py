@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from continuum import Continuum
-from continuum.approvals import ApprovalRules, parse_rules
 from continuum.errors import EffectAwaitingApproval, EffectDenied
+from continuum.ledger.approvals import ApprovalRules, parse_rules
 from tests.adapters.conftest import require
 
 RUN = "r1"

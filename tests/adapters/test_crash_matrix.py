@@ -25,7 +25,7 @@ import pytest
 from continuum.adapters.scenarios import RUN, UNCERTAIN_EXIT
 from continuum.bench.frameworks import count_outbox, run_agent, spawn
 from continuum.faults import FAULT_EXIT_CODE
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.types import ActionStatus
 from tests.adapters.conftest import require
 

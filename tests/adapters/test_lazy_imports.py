@@ -70,7 +70,7 @@ def test_a_real_mcp_server_start_up_imports_no_framework(tmp_path: Path) -> None
 def test_import_continuum_and_its_facade_import_no_framework() -> None:
     code = (
         "import sys, continuum; continuum.Continuum; continuum.EffectUncertain; "
-        "import continuum.adapters, continuum.effect, continuum.bench.frameworks; "
+        "import continuum.adapters, continuum.ledger.effect, continuum.bench.frameworks; "
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

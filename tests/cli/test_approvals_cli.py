@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from continuum import Continuum, Origin
-from continuum.events import EventType
+from continuum.eventlog.events import EventType
 from continuum.store import open_store
 from tests.cli.pty_support import Terminal, cli_env, run_on_terminal
 

@@ -266,7 +266,7 @@ def test_version_flag(cli: CLI) -> None:
 
 
 def test_a_resealed_forged_contract_is_refused(cli: CLI, tmp_path: Path) -> None:
-    from continuum.contract import RecoveryContract, seal_contract
+    from continuum.recovery.contract import RecoveryContract, seal_contract
 
     cli("start", "r1", "--goal", "g")
     cli("declare", "r1", "--env", "dataset=v1")

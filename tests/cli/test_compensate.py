@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 from tests.cli.conftest import Result
 

@@ -14,8 +14,8 @@ import pytest
 
 from continuum import Continuum, Origin
 from continuum.errors import IntegrityError, UsageError
-from continuum.events import EventType
-from continuum.projection import project
+from continuum.eventlog.events import EventType
+from continuum.state.projection import project
 from continuum.store import open_store
 from tests.cli.pty_support import Terminal, cli_env
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from continuum.hooks.guard import guarded_touch
-from continuum.mcp.auth import Secret, check_confirm_token_strength
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
+from continuum.serving.secrets import Secret, check_confirm_token_strength
 from continuum.store.base import Run
 from continuum.store.confirm_attempts import LOCK_AFTER
 from tests.cli.conftest import Result

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from continuum import Continuum, Origin
-from continuum.events import EventType
+from continuum.eventlog.events import EventType
 from tests.cli.conftest import Result
 
 CLI = Callable[..., Result]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 from tests.cli.conftest import Result
 from tests.cli.original_format import OriginalStore, build, original_digest_of

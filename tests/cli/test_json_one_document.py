@@ -19,8 +19,8 @@ import click
 import pytest
 
 from continuum.cli.main import cli as cli_group
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.runtime.facade import Continuum
 from tests.cli.conftest import Result
 
 RUN = "r"

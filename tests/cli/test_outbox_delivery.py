@@ -35,10 +35,10 @@ from typing import Any
 
 import pytest
 
-from continuum.approvals import ApprovalRules, parse_rules
-from continuum.notices import MAX_TEXT_CHARS
-from continuum.outbox import DeliveryPolicy, NotifyConfig, Webhook, deliver_due, post
-from continuum.runtime import Continuum
+from continuum.eventlog.notices import MAX_TEXT_CHARS
+from continuum.ledger.approvals import ApprovalRules, parse_rules
+from continuum.ledger.outbox import DeliveryPolicy, NotifyConfig, Webhook, deliver_due, post
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage, open_store
 from continuum.types import Origin
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from continuum.runtime import Continuum
+from continuum.ops.transfer import read_export
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
-from continuum.transfer import read_export
 from tests.cli.conftest import Result
 from tests.cli.pty_support import Terminal
 

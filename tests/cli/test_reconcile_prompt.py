@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 from continuum.types import Origin
 from tests.cli.pty_support import Terminal

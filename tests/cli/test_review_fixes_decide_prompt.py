@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from continuum import Continuum, Origin
-from continuum.approvals import arguments_hash
 from continuum.cli.approvals import LIST_ARGUMENT_CHARS, PROMPT_ARGUMENT_CHARS
+from continuum.ledger.approvals import arguments_hash
 from continuum.store import open_store
 from tests.cli.pty_support import Terminal
 

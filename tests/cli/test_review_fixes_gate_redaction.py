@@ -11,10 +11,10 @@ import re
 
 import pytest
 
-from continuum.hooks.entry import HookArgs
-from continuum.hooks.gate import refusal, shown_db
+from continuum.hooks.advice import refusal, shown_db
+from continuum.hooks.args import HookArgs
 from continuum.hooks.registry import Rule
-from continuum.ledger import InterceptResult
+from continuum.ledger.core import InterceptResult
 from continuum.types import ReplayContract
 
 SECRET = "HUNTER2xyz"

@@ -19,7 +19,7 @@ import pytest
 from continuum import Continuum, Origin
 from continuum.cli.output import Settings, Styled, emit, json_text, render_line, shown
 from continuum.errors import ContinuumError, UsageError
-from continuum.events import EventType
+from continuum.eventlog.events import EventType
 from continuum.store import open_store
 from tests.cli.pty_support import Terminal, outside_quotes, run_on_terminal
 

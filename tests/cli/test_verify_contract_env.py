@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from continuum.environment import file_checksum
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
+from continuum.state.environment import file_checksum
 from continuum.store import open_store
 from continuum.types import Origin
 from tests.cli.conftest import Result

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from continuum.errors import NotFoundError, UsageError
-from continuum.ledger import ActionLedger
+from continuum.ledger.core import ActionLedger
 from continuum.store import Run, Storage
 
 RUN = "paged"

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from continuum.approvals import ApprovalRules, parse_rules
-from continuum.runtime import Continuum
+from continuum.ledger.approvals import ApprovalRules, parse_rules
+from continuum.runtime.facade import Continuum
 from continuum.types import Origin
 from tests.contract.conftest import StoreFactory
 

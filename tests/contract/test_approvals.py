@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from continuum.approvals import ApprovalRules, parse_rules
 from continuum.errors import IntegrityError, InvalidTransitionError, UsageError
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.ledger.approvals import ApprovalRules, parse_rules
+from continuum.ops.transfer import export_runs, import_runs
+from continuum.runtime.facade import Continuum
 from continuum.store import SQLiteStorage, Storage
-from continuum.transfer import export_runs, import_runs
 from continuum.types import Origin
 from tests.contract.conftest import StoreFactory
 
@@ -269,7 +269,7 @@ def test_an_export_imported_elsewhere_keeps_the_approval_index(
     asked = cx.intercept(RUN, "wire_money", WIRE)
     cx.decide(asked.approval_id or "", allow=True, reason="ok")
     cx.finish_run(RUN)
-    from continuum.signing import generate_keypair
+    from continuum.ops.signing import generate_keypair
 
     key = tmp_path / "export.key"
     generate_keypair(key, tmp_path / "export.key.pub")

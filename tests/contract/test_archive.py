@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from continuum.chain import DamageKind
 from continuum.errors import (
     HistoryArchivedError,
     IntegrityError,
     NotFoundError,
     UsageError,
 )
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.chain import DamageKind
+from continuum.eventlog.events import EventType
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage
 from tests.contract.conftest import StoreFactory
 
@@ -147,7 +147,7 @@ def _reseal_all(lines: list[str]) -> list[str]:
     event and made the file consistent with itself."""
     import hashlib
 
-    from continuum.canonical import canonical_json
+    from continuum.eventlog.canonical import canonical_json
 
     prev = None
     body = hashlib.sha256(lines[0].encode())

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from continuum.backup import restore_backup, seal_manifest, verify_backup
 from continuum.errors import ContinuumError, IntegrityError, UsageError
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.ops.backup import restore_backup, seal_manifest, verify_backup
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage, open_store
 from tests.contract.conftest import StoreFactory, postgres_backend
 

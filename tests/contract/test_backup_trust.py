@@ -20,10 +20,10 @@ from typing import Any
 import apsw
 import pytest
 
-from continuum.backup import restore_backup, seal_manifest, verify_all, verify_backup
 from continuum.errors import ContinuumError, IntegrityError
-from continuum.runtime import Continuum
-from continuum.signing import generate_keypair
+from continuum.ops.backup import restore_backup, seal_manifest, verify_all, verify_backup
+from continuum.ops.signing import generate_keypair
+from continuum.runtime.facade import Continuum
 from continuum.store import SQLiteStorage, Storage
 from continuum.types import Origin
 from tests.contract.test_backup import _members, _repack, fill

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from continuum.cli.main import run as cli_run
-from continuum.runtime import Continuum
+from continuum.ops.transfer import export_runs
+from continuum.runtime.facade import Continuum
 from continuum.store import SQLiteStorage
-from continuum.transfer import export_runs
 from tests.contract.conftest import StoreFactory
 from tests.contract.test_backup import _members, _repack, fill
 
@@ -81,7 +81,7 @@ def test_a_data_line_nested_100000_deep_is_refused_with_exit_3(
     lines[3] = b'{"kind":"event","event":' + DEEP.encode() + b"}\n"
     forged = b"".join(lines)
     manifest["data"].update(sha256=hashlib.sha256(forged).hexdigest(), bytes=len(forged))
-    from continuum.backup import seal_manifest
+    from continuum.ops.backup import seal_manifest
 
     _repack(dest, seal_manifest(manifest), forged, name)
 
@@ -171,8 +171,8 @@ class Endless(io.RawIOBase):
 
 
 def test_a_line_without_end_is_refused_after_the_bound_never_read_whole() -> None:
-    import continuum.bounded as bounded
-    from continuum.bounded import LineTooLong, read_lines
+    import continuum.ops.bounded as bounded
+    from continuum.ops.bounded import LineTooLong, read_lines
 
     raw = Endless()
     with pytest.raises(LineTooLong) as e:
@@ -184,7 +184,7 @@ def test_a_line_without_end_is_refused_after_the_bound_never_read_whole() -> Non
 @pytest.fixture
 def small_lines(monkeypatch: pytest.MonkeyPatch) -> int:
     # Written under the usual bound (BIG), read under this one.
-    monkeypatch.setattr("continuum.bounded.MAX_LINE_BYTES", 4096, raising=False)
+    monkeypatch.setattr("continuum.ops.bounded.MAX_LINE_BYTES", 4096, raising=False)
     return 4096
 
 
@@ -195,7 +195,7 @@ def test_an_archive_line_over_the_bound_is_refused_naming_it(
     rt.append(RUN, "progress_recorded", {"completed": 6})
     archive = tmp_path / "old.jsonl"
     with pytest.MonkeyPatch.context() as m:
-        m.setattr("continuum.bounded.MAX_LINE_BYTES", BIG, raising=False)
+        m.setattr("continuum.ops.bounded.MAX_LINE_BYTES", BIG, raising=False)
         rt.archive(RUN, before=rt.store.get_run(RUN).head_sequence, to=archive)
     from continuum.errors import IntegrityError
 
@@ -211,7 +211,7 @@ def test_an_export_and_a_backup_data_line_over_the_bound_are_refused_naming_them
     rt.append(RUN, "finding_added", {"finding_id": "f", "text": "x" * (2 * small_lines)})
     path = tmp_path / "long.jsonl"
     with pytest.MonkeyPatch.context() as m:
-        m.setattr("continuum.bounded.MAX_LINE_BYTES", BIG, raising=False)
+        m.setattr("continuum.ops.bounded.MAX_LINE_BYTES", BIG, raising=False)
         path.write_text("".join(_exported(rt)), encoding="utf-8")
         rt.backup(tmp_path / "b.backup", run_ids=[RUN])
 

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from continuum.errors import IntegrityError
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage
 from continuum.store.confirm_attempts import (
     FREE_FAILURES,

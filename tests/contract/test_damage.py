@@ -16,8 +16,8 @@ import pytest
 
 from continuum.cli.main import run as cli_run
 from continuum.errors import IntegrityError
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.runtime.facade import Continuum
 from continuum.types import Origin
 from tests.contract.conftest import StoreFactory
 

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from continuum.errors import UsageError
-from continuum.events import EventType
-from continuum.limits import CLIPPED, MAX_DEPTH, MAX_ENTRY_BYTES
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.eventlog.limits import CLIPPED, MAX_DEPTH, MAX_ENTRY_BYTES
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, Storage
 from continuum.types import Origin
 
@@ -85,7 +85,7 @@ def test_an_entry_over_the_size_limit_is_refused_and_nothing_is_written(
 @contextmanager
 def an_older_version(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Write as a version without the limit did (the check switched off, nothing else)."""
-    import continuum.ledger as ledger
+    import continuum.ledger.core as ledger
     import continuum.store.core as core
 
     with monkeypatch.context() as m:

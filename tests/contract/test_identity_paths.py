@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from continuum.ledger import ActionLedger
-from continuum.projection import ActionRecord
-from continuum.runtime import Continuum
+from continuum.ledger.core import ActionLedger
+from continuum.ops.transfer import export_runs, import_runs
+from continuum.runtime.facade import Continuum
+from continuum.state.projection import ActionRecord
 from continuum.store import Run, Storage
-from continuum.transfer import export_runs, import_runs
 from continuum.types import Origin
 
 RUN = "run_paths"

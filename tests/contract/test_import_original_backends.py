@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from continuum.migrate_original import import_original
-from continuum.runtime import Continuum
+from continuum.ops.migrate_original import import_original
+from continuum.runtime.facade import Continuum
 from tests.cli.original_format import build
 from tests.contract.conftest import StoreFactory
 

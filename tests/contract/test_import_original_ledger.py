@@ -19,8 +19,8 @@ from typing import Any
 import apsw
 import pytest
 
-from continuum.migrate_original import import_original
-from continuum.runtime import Continuum
+from continuum.ops.migrate_original import import_original
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage
 from continuum.types import ActionStatus, Origin
 

@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-from continuum.approvals import ApprovalRules, parse_rules
 from continuum.errors import IntegrityError, UsageError
-from continuum.events import EventType
-from continuum.runtime import Continuum
-from continuum.signing import generate_keypair
+from continuum.eventlog.events import EventType
+from continuum.ledger.approvals import ApprovalRules, parse_rules
+from continuum.ops.signing import generate_keypair
+from continuum.ops.transfer import export_runs, import_runs
+from continuum.runtime.facade import Continuum
 from continuum.store import SQLiteStorage, Storage
-from continuum.transfer import export_runs, import_runs
 from continuum.types import Origin
 from tests.contract.transfer_support import snapshot
 
@@ -169,8 +169,8 @@ def _resealed(text: str) -> str:
     import hashlib
     import json
 
-    from continuum.canonical import canonical_json
-    from continuum.events import seal
+    from continuum.eventlog.canonical import canonical_json
+    from continuum.eventlog.events import seal
 
     records = [json.loads(line) for line in text.splitlines()]
     prev: str | None = None

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 
-from continuum.approvals import ApprovalRules, parse_rules
-from continuum.canonical import canonical_json
-from continuum.notices import MAX_ARGUMENTS_CHARS, MAX_TEXT_CHARS, bounded
-from continuum.outbox import FORMATS, request_body
-from continuum.runtime import Continuum
+from continuum.eventlog.canonical import canonical_json
+from continuum.eventlog.notices import MAX_ARGUMENTS_CHARS, MAX_TEXT_CHARS, bounded
+from continuum.ledger.approvals import ApprovalRules, parse_rules
+from continuum.ledger.outbox import FORMATS, request_body
+from continuum.runtime.facade import Continuum
 from continuum.types import Origin
 from tests.contract.conftest import StoreFactory
 

@@ -26,7 +26,6 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
-from continuum.canonical import canonical_json
 from continuum.cli.main import run as cli_run
 from continuum.errors import (
     ForkRejectedError,
@@ -37,9 +36,10 @@ from continuum.errors import (
     StoreError,
     UsageError,
 )
-from continuum.events import Event, EventType
+from continuum.eventlog.canonical import canonical_json
+from continuum.eventlog.events import Event, EventType
 from continuum.mcp.server import main as mcp_main
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, open_store, probe_store
 from continuum.store.pg_connection import check_durability
 from continuum.store.pg_schema import PG_MIGRATIONS
@@ -396,7 +396,11 @@ TAMPERS: dict[str, tuple[list[str], int, str]] = {
         3,
         "malformed",
     ),
-    "deleted middle row": (["DELETE FROM continuum.events WHERE sequence = 3"], 3, "sequence_gap"),
+    "deleted middle row": (
+        ["DELETE FROM continuum.events WHERE sequence = 3"],
+        3,
+        "sequence_gap",
+    ),
 }
 
 

@@ -15,10 +15,10 @@ import pytest
 
 from continuum.errors import ContinuumError, IntegrityError, NotFoundError, UsageError
 from continuum.faults import FAULT_EXIT_CODE
-from continuum.prune import archive_files, candidates, prune, write_verified
-from continuum.runtime import Continuum
+from continuum.ops.prune import archive_files, candidates, prune, write_verified
+from continuum.ops.transfer import import_runs, read_export
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage
-from continuum.transfer import import_runs, read_export
 from tests.contract.conftest import StoreFactory
 from tests.contract.transfer_support import fill, snapshot
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from continuum.errors import StoreError
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.types import Origin
 
 

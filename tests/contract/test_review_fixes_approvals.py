@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from continuum.approvals import ApprovalRules, arguments_hash, binding_of, parse_rules
 from continuum.cli.main import run as cli_run
 from continuum.errors import IntegrityError
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.ledger.approvals import ApprovalRules, arguments_hash, binding_of, parse_rules
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage
 from continuum.types import Origin
 from tests.contract.conftest import StoreFactory

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from continuum.backup import restore_backup, seal_manifest, verify_backup
 from continuum.cli.main import run as cli_run
 from continuum.errors import UsageError
-from continuum.runtime import Continuum
+from continuum.ops.backup import restore_backup, seal_manifest, verify_backup
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage
 from continuum.store.schema import SCHEMA_VERSION
 from tests.contract.test_backup import _members, _repack, fill

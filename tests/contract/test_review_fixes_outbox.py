@@ -13,11 +13,18 @@ from typing import Any
 
 import pytest
 
-from continuum.approvals import ApprovalRules, parse_rules
 from continuum.cli.main import run as cli_run
 from continuum.errors import UsageError
-from continuum.outbox import NotifyConfig, Webhook, deliver_due, load_notify, parse_notify, post
-from continuum.runtime import Continuum
+from continuum.ledger.approvals import ApprovalRules, parse_rules
+from continuum.ledger.outbox import (
+    NotifyConfig,
+    Webhook,
+    deliver_due,
+    load_notify,
+    parse_notify,
+    post,
+)
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage
 from continuum.types import Origin
 from tests.contract.conftest import StoreFactory

@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from continuum.approvals import ApprovalRules, parse_rules
-from continuum.events import EventType
-from continuum.prune import select
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.ledger.approvals import ApprovalRules, parse_rules
+from continuum.ops.prune import select
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage
 from continuum.types import Origin
 from tests.contract.conftest import StoreFactory

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-import continuum.approval_rules as approvals_module
+import continuum.ledger.approval_rules as approvals_module
 from continuum.errors import UsageError
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 
 RUN = "rules_run"

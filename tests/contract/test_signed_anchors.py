@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from continuum.chain import DamageKind
 from continuum.errors import IntegrityError, UsageError
-from continuum.events import EventType
-from continuum.runtime import Continuum
-from continuum.signing import generate_keypair
+from continuum.eventlog.chain import DamageKind
+from continuum.eventlog.events import EventType
+from continuum.ops.signing import generate_keypair
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage
 from tests.contract.conftest import StoreFactory
 

@@ -16,7 +16,6 @@ from typing import Any
 import apsw
 import pytest
 
-from continuum.canonical import canonical_json
 from continuum.errors import (
     ContinuumError,
     ForkRejectedError,
@@ -27,8 +26,9 @@ from continuum.errors import (
     UnsafeLibraryError,
     UsageError,
 )
-from continuum.events import Event, EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.canonical import canonical_json
+from continuum.eventlog.events import Event, EventType
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, SQLiteStorage, open_store
 from continuum.store.schema import MIGRATIONS, SCHEMA_VERSION, SQLITE_APPLICATION_ID
 from continuum.store.sqlite import check_sqlite_library, sqlite_version_is_affected

@@ -17,7 +17,7 @@ from continuum.errors import (
     NotFoundError,
     UsageError,
 )
-from continuum.events import Event, EventType
+from continuum.eventlog.events import Event, EventType
 from continuum.store import ActionRow, CheckpointRow, Run, Storage
 from continuum.store.schema import SCHEMA_VERSION
 from continuum.types import Origin, RunStatus

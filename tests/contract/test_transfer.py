@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from continuum.errors import IntegrityError, UsageError
-from continuum.runtime import Continuum
+from continuum.ops.transfer import import_runs
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage, open_store
-from continuum.transfer import import_runs
 from tests.contract.transfer_support import export_file, fill, snapshot
 
 
@@ -52,7 +52,7 @@ def import_file(store: Storage, path: Path, public_key: Path | None = None) -> N
 
 @pytest.fixture
 def signing_key(tmp_path: Path) -> Path:
-    from continuum.signing import generate_keypair
+    from continuum.ops.signing import generate_keypair
 
     generate_keypair(tmp_path / "export.key", tmp_path / "export.key.pub")
     return tmp_path / "export.key"

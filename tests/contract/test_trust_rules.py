@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from continuum.errors import ActionOwnedError, LedgerError, UsageError
-from continuum.events import EventType
-from continuum.ledger import ActionLedger
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.ledger.core import ActionLedger
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, Storage
 from continuum.types import ActionStatus, Origin
 

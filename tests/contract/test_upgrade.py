@@ -15,7 +15,7 @@ import apsw
 import pytest
 
 from continuum.errors import NotFoundError, SchemaError
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store.schema import MIGRATIONS, SCHEMA_VERSION
 from continuum.store.upgrade import migration_plan
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from continuum.events import EventType
+from continuum.eventlog.events import EventType
 from continuum.store import Run, open_store
 
 

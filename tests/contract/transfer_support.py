@@ -6,9 +6,9 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from continuum.runtime import Continuum
+from continuum.ops.transfer import export_runs
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage, open_store
-from continuum.transfer import export_runs
 
 
 def fill(store: Storage) -> None:

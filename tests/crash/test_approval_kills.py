@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from continuum.events import EventType
+from continuum.eventlog.events import EventType
 from continuum.faults import FAULT_EXIT_CODE
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 from continuum.types import Origin
 
@@ -38,8 +38,8 @@ CONTINUUM = str(Path(sys.executable).with_name("continuum"))
 
 AGENT = r"""
 import json, os, sys
-from continuum.approvals import ApprovalRules
-from continuum.runtime import Continuum
+from continuum.ledger.approvals import ApprovalRules
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 from continuum.types import Origin
 

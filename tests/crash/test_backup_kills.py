@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from continuum.backup import verify_backup
 from continuum.errors import ContinuumError
-from continuum.events import EventType
+from continuum.eventlog.events import EventType
 from continuum.faults import FAULT_EXIT_CODE
-from continuum.runtime import Continuum
+from continuum.ops.backup import verify_backup
+from continuum.runtime.facade import Continuum
 from tests.contract.conftest import (  # noqa: F401 - the session database's cleanup, here too
     _drop_the_session_database,
     postgres_backend,

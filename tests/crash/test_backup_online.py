@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from continuum.backup import restore_backup, verify_backup
-from continuum.events import Event, EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import Event, EventType
+from continuum.ops.backup import restore_backup, verify_backup
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage, open_store
 from tests.contract.conftest import (  # noqa: F401 - the session database's cleanup, here too
     BACKENDS,
@@ -42,7 +42,7 @@ DEADLINE_S = 180
 WORKER = r"""
 import json, os, sys
 from continuum.errors import ContinuumError
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 
 url, worker, steps, shared = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

@@ -43,8 +43,8 @@ import apsw
 import pytest
 
 from continuum.errors import ForkRejectedError
-from continuum.ledger import ActionLedger
-from continuum.runtime import Continuum
+from continuum.ledger.core import ActionLedger
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, SQLiteStorage
 from continuum.types import ActionStatus
 
@@ -54,7 +54,7 @@ DEADLINE_S = 300
 WORKER = r"""
 import json, os, random, sys, time
 from continuum.errors import ContinuumError
-from continuum.ledger import ActionLedger
+from continuum.ledger.core import ActionLedger
 from continuum.store import SQLiteStorage
 
 db, effects, worker, ops, keys, seed = sys.argv[1:7]
@@ -349,7 +349,7 @@ def test_four_writers_mixing_appends_and_shared_intercepts_keep_one_serial_histo
 STALE_WRITER = r"""
 import json, sys
 from continuum.errors import ContinuumError
-from continuum.events import EventType
+from continuum.eventlog.events import EventType
 from continuum.store import SQLiteStorage
 
 db, worker = sys.argv[1], int(sys.argv[2])

@@ -31,7 +31,7 @@ from typing import Any
 import apsw
 
 from continuum.errors import ContinuumError
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, SQLiteStorage
 from continuum.types import ActionStatus
 
@@ -43,7 +43,7 @@ DB, WAL = 0, 1
 WORKER = r"""
 import json, os, struct, sys
 import apsw
-from continuum.ledger import ActionLedger
+from continuum.ledger.core import ActionLedger
 from continuum.store import SQLiteStorage
 
 db, log_path, synchronous, ops, checkpoint_pages = sys.argv[1:6]

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, SQLiteStorage
 from continuum.types import ActionStatus
 
@@ -48,7 +48,7 @@ WORKER = r"""
 import json, os, resource, signal, sys
 import apsw
 from continuum.errors import ContinuumError
-from continuum.ledger import ActionLedger
+from continuum.ledger.core import ActionLedger
 from continuum.store import SQLiteStorage
 
 mode, cases = sys.argv[1], json.loads(sys.argv[2])

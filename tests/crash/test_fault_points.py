@@ -42,8 +42,8 @@ import pytest
 
 import continuum.faults
 from continuum.faults import FAULT_EXIT_CODE
-from continuum.ledger import ActionLedger
-from continuum.runtime import Continuum
+from continuum.ledger.core import ActionLedger
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, SQLiteStorage
 from continuum.types import ActionStatus
 

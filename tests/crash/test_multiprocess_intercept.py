@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, SQLiteStorage
 from continuum.types import ActionStatus
 from tests.crash.workers import release_together
@@ -35,7 +35,7 @@ DEADLINE_S = 120
 WORKER = r"""
 import json, os, random, sys
 from continuum.errors import ContinuumError
-from continuum.ledger import ActionLedger
+from continuum.ledger.core import ActionLedger
 from continuum.store import open_store
 
 mode, db, run_id, count, worker = sys.argv[1:6]

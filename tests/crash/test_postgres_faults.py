@@ -40,8 +40,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from continuum.errors import NotFoundError, StoreError
-from continuum.ledger import ActionLedger
-from continuum.runtime import Continuum
+from continuum.ledger.core import ActionLedger
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, open_store
 from continuum.store.postgres import PostgresStorage
 from continuum.types import ActionStatus
@@ -72,7 +72,7 @@ KEYS = 100
 HOST_WORKER = r"""
 import json, os, random, sys
 from continuum.errors import ContinuumError
-from continuum.ledger import ActionLedger
+from continuum.ledger.core import ActionLedger
 from continuum.store import open_store
 import continuum.store.postgres as pg
 

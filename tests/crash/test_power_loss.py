@@ -33,7 +33,7 @@ import apsw
 import pytest
 
 from continuum.errors import ContinuumError
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, SQLiteStorage
 from continuum.types import ActionStatus
 
@@ -44,7 +44,7 @@ MAX_OPS = 400
 ZYGOTE = r"""
 import importlib, json, os, signal, sys
 import continuum.faults
-from continuum.ledger import ActionLedger
+from continuum.ledger.core import ActionLedger
 from continuum.store import SQLiteStorage
 
 RUN = sys.argv[1]

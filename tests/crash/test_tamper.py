@@ -44,8 +44,8 @@ import apsw
 import pytest
 
 from continuum.errors import ContinuumError, IntegrityError, StoreError
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.runtime.facade import Continuum
 from continuum.store import SQLiteStorage
 
 RUNS = ("run_a", "run_b")
@@ -233,8 +233,10 @@ def test_the_harness_counts_undetected_changes_when_hashes_are_not_recomputed(
     reference_db: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The broken variant: a verifier that trusts each row's stored hash.
-    monkeypatch.setattr("continuum.events.Event.computed_hash", lambda self: self.hash)
-    monkeypatch.setattr("continuum.chain.stored_event_hash", lambda event, text: event.hash)
+    monkeypatch.setattr("continuum.eventlog.events.Event.computed_hash", lambda self: self.hash)
+    monkeypatch.setattr(
+        "continuum.eventlog.chain.stored_event_hash", lambda event, text: event.hash
+    )
     db, anchors = reference_db
     figures = run_flips(db, anchors, tmp_path, flips=300, seed=13)
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from continuum.approvals import ApprovalRules, parse_rules
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.ledger.approvals import ApprovalRules, parse_rules
+from continuum.runtime.facade import Continuum
 from continuum.types import Origin
 
 BOUND = 90.0  # seconds: start-up, exit (generous: CI machines are shared and busy)

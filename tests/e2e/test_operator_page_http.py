@@ -193,7 +193,7 @@ def test_confirm_refuses_when_the_run_moved_on_since_the_page_was_shown(
     server, seeded, db = site
     with logged_in(server, "approve") as client:
         form = confirm_form(client, seeded.run_id)
-        from continuum.runtime import Continuum
+        from continuum.runtime.facade import Continuum
 
         with Continuum.open(str(db), create=False) as rt:  # the agent records more meanwhile
             rt.record_progress(seeded.run_id, completed=3, total=4)
@@ -444,8 +444,8 @@ def test_without_a_confirm_token_the_page_is_read_only(tmp_path: Path, command: 
 
 def test_allow_is_refused_for_arguments_too_long_to_show(tmp_path: Path) -> None:
     """What Allow covers is shown in full, or Allow is not offered and not accepted."""
-    from continuum.approvals import ApprovalRules, parse_rules
-    from continuum.runtime import Continuum
+    from continuum.ledger.approvals import ApprovalRules, parse_rules
+    from continuum.runtime.facade import Continuum
     from continuum.types import Origin
 
     work = tmp_path / "work"
@@ -486,8 +486,8 @@ def test_allow_is_refused_for_arguments_too_long_to_show(tmp_path: Path) -> None
 
 def test_confirm_is_refused_when_evidence_is_too_long_to_show(tmp_path: Path) -> None:
     """contract §5: what a person confirms was all on the page, or nothing is confirmed."""
-    from continuum.events import EventType
-    from continuum.runtime import Continuum
+    from continuum.eventlog.events import EventType
+    from continuum.runtime.facade import Continuum
     from continuum.types import Origin
 
     work = tmp_path / "work"
@@ -519,7 +519,7 @@ def test_confirm_is_refused_when_evidence_is_too_long_to_show(tmp_path: Path) ->
 def test_a_live_started_action_is_shown_in_progress_and_not_settled(tmp_path: Path) -> None:
     """contract §7: only an unknown, interrupted or agent-failed action is settled by a
     person; one a live process performs is in progress. The form is bound to its attempt."""
-    from continuum.runtime import Continuum
+    from continuum.runtime.facade import Continuum
     from continuum.types import Origin
 
     work = tmp_path / "work"
@@ -558,8 +558,8 @@ def test_a_live_started_action_is_shown_in_progress_and_not_settled(tmp_path: Pa
 
 
 def test_runs_waiting_for_a_person_are_listed_before_a_flood_of_new_runs(tmp_path: Path) -> None:
-    from continuum.approvals import ApprovalRules, parse_rules
-    from continuum.runtime import Continuum
+    from continuum.ledger.approvals import ApprovalRules, parse_rules
+    from continuum.runtime.facade import Continuum
     from continuum.types import Origin
 
     work = tmp_path / "work"

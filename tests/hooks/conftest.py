@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 
 HERE = Path(__file__).resolve().parent

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from continuum.events import EventType
+from continuum.eventlog.events import EventType
 from tests.hooks.conftest import Project, make_project
 
 
@@ -145,7 +145,7 @@ def test_pre_compact_checkpoints_only_what_is_new_and_looks_at_most_once_a_minut
     """Gemini CLI runs PreCompress before every model request: a checkpoint each time
     would record nothing new. Nothing new since the last checkpoint: none; something new
     but looked at within the interval: none; once the interval passed: one."""
-    from continuum.hooks.entry import PRE_COMPACT_INTERVAL, pre_compact_stamp
+    from continuum.hooks.args import PRE_COMPACT_INTERVAL, pre_compact_stamp
 
     project = make_project(tmp_path, "claude-code")
     project.session("s1", [project.send("INV-1")])
@@ -174,7 +174,7 @@ sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({
 code = main(["pre-tool", "--host", "claude-code", "--db", sys.argv[2], "--run", "r",
              "--project", sys.argv[1]])
 heavy = sorted(m for m in ("pydantic", "apsw", "structlog", "click", "mcp",
-                           "continuum.runtime", "continuum.store", "continuum.hooks.gate")
+                           "continuum.runtime.facade", "continuum.store", "continuum.hooks.gate")
                if m in sys.modules)
 print(json.dumps({"code": code, "heavy": heavy}))
 """
@@ -201,4 +201,4 @@ def test_a_call_that_matches_no_rule_loads_neither_store_nor_runtime(tmp_path: P
         timeout=60,
         check=True,
     )
-    assert "continuum.runtime" in json.loads(p.stdout)["heavy"]
+    assert "continuum.runtime.facade" in json.loads(p.stdout)["heavy"]

@@ -42,7 +42,7 @@ from mcp_types import (
 )
 
 from continuum import Origin
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 
 BOUND = 60  # seconds: a generous ceiling on one exchange or one process's life, never a sleep

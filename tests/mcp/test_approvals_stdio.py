@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from continuum.mcp.auth import ALLOW_ENV
+from continuum.serving.secrets import ALLOW_ENV
 from tests.mcp.conftest import (
     BOUND,
     MODES,

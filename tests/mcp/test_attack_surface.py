@@ -22,12 +22,13 @@ import anyio
 import jsonschema
 import pytest
 
-from continuum.environment import declarations
 from continuum.errors import UsageError
-from continuum.mcp.auth import ALLOW_ENV, CLIENT_TOKENS_ENV, CONFIRM_TOKEN_ENV, POLICY_FILE
+from continuum.mcp.auth import POLICY_FILE
 from continuum.mcp.server import main as server_main
 from continuum.mcp.tools import MAX_JSON_DEPTH
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
+from continuum.serving.secrets import ALLOW_ENV, CLIENT_TOKENS_ENV, CONFIRM_TOKEN_ENV
+from continuum.state.environment import declarations
 from continuum.store import open_store
 from tests.mcp.confirm_support import attempt_counter, confirm_notices, runs_record
 from tests.mcp.conftest import (

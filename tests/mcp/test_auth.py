@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 import secrets
 from collections.abc import Callable
@@ -29,13 +30,11 @@ from mcp_types import (
 )
 
 from continuum.errors import UsageError
-from continuum.mcp import auth
 from continuum.mcp.auth import (
     POLICY_FILE,
     Caller,
     ClientLog,
     Policy,
-    Secret,
     caller_from_context,
     caller_identity,
     connecting_client,
@@ -43,6 +42,7 @@ from continuum.mcp.auth import (
     log_denial,
     logged_name,
 )
+from continuum.serving.secrets import MIN_CONFIRM_TOKEN_CHARS, MIN_CONFIRM_TOKEN_DISTINCT, Secret
 from continuum.store.confirm_attempts import ConfirmAttempt
 from tests.mcp.request_meta import request_meta
 
@@ -294,13 +294,13 @@ def test_shared_token_is_required_and_checked() -> None:
 
 def test_token_comparison_is_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[bytes, bytes]] = []
-    real = auth.hmac.compare_digest
+    real = hmac.compare_digest
 
     def spy(a: bytes, b: bytes) -> bool:
         seen.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(auth.hmac, "compare_digest", spy)
+    monkeypatch.setattr(hmac, "compare_digest", spy)
     policy = Policy(allow=frozenset({"a"}), allow_source="X", shared_token=Secret(SECRET))
     assert policy.authorize(TOOL, Caller("a", auth_token=SECRET)).allowed
     assert seen == [(SECRET.encode(), SECRET.encode())]
@@ -435,7 +435,7 @@ def test_a_confirm_token_of_the_documented_strength_loads(tmp_path: Path, value:
     # The control of the test above: the rule refuses what it says and nothing more.
     policy = load_policy({"CONTINUUM_MCP_CONFIRM_TOKEN": value}, tmp_path)
     assert policy.confirm_token is not None and policy.confirm_token.matches(value)
-    assert auth.MIN_CONFIRM_TOKEN_CHARS == 32 and auth.MIN_CONFIRM_TOKEN_DISTINCT == 8
+    assert MIN_CONFIRM_TOKEN_CHARS == 32 and MIN_CONFIRM_TOKEN_DISTINCT == 8
 
 
 def test_a_short_confirm_token_that_reuses_a_secret_is_named_as_reused(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
-from continuum.mcp.auth import ALLOW_ENV, CONFIRM_TOKEN_ENV
+from continuum.serving.secrets import ALLOW_ENV, CONFIRM_TOKEN_ENV
 from continuum.store.confirm_attempts import FREE_FAILURES, LOCK_AFTER, NOTICE_FROM
 from tests.mcp.confirm_support import (
     attempt_counter,

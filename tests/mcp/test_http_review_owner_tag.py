@@ -15,7 +15,7 @@ import pytest
 from continuum.errors import ContinuumError
 from continuum.mcp.auth import Caller
 from continuum.mcp.owners import owner_tag
-from continuum.mcp.roles import Grant, Role
+from continuum.serving.tokens import Grant, Role
 
 GRANT = Grant(Role.SUBMIT, 2)
 

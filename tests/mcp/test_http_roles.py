@@ -15,30 +15,24 @@ import pytest
 from starlette.types import Message, Scope
 
 from continuum.errors import UsageError
-from continuum.mcp import roles
-from continuum.mcp.auth import Caller, Policy, Secret
-from continuum.mcp.http import (
-    AUTH_REFUSED,
-    BearerAuth,
-    InFlightLimit,
-    bind,
-    flag_problem,
-    parse_listen,
-)
-from continuum.mcp.roles import (
+from continuum.mcp.auth import Caller, Policy
+from continuum.mcp.http import AUTH_REFUSED, BearerAuth
+from continuum.mcp.roles import Refusal, authenticate, authorize_call
+from continuum.mcp.tools import tool_table
+from continuum.serving import tokens
+from continuum.serving.config import parse_listen
+from continuum.serving.flags import SERVER_BUSY, flag_problem
+from continuum.serving.secrets import Secret
+from continuum.serving.server import InFlightLimit, bind
+from continuum.serving.tokens import (
     GRANT_SCOPE_KEY,
     ROLE_TOOLS,
     Grant,
-    Refusal,
     Role,
     allows,
-    authenticate,
-    authorize_call,
     load_token_file,
     roles_for,
 )
-from continuum.mcp.tools import tool_table
-from continuum.mcp.transport import SERVER_BUSY
 
 TOKENS = {"read": "r" * 20, "submit": "s" * 20, "approve": "a" * 20, "admin": "d" * 20}
 
@@ -51,7 +45,7 @@ def token_file(tmp_path: Path, content: str | bytes, mode: int = 0o600) -> Path:
 
 
 @pytest.fixture
-def table(tmp_path: Path) -> roles.TokenTable:
+def table(tmp_path: Path) -> tokens.TokenTable:
     return load_token_file(token_file(tmp_path, "".join(f"{r} {t}\n" for r, t in TOKENS.items())))
 
 
@@ -61,13 +55,13 @@ def table(tmp_path: Path) -> roles.TokenTable:
 def test_every_registered_tool_has_a_role_and_read_only_tools_are_exactly_the_read_role() -> None:
     specs = {spec.name: spec for spec, _method in tool_table()}
     read_only = {name for name, spec in specs.items() if spec.read_only}
-    assert ROLE_TOOLS[Role.READ] == read_only == set(roles.READ_TOOLS)
+    assert ROLE_TOOLS[Role.READ] == read_only == set(tokens.READ_TOOLS)
     for name in specs:  # a new tool must be placed in the table, not left admin-only
         assert set(roles_for(name)) - {Role.ADMIN}, f"{name} is in no role but admin"
         assert Role.ADMIN in roles_for(name)
     mutating = set(specs) - read_only
-    assert set(roles.SUBMIT_TOOLS) | set(roles.APPROVE_TOOLS) == mutating
-    assert not set(roles.SUBMIT_TOOLS) & set(roles.APPROVE_TOOLS)  # agent and person apart
+    assert set(tokens.SUBMIT_TOOLS) | set(tokens.APPROVE_TOOLS) == mutating
+    assert not set(tokens.SUBMIT_TOOLS) & set(tokens.APPROVE_TOOLS)  # agent and person apart
 
 
 def test_admin_covers_tools_added_later_and_no_other_role_does() -> None:
@@ -134,7 +128,7 @@ def test_a_token_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
 
 
 def test_lookup_compares_against_every_entry_whichever_matches(
-    table: roles.TokenTable, monkeypatch: pytest.MonkeyPatch
+    table: tokens.TokenTable, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
     real = hmac.compare_digest
@@ -143,7 +137,7 @@ def test_lookup_compares_against_every_entry_whichever_matches(
         calls.append(len(a))
         return real(a, b)
 
-    monkeypatch.setattr(roles.hmac, "compare_digest", spy)
+    monkeypatch.setattr(hmac, "compare_digest", spy)
     for presented in (TOKENS["read"], TOKENS["admin"], "x" * 20, "short"):
         calls.clear()
         table.lookup(presented)
@@ -153,14 +147,14 @@ def test_lookup_compares_against_every_entry_whichever_matches(
 # --- the bearer check --------------------------------------------------------------
 
 
-def refusal(table: roles.TokenTable, headers: list[tuple[str, str]], query: str = "") -> Refusal:
+def refusal(table: tokens.TokenTable, headers: list[tuple[str, str]], query: str = "") -> Refusal:
     with pytest.raises(Refusal) as caught:
         authenticate(headers, query, table)
     assert not any(t in caught.value.message for t in TOKENS.values())
     return caught.value
 
 
-def test_a_bearer_token_in_the_authorization_header_is_its_grant(table: roles.TokenTable) -> None:
+def test_a_bearer_token_in_the_authorization_header_is_its_grant(table: tokens.TokenTable) -> None:
     assert authenticate([("Authorization", "Bearer " + TOKENS["submit"])], "", table) == Grant(
         Role.SUBMIT, 2
     )
@@ -193,7 +187,7 @@ def test_a_bearer_token_in_the_authorization_header_is_its_grant(table: roles.To
     ],
 )
 def test_requests_without_a_proper_bearer_token_are_refused(
-    table: roles.TokenTable, headers: list[tuple[str, str]], query: str, status: int, code: str
+    table: tokens.TokenTable, headers: list[tuple[str, str]], query: str, status: int, code: str
 ) -> None:
     refused = refusal(table, headers, query)
     assert (refused.status, refused.code) == (status, code)
@@ -298,7 +292,7 @@ def scope(
 
 @pytest.mark.anyio
 async def test_bearer_auth_passes_the_grant_on_and_refuses_with_a_json_rpc_error(
-    table: roles.TokenTable,
+    table: tokens.TokenTable,
 ) -> None:
     seen: list[Scope] = []
 

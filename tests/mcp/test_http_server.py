@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPError
 
 from continuum import Origin
 from continuum.mcp.http import AUTH_REFUSED
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 from tests.mcp.confirm_support import attempt_counter, runs_record
 from tests.mcp.conftest import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from continuum.mcp.auth import ALLOW_ENV
+from continuum.serving.secrets import ALLOW_ENV
 from tests.mcp.conftest import BOUND, ServerSite, result_text, structured
 
 pytestmark = pytest.mark.anyio

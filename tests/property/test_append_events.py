@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import continuum.store.core as core
 from continuum.errors import UsageError
-from continuum.events import EventType, seal
+from continuum.eventlog.events import EventType, seal
 from continuum.store import SQLiteStorage
 from continuum.types import Origin
 

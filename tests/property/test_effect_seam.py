@@ -31,9 +31,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from continuum.effect import Effect
 from continuum.errors import EffectUncertain
-from continuum.ledger import ActionLedger
+from continuum.ledger.core import ActionLedger
+from continuum.ledger.effect import Effect
 from continuum.store import Run, SQLiteStorage
 from continuum.types import Origin
 

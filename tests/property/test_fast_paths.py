@@ -24,14 +24,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from continuum.canonical import canonical_json, canonical_json_parsed, parse_json
-from continuum.chain import VerifyReport, with_violations
 from continuum.errors import ContinuumError
-from continuum.events import Event, EventType, seal, stored_event_hash
-from continuum.projection import project
-from continuum.runtime import Continuum
+from continuum.eventlog.canonical import canonical_json, canonical_json_parsed, parse_json
+from continuum.eventlog.chain import VerifyReport, with_violations
+from continuum.eventlog.events import Event, EventType, seal, stored_event_hash
+from continuum.recovery.verification import index_violations as _index_violations
+from continuum.runtime.facade import Continuum
+from continuum.state.projection import project
 from continuum.types import Origin
-from continuum.verification import index_violations as _index_violations
 
 text = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
 any_text = st.text(max_size=8)  # may hold lone surrogates: canonical bytes refuse those
@@ -172,7 +172,7 @@ def test_a_stored_text_no_writer_could_have_stored_never_verifies() -> None:
 
 def test_a_state_dump_shares_no_container_with_the_state() -> None:
     # fold() mutates model_dump(mode="json") in place instead of a deep copy of it.
-    from continuum.projection import State
+    from continuum.state.projection import State
 
     args = {"nested": {"list": [1, {"x": 2}]}}
     record = {

@@ -19,12 +19,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from continuum.canonical import canonical_json, digest, parse_json
-from continuum.checkpoints import is_open, lean
-from continuum.events import EventType
-from continuum.ledger import ActionLedger
-from continuum.projection import project
-from continuum.runtime import Continuum
+from continuum.eventlog.canonical import canonical_json, digest, parse_json
+from continuum.eventlog.events import EventType
+from continuum.ledger.core import ActionLedger
+from continuum.recovery.checkpoints import is_open, lean
+from continuum.runtime.facade import Continuum
+from continuum.state.projection import project
 from continuum.store import CheckpointRow, SQLiteStorage
 from continuum.types import Origin
 

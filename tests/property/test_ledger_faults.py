@@ -27,7 +27,7 @@ from hypothesis.stateful import rule, run_state_machine_as_test
 import continuum.faults
 from continuum.errors import ActionOwnedError, ContinuumError
 from continuum.faults import FAULT_EXIT_CODE
-from continuum.ledger import ActionLedger
+from continuum.ledger.core import ActionLedger
 from continuum.store import SQLiteStorage
 from tests.property.test_ledger_machine import (
     ACTION_TYPE,
@@ -188,7 +188,7 @@ def test_the_faulty_machine_catches_a_ledger_that_thinks_dead_agents_are_alive(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # An action whose agent died stays "in progress" forever instead of becoming unknown.
-    monkeypatch.setattr("continuum.ledger.owner_alive", lambda *args: True)
+    monkeypatch.setattr("continuum.ledger.core.owner_alive", lambda *args: True)
     # Caught as a wrong answer, or as a refusal (owner_alive) where the model expects none.
     with pytest.raises((AssertionError, ActionOwnedError)):
         run_state_machine_as_test(

@@ -35,8 +35,8 @@ from continuum.errors import (
     NotFoundError,
     ReplayWideningError,
 )
-from continuum.ledger import ActionLedger, owner_alive
-from continuum.runtime import Continuum
+from continuum.ledger.core import ActionLedger, owner_alive
+from continuum.runtime.facade import Continuum
 from continuum.store import ActionRow, Run, SQLiteStorage
 from continuum.types import Origin
 
@@ -305,7 +305,7 @@ TestLedgerMachine = LedgerMachine.TestCase
 
 def _ignore_live_owners(monkeypatch: pytest.MonkeyPatch) -> None:
     # Every started action looks interrupted: a concurrent caller poisons an effect in flight.
-    monkeypatch.setattr("continuum.ledger.owner_alive", lambda *args: False)
+    monkeypatch.setattr("continuum.ledger.core.owner_alive", lambda *args: False)
 
 
 def _retry_interrupted_actions(monkeypatch: pytest.MonkeyPatch) -> None:

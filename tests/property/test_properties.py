@@ -13,13 +13,13 @@ from typing import Any
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from continuum.canonical import canonical_json, parse_json
-from continuum.chain import DamageKind, verify_chain
-from continuum.events import Event, EventType, seal
-from continuum.projection import State, project
-from continuum.recovery import build_contract, decide
+from continuum.eventlog.canonical import canonical_json, parse_json
+from continuum.eventlog.chain import DamageKind, verify_chain
+from continuum.eventlog.events import Event, EventType, seal
+from continuum.recovery.engine import build_contract, decide
+from continuum.state.projection import State, project
+from continuum.state.validation import Observation, validate_state
 from continuum.types import Origin
-from continuum.validation import Observation, validate_state
 
 RUN = "run_prop"
 TS = "2025-01-01T00:00:00.000000Z"

@@ -27,8 +27,8 @@ from continuum import (
     Mode,
     Recovery,
 )
-from continuum.events import seal
-from continuum.ledger import _GUIDANCE
+from continuum.eventlog.events import seal
+from continuum.ledger.core import _GUIDANCE
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "continuum"
@@ -155,10 +155,10 @@ def test_no_docstring_or_comment_in_src_cites_a_document_outside_the_repository(
 
 
 def test_the_return_types_are_exported_where_help_finds_them() -> None:
-    from continuum.projection import ActionRecord
-    from continuum.runtime import ActionsPage, CheckpointInfo, ConfirmResult
+    from continuum.runtime.facade import ActionsPage, CheckpointInfo, ConfirmResult
+    from continuum.state.projection import ActionRecord
+    from continuum.state.validation import ValidationReport
     from continuum.store import RunInfo
-    from continuum.validation import ValidationReport
 
     for cls in (
         ActionRecord,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from continuum.approval_rules import (
+from continuum.errors import UsageError
+from continuum.ledger.approval_rules import (
     ApprovalRules,
     RuleFiles,
     load_rules,
@@ -16,7 +17,6 @@ from continuum.approval_rules import (
     parse_rules,
     rule_paths,
 )
-from continuum.errors import UsageError
 
 RULES = """\
 # wire transfers need a person

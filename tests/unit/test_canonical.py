@@ -7,8 +7,14 @@ import math
 
 import pytest
 
-from continuum.canonical import canonical_bytes, canonical_json, digest, parse_json, sha256_hex
 from continuum.errors import UsageError
+from continuum.eventlog.canonical import (
+    canonical_bytes,
+    canonical_json,
+    digest,
+    parse_json,
+    sha256_hex,
+)
 
 
 def test_keys_are_sorted_at_every_depth() -> None:

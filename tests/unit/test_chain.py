@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from continuum.chain import (
+from continuum.eventlog.chain import (
     ChainVerifier,
     DamageKind,
     VerifyReport,
@@ -16,7 +16,7 @@ from continuum.chain import (
     verify_chain,
     with_violations,
 )
-from continuum.events import Event, seal
+from continuum.eventlog.events import Event, seal
 from continuum.types import Origin
 
 RUN = "run_chain"

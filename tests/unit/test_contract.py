@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from continuum.canonical import digest, parse_json
-from continuum.contract import (
+from continuum.eventlog.canonical import digest, parse_json
+from continuum.recovery.contract import (
     CONTRACT_VERSION,
     InvalidatedComponent,
     RecoveryContract,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from continuum import Continuum, EffectUncertain
-from continuum.effect import UNRECORDED, current_effect
 from continuum.errors import LedgerError, UsageError
+from continuum.ledger.effect import UNRECORDED, current_effect
 from continuum.types import Origin
 
 RUN = "r1"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from continuum import Continuum
-from continuum.environment import declarations, file_checksum, git_head
 from continuum.errors import UsageError
+from continuum.state.environment import declarations, file_checksum, git_head
 
 
 def git(repo: Path, *args: str) -> None:

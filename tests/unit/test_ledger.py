@@ -23,9 +23,9 @@ from continuum.errors import (
     ReplayWideningError,
     UsageError,
 )
-from continuum.events import EventType
-from continuum.ledger import ActionLedger, InterceptResult
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.ledger.core import ActionLedger, InterceptResult
+from continuum.runtime.facade import Continuum
 from continuum.store import Run, SQLiteStorage
 from continuum.types import ActionStatus, ReplayContract
 
@@ -740,7 +740,7 @@ def test_verify_reports_an_index_row_that_disagrees_with_the_log(
 
 
 def test_held_leases_are_renewed_until_the_action_is_settled(tmp_path: Path) -> None:
-    from continuum.ledger import ActionLedger
+    from continuum.ledger.core import ActionLedger
     from continuum.store import Run, open_store
 
     store = open_store(str(tmp_path / "lease.db"))

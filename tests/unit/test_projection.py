@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from continuum.canonical import canonical_json
-from continuum.events import Event, EventType, seal
-from continuum.projection import (
+from continuum.eventlog.canonical import canonical_json
+from continuum.eventlog.events import Event, EventType, seal
+from continuum.state.projection import (
     ActionRecord,
     State,
     apply_action_event,

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from continuum.canonical import canonical_json, parse_json
-from continuum.chain import VerifyReport, verify_chain
-from continuum.events import Event, EventType, seal
-from continuum.projection import State, project
-from continuum.recovery import SAFETY_STATUS, Decision, build_contract, decide
+from continuum.eventlog.canonical import canonical_json, parse_json
+from continuum.eventlog.chain import VerifyReport, verify_chain
+from continuum.eventlog.events import Event, EventType, seal
+from continuum.recovery.engine import SAFETY_STATUS, Decision, build_contract, decide
+from continuum.state.projection import State, project
+from continuum.state.validation import Observation, ValidationReport, validate_state
 from continuum.types import Mode, Origin
-from continuum.validation import Observation, ValidationReport, validate_state
 
 RUN = "run_rec"
 TS = "2025-01-01T00:00:00.000000Z"

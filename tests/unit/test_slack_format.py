@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from continuum.notices import MAX_TEXT_CHARS, slack_escape, slack_message
+from continuum.eventlog.notices import MAX_TEXT_CHARS, slack_escape, slack_message
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.events import EventType
+from continuum.runtime.facade import Continuum
 from continuum.types import Origin
 from continuum.ui import page
 from continuum.ui.sessions import IDLE_SECONDS, Principal, Sessions
@@ -129,7 +129,7 @@ def _card(html: str, ident: str) -> str:
 
 
 def test_allow_covers_only_arguments_shown_in_full(tmp_path: Path) -> None:
-    from continuum.approvals import ApprovalRules, parse_rules
+    from continuum.ledger.approvals import ApprovalRules, parse_rules
 
     rules = ApprovalRules(rules=parse_rules('[[approval]]\naction_type = "pay"\n', "a.toml"))
     with Continuum.open(

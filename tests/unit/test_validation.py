@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
-from continuum.events import Event, EventType, seal
-from continuum.projection import Dependency, Provenance, State, project
-from continuum.types import ComponentStatus, DependencyStatus, Origin
-from continuum.validation import (
+from continuum.eventlog.events import Event, EventType, seal
+from continuum.state.projection import Dependency, Provenance, State, project
+from continuum.state.validation import (
     ComponentCheck,
     Observation,
     diff_dependency,
@@ -19,6 +18,7 @@ from continuum.validation import (
     review_checks,
     validate_state,
 )
+from continuum.types import ComponentStatus, DependencyStatus, Origin
 
 RUN = "run_val"
 TS = "2025-01-01T00:00:00.000000Z"

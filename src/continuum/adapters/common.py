@@ -6,11 +6,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from continuum.canonical import digest
-from continuum.effect import Effect
 from continuum.errors import UsageError
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.canonical import digest
+from continuum.eventlog.events import EventType
+from continuum.ledger.effect import Effect
+from continuum.runtime.facade import Continuum
 from continuum.types import Origin, ReplayContract
 
 # A function of a tool call's arguments (a dict) returning its business key, or None

@@ -26,8 +26,8 @@ from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
 from continuum.adapters.common import KeyFn, jsonable, record_claim, tool_effect
-from continuum.effect import Effect
-from continuum.runtime import Continuum
+from continuum.ledger.effect import Effect
+from continuum.runtime.facade import Continuum
 from continuum.types import ReplayContract
 
 __all__ = ["ClaimsCallback", "GuardedTool", "guard_tool", "guard_tools"]

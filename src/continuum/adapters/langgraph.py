@@ -37,9 +37,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from continuum.adapters.common import jsonable
 from continuum.adapters.langchain import guard_tool, guard_tools
-from continuum.effect import Effect
 from continuum.errors import NotFoundError
-from continuum.runtime import Continuum
+from continuum.ledger.effect import Effect
+from continuum.runtime.facade import Continuum
 from continuum.types import Origin, ReplayContract
 
 __all__ = ["CHECKPOINT_EVENTS", "ContinuumCheckpointer", "guard_node", "guard_tool", "guard_tools"]

@@ -24,9 +24,9 @@ from agents import Agent, FunctionTool, RunContextWrapper, RunHooks, function_to
 from agents.tool import default_tool_error_function
 
 from continuum.adapters.common import KeyFn, jsonable, record_claim, tool_effect
-from continuum.canonical import canonical_json
 from continuum.errors import EffectUncertain
-from continuum.runtime import Continuum
+from continuum.eventlog.canonical import canonical_json
+from continuum.runtime.facade import Continuum
 from continuum.types import ReplayContract
 
 __all__ = ["ContinuumRunHooks", "guarded_function_tool"]

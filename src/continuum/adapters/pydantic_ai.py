@@ -26,9 +26,9 @@ from pydantic_ai import ModelRetry, RunContext
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
 from continuum.adapters.common import KeyFn, jsonable, record_claim, tool_effect
-from continuum.canonical import canonical_json
-from continuum.effect import Effect
-from continuum.runtime import Continuum
+from continuum.eventlog.canonical import canonical_json
+from continuum.ledger.effect import Effect
+from continuum.runtime.facade import Continuum
 from continuum.types import ReplayContract
 
 __all__ = ["ContinuumToolset", "guard_functions", "record_output"]

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from continuum.errors import EffectUncertain, NotFoundError
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 
 FRAMEWORKS = ("langgraph", "langchain", "openai-agents", "pydantic-ai")
 RUN = "scenario"

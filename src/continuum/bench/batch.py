@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from continuum.canonical import canonical_json
+from continuum.eventlog.canonical import canonical_json
 
 RUN = "invoice-batch"
 STRATEGIES = ("continuum", "full_replay", "naive_checkpoint")

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from continuum.bench.report import DriftResult
-from continuum.canonical import digest
 from continuum.errors import NotFoundError
-from continuum.runtime import Continuum
+from continuum.eventlog.canonical import digest
+from continuum.runtime.facade import Continuum
 
 RUN = "drift"
 IDENTITIES = ("stable_key", "fallback", "exact_arguments", "no_ledger")

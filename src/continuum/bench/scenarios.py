@@ -22,9 +22,9 @@ from pathlib import Path
 
 from continuum.bench.batch import FAIL_EVERY, RUN, STRATEGIES
 from continuum.bench.report import ScenarioResult
-from continuum.canonical import canonical_json, parse_json
 from continuum.errors import ContinuumError
-from continuum.runtime import Continuum
+from continuum.eventlog.canonical import canonical_json, parse_json
+from continuum.runtime.facade import Continuum
 
 STOP_TIMEOUT_SECONDS = 120.0
 

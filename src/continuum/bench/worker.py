@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from continuum.bench.batch import PHASES, RUN, STRATEGIES, Batch, Rejected
-from continuum.canonical import canonical_json
 from continuum.errors import NotFoundError
-from continuum.events import EventType
-from continuum.runtime import Continuum
+from continuum.eventlog.canonical import canonical_json
+from continuum.eventlog.events import EventType
+from continuum.runtime.facade import Continuum
 from continuum.types import ActionStatus, DependencyStatus
 
 # -- strategies -------------------------------------------------------------------------

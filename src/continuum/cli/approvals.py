@@ -16,7 +16,6 @@ from typing import Any
 
 import click
 
-from continuum.approvals import ApprovalInfo
 from continuum.cli.common import common, require_person, runtime
 from continuum.cli.output import (
     AGENT_TEXT_NOTICE,
@@ -29,8 +28,9 @@ from continuum.cli.output import (
     write_lines,
 )
 from continuum.errors import UsageError
-from continuum.notices import decide_command
-from continuum.outbox import DeliveryReport, deliver_loop
+from continuum.eventlog.notices import decide_command
+from continuum.ledger.approvals import ApprovalInfo
+from continuum.ledger.outbox import DeliveryReport, deliver_loop
 from continuum.store.base import MAX_PAGE, OUTBOX_STATUSES, OutboxRow
 from continuum.types import Origin
 from continuum.untrusted import as_typed, json_safe, quoted

@@ -14,7 +14,7 @@ import click
 
 from continuum.cli.output import Settings
 from continuum.errors import ContinuumError, UsageError
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import resolve_url
 from continuum.types import Origin
 from continuum.untrusted import quoted

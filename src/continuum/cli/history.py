@@ -16,8 +16,8 @@ import click
 from continuum.cli.common import common, runtime
 from continuum.cli.output import Line, Settings, emit, origin_label
 from continuum.errors import UsageError
-from continuum.events import EventType
-from continuum.projection import State, fold, project
+from continuum.eventlog.events import EventType
+from continuum.state.projection import State, fold, project
 from continuum.untrusted import quoted
 
 # The action fields a person reads in a diff (owner, leases and sequences are bookkeeping).

@@ -27,7 +27,7 @@ import click
 from continuum.cli.common import common, require_person, runtime
 from continuum.cli.output import AGENT_TEXT_NOTICE, Exit, Line, Settings, ask, emit, write_lines
 from continuum.errors import ContinuumError, NotFoundError, UsageError
-from continuum.events import EventType
+from continuum.eventlog.events import EventType
 from continuum.hooks.guard import ACCEPTED, accepted_text, registry_digest
 from continuum.hooks.install import (
     EVENTS,

@@ -19,7 +19,7 @@ from continuum.cli.output import (
     write_lines,
 )
 from continuum.errors import NotFoundError, UsageError
-from continuum.projection import ActionRecord
+from continuum.state.projection import ActionRecord
 from continuum.store import MAX_PAGE
 from continuum.types import ActionStatus, Origin
 from continuum.untrusted import json_safe, quoted
@@ -222,7 +222,7 @@ def reconcile_cmd(
 
 
 def _reconcile_by_probe(s: Settings, run_id: str, action: str, project: str) -> None:
-    from continuum.hooks.gate import probe_action
+    from continuum.hooks.probes import probe_action
     from continuum.hooks.registry import load_registry
 
     rt = runtime(s)

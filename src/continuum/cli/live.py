@@ -36,8 +36,8 @@ from continuum.cli.output import (
     verdict_styled,
     write_lines,
 )
-from continuum.events import Event
-from continuum.runtime import Continuum
+from continuum.eventlog.events import Event
+from continuum.runtime.facade import Continuum
 from continuum.store import RunInfo, redact_url
 from continuum.types import ActionStatus, RunStatus
 from continuum.untrusted import json_safe, quoted

@@ -1,7 +1,7 @@
 """Long-lived stores: backup, verify-backup, restore, archive, keygen, migrate.
 
-Thin commands over ``continuum.backup``, the facade (``Continuum.backup``,
-``Continuum.archive``), ``continuum.signing`` and ``continuum.store.upgrade``. Long work
+Thin commands over ``continuum.ops.backup``, the facade (``Continuum.backup``,
+``Continuum.archive``), ``continuum.ops.signing`` and ``continuum.store.upgrade``. Long work
 reports progress on stderr (stdout keeps the one result, or the one JSON document).
 """
 
@@ -124,7 +124,7 @@ def verify_backup_cmd(s: Settings, file: str, public_key: str | None) -> None:
     (integrity.backup_manifest), its data was (integrity.backup_data), its store schema
     was (integrity.backup_schema), or, with --public-key, it is not signed by that key
     (integrity.backup_signature)."""
-    from continuum.backup import verify_backup
+    from continuum.ops.backup import verify_backup
 
     r = verify_backup(
         Path(file),
@@ -150,7 +150,7 @@ def restore_cmd(s: Settings, file: str, public_key: str | None) -> None:
     PostgreSQL database holding no runs). The backup is checked first (as verify-backup
     does), every chain is verified on arrival, and a SQLite store appears only once
     complete."""
-    from continuum.backup import restore_backup
+    from continuum.ops.backup import restore_backup
 
     r = restore_backup(
         Path(file),
@@ -228,7 +228,7 @@ def archive_cmd(s: Settings, run_id: str, before: int, to: str, yes: bool) -> No
 def keygen_cmd(s: Settings, keyfile: str) -> None:
     """Make an Ed25519 key pair for signed anchors: KEYFILE (private, mode 0600) and
     KEYFILE.pub (public, for auditors). Both must be new files."""
-    from continuum.signing import generate_keypair
+    from continuum.ops.signing import generate_keypair
 
     private = Path(keyfile)
     r = generate_keypair(private, private.with_name(private.name + ".pub"))

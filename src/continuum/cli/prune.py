@@ -9,7 +9,7 @@ import click
 from continuum.cli.common import common, runtime
 from continuum.cli.output import AGENT_TEXT_NOTICE, Line, Settings, ask, emit, write_lines
 from continuum.errors import UsageError
-from continuum.prune import (
+from continuum.ops.prune import (
     Candidate,
     PruneReport,
     Refusal,

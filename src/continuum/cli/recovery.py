@@ -20,10 +20,10 @@ from continuum.cli.output import (
     verdict_styled,
     write_lines,
 )
-from continuum.contract import RecoveryContract
 from continuum.errors import UsageError
-from continuum.projection import Item, Provenance, State
-from continuum.runtime import ConfirmResult, Recovery
+from continuum.recovery.contract import RecoveryContract
+from continuum.runtime.facade import ConfirmResult, Recovery
+from continuum.state.projection import Item, Provenance, State
 from continuum.store import RunInfo
 from continuum.types import Origin, RunStatus
 from continuum.untrusted import quoted

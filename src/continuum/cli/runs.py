@@ -20,8 +20,8 @@ from continuum.cli.output import (
     shown,
 )
 from continuum.errors import UsageError
-from continuum.events import Event, EventType
-from continuum.projection import State, project
+from continuum.eventlog.events import Event, EventType
+from continuum.state.projection import State, project
 from continuum.store import is_postgres_url, redact_url, resolve_url, sqlite_path_from_url
 from continuum.types import RunStatus
 from continuum.untrusted import quoted

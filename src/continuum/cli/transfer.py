@@ -8,14 +8,14 @@ from pathlib import Path
 
 import click
 
-from continuum.bounded import read_lines
 from continuum.cli.common import common, private_file, require_person, runtime
 from continuum.cli.output import Line, Settings, Styled, emit
 from continuum.errors import NotFoundError, UsageError
-from continuum.migrate_original import MigrationReport, import_original
-from continuum.runtime import Continuum
+from continuum.ops.bounded import read_lines
+from continuum.ops.migrate_original import MigrationReport, import_original
+from continuum.ops.transfer import TransferSummary, export_runs, import_export, parse_export
+from continuum.runtime.facade import Continuum
 from continuum.store import Storage
-from continuum.transfer import TransferSummary, export_runs, import_export, parse_export
 from continuum.untrusted import as_typed, quoted
 
 
@@ -223,7 +223,7 @@ def import_cmd(
         ) from e
     key = Path(public_key) if public_key is not None else None
     if key is not None:
-        from continuum.transfer import check_signature
+        from continuum.ops.transfer import check_signature
 
         check_signature(export, key)  # before the store is opened or created
     rt = runtime(s, create=True)

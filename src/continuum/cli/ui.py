@@ -1,8 +1,9 @@
 """`continuum ui --listen HOST:PORT --token-file FILE`: the operator page on its own.
 
-The listener, TLS and token-file checks are the HTTP transport's (``continuum.mcp.http``,
-one implementation of each, so ``continuum ui`` and ``continuum-mcp --ui`` refuse and
-accept exactly the same set-ups); the page itself is ``continuum.ui``.
+The flags, listener, TLS and token-file checks are ``continuum.serving``'s (one
+implementation of each, shared with ``continuum-mcp --transport streamable-http``, so
+``continuum ui`` and ``continuum-mcp --ui`` refuse and accept exactly the same set-ups);
+the page itself is ``continuum.ui``, mounted by ``continuum.ui.mount``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import click
 
 from continuum.cli.common import common
 from continuum.cli.output import Settings
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store import resolve_url
 
 MAX_FORM_BYTES = 1 << 20
@@ -56,10 +57,13 @@ def ui_cmd(
     # Imported here: the HTTP stack is loaded only by the command that serves.
     from starlette.applications import Starlette
 
-    import continuum.mcp.http as http
+    from continuum.serving.config import MCP_PATH, STDIO_GATE_VARIABLES, load_http_config
+    from continuum.serving.flags import flag_problem
+    from continuum.serving.server import InFlightLimit, bind, serve
     from continuum.ui import UI_PREFIX
+    from continuum.ui.mount import operator_page
 
-    problem = http.flag_problem(
+    problem = flag_problem(
         "streamable-http",
         {
             "--listen": listen,
@@ -72,8 +76,8 @@ def ui_cmd(
         raise click.UsageError(problem)
     # The person's confirm token (CONTINUUM_MCP_CONFIRM_TOKEN), read as continuum-mcp reads
     # it (contract §5); the stdio gate variables are no concern of the page.
-    env = {k: v for k, v in os.environ.items() if k not in http.STDIO_GATE_VARIABLES}
-    config = http.load_http_config(
+    env = {k: v for k, v in os.environ.items() if k not in STDIO_GATE_VARIABLES}
+    config = load_http_config(
         listen=listen,
         token_file=token_file,
         tls_cert=tls_cert,
@@ -85,10 +89,10 @@ def ui_cmd(
     )
     url = resolve_url(s.db)
     Continuum.open(url, create=False).close()  # a missing or foreign store: refuse to start
-    routes, _ = http.operator_page(config, url)
-    sock = http.bind(config.listen)
+    routes, _ = operator_page(config, url)
+    sock = bind(config.listen)
     port = sock.getsockname()[1]
-    where = config.listen.url(port, config.tls is not None).removesuffix(http.MCP_PATH)
+    where = config.listen.url(port, config.tls is not None).removesuffix(MCP_PATH)
 
     @asynccontextmanager
     async def ready(_app: Any) -> AsyncIterator[None]:
@@ -101,7 +105,7 @@ def ui_cmd(
         yield
 
     app = Starlette(routes=routes, lifespan=ready)
-    http.serve(http.InFlightLimit(app, MAX_IN_FLIGHT), sock, config.tls)
+    serve(InFlightLimit(app, MAX_IN_FLIGHT), sock, config.tls)
 
 
 COMMANDS = [ui_cmd]

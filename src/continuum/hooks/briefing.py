@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from continuum.hooks.entry import HookArgs
-from continuum.hooks.gate import ProbeResult, reconcile_commands, rule_for, unknown_because
+from continuum.hooks.advice import reconcile_commands, unknown_because
+from continuum.hooks.args import HookArgs
 from continuum.hooks.hosts import subagent_of
+from continuum.hooks.probes import ProbeResult, rule_for
 from continuum.hooks.registry import Registry
-from continuum.projection import ActionRecord
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
+from continuum.state.projection import ActionRecord
 from continuum.types import ActionStatus
 from continuum.untrusted import quoted
 

@@ -20,19 +20,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shlex
 import socket
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from continuum.approval_rules import ApprovalRules, RuleFiles
-from continuum.environment import file_checksum
 from continuum.errors import ActionOwnedError, ContinuumError, NotFoundError, UsageError
-from continuum.events import EventType
-from continuum.hooks.entry import HookArgs, deny, touch_pre_compact_stamp
+from continuum.eventlog.events import EventType
+from continuum.hooks.advice import refusal
+from continuum.hooks.args import HookArgs, deny, touch_pre_compact_stamp
 from continuum.hooks.hosts import (
     SHELL_TOOLS,
     HookEvent,
@@ -41,17 +38,19 @@ from continuum.hooks.hosts import (
     session_context,
     shell_write_targets,
 )
-from continuum.hooks.registry import BUILTINS, Registry, Rule, render_key, render_probe
-from continuum.ledger import InterceptResult, process_start
-from continuum.projection import ActionRecord
-from continuum.runtime import Continuum
-from continuum.store import open_store, redact_url
+from continuum.hooks.probes import ProbeResult, probe_action, rule_for
+from continuum.hooks.registry import BUILTINS, Registry, Rule, render_key
+from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
+from continuum.ledger.core import process_start
+from continuum.runtime.facade import Continuum
+from continuum.state.environment import file_checksum
+from continuum.state.projection import ActionRecord
+from continuum.store import open_store
 from continuum.types import ActionStatus, Origin
 from continuum.untrusted import quoted
 
 WAIT_MS = 10_000  # a hook waits at most this long for another writer, then refuses
 WAIT_ENV = "CONTINUUM_HOOK_WAIT_MS"  # overrides WAIT_MS (milliseconds)
-PROBE_SECONDS = 20
 MAX_PROBES = 5  # per session start: a briefing must not hang on a slow outside world
 MAX_INPUT_CHARS = 32_768  # larger tool input is kept as a digest
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "login"})
@@ -219,104 +218,6 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
 def _record(rt: Continuum, run_id: str, action_id: str) -> ActionRecord | None:
     row = rt.store.get_action(run_id, action_id)
     return ActionRecord.model_validate(row.record) if row is not None else None
-
-
-def shown_db(url: str) -> str:
-    """The store URL as the gate may print it (to the agent, the host's transcript, a
-    log): a PostgreSQL URL's password becomes ``***`` (``store.redact_url``)."""
-    return redact_url(url, mark=True)
-
-
-def _db(args: HookArgs) -> str:
-    return shlex.quote(shown_db(args.db))
-
-
-def reconcile_commands(args: HookArgs, project: str, action_id: str, has_probe: bool) -> str:
-    base = f"continuum --db {_db(args)} reconcile {shlex.quote(args.run)} {action_id}"
-    text = f"`{base} --occurred` (it happened) or `{base} --not-occurred` (it did not)"
-    if has_probe:
-        text += (
-            f", or let continuum check with the rule's probe: `continuum --db "
-            f"{_db(args)} reconcile --probe {shlex.quote(args.run)} {action_id} "
-            f"--dir {shlex.quote(project)}`"
-        )
-    return text
-
-
-def unknown_because(record: ActionRecord | None) -> str:
-    """Why an effect's outcome is not known, from what was recorded: a session that ended
-    mid-call (the ledger's and the MCP server's reasons start with "interrupted:"), or a
-    failure the host reported (an exit code says the command failed, not that its effect
-    did not happen)."""
-    error = record.error if record is not None else None
-    if not error or error.startswith("interrupted:"):
-        return "the session that ran it ended before its result was recorded"
-    return (
-        f"its failure was recorded ({quoted(error, limit=160)}), and a failed command may "
-        "still have had its effect"
-    )
-
-
-def refusal(
-    args: HookArgs,
-    project: str,
-    rule: Rule,
-    r: InterceptResult,
-    record: ActionRecord | None,
-    session: str | None = None,
-) -> str:
-    what = f"continuum: this {rule.action_type} ({quoted(r.action_key, limit=120)})"
-    settle = reconcile_commands(args, project, r.action_id, rule.probe is not None)
-    if r.status == "completed":
-        when = f" at {record.settled_at}" if record and record.settled_at else ""
-        ext = f", external id {quoted(r.external_id)}" if r.external_id else ""
-        result = ""
-        previous = r.previous_result
-        if isinstance(previous, dict) and "exit_code" in previous and "output_sha256" in previous:
-            code = previous["exit_code"]  # a hook's own summary
-            result = f", exit code {code}" if code is not None else ""
-        elif previous is not None:
-            result = f", result {quoted(json.dumps(previous, sort_keys=True), limit=200)}"
-        return (
-            f"{what} already happened{when}{ext}{result}. Do not run it again. If it "
-            "really must happen again, it is a new effect: ask the user."
-        )
-    if r.status == "in_progress":
-        owner = record.owner if record else {}
-        who = (
-            "this session: an earlier call of it has not finished"
-            if session and owner.get("session") == session
-            else f"another live session (process {owner.get('pid')})"
-        )
-        return (
-            f"{what} is being performed right now by {who}. Do not run it again; check again later."
-        )
-    if r.status in ("unknown", "reconcile_required"):
-        return (
-            f"{what} was started earlier and its outcome is unknown: {unknown_because(record)}. "
-            f"Do not run it again. Check whether it happened; then a person settles it: {settle}"
-        )
-    if r.status == "needs_confirmation":
-        return (
-            f"{what} was reported as not done by an agent, which does not let it run again. "
-            f"A person must check and confirm: {settle}."
-        )
-    if r.status == "compensated":
-        return f"{what} was done and later undone (compensated). Do not run it again as is."
-    if r.status == "awaiting_approval" and r.approval_id:
-        return (
-            f"{what} needs a person's decision first (approval {r.approval_id}). Do not run "
-            "it, and do not decide it yourself: ask the user to run "
-            f"`continuum --db {_db(args)} decide {r.approval_id} --allow "
-            "--reason TEXT` (or --deny), then make exactly the same call again."
-        )
-    if r.status == "denied" and r.approval_id:
-        why = f" Their reason: {quoted(r.denial_reason, limit=300)}." if r.denial_reason else ""
-        return (
-            f"{what} was denied by a person (approval {r.approval_id}).{why} Do not run "
-            "it. Ask the user how to proceed."
-        )
-    return f"{what} was refused ({r.status}): {r.guidance}"
 
 
 # -- post-tool ------------------------------------------------------------------------------
@@ -493,99 +394,6 @@ def _file_evidence(rt: Continuum, run_id: str, event: HookEvent, path_text: str)
 
 
 # -- probes -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    action_id: str
-    action_key: str
-    command: str | None
-    exit_code: int | None  # None: not run (no probe) or timed out
-    verdict: str  # occurred | not_occurred | unknown | no_probe
-    output: str = ""
-
-
-def rule_for(record: ActionRecord, registry: Registry | None) -> Rule | None:
-    """The registry rule that gated this action (same action type, preferring its index)."""
-    if registry is None:
-        return None
-    candidates = [r for r in registry.rules if r.action_type == record.action_type]
-    args = record.arguments if isinstance(record.arguments, dict) else {}
-    index = (args.get("rule") or {}).get("index") if isinstance(args.get("rule"), dict) else None
-    for r in candidates:
-        if r.index == index:
-            return r
-    return candidates[0] if candidates else None
-
-
-def probe_action(
-    rt: Continuum, run_id: str, record: ActionRecord, registry: Registry | None
-) -> ProbeResult:
-    """Run the action's probe and record its verdict (exit 0: occurred, 1: not, else unknown).
-
-    The verdict is a check continuum ran itself, so it is recorded with origin
-    ``deterministic``; the probe's output is recorded as evidence either way.
-    """
-    rule = rule_for(record, registry)
-    if rule is None or rule.probe is None:
-        return ProbeResult(record.action_id, record.action_key, None, None, "no_probe")
-    args = record.arguments if isinstance(record.arguments, dict) else {}
-    values: dict[str, Any] = (
-        dict(args.get("input") or {}) if isinstance(args.get("input"), dict) else {}
-    )
-    values.update(
-        cwd=args.get("cwd"), tool_name=args.get("tool"), session_id=args.get("session_id")
-    )
-    values.update({k: v for k, v in (args.get("values") or {}).items() if k in BUILTINS})
-    try:
-        command = render_probe(rule.probe, values)
-    except UsageError as e:
-        return ProbeResult(
-            record.action_id,
-            record.action_key,
-            None,
-            None,
-            "unknown",
-            f"the probe could not be filled in: {e.message}",
-        )
-    try:
-        done = subprocess.run(
-            ["sh", "-c", command],
-            cwd=args.get("cwd") or None,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_SECONDS,
-            check=False,
-        )
-        code: int | None = done.returncode
-        output = (done.stdout + done.stderr)[-2000:]
-    except subprocess.TimeoutExpired:
-        code, output = None, f"timed out after {PROBE_SECONDS} s"
-    except OSError as e:
-        code, output = None, f"could not run: {e}"
-    verdict = {0: "occurred", 1: "not_occurred"}.get(code if code is not None else -1, "unknown")
-    rt.append(
-        run_id,
-        EventType.EVIDENCE_ADDED,
-        {
-            "evidence_id": f"probe:{record.action_id}:{record.last_sequence}",
-            "text": f"probe for {record.action_key}: exit {code} ({verdict})",
-            "action_id": record.action_id,
-            "command": command,
-            "exit_code": code,
-            "output": output,
-        },
-    )
-    if verdict in ("occurred", "not_occurred") and record.needs_human:
-        rt.reconcile(
-            run_id,
-            record.action_id,
-            occurred=verdict == "occurred",
-            note=f"probe exited {code}",
-            origin=Origin.DETERMINISTIC,
-            force=False,
-        )
-    return ProbeResult(record.action_id, record.action_key, command, code, verdict, output)
 
 
 # -- session start and pre-compact ------------------------------------------------------------

@@ -41,8 +41,6 @@ whether it may call mutating tools.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import re
 from collections.abc import Mapping
@@ -56,6 +54,17 @@ from mcp_types import CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY, Initializ
 
 from continuum.errors import ContinuumError, UsageError
 from continuum.mcp.confirm_limit import ConfirmLimit, attempt_denial
+from continuum.serving.secrets import (
+    ALLOW_ALIAS_ENV,
+    ALLOW_ENV,
+    CLIENT_TOKENS_ENV,
+    CONFIRM_TOKEN_ENV,
+    TOKEN_ENV,
+    Secret,
+    _secret,
+    _token_error,
+    check_confirm_token_strength,
+)
 from continuum.untrusted import check_identifier
 
 if TYPE_CHECKING:
@@ -63,38 +72,23 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
 
 __all__ = [
-    "ALLOW_ALIAS_ENV",
-    "ALLOW_ENV",
     "AUTH_TOKEN_META_KEY",
-    "CLIENT_TOKENS_ENV",
-    "CONFIRM_TOKEN_ENV",
     "CONFIRM_TOKEN_META_KEY",
     "LOGGED_NAME_CHARS",
     "MAX_NAME_CHARS",
-    "MIN_CONFIRM_TOKEN_CHARS",
-    "MIN_CONFIRM_TOKEN_DISTINCT",
     "POLICY_FILE",
-    "TOKEN_ENV",
     "Caller",
     "ClientLog",
     "Decision",
     "Policy",
-    "Secret",
     "caller_from_context",
     "caller_identity",
-    "check_confirm_token_strength",
     "connecting_client",
-    "load_confirm_token",
     "load_policy",
     "log_denial",
     "logged_name",
 ]
 
-ALLOW_ENV = "CONTINUUM_MCP_MUTATING_CLIENTS"
-ALLOW_ALIAS_ENV = "CONTINUUM_MCP_ALLOW"
-TOKEN_ENV = "CONTINUUM_MCP_TOKEN"
-CLIENT_TOKENS_ENV = "CONTINUUM_MCP_CLIENT_TOKENS"
-CONFIRM_TOKEN_ENV = "CONTINUUM_MCP_CONFIRM_TOKEN"
 POLICY_FILE = Path(".continuum") / "mcp-policy.json"
 AUTH_TOKEN_META_KEY = "authToken"
 CONFIRM_TOKEN_META_KEY = "confirmToken"
@@ -105,43 +99,9 @@ MAX_NAME_CHARS = 200
 LOGGED_NAME_CHARS = 200
 """Most characters of a client's self-declared name that one log line carries."""
 
-MIN_CONFIRM_TOKEN_CHARS = 32
-"""Shortest confirm token accepted at start-up: 32 hex digits are 128 random bits."""
-MIN_CONFIRM_TOKEN_DISTINCT = 8
-"""Fewest different characters in it: refuses a repeated pattern ("aaaa...", a word
-written four times); 32 random hex digits hold 14 on average, fewer than 8 almost never."""
 
 # Commas and line breaks separate names; a space does not ("Kilo Code" is one name).
 _SEPARATORS = re.compile(r"[,\r\n]")
-
-
-class Secret:
-    """A configured secret: compared in constant time, never shown."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value.encode("utf-8", errors="surrogatepass")
-
-    def matches(self, presented: str | None) -> bool:
-        if presented is None:
-            return False
-        return hmac.compare_digest(self._value, presented.encode("utf-8", errors="surrogatepass"))
-
-    def same_as(self, other: Secret) -> bool:
-        return hmac.compare_digest(self._value, other._value)
-
-    def digest(self) -> bytes:
-        """SHA-256 of the secret, to compare with secrets held only as digests."""
-        return hashlib.sha256(self._value).digest()
-
-    def shape(self) -> tuple[int, int]:
-        """(characters, different characters): enough to judge its strength, nothing more."""
-        text = self._value.decode("utf-8", errors="surrogatepass")
-        return len(text), len(set(text))
-
-    def __repr__(self) -> str:
-        return "Secret(***)"
 
 
 Era = Literal["handshake", "2026-07-28"]
@@ -539,20 +499,6 @@ def _read_policy_file(path: Path) -> frozenset[str]:
     return frozenset(names)
 
 
-def _token_error(message: str, variable: str, hint: str = "") -> UsageError:
-    hint = hint or f"write {CLIENT_TOKENS_ENV} as name:secret pairs separated by commas"
-    return UsageError(message, code="mcp.bad_token_setting", hint=hint, variable=variable)
-
-
-def _secret(env: Mapping[str, str], variable: str) -> Secret | None:
-    value = env.get(variable)
-    if value is not None and not value.strip():
-        raise _token_error(
-            f"{variable} is set but empty", variable, f"give {variable} a secret or unset it"
-        )
-    return None if value is None else Secret(value)
-
-
 def _pair_problem(name: str, colon: str, secret: str, seen: Mapping[str, Secret]) -> str | None:
     # Positions and names only: the pair itself contains the secret.
     if not colon:
@@ -591,33 +537,6 @@ def _client_tokens(env: Mapping[str, str]) -> dict[str, Secret]:
             )
         tokens[name] = candidate
     return tokens
-
-
-def load_confirm_token(env: Mapping[str, str]) -> Secret | None:
-    """``CONTINUUM_MCP_CONFIRM_TOKEN`` alone (what the HTTP transport reads of this policy);
-    its strength is checked after its reuse (``check_confirm_token_strength``)."""
-    return _secret(env, CONFIRM_TOKEN_ENV)
-
-
-def check_confirm_token_strength(secret: Secret | None) -> None:
-    """Refuse (``mcp.weak_confirm_token``) a confirm token short or repetitive enough to
-    guess. The message names the variable and the rule, never the value or its length."""
-    if secret is None:
-        return
-    chars, distinct = secret.shape()
-    if chars < MIN_CONFIRM_TOKEN_CHARS:
-        problem = f"is shorter than {MIN_CONFIRM_TOKEN_CHARS} characters"
-    elif distinct < MIN_CONFIRM_TOKEN_DISTINCT:
-        problem = f"has fewer than {MIN_CONFIRM_TOKEN_DISTINCT} different characters"
-    else:
-        return
-    raise _bad(
-        "mcp.weak_confirm_token",
-        f"{CONFIRM_TOKEN_ENV} {problem}: a confirm token records origin human and must "
-        "resist guessing",
-        "make one with `continuum confirm-token new` (256 random bits), set it, and start again",
-        variable=CONFIRM_TOKEN_ENV,
-    )
 
 
 def load_policy(env: Mapping[str, str], cwd: Path) -> Policy:

@@ -40,11 +40,11 @@ from typing import Any
 import anyio.to_thread
 
 from continuum.errors import ContinuumError
-from continuum.ledger import current_owner
+from continuum.ledger.core import current_owner
 from continuum.log import get_logger
 from continuum.mcp.auth import Caller
-from continuum.mcp.roles import Grant
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
+from continuum.serving.tokens import Grant
 from continuum.store import Storage
 from continuum.types import Origin
 

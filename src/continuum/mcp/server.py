@@ -35,24 +35,23 @@ import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
-from continuum.approval_rules import load_rules, rule_paths
 from continuum.errors import ContinuumError
+from continuum.ledger.approval_rules import load_rules, rule_paths
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
 from continuum.mcp.auth import ClientLog, Policy, connecting_client, load_policy
 from continuum.mcp.confirm_limit import StoreConfirmLimit
-from continuum.mcp.flags import DEFAULT_HTTP_MAX_IN_FLIGHT, flag_problem
 from continuum.mcp.tools import INSTRUCTIONS, Tools, register
 from continuum.mcp.transport import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_MESSAGE_BYTES,
-    MAX_IN_FLIGHT_FLAG,
     hardened_stdio_server,
 )
+from continuum.serving.flags import DEFAULT_HTTP_MAX_IN_FLIGHT, MAX_IN_FLIGHT_FLAG, flag_problem
 from continuum.store import probe_store, redact_url, resolve_url
 from continuum.version import __version__
 
 if TYPE_CHECKING:
-    from continuum.mcp.http import HttpConfig
+    from continuum.serving.config import HttpConfig
 
 LEASE_RENEW_SECONDS = 10.0
 
@@ -238,9 +237,9 @@ def with_confirm_limit(policy: Policy, url: str, channel: str) -> Policy:
 
 
 def _http_config(args: argparse.Namespace) -> HttpConfig:
-    from continuum.mcp import http  # the HTTP stack: loaded only to serve over HTTP
+    from continuum.serving.config import load_http_config  # loaded only to serve over HTTP
 
-    return http.load_http_config(
+    return load_http_config(
         listen=args.listen,
         token_file=args.token_file,
         tls_cert=args.tls_cert,
@@ -266,14 +265,17 @@ def http_doctor(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
 
 def serve_http(args: argparse.Namespace) -> int:
     """Load and check everything, bind, then serve over HTTP until SIGTERM/SIGINT."""
-    from continuum.mcp import http  # the HTTP stack: loaded only to serve over HTTP
+    # The HTTP stack: loaded only to serve over HTTP.
+    from continuum.mcp import http
+    from continuum.serving import server as serving
+    from continuum.ui.mount import operator_page
 
     try:
         config = _http_config(args)
         url = resolve_url(args.db)
         probe_store(url)
         load_rules(rule_paths(str(Path.cwd()), url))  # a malformed approvals.toml: no start
-        sock = http.bind(config.listen)
+        sock = serving.bind(config.listen)
     except ContinuumError as e:
         print(_refusal(e.message, e.code, e.hint), file=sys.stderr)
         return 1
@@ -286,7 +288,7 @@ def serve_http(args: argparse.Namespace) -> int:
     )
     server = build_server(tools)
     where = config.listen.url(sock.getsockname()[1], config.tls is not None)
-    ui_routes, ui_paths = http.operator_page(config, url) if args.ui else ([], [])
+    ui_routes, ui_paths = operator_page(config, url) if args.ui else ([], [])
     app = http.build_app(
         server._lowlevel_server,
         config,  # SDK 2.3: no public accessor
@@ -296,7 +298,7 @@ def serve_http(args: argparse.Namespace) -> int:
         on_ready=lambda: http.announce(where, config),
     )
     level = check_level(args.log_level or os.environ.get(LEVEL_ENV) or "warning")
-    return http.serve(app, sock, config.tls, log_level=getattr(logging, level.upper()))
+    return serving.serve(app, sock, config.tls, log_level=getattr(logging, level.upper()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,14 +24,14 @@ from mcp_types import ToolAnnotations
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from continuum.errors import ContinuumError, NotFoundError
-from continuum.ledger import InterceptResult
-from continuum.limits import MAX_DEPTH
+from continuum.eventlog.limits import MAX_DEPTH
+from continuum.ledger.core import InterceptResult
 from continuum.log import get_logger
 from continuum.mcp.auth import Caller, Policy, caller_from_context, log_denial
 from continuum.mcp.host_arguments import without_control_arguments
 from continuum.mcp.owners import OwnedRuntimes
 from continuum.mcp.roles import authorize_call, grant_from_context, log_role_denial
-from continuum.runtime import Continuum, Recovery
+from continuum.runtime.facade import Continuum, Recovery
 from continuum.store import DEFAULT_PAGE, MAX_PAGE, open_store
 from continuum.types import Origin
 from continuum.untrusted import terminal_safe

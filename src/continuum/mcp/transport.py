@@ -68,13 +68,15 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from pydantic import ValidationError
 
 from continuum.errors import UsageError
+from continuum.serving.flags import (
+    MAX_IN_FLIGHT_FLAG,
+    SERVER_BUSY,
+)
 
 __all__ = [
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_MAX_MESSAGE_BYTES",
-    "MAX_IN_FLIGHT_FLAG",
     "MAX_MESSAGE_BYTES_FLAG",
-    "SERVER_BUSY",
     "BoundedLineReader",
     "ByteSink",
     "ByteSource",
@@ -101,13 +103,6 @@ CHUNK_BYTES = 65_536
 
 DEFAULT_MAX_IN_FLIGHT = 16
 """Requests handed to the server and not yet answered, per connection, by default."""
-
-MAX_IN_FLIGHT_FLAG = "--max-in-flight"
-"""The command-line flag that changes the in-flight limit; named in the busy answer."""
-
-SERVER_BUSY = -32050
-"""JSON-RPC code (server-defined range -32000..-32099, unused by the SDK) for a request
-refused because the connection already has the limit of unanswered requests."""
 
 
 def _warn(event: str, **fields: Any) -> None:

@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from continuum.canonical import canonical_json, canonical_json_parsed
 from continuum.errors import IntegrityError, UsageError
-from continuum.events import RawEvent
-from continuum.projection import APPROVAL_TYPES, apply_approval_event
+from continuum.eventlog.canonical import canonical_json, canonical_json_parsed
+from continuum.eventlog.events import RawEvent
+from continuum.state.projection import APPROVAL_TYPES, apply_approval_event
 from continuum.store.base import MAX_PAGE, OUTBOX_STATUSES, ApprovalRow, OutboxRow
 from continuum.types import Origin
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from continuum.archived import ArchiveBase
-from continuum.chain import VerifyReport
 from continuum.errors import IntegrityError
-from continuum.events import Event, EventType, RawEvent
+from continuum.eventlog.archived import ArchiveBase
+from continuum.eventlog.chain import VerifyReport
+from continuum.eventlog.events import Event, EventType, RawEvent
 from continuum.types import Origin, RunStatus
 from continuum.untrusted import check_identifier
 

@@ -37,8 +37,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from continuum.errors import IntegrityError
+from continuum.eventlog.notices import confirm_failure_notice
 from continuum.log import get_logger
-from continuum.notices import confirm_failure_notice
 from continuum.store.approval_outbox import POSTGRES, Dialect, Execute, outbox_values
 from continuum.store.base import format_timestamp
 

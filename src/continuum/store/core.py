@@ -23,9 +23,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from continuum.archived import ArchiveBase, archive_base_of
-from continuum.canonical import canonical_bytes, canonical_json, canonical_json_parsed, fast_parse
-from continuum.chain import ChainVerifier, VerifyReport
 from continuum.errors import (
     HistoryArchivedError,
     IntegrityError,
@@ -34,7 +31,15 @@ from continuum.errors import (
     StoreError,
     UsageError,
 )
-from continuum.events import (
+from continuum.eventlog.archived import ArchiveBase, archive_base_of
+from continuum.eventlog.canonical import (
+    canonical_bytes,
+    canonical_json,
+    canonical_json_parsed,
+    fast_parse,
+)
+from continuum.eventlog.chain import ChainVerifier, VerifyReport
+from continuum.eventlog.events import (
     LIFECYCLE_STATUS,
     Event,
     EventType,
@@ -43,10 +48,10 @@ from continuum.events import (
     raw_hash,
     row_hash,
 )
-from continuum.limits import check_entry
-from continuum.notices import NOTIFYING, notice_for
-from continuum.payloads import check_payload
-from continuum.projection import APPROVAL_TYPES, apply_approval_event
+from continuum.eventlog.limits import check_entry
+from continuum.eventlog.notices import NOTIFYING, notice_for
+from continuum.eventlog.payloads import check_payload
+from continuum.state.projection import APPROVAL_TYPES, apply_approval_event
 from continuum.store.approval_outbox import ApprovalOutboxStore, approval_from_row
 from continuum.store.base import (
     DEFAULT_PAGE,

@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from continuum.events import Event
+from continuum.eventlog.events import Event
 from continuum.store.approval_outbox import POSTGRES, approval_values, outbox_values
 from continuum.store.base import ActionRow, ApprovalRow, CheckpointRow, RunInfo, integrity_error
 from continuum.store.core import (
@@ -150,7 +150,8 @@ class PgWriteTx(CoreTx):
         # read-back after a lost COMMIT reply, and the removal commits with it or not at all.
         with self._errors():
             events = self._pc.conn.execute(
-                "DELETE FROM continuum.events WHERE run_id = %s AND sequence < %s", (run_id, before)
+                "DELETE FROM continuum.events WHERE run_id = %s AND sequence < %s",
+                (run_id, before),
             ).rowcount
             checkpoints = self._pc.conn.execute(
                 "DELETE FROM continuum.checkpoints WHERE run_id = %s AND event_sequence < %s",
@@ -183,7 +184,8 @@ class PgWriteTx(CoreTx):
         """Whether this transaction's writes are in the database (read on ``conn``)."""
         if self.last_event is not None:  # all or nothing: the last event decides
             row = conn.execute(
-                "SELECT hash FROM continuum.events WHERE event_id = %s", (self.last_event.event_id,)
+                "SELECT hash FROM continuum.events WHERE event_id = %s",
+                (self.last_event.event_id,),
             ).fetchone()
             if row is not None and row[0] != self.last_event.hash:
                 raise integrity_error(

@@ -31,13 +31,13 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from continuum.canonical import canonical_json
 from continuum.errors import (
     ContinuumError,
     IntegrityError,
     NotFoundError,
     StoreError,
 )
+from continuum.eventlog.canonical import canonical_json
 from continuum.faults import fault_point
 from continuum.log import get_logger
 from continuum.store.approval_outbox import POSTGRES, Execute, backfill_approvals

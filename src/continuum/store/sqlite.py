@@ -22,9 +22,9 @@ from urllib.parse import quote as url_quote
 
 import apsw
 
-from continuum.canonical import canonical_json
 from continuum.errors import IntegrityError, NotFoundError, StoreError, UsageError
-from continuum.events import Event
+from continuum.eventlog.canonical import canonical_json
+from continuum.eventlog.events import Event
 from continuum.faults import fault_point
 from continuum.store.approval_outbox import (
     SQLITE,

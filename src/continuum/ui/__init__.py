@@ -15,7 +15,7 @@ Served by ``continuum ui --listen`` or by ``continuum-mcp --transport streamable
   (``ConfirmGate``; none configured: the page is read-only).
 
 This package knows nothing of the MCP server or the token file: whoever mounts it passes
-a function that turns a presented token into a ``Principal`` (``mcp.http.operator_page``).
+a function that turns a presented token into a ``Principal`` (``ui.mount.operator_page``).
 """
 
 from continuum.ui.routes import UI_PREFIX, operator_routes, ui_paths

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote as url_quote
 
-from continuum.approvals import ApprovalInfo
 from continuum.hooks.hosts import subagent_of
-from continuum.projection import ActionRecord, Item, Provenance, State
+from continuum.ledger.approvals import ApprovalInfo
+from continuum.state.projection import ActionRecord, Item, Provenance, State
 from continuum.types import ActionStatus
 from continuum.ui.sessions import Principal
 from continuum.untrusted import as_typed, json_safe, origin_words, quoted, terminal_safe

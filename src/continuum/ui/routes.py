@@ -27,7 +27,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from continuum.errors import ContinuumError, UsageError
-from continuum.runtime import Continuum
+from continuum.runtime.facade import Continuum
 from continuum.store.base import MAX_PAGE
 from continuum.store.confirm_attempts import LOCK_AFTER, ConfirmAttempt
 from continuum.types import ActionStatus, Origin

@@ -1,0 +1,311 @@
+"""What the payload of each known event type must hold (pure).
+
+Checked twice: at append, so a malformed payload of a known type is refused with an
+error naming the field and nothing is written; and in the fold, so an event that got
+into a log some other way (an older version, an import, a direct SQL write) is counted
+as malformed instead of being silently dropped, and the verdict is never "safe" on it.
+
+A payload may carry fields not listed here (they are kept and ignored). Unknown event
+types are not checked: they never break a fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from continuum.errors import UsageError
+from continuum.eventlog.events import EventType
+
+Check = Callable[[Any], str | None]  # None if fine, else what is wrong
+
+REPLAYS = ("never", "reconcile", "idempotent", "safe")
+PROVIDERS = ("static", "file", "git", "callable")
+CONFIRM_SCOPES = ("goal", "progress", "plan", "decisions", "findings", "evidence", "model", "all")
+APPROVAL_SCOPES = ("call", "run")  # a grant covers one call, or the action type for the run
+
+
+def _string(v: Any) -> str | None:
+    return None if isinstance(v, str) else "must be a string"
+
+
+def _name(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else "must be a non-empty string"
+
+
+def _count(v: Any) -> str | None:
+    ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return None if ok else "must be a whole number >= 0"
+
+
+def _flag(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "must be true or false"
+
+
+def _object(v: Any) -> str | None:
+    return None if isinstance(v, dict) else "must be a JSON object"
+
+
+def _anything(v: Any) -> str | None:
+    return None
+
+
+def _strings(v: Any) -> str | None:
+    ok = isinstance(v, list) and all(isinstance(x, str) for x in v)
+    return None if ok else "must be a list of strings"
+
+
+# For the fold's fast path (it checks every event of a long log): the Python types a
+# check can pass at all, and whether passing it is just being of one of them.
+_KINDS: dict[Check, tuple[frozenset[type] | None, bool]] = {
+    _string: (frozenset({str}), True),
+    _name: (frozenset({str}), False),
+    _count: (frozenset({int}), False),
+    _flag: (frozenset({bool}), True),
+    _object: (frozenset({dict}), True),
+    _anything: (None, True),
+    _strings: (frozenset({list}), False),
+}
+
+
+def _one_of(*allowed: str) -> Check:
+    def check(v: Any) -> str | None:
+        return None if v in allowed else f"must be one of {', '.join(allowed)}"
+
+    _KINDS[check] = (frozenset({str}), False)
+    return check
+
+
+def _nullable(check: Check) -> Check:
+    def nullable(v: Any) -> str | None:
+        return None if v is None else check(v)
+
+    kinds, exact = _KINDS[check]
+    _KINDS[nullable] = (None if kinds is None else kinds | {type(None)}, exact)
+    return nullable
+
+
+_s, _ns, _n, _nn = _nullable(_string), _string, _nullable(_count), _count
+
+# Per type: {field: (required, check)}.
+Schema = dict[str, tuple[bool, Check]]
+_ITEM = {"text": (False, _s), "model": (False, _s)}
+_ACTION = {"action_id": (True, _name)}
+
+SCHEMAS: dict[str, Schema] = {
+    EventType.RUN_STARTED: {"goal": (False, _s), "total": (False, _n), "model": (False, _s)},
+    EventType.GOAL_SET: {"goal": (True, _ns)},
+    EventType.RUN_COMPLETED: {"reason": (False, _s)},
+    EventType.RUN_ABORTED: {"reason": (False, _s)},
+    EventType.PROGRESS_RECORDED: {
+        "completed": (False, _n),
+        "total": (False, _n),
+        "failed": (False, _n),
+        "goal": (False, _s),
+    },
+    EventType.PLAN_SET: {"steps": (True, _strings)},
+    EventType.WORK_ADDED: {"item_id": (False, _s), "cites": (False, _strings), **_ITEM},
+    EventType.WORK_COMPLETED: {"item_id": (False, _s)},
+    EventType.WORK_FAILED: {"item_id": (False, _s)},
+    EventType.DECISION_CREATED: {
+        "decision_id": (False, _s),
+        "findings": (False, _strings),
+        "evidence": (False, _strings),
+        **_ITEM,
+    },
+    EventType.DECISION_INVALIDATED: {"decision_id": (True, _name), "reason": (False, _s)},
+    EventType.EVIDENCE_ADDED: {
+        "evidence_id": (False, _s),
+        "dependencies": (False, _strings),
+        "path": (False, _s),
+        "sha256": (False, _s),
+        "size": (False, _n),
+        **_ITEM,
+    },
+    EventType.REGISTRY_ACCEPTED: {
+        "path": (True, _name),
+        "registry_sha256": (True, _s),
+        "rules": (True, _nn),
+    },
+    EventType.FINDING_ADDED: {"finding_id": (False, _s), "evidence": (False, _strings), **_ITEM},
+    EventType.FINDING_INVALIDATED: {"finding_id": (True, _name), "reason": (False, _s)},
+    EventType.ENVIRONMENT_CHANGED: {
+        "name": (True, _name),
+        "status": (False, _nullable(_one_of("changed", "removed"))),
+    },
+    EventType.APPROVAL_REQUESTED: {
+        "approval_id": (True, _name),
+        "action_type": (False, _s),
+        "action_id": (False, _s),
+        "action_key": (False, _s),
+        "key": (False, _s),
+        "arguments": (False, _anything),
+        "arguments_hash": (False, _s),
+        "binding": (False, _s),
+        "rule": (False, _s),
+        "effect": (False, _s),
+        **_ITEM,
+    },
+    EventType.APPROVAL_GRANTED: {
+        "approval_id": (True, _name),
+        "reason": (False, _s),
+        "scope": (False, _nullable(_one_of(*APPROVAL_SCOPES))),
+        **_ITEM,
+    },
+    EventType.APPROVAL_DENIED: {"approval_id": (True, _name), "reason": (False, _s), **_ITEM},
+    EventType.APPROVAL_REVOKED: {"approval_id": (True, _name), "reason": (False, _s), **_ITEM},
+    EventType.MODEL_CHANGED: {"model": (True, _name)},
+    EventType.MODEL_ASSUMPTION_RECORDED: {
+        "assumption_id": (False, _s),
+        "cites": (False, _strings),
+        "status": (False, _nullable(_one_of("active", "retracted"))),
+        **_ITEM,
+    },
+    EventType.CHECKPOINTED: {
+        "through_sequence": (True, _nn),
+        "state_hash": (True, _name),
+        "reason": (False, _s),
+    },
+    EventType.HISTORY_ARCHIVED: {
+        "from_sequence": (True, _nn),
+        "through_sequence": (True, _nn),
+        "through_hash": (True, _name),
+        "archive_sha256": (True, _name),
+        "events": (False, _n),
+        "checkpoints": (False, _n),
+        "archive_name": (False, _s),
+    },
+    EventType.HISTORY_IMPORTED: {
+        "through_sequence": (True, _nn),
+        "through_hash": (True, _name),
+        "file_digest": (False, _s),
+        "signed_by": (False, _s),
+        "source": (False, _s),
+    },
+    EventType.REVIEW_CONFIRMED: {
+        "through_sequence": (True, _nn),
+        "through_hash": (False, _s),
+        "scope": (False, _strings),
+        "confirmed": (False, _object),
+    },
+    EventType.ACTION_INTERCEPTED: {
+        "action_id": (True, _name),
+        "action_key": (True, _name),
+        "action_type": (True, _name),
+        "dedup_key": (True, _name),
+        "operation_key": (True, _name),
+        "key": (False, _s),
+        "fallback_key": (False, _s),
+        "replay": (False, _one_of(*REPLAYS)),
+        "owner": (False, _nullable(_object)),
+        "approval_id": (False, _s),
+        "arguments": (False, _anything),
+    },
+    EventType.ACTION_RETRIED: {
+        **_ACTION,
+        "attempt": (False, _n),
+        "owner": (False, _nullable(_object)),
+        "reason": (False, _s),
+        "approval_id": (False, _s),
+    },
+    EventType.ACTION_COMPLETED: {
+        **_ACTION,
+        "external_id": (False, _s),
+        "result": (False, _anything),
+    },
+    EventType.ACTION_FAILED: {**_ACTION, "error": (False, _s), "certain": (False, _flag)},
+    EventType.ACTION_MARKED_UNKNOWN: {**_ACTION, "reason": (False, _s)},
+    EventType.ACTION_RECONCILED: {
+        **_ACTION,
+        "occurred": (True, _flag),
+        "external_id": (False, _s),
+        "note": (False, _s),
+        "probe": (False, _nullable(_object)),
+    },
+    EventType.ACTION_COMPENSATED: {**_ACTION, "note": (False, _s)},
+}
+
+
+def _dependency_problem(dep: Any, where: str) -> str | None:
+    if not isinstance(dep, dict):
+        return f"{where} must be a JSON object with at least a name"
+    if "name" not in dep:
+        return f'{where}.name is required (the dependency\'s name, e.g. "dataset")'
+    problem = _name(dep["name"])
+    if problem:
+        return f"{where}.name {problem}"
+    for field, check in (
+        ("provider", _nullable(_one_of(*PROVIDERS))),
+        ("version", _s),
+        ("checksum", _s),
+        ("locator", _s),
+    ):
+        if field in dep and (problem := check(dep[field])):
+            return f"{where}.{field} {problem}"
+    return None
+
+
+def _dependencies_problem(payload: dict[str, Any]) -> str | None:
+    if "dependencies" not in payload:  # a single declaration: {"name": ..., "version": ...}
+        return _dependency_problem(payload, "payload")
+    listed = payload["dependencies"]
+    if not isinstance(listed, list) or not listed:
+        return "dependencies must be a non-empty list of {name, version|checksum} objects"
+    for i, dep in enumerate(listed):
+        if (problem := _dependency_problem(dep, f"dependencies[{i}]")) is not None:
+            return problem
+    return None
+
+
+def _progress_problem(payload: dict[str, Any]) -> str | None:
+    total, completed = payload.get("total"), payload.get("completed")
+    failed = payload.get("failed") or 0
+    if isinstance(total, int) and isinstance(completed, int) and completed + failed > total:
+        return f"completed ({completed}) plus failed ({failed}) exceeds total ({total})"
+    return None
+
+
+_MISSING = object()
+_FAST: dict[str, tuple[tuple[str, bool, frozenset[type] | None, bool, Check], ...]] = {
+    str(t): tuple((f, req, *_KINDS[chk], chk) for f, (req, chk) in schema.items())
+    for t, schema in SCHEMAS.items()
+}
+
+
+def payload_problem(type_: str, payload: Any) -> str | None:
+    """What is wrong with ``payload`` for an event of ``type_`` (None: fine or not a known
+    type). Most fields are decided by their Python type alone, without a call."""
+    if type(payload) is not dict:
+        return "the payload must be a JSON object"
+    fast = _FAST.get(type_)
+    if fast is None:
+        return _dependencies_problem(payload) if type_ == EventType.DEPENDENCY_DECLARED else None
+    for field, required, kinds, exact, check in fast:
+        value = payload.get(field, _MISSING)
+        if value is _MISSING:
+            if required:
+                return f"field {field!r} is required"
+            continue
+        if kinds is not None and type(value) in kinds:
+            if exact:
+                continue  # decided by its type alone
+            if check is _name and value.strip():
+                continue  # a non-blank string (most ids): no call
+        if (problem := check(value)) is not None:
+            return f"field {field!r} {problem}"
+    if type_ == EventType.PROGRESS_RECORDED:
+        return _progress_problem(payload)
+    return None
+
+
+def check_payload(type: str, payload: Any) -> None:
+    """Raise ``UsageError`` (``usage.bad_payload``) naming what is wrong; nothing is written."""
+    problem = payload_problem(str(type), payload)
+    if problem is not None:
+        raise UsageError(
+            f"a {type} event cannot be recorded: {problem}",
+            code="usage.bad_payload",
+            hint=f"fix the payload (see references/concepts.md for the fields of "
+            f"{type}); nothing was written",
+            event_type=str(type),
+        )

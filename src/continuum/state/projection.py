@@ -1,0 +1,866 @@
+"""The semantic state of a run and the pure fold that projects it from events.
+
+No clock, environment, database or logging in here: the state at sequence N is a
+function of events 1..N alone. Each component carries provenance (origin, source
+sequence, source event). Unknown event types are skipped, never fatal.
+
+The fold works on a private JSON-shaped accumulator (fast for long logs) and freezes
+it into the immutable ``State`` at the end; a checkpoint is that same JSON shape, so
+``restore(checkpoint) + fold(later events)`` equals ``fold(all events)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from continuum.eventlog.events import EventLike, EventType
+from continuum.eventlog.limits import clip_nested
+from continuum.eventlog.payloads import payload_problem
+from continuum.types import ActionStatus, Origin, RunStatus
+
+DEFAULT_CONFIRM_SCOPE = ("goal", "progress")
+TRUSTED_ORIGINS = (Origin.HUMAN, Origin.DETERMINISTIC)
+ALL_COMPONENTS = ("goal", "progress", "plan", "decisions", "findings", "evidence", "model")
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    origin: Origin
+    sequence: int
+    event_id: str
+
+
+class GoalFact(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    value: str
+    provenance: Provenance
+
+
+class Progress(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    total: int | None = None
+    completed: int = 0
+    failed: int = 0
+    pending: int = 0
+    provenance: Provenance | None = None
+
+
+class Item(BaseModel):
+    """A decision, finding, piece of evidence, work item or approval."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    text: str = ""
+    status: str = "active"
+    cites: list[str] = Field(default_factory=list)  # evidence ids / finding ids / dependency names
+    model: str | None = None
+    # Evidence about a file: where it is and what it held when recorded (compared with the
+    # disk on resume: verified, changed or missing).
+    path: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    provenance: Provenance
+
+
+class Approval(BaseModel):
+    """A request for a person's decision on one side effect (``approval_requested``), and
+    that decision: ``requested`` -> ``granted`` | ``denied`` (-> ``revoked``).
+
+    Only a person (or trusted local code) decides: a grant, denial or revocation recorded
+    by a self-certified origin (an agent) changes nothing and is counted in
+    ``ignored_decisions``. The first fields are those of an ``Item``, so older states and
+    checkpoints still read.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    text: str = ""
+    status: str = "requested"  # requested | granted | denied | revoked
+    cites: list[str] = Field(default_factory=list)
+    model: str | None = None
+    provenance: Provenance
+    action_type: str | None = None
+    action_id: str | None = None  # the ledger's identity of the call it gates
+    action_key: str | None = None
+    key: str | None = None
+    arguments: Any = None
+    arguments_hash: str | None = None  # digest of the exact arguments it is bound to
+    binding: str | None = None  # digest of (action_id, arguments_hash): the call it covers
+    rule: str | None = None  # which approval rule asked for it
+    effect: str | None = None  # the host effect rule it came through (hooks), if any
+    requested_by: Origin | None = None
+    requested_at: str | None = None
+    requested_sequence: int | None = None
+    scope: str | None = None  # call | run (a grant)
+    reason: str | None = None  # the person's reason for the decision
+    decided_by: Origin | None = None
+    decided_at: str | None = None
+    decided_sequence: int | None = None
+    ignored_decisions: int = 0
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "requested"
+
+
+class Dependency(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    provider: str = "static"
+    version: str | None = None
+    checksum: str | None = None
+    locator: str | None = None
+    recorded_change: str | None = None
+    provenance: Provenance
+
+
+class ActionRecord(BaseModel):
+    """One side effect as the ledger knows it (``Continuum.actions``, ``complete``, ...).
+
+    ``action_id``/``action_key`` name it; ``action_type``, ``key`` and ``arguments`` are
+    as intercepted; ``status`` is an ``ActionStatus``; ``attempt`` counts tries;
+    ``replay`` its replay contract; ``operation_key`` an idempotency key stable across
+    attempts; ``owner`` the process performing it; ``external_id``, ``result``,
+    ``error`` and ``note`` what was recorded when it was settled, by ``settled_by`` (an
+    ``Origin``) at ``settled_at``; ``origin`` who intercepted it;
+    ``intercepted_sequence``/``last_sequence`` the events that started and last changed it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    action_id: str
+    action_key: str
+    action_type: str
+    key: str | None = None
+    dedup_key: str
+    fallback_key: str | None = None
+    arguments: Any = None
+    replay: str = "never"
+    status: ActionStatus
+    attempt: int = 1
+    operation_key: str
+    owner: dict[str, Any] = Field(default_factory=dict)
+    approval_id: str | None = None
+    external_id: str | None = None
+    result: Any = None
+    error: str | None = None
+    note: str | None = None
+    intercepted_sequence: int
+    last_sequence: int
+    origin: Origin
+    settled_by: Origin | None = None  # who recorded the last settlement (completed/failed/...)
+    settled_at: str | None = None  # when (the settling event's timestamp)
+
+    @property
+    def failure_unconfirmed(self) -> bool:
+        """Failed on the word of an agent (or of nobody known): "did not happen" is only
+        trusted from a person or from continuum's own code, so it may not run again yet."""
+        return self.status == ActionStatus.FAILED and self.settled_by not in TRUSTED_ORIGINS
+
+    @property
+    def needs_human(self) -> bool:
+        """Unresolved (started, unknown) or failed without a trusted confirmation."""
+        return self.status.unresolved or self.failure_unconfirmed
+
+
+class Confirmation(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    sequence: int
+    through_sequence: int
+    scope: list[str]
+    origin: Origin
+    counted: bool
+
+
+class State(BaseModel):
+    """The projected state of one run at ``sequence``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    sequence: int = 0
+    head_hash: str | None = None
+    status: RunStatus = RunStatus.ACTIVE
+    goal: GoalFact | None = None
+    progress: Progress = Field(default_factory=Progress)
+    plan: list[str] = Field(default_factory=list)
+    plan_provenance: Provenance | None = None
+    decisions: dict[str, Item] = Field(default_factory=dict)
+    findings: dict[str, Item] = Field(default_factory=dict)
+    evidence: dict[str, Item] = Field(default_factory=dict)
+    work: dict[str, Item] = Field(default_factory=dict)
+    approvals: dict[str, Approval] = Field(default_factory=dict)
+    dependencies: dict[str, Dependency] = Field(default_factory=dict)
+    model: str | None = None
+    model_provenance: Provenance | None = None
+    model_assumptions: list[Item] = Field(default_factory=list)
+    actions: dict[str, ActionRecord] = Field(default_factory=dict)
+    confirmations: list[Confirmation] = Field(default_factory=list)
+    self_certified: dict[str, int] = Field(default_factory=dict)
+    last_checkpoint: int | None = None
+    unknown_event_types: int = 0
+    malformed_events: int = 0
+    first_malformed: int | None = None  # sequence of the first event counted as malformed
+
+    @property
+    def pending_work(self) -> list[Item]:
+        """Work items added and not yet completed or failed."""
+        return [w for w in self.work.values() if w.status == "pending"]
+
+    def confirmed_through(self, component: str) -> int:
+        """Highest sequence a human confirmation covers for ``component`` (0 if none)."""
+        best = 0
+        for c in self.confirmations:
+            if c.counted and (component in c.scope or "all" in c.scope):
+                best = max(best, c.through_sequence)
+        return best
+
+    def unreviewed(self) -> dict[str, int]:
+        """Components holding self-certified facts newer than any human confirmation."""
+        return {
+            comp: seq
+            for comp, seq in sorted(self.self_certified.items())
+            if seq > self.confirmed_through(comp)
+        }
+
+    def action_by_ref(self, ref: str) -> ActionRecord | None:
+        """The action with ``action_id`` or ``action_key`` ``ref`` in this state, or None."""
+        if ref in self.actions:
+            return self.actions[ref]
+        for a in self.actions.values():
+            if a.action_key == ref:
+                return a
+        return None
+
+
+Acc = dict[str, Any]
+Handler = Callable[[Acc, EventLike, dict[str, Any]], None]
+_HANDLERS: dict[str, Handler] = {}
+
+
+def _on(*types: EventType) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        for t in types:
+            _HANDLERS[str(t)] = fn
+        return fn
+
+    return register
+
+
+def _prov(e: EventLike) -> dict[str, Any]:
+    return {"origin": str(e.source), "sequence": e.sequence, "event_id": e.event_id}
+
+
+def _mark(acc: Acc, e: EventLike, component: str) -> None:
+    if e.source.self_certified:
+        acc["self_certified"][component] = e.sequence
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _list_of_str(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _touch_progress(acc: Acc, e: EventLike) -> None:
+    acc["progress"]["provenance"] = _prov(e)
+    _mark(acc, e, "progress")
+
+
+def _set_goal(acc: Acc, e: EventLike, goal: str) -> None:
+    acc["goal"] = {"value": goal, "provenance": _prov(e)}
+    _mark(acc, e, "goal")
+
+
+@_on(EventType.RUN_STARTED, EventType.GOAL_SET)
+def _run_started(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    goal = _str(p.get("goal"))
+    if goal is not None:
+        _set_goal(acc, e, goal)
+    total = _int(p.get("total"))
+    if total is not None:
+        acc["progress"]["total"] = total
+        _touch_progress(acc, e)
+    model = _str(p.get("model"))
+    if model is not None:
+        acc["model"], acc["model_provenance"] = model, _prov(e)
+
+
+@_on(EventType.RUN_COMPLETED)
+def _run_completed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    acc["status"] = str(RunStatus.COMPLETED)
+
+
+@_on(EventType.RUN_ABORTED)
+def _run_aborted(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    acc["status"] = str(RunStatus.ABORTED)
+
+
+@_on(EventType.PROGRESS_RECORDED)
+def _progress(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    goal = _str(p.get("goal"))
+    if goal is not None:
+        _set_goal(acc, e, goal)
+    changed = False
+    for field in ("completed", "total", "failed"):
+        value = _int(p.get(field))
+        if value is not None:
+            acc["progress"][field] = value
+            changed = True
+    if changed:
+        _touch_progress(acc, e)
+
+
+@_on(EventType.PLAN_SET)
+def _plan(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    acc["plan"] = _list_of_str(p.get("steps"))
+    acc["plan_provenance"] = _prov(e)
+    _mark(acc, e, "plan")
+
+
+def _item(
+    e: EventLike, p: dict[str, Any], id_field: str, status: str, cites: str
+) -> dict[str, Any]:
+    return {
+        "id": _str(p.get(id_field)) or e.event_id,
+        "text": _str(p.get("text")) or "",
+        "status": status,
+        "cites": _list_of_str(p.get(cites)),
+        "model": _str(p.get("model")),
+        "provenance": _prov(e),
+    }
+
+
+@_on(EventType.WORK_ADDED)
+def _work_added(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    item = _item(e, p, "item_id", "pending", "cites")
+    if item["id"] not in acc["work"]:
+        acc["work"][item["id"]] = item
+        if acc["progress"]["total"] is not None:
+            acc["progress"]["total"] += 1
+        _touch_progress(acc, e)
+
+
+def _finish_work(acc: Acc, e: EventLike, p: dict[str, Any], status: str, counter: str) -> None:
+    item_id = _str(p.get("item_id"))
+    if item_id is not None:
+        item = acc["work"].get(item_id)
+        if item is None:  # finished without being added: remember it so it counts once
+            item = acc["work"][item_id] = _item(e, p, "item_id", "pending", "cites")
+        previous = item["status"]
+        if previous == status or previous == "completed":
+            return  # a repeated finish of one item counts once; done stays done
+        if previous == "failed":  # a failed item that now completes moves counters
+            acc["progress"]["failed"] -= 1
+        item["status"] = status
+    acc["progress"][counter] += 1
+    _touch_progress(acc, e)
+
+
+@_on(EventType.WORK_COMPLETED)
+def _work_completed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    _finish_work(acc, e, p, "completed", "completed")
+
+
+@_on(EventType.WORK_FAILED)
+def _work_failed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    _finish_work(acc, e, p, "failed", "failed")
+
+
+@_on(EventType.EVIDENCE_ADDED)
+def _evidence(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    item = _item(e, p, "evidence_id", "active", "dependencies")
+    item.update(path=_str(p.get("path")), sha256=_str(p.get("sha256")), size=_int(p.get("size")))
+    acc["evidence"][item["id"]] = item
+    _mark(acc, e, "evidence")
+
+
+@_on(EventType.FINDING_ADDED)
+def _finding(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    item = _item(e, p, "finding_id", "active", "evidence")
+    acc["findings"][item["id"]] = item
+    _mark(acc, e, "findings")
+
+
+@_on(EventType.DECISION_CREATED)
+def _decision(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    item = _item(e, p, "decision_id", "active", "findings")
+    item["cites"] = item["cites"] + [f"evidence:{x}" for x in _list_of_str(p.get("evidence"))]
+    acc["decisions"][item["id"]] = item
+    _mark(acc, e, "decisions")
+
+
+def _invalidate(acc: Acc, e: EventLike, p: dict[str, Any], table: str, id_field: str) -> None:
+    target = acc[table].get(_str(p.get(id_field)) or "")
+    if target is not None:
+        target["status"] = "invalidated"
+
+
+@_on(EventType.FINDING_INVALIDATED)
+def _finding_invalidated(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    _invalidate(acc, e, p, "findings", "finding_id")
+
+
+@_on(EventType.DECISION_INVALIDATED)
+def _decision_invalidated(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    _invalidate(acc, e, p, "decisions", "decision_id")
+
+
+@_on(EventType.DEPENDENCY_DECLARED)
+def _dependency(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    listed = p.get("dependencies")
+    entries: list[Any] = listed if isinstance(listed, list) else [p]
+    for d in entries:
+        if not isinstance(d, dict) or _str(d.get("name")) is None:
+            continue
+        acc["dependencies"][d["name"]] = {
+            "name": d["name"],
+            "provider": _str(d.get("provider")) or "static",
+            "version": _str(d.get("version")),
+            "checksum": _str(d.get("checksum")),
+            "locator": _str(d.get("locator")),
+            "recorded_change": None,
+            "provenance": _prov(e),
+        }
+
+
+@_on(EventType.ENVIRONMENT_CHANGED)
+def _env_changed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    dep = acc["dependencies"].get(_str(p.get("name")) or "")
+    if dep is not None:
+        dep["recorded_change"] = _str(p.get("status")) or "changed"
+
+
+_DECIDED = {
+    str(EventType.APPROVAL_GRANTED): "granted",
+    str(EventType.APPROVAL_DENIED): "denied",
+    str(EventType.APPROVAL_REVOKED): "revoked",
+}
+_APPROVAL_SCOPES = ("call", "run")
+
+
+def _new_approval(e: EventLike, p: dict[str, Any]) -> dict[str, Any]:
+    requested = e.type == EventType.APPROVAL_REQUESTED
+    record = _item(e, p, "approval_id", "requested", "cites")
+    record.update(
+        {
+            name: _str(p.get(name)) if requested else None
+            for name in (
+                "action_type",
+                "action_id",
+                "action_key",
+                "key",
+                "arguments_hash",
+                "binding",
+                "rule",
+                "effect",
+            )
+        }
+    )
+    record.update(
+        arguments=clip_nested(p.get("arguments")) if requested else None,
+        requested_by=str(e.source) if requested else None,
+        requested_at=e.timestamp if requested else None,
+        requested_sequence=e.sequence if requested else None,
+        scope=None,
+        reason=None,
+        decided_by=None,
+        decided_at=None,
+        decided_sequence=None,
+        ignored_decisions=0,
+    )
+    return record
+
+
+@_on(
+    EventType.APPROVAL_REQUESTED,
+    EventType.APPROVAL_GRANTED,
+    EventType.APPROVAL_DENIED,
+    EventType.APPROVAL_REVOKED,
+)
+def _approval(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    approvals = acc["approvals"]
+    record = approvals.get(_str(p.get("approval_id")) or e.event_id)
+    if e.type == EventType.APPROVAL_REQUESTED or record is None:
+        # A decision about an approval the log never requested stands on its own record.
+        record = _new_approval(e, p)
+        approvals[record["id"]] = record
+        if e.type == EventType.APPROVAL_REQUESTED:
+            return
+    if e.source not in TRUSTED_ORIGINS:
+        record["ignored_decisions"] += 1  # an agent may not decide its own approvals
+        return
+    record.update(
+        status=_DECIDED[e.type],
+        reason=_str(p.get("reason")),
+        decided_by=str(e.source),
+        decided_at=e.timestamp,
+        decided_sequence=e.sequence,
+        provenance=_prov(e),
+    )
+    if _str(p.get("text")):
+        record["text"] = p["text"]
+    if e.type == EventType.APPROVAL_GRANTED:
+        scope = p.get("scope")
+        record["scope"] = scope if scope in _APPROVAL_SCOPES else "call"
+
+
+@_on(EventType.MODEL_CHANGED)
+def _model(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    acc["model"], acc["model_provenance"] = _str(p.get("model")), _prov(e)
+    _mark(acc, e, "model")
+
+
+@_on(EventType.MODEL_ASSUMPTION_RECORDED)
+def _assumption(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    item = _item(e, p, "assumption_id", "active", "cites")
+    item["model"] = item["model"] or acc["model"]
+    if p.get("status") == "retracted":  # it does not hold for the model now running
+        item["status"] = "retracted"
+    # Recording an assumption id again (re-verified under another model, or retracted)
+    # supersedes the earlier record, so a model switch's repair can be completed.
+    same = [i for i, a in enumerate(acc["model_assumptions"]) if a["id"] == item["id"]]
+    if same:
+        acc["model_assumptions"][same[0]] = item
+    else:
+        acc["model_assumptions"].append(item)
+
+
+@_on(EventType.CHECKPOINTED)
+def _checkpointed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    acc["last_checkpoint"] = e.sequence
+
+
+@_on(EventType.HISTORY_ARCHIVED)
+def _history_archived(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    """The events before it moved to an archive file: the state they made is unchanged
+    (a known type, so it is not counted as unknown)."""
+
+
+@_on(EventType.REVIEW_CONFIRMED)
+def _review(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    through = _int(p.get("through_sequence"))
+    scope = _list_of_str(p.get("scope")) or list(DEFAULT_CONFIRM_SCOPE)
+    acc["confirmations"].append(
+        {
+            "sequence": e.sequence,
+            "through_sequence": min(through if through is not None else 0, e.sequence),
+            "scope": scope,
+            "origin": str(e.source),
+            # Only a human can vouch for self-certified state (references/contract.md §5).
+            "counted": e.source == Origin.HUMAN and through is not None,
+        }
+    )
+
+
+# -- an import this store does not trust --------------------------------------------------
+#
+# A human decision counts only when a person made it in this store, or when it came in a
+# file signed by a key a person here trusted (references/contract.md §5). An import of
+# any other file ends each run it brings with a ``history_imported`` marker (transfer.py):
+# the events before it keep their content and hashes, but from the marker on whatever
+# their human or deterministic origin decided counts as imported, i.e. as self-certified.
+# The action and approval indexes get the same records from ``distrust_action`` and
+# ``distrust_approval`` (the import builds them with these), so they equal the fold.
+
+_COUNTING = frozenset(str(o) for o in TRUSTED_ORIGINS)
+_IMPORTED = str(Origin.IMPORTED)
+
+
+def distrust_action(record: dict[str, Any], through: int) -> dict[str, Any]:
+    """The action ``record`` once the events through ``through`` count as imported: a
+    settlement they recorded with a trusted origin is the import's word (so a "did not
+    happen" no longer lets the action run again)."""
+    if record.get("settled_by") in _COUNTING and record.get("last_sequence", 0) <= through:
+        return {**record, "settled_by": _IMPORTED}
+    return record
+
+
+def distrust_approval(record: dict[str, Any], through: int) -> dict[str, Any]:
+    """The approval ``record`` once the events through ``through`` count as imported: a
+    decision they recorded no longer stands (it waits for a person here again), and it is
+    counted in ``ignored_decisions`` like an agent's."""
+    decided = record.get("decided_sequence")
+    if record.get("decided_by") in _COUNTING and isinstance(decided, int) and decided <= through:
+        return {
+            **record,
+            "status": "requested",
+            "scope": None,
+            "reason": None,
+            "decided_by": None,
+            "decided_at": None,
+            "decided_sequence": None,
+            "ignored_decisions": int(record.get("ignored_decisions") or 0) + 1,
+        }
+    return record
+
+
+def _held(acc: Acc) -> list[str]:
+    """The components the state holds something for."""
+    held = {
+        "goal": acc["goal"] is not None,
+        "progress": acc["progress"].get("provenance") is not None,
+        "plan": acc["plan_provenance"] is not None,
+        "decisions": bool(acc["decisions"]),
+        "findings": bool(acc["findings"]),
+        "evidence": bool(acc["evidence"]),
+        "model": acc["model_provenance"] is not None,
+    }
+    return [c for c in ALL_COMPONENTS if held[c]]
+
+
+@_on(EventType.HISTORY_IMPORTED)
+def _history_imported(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    through = min(p["through_sequence"], e.sequence - 1)  # only what came before it
+    for c in acc["confirmations"]:
+        if c["counted"] and c["sequence"] <= through:
+            c["counted"], c["origin"] = False, _IMPORTED
+    actions, approvals = acc["actions"], acc["approvals"]
+    for action_id, record in actions.items():
+        actions[action_id] = distrust_action(record, through)
+    for approval_id, record in approvals.items():
+        approvals[approval_id] = distrust_approval(record, through)
+    marks = acc["self_certified"]
+    for component in _held(acc):  # imported state is self-certified: a person confirms it
+        marks[component] = max(marks.get(component, 0), through)
+
+
+# -- action ledger transitions ---------------------------------------------------------
+
+
+_REPLAYS = ("never", "reconcile", "idempotent", "safe")
+# The statuses as the plain strings a record holds (the fold runs per event of long logs).
+_STARTED, _COMPLETED, _FAILED, _UNKNOWN, _COMPENSATED = (
+    str(s)
+    for s in (
+        ActionStatus.STARTED,
+        ActionStatus.COMPLETED,
+        ActionStatus.FAILED,
+        ActionStatus.UNKNOWN,
+        ActionStatus.COMPENSATED,
+    )
+)
+
+
+@_on(EventType.ACTION_INTERCEPTED)
+def _action_intercepted(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    replay, owner = p.get("replay"), p.get("owner")
+    acc["actions"][p["action_id"]] = {
+        "action_id": p["action_id"],
+        "action_key": p["action_key"],
+        "action_type": p["action_type"],
+        "key": _str(p.get("key")),
+        "dedup_key": p["dedup_key"],
+        "fallback_key": _str(p.get("fallback_key")),
+        "arguments": clip_nested(p.get("arguments")),
+        "replay": replay if replay in _REPLAYS else "never",
+        "status": _STARTED,
+        "attempt": 1,
+        "operation_key": p["operation_key"],
+        "owner": owner if type(owner) is dict else {},
+        "approval_id": _str(p.get("approval_id")),
+        "external_id": None,
+        "result": None,
+        "error": None,
+        "note": None,
+        "intercepted_sequence": e.sequence,
+        "last_sequence": e.sequence,
+        "origin": str(e.source),
+        "settled_by": None,
+        "settled_at": None,
+    }
+
+
+def _malformed(acc: Acc, e: EventLike) -> None:
+    if "malformed_events" in acc:
+        acc["malformed_events"] += 1
+        if acc.get("first_malformed") is None:
+            acc["first_malformed"] = e.sequence
+
+
+def _action(acc: Acc, e: EventLike, p: dict[str, Any]) -> dict[str, Any] | None:
+    rec: dict[str, Any] | None = acc["actions"].get(_str(p.get("action_id")) or "")
+    if rec is not None:
+        rec["last_sequence"] = e.sequence
+    else:
+        _malformed(acc, e)  # a transition of an action the log never intercepted
+    return rec
+
+
+@_on(EventType.ACTION_RETRIED)
+def _action_retried(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        attempt = _int(p.get("attempt"))
+        rec.update(
+            status=_STARTED, attempt=attempt or rec["attempt"] + 1, settled_by=None, settled_at=None
+        )
+        rec["owner"] = p.get("owner") if isinstance(p.get("owner"), dict) else {}
+        if "approval_id" in p:  # this attempt runs under a (new) approval
+            rec["approval_id"] = _str(p["approval_id"])
+
+
+@_on(EventType.ACTION_COMPLETED)
+def _action_completed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        rec.update(
+            status=_COMPLETED,
+            external_id=_str(p.get("external_id")),
+            settled_by=str(e.source),
+            settled_at=e.timestamp,
+        )
+        rec["result"] = clip_nested(p.get("result"))
+
+
+@_on(EventType.ACTION_FAILED)
+def _action_failed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        rec.update(
+            status=_FAILED,
+            error=_str(p.get("error")),
+            settled_by=str(e.source),
+            settled_at=e.timestamp,
+        )
+
+
+@_on(EventType.ACTION_MARKED_UNKNOWN)
+def _action_unknown(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        rec.update(status=_UNKNOWN, error=_str(p.get("reason")), settled_by=None, settled_at=None)
+
+
+@_on(EventType.ACTION_RECONCILED)
+def _action_reconciled(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        occurred = p.get("occurred") is True
+        rec["status"] = _COMPLETED if occurred else _FAILED
+        rec["note"] = _str(p.get("note"))
+        rec["settled_by"], rec["settled_at"] = str(e.source), e.timestamp
+        if occurred:
+            rec["external_id"] = _str(p.get("external_id"))
+
+
+@_on(EventType.ACTION_COMPENSATED)
+def _action_compensated(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    if (rec := _action(acc, e, p)) is not None:
+        rec.update(
+            status=_COMPENSATED,
+            note=_str(p.get("note")),
+            settled_by=str(e.source),
+            settled_at=e.timestamp,
+        )
+
+
+# -- the fold ----------------------------------------------------------------------------
+
+
+def empty_state(run_id: str) -> State:
+    return State(run_id=run_id)
+
+
+def fold(state: State, events: Iterable[EventLike]) -> State:
+    """Apply ``events`` (in sequence order, after ``state.sequence``) to ``state``."""
+    return State.model_validate(fold_plain(state.model_dump(mode="json"), events))
+
+
+def fold_plain(acc: Acc, events: Iterable[EventLike]) -> Acc:
+    """The fold on a state's JSON form (``State.model_dump(mode="json")``, or
+    ``empty_plain``): the same handlers, no model built, so verify can fold a long log and
+    compare its actions with the index without validating a model per action. ``acc`` is
+    changed in place and returned."""
+    handlers, problem = _HANDLERS, payload_problem
+    sequence, head_hash = acc["sequence"], acc["head_hash"]
+    for event in events:
+        if event.sequence <= sequence:
+            continue  # already folded (a checkpoint covers it)
+        handler = handlers.get(event.type)
+        if handler is None:
+            acc["unknown_event_types"] += 1
+        elif problem(event.type, event.payload) is not None:
+            _malformed(acc, event)  # a known type that says something else: never dropped silently
+        else:
+            handler(acc, event, event.payload)
+        sequence, head_hash = event.sequence, event.hash
+    acc["sequence"], acc["head_hash"] = sequence, head_hash
+    progress = acc["progress"]
+    if progress["total"] is not None:
+        progress["pending"] = max(progress["total"] - progress["completed"] - progress["failed"], 0)
+    else:
+        progress["pending"] = sum(1 for w in acc["work"].values() if w["status"] == "pending")
+    return acc
+
+
+def empty_plain(run_id: str) -> Acc:
+    """The JSON form of an empty state, for ``fold_plain``."""
+    return State(run_id=run_id).model_dump(mode="json")
+
+
+def apply_action_event(record: dict[str, Any] | None, event: EventLike) -> dict[str, Any] | None:
+    """Apply one ledger event to one action record, with the fold's own handler.
+
+    The store's action index is built with this, so the index equals the fold's view
+    of every action by construction (and ``verify`` checks that it still does).
+    """
+    handler = _HANDLERS.get(event.type)
+    action_id = event.payload.get("action_id")
+    if handler is None or not event.type.startswith("action_") or not isinstance(action_id, str):
+        return record
+    if payload_problem(event.type, event.payload) is not None:
+        return record  # the fold skips it too
+    acc: Acc = {"actions": {}, "malformed_events": 0}
+    if record is not None:  # the handlers set top-level fields only: a shallow copy is enough
+        acc["actions"][record["action_id"]] = dict(record)
+    handler(acc, event, event.payload)
+    out: dict[str, Any] | None = acc["actions"].get(action_id)
+    return out
+
+
+APPROVAL_TYPES = frozenset(
+    str(t)
+    for t in (
+        EventType.APPROVAL_REQUESTED,
+        EventType.APPROVAL_GRANTED,
+        EventType.APPROVAL_DENIED,
+        EventType.APPROVAL_REVOKED,
+    )
+)
+
+
+def apply_approval_event(record: dict[str, Any] | None, event: EventLike) -> dict[str, Any] | None:
+    """Apply one approval event to one approval record, with the fold's own handler (the
+    store's approval index is built with it, as the action index is with
+    ``apply_action_event``). None for an event that is not a well-formed approval event."""
+    if event.type not in APPROVAL_TYPES or payload_problem(event.type, event.payload) is not None:
+        return record
+    acc: Acc = {"approvals": {}}
+    if record is not None:
+        acc["approvals"][record["id"]] = dict(record)
+    _approval(acc, event, event.payload)
+    out: dict[str, Any] | None = acc["approvals"].get(event.payload["approval_id"])
+    return out
+
+
+def project(run_id: str, events: Iterable[EventLike], *, start: State | None = None) -> State:
+    """Project the state of ``run_id`` from its events (optionally from a checkpoint).
+
+    Pure: the same events give the same ``State`` (goal, progress, work, findings,
+    decisions, dependencies, actions, confirmations, each fact with its provenance).
+    Events are taken as given: read them with ``Storage.read_events``, which verifies
+    each one, rather than from an unverified source.
+    """
+    return fold(start if start is not None else empty_state(run_id), events)
