@@ -36,17 +36,14 @@ if TYPE_CHECKING:
     )
     from continuum.eventlog.chain import VerifyReport, Violation
     from continuum.eventlog.events import Event, EventType
-    from continuum.ledger.core import ActionLedger, InterceptResult
+    from continuum.ledger.core import ActionLedger
+    from continuum.ledger.gate import InterceptResult
     from continuum.recovery.contract import RecoveryContract
     from continuum.recovery.engine import Decision, decide
-    from continuum.runtime.facade import (
-        ActionsPage,
-        CheckpointInfo,
-        ConfirmResult,
-        Continuum,
-        Recovery,
-    )
-    from continuum.state.projection import ActionRecord, State, project
+    from continuum.runtime.facade import Continuum
+    from continuum.runtime.results import ActionsPage, CheckpointInfo, ConfirmResult, Recovery
+    from continuum.state.projection import project
+    from continuum.state.records import ActionRecord, State
     from continuum.state.validation import ValidationReport
     from continuum.store import Run, RunInfo, SQLiteStorage, Storage, open_store
     from continuum.types import ActionStatus, InterceptStatus, Mode, Origin, ReplayContract
@@ -68,17 +65,17 @@ _HOMES = {
     "Event": "continuum.eventlog.events",
     "EventType": "continuum.eventlog.events",
     "ActionLedger": "continuum.ledger.core",
-    "InterceptResult": "continuum.ledger.core",
-    "ActionRecord": "continuum.state.projection",
-    "State": "continuum.state.projection",
+    "InterceptResult": "continuum.ledger.gate",
+    "ActionRecord": "continuum.state.records",
+    "State": "continuum.state.records",
     "project": "continuum.state.projection",
     "Decision": "continuum.recovery.engine",
     "decide": "continuum.recovery.engine",
-    "ActionsPage": "continuum.runtime.facade",
-    "CheckpointInfo": "continuum.runtime.facade",
-    "ConfirmResult": "continuum.runtime.facade",
+    "ActionsPage": "continuum.runtime.results",
+    "CheckpointInfo": "continuum.runtime.results",
+    "ConfirmResult": "continuum.runtime.results",
     "Continuum": "continuum.runtime.facade",
-    "Recovery": "continuum.runtime.facade",
+    "Recovery": "continuum.runtime.results",
     "Run": "continuum.store",
     "RunInfo": "continuum.store",
     "SQLiteStorage": "continuum.store",

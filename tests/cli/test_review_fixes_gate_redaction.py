@@ -14,7 +14,7 @@ import pytest
 from continuum.hooks.advice import refusal, shown_db
 from continuum.hooks.args import HookArgs
 from continuum.hooks.registry import Rule
-from continuum.ledger.core import InterceptResult
+from continuum.ledger.gate import InterceptResult
 from continuum.types import ReplayContract
 
 SECRET = "HUNTER2xyz"

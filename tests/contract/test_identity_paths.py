@@ -23,7 +23,7 @@ import pytest
 from continuum.ledger.core import ActionLedger
 from continuum.ops.transfer import export_runs, import_runs
 from continuum.runtime.facade import Continuum
-from continuum.state.projection import ActionRecord
+from continuum.state.records import ActionRecord
 from continuum.store import Run, Storage
 from continuum.types import Origin
 

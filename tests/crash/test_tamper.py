@@ -655,8 +655,8 @@ def test_a_damaged_run_action_or_checkpoint_record_is_an_integrity_error_naming_
 def test_a_text_column_holding_a_number_is_refused_as_damage() -> None:
     # Found by the soak: a flipped serial type made a TEXT column read back as an integer
     # (SQL cannot store that through a TEXT column's affinity, so the rows are given here).
-    from continuum.store.core import action_from_row as _action_row
-    from continuum.store.core import run_from_row as _run_info
+    from continuum.store.rows import action_from_row as _action_row
+    from continuum.store.rows import run_from_row as _run_info
 
     with pytest.raises(IntegrityError) as e:
         _action_row(("run_b", "act_1", 7, None, "dk"))

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import continuum.store.core as core
+import continuum.store.tx as tx
 from continuum.errors import UsageError
 from continuum.eventlog.events import EventType, seal
 from continuum.store import SQLiteStorage
@@ -80,7 +80,7 @@ def test_a_batch_append_equals_the_same_single_appends(
         single_path, batch_path = Path(tmp) / "single.db", Path(tmp) / "batch.db"
         for path, batched in ((single_path, False), (batch_path, True)):
             ids = _Ids()
-            mp.setattr(core, "uuid", ids)
+            mp.setattr(tx, "uuid", ids)
             store = SQLiteStorage(path, clock=ids.clock)
             store.create_run(_run())
             if batched:

@@ -172,7 +172,7 @@ def test_a_stored_text_no_writer_could_have_stored_never_verifies() -> None:
 
 def test_a_state_dump_shares_no_container_with_the_state() -> None:
     # fold() mutates model_dump(mode="json") in place instead of a deep copy of it.
-    from continuum.state.projection import State
+    from continuum.state.records import State
 
     args = {"nested": {"list": [1, {"x": 2}]}}
     record = {

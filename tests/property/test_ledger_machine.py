@@ -35,7 +35,8 @@ from continuum.errors import (
     NotFoundError,
     ReplayWideningError,
 )
-from continuum.ledger.core import ActionLedger, owner_alive
+from continuum.ledger.core import ActionLedger
+from continuum.ledger.owners import owner_alive
 from continuum.runtime.facade import Continuum
 from continuum.store import ActionRow, Run, SQLiteStorage
 from continuum.types import Origin

@@ -17,7 +17,8 @@ from continuum.eventlog.canonical import canonical_json, parse_json
 from continuum.eventlog.chain import DamageKind, verify_chain
 from continuum.eventlog.events import Event, EventType, seal
 from continuum.recovery.engine import build_contract, decide
-from continuum.state.projection import State, project
+from continuum.state.projection import project
+from continuum.state.records import State
 from continuum.state.validation import Observation, validate_state
 from continuum.types import Origin
 

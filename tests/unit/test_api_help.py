@@ -28,7 +28,7 @@ from continuum import (
     Recovery,
 )
 from continuum.eventlog.events import seal
-from continuum.ledger.core import _GUIDANCE
+from continuum.ledger.gate import GUIDANCE
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "continuum"
@@ -155,8 +155,8 @@ def test_no_docstring_or_comment_in_src_cites_a_document_outside_the_repository(
 
 
 def test_the_return_types_are_exported_where_help_finds_them() -> None:
-    from continuum.runtime.facade import ActionsPage, CheckpointInfo, ConfirmResult
-    from continuum.state.projection import ActionRecord
+    from continuum.runtime.results import ActionsPage, CheckpointInfo, ConfirmResult
+    from continuum.state.records import ActionRecord
     from continuum.state.validation import ValidationReport
     from continuum.store import RunInfo
 
@@ -198,7 +198,7 @@ def test_intercept_status_is_an_enum_and_serializes_to_its_string(cx: Continuum)
     suspect = cx.intercept("r1", "mail", {"recipient": "a", "count": 2})
     assert suspect.status is InterceptStatus.POSSIBLE_DUPLICATE
     # the ledger's statuses and the enum are the same set: every status has guidance
-    assert set(_GUIDANCE) == {s.value for s in InterceptStatus}
+    assert set(GUIDANCE) == {s.value for s in InterceptStatus}
     with pytest.raises(ValueError):
         InterceptResult(**{**first.model_dump(), "status": "perhaps"})
 

@@ -37,12 +37,16 @@ RANKS: dict[str, float] = {
     "continuum.eventlog.archived": 2.6,  # what an archive marker says (pure), used by the store
     "continuum.safe_files": 1.5,  # private files written whole or not at all
     "continuum.eventlog.chain": 3,
+    "continuum.state.records": 2.8,  # the state's models (frozen pydantic)
     "continuum.state.projection": 3,
     "continuum.state.validation": 4,
     "continuum.recovery.engine": 5,
-    "continuum.store": 6,
+    "continuum.store": 6,  # its modules import each other (one package), in no circle
     "continuum.ledger.approval_rules": 2,  # parsing approvals.toml: which calls need a person
     "continuum.ledger.approvals": 6.5,  # the per-call check against the log, under the ledger
+    "continuum.ledger.owners": 6.1,  # who performs an action, alive or not (/proc, leases)
+    "continuum.ledger.identity": 6.2,  # an action's normalized arguments and dedup key
+    "continuum.ledger.gate": 6.8,  # what an intercept answers; its approval gate
     "continuum.ledger.core": 7,
     "continuum.ledger.outbox": 7,  # delivering the notification outbox (over the store)
     "continuum.recovery.verification": 7,
@@ -59,7 +63,10 @@ RANKS: dict[str, float] = {
     "continuum.ops.migrate_original": 7.5,  # the original project's runs (over ledger, transfer)
     "continuum.state.environment": 7,
     "continuum.ledger.effect": 7.5,  # the effect seam over the ledger, under the facade and adapters
-    "continuum.runtime.facade": 8,
+    "continuum.runtime.results": 7.7,  # what the facade returns (models)
+    "continuum.runtime.runs": 7.8,  # the facade's first layer: runs, events, state, checkpoints
+    "continuum.runtime.effects": 7.9,  # its second: the ledger, approvals, the outbox
+    "continuum.runtime.facade": 8,  # Continuum: the two layers plus recovery
     "continuum.bench": 8.5,
     "continuum.hooks": 8.7,  # host hooks: used by the CLI and by their own lean entry point
     "continuum.serving": 8.7,  # what an HTTP server needs (flags, tokens, TLS), for mcp and cli.ui
@@ -127,6 +134,7 @@ PURE = (
     "continuum.eventlog.archived",
     "continuum.eventlog.events",
     "continuum.eventlog.chain",
+    "continuum.state.records",
     "continuum.state.projection",
     "continuum.state.validation",
     "continuum.recovery.contract",

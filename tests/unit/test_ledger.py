@@ -24,7 +24,8 @@ from continuum.errors import (
     UsageError,
 )
 from continuum.eventlog.events import EventType
-from continuum.ledger.core import ActionLedger, InterceptResult
+from continuum.ledger.core import ActionLedger
+from continuum.ledger.gate import InterceptResult
 from continuum.runtime.facade import Continuum
 from continuum.store import Run, SQLiteStorage
 from continuum.types import ActionStatus, ReplayContract

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from continuum.errors import ActionOwnedError
-from continuum.ledger.core import current_owner, same_owner
+from continuum.ledger.owners import current_owner, same_owner
 from continuum.runtime.facade import Continuum
 from continuum.store import SQLiteStorage
 from continuum.types import ActionStatus, Origin

@@ -9,14 +9,8 @@ import pytest
 
 from continuum.eventlog.canonical import canonical_json
 from continuum.eventlog.events import Event, EventType, seal
-from continuum.state.projection import (
-    ActionRecord,
-    State,
-    apply_action_event,
-    empty_state,
-    fold,
-    project,
-)
+from continuum.state.projection import apply_action_event, empty_state, fold, project
+from continuum.state.records import ActionRecord, State
 from continuum.types import ActionStatus, Origin, RunStatus
 
 RUN = "run_fold"

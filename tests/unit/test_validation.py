@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from continuum.eventlog.events import Event, EventType, seal
-from continuum.state.projection import Dependency, Provenance, State, project
+from continuum.state.projection import project
+from continuum.state.records import Dependency, Provenance, State
 from continuum.state.validation import (
     ComponentCheck,
     Observation,

@@ -17,7 +17,8 @@ from continuum.cli.common import common, runtime
 from continuum.cli.output import Line, Settings, emit, origin_label
 from continuum.errors import UsageError
 from continuum.eventlog.events import EventType
-from continuum.state.projection import State, fold, project
+from continuum.state.projection import fold, project
+from continuum.state.records import State
 from continuum.untrusted import quoted
 
 # The action fields a person reads in a diff (owner, leases and sequences are bookkeeping).

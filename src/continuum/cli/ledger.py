@@ -19,7 +19,7 @@ from continuum.cli.output import (
     write_lines,
 )
 from continuum.errors import NotFoundError, UsageError
-from continuum.state.projection import ActionRecord
+from continuum.state.records import ActionRecord
 from continuum.store import MAX_PAGE
 from continuum.types import ActionStatus, Origin
 from continuum.untrusted import json_safe, quoted

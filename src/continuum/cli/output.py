@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import click
 
 from continuum.errors import ContinuumError
-from continuum.state.projection import Provenance
+from continuum.state.records import Provenance
 from continuum.untrusted import json_safe, origin_words, quoted, terminal_safe
 
 VERDICT_EXIT = {

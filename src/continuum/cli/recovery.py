@@ -22,8 +22,8 @@ from continuum.cli.output import (
 )
 from continuum.errors import UsageError
 from continuum.recovery.contract import RecoveryContract
-from continuum.runtime.facade import ConfirmResult, Recovery
-from continuum.state.projection import Item, Provenance, State
+from continuum.runtime.results import ConfirmResult, Recovery
+from continuum.state.records import Item, Provenance, State
 from continuum.store import RunInfo
 from continuum.types import Origin, RunStatus
 from continuum.untrusted import quoted

@@ -21,7 +21,8 @@ from continuum.cli.output import (
 )
 from continuum.errors import UsageError
 from continuum.eventlog.events import Event, EventType
-from continuum.state.projection import State, project
+from continuum.state.projection import project
+from continuum.state.records import State
 from continuum.store import is_postgres_url, redact_url, resolve_url, sqlite_path_from_url
 from continuum.types import RunStatus
 from continuum.untrusted import quoted

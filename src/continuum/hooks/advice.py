@@ -10,8 +10,8 @@ import shlex
 
 from continuum.hooks.args import HookArgs
 from continuum.hooks.registry import Rule
-from continuum.ledger.core import InterceptResult
-from continuum.state.projection import ActionRecord
+from continuum.ledger.gate import InterceptResult
+from continuum.state.records import ActionRecord
 from continuum.store import redact_url
 from continuum.untrusted import quoted
 

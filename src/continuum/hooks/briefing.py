@@ -19,7 +19,7 @@ from continuum.hooks.hosts import subagent_of
 from continuum.hooks.probes import ProbeResult, rule_for
 from continuum.hooks.registry import Registry
 from continuum.runtime.facade import Continuum
-from continuum.state.projection import ActionRecord
+from continuum.state.records import ActionRecord
 from continuum.types import ActionStatus
 from continuum.untrusted import quoted
 

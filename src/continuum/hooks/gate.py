@@ -41,10 +41,10 @@ from continuum.hooks.hosts import (
 from continuum.hooks.probes import ProbeResult, probe_action, rule_for
 from continuum.hooks.registry import BUILTINS, Registry, Rule, render_key
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
-from continuum.ledger.core import process_start
+from continuum.ledger.owners import process_start
 from continuum.runtime.facade import Continuum
 from continuum.state.environment import file_checksum
-from continuum.state.projection import ActionRecord
+from continuum.state.records import ActionRecord
 from continuum.store import open_store
 from continuum.types import ActionStatus, Origin
 from continuum.untrusted import quoted

@@ -13,7 +13,7 @@ from continuum.errors import UsageError
 from continuum.eventlog.events import EventType
 from continuum.hooks.registry import BUILTINS, Registry, Rule, render_probe
 from continuum.runtime.facade import Continuum
-from continuum.state.projection import ActionRecord
+from continuum.state.records import ActionRecord
 from continuum.types import Origin
 
 PROBE_SECONDS = 20

@@ -10,15 +10,11 @@ is the fold's view of each action by construction.
 from __future__ import annotations
 
 import os
-import posixpath
-import re
-import socket
 import time
-import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from continuum.errors import (
     ActionOwnedError,
@@ -29,342 +25,43 @@ from continuum.errors import (
     ReplayWideningError,
     UsageError,
 )
-from continuum.eventlog.canonical import canonical_json, digest
-from continuum.eventlog.events import EventLike, EventType
+from continuum.eventlog.canonical import canonical_json
+from continuum.eventlog.events import EventType
 from continuum.eventlog.limits import check_value
-from continuum.eventlog.notices import decide_command
 from continuum.faults import fault_point
-from continuum.ledger.approval_rules import ApprovalRule, ApprovalRules, RuleFiles
-from continuum.ledger.approvals import (
-    Verdict,
-    judge_call,
-    kept_approval,
+from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
+from continuum.ledger.gate import (
+    GUIDANCE,
+    ApprovalGate,
+    InterceptResult,
 )
-from continuum.state.projection import ActionRecord, apply_action_event
-from continuum.store.base import DEFAULT_PAGE, ActionRow, RunInfo, Storage, WriteTx
-from continuum.store.original import ORIGINAL_FORMAT, original_action_key
-from continuum.types import ActionStatus, InterceptStatus, Origin, ReplayContract, RunStatus
-from continuum.untrusted import check_identifier, quoted
+from continuum.ledger.identity import (
+    ActionIdentity,
+    _text,
+    action_identity,
+    normalize_key,
+    original_identities,
+)
+from continuum.ledger.owners import (
+    current_owner,
+    describe_owner,
+    owner_alive,
+    same_owner,
+)
+from continuum.state.projection import apply_action_event
+from continuum.state.records import ActionRecord
+from continuum.store.base import DEFAULT_PAGE, ActionRow, Storage, WriteTx
+from continuum.types import ActionStatus, Origin, ReplayContract, RunStatus
+from continuum.untrusted import check_identifier
 
 DEFAULT_LEASE_SECONDS = 30.0
 _SAME: Any = object()  # ``approval_arguments`` not given: an approval binds the arguments
 
 
-class InterceptResult(BaseModel):
-    """The answer to ``intercept``: whether to perform the side effect now, and why.
-
-    ``proceed`` is true for exactly one caller per action (``status`` ``started``):
-    perform the effect, then call ``complete`` (or ``fail``) with ``action_key``. For any
-    other ``status`` (an ``InterceptStatus``) do not perform it; ``guidance`` says what to
-    do instead in one sentence an agent can follow.
-
-    Fields: ``action_id`` (``act_...``) and ``action_key`` (``TYPE:KEY`` or ``TYPE#HASH``)
-    name the action, either works as a reference later; ``attempt`` counts tries;
-    ``replay`` is its replay contract; ``operation_key`` is stable across attempts, for an
-    idempotency key at the external system (given when proceeding, or for an idempotent
-    action); ``external_id`` and ``previous_result`` are what was recorded when it
-    completed; ``matched_by`` says how an earlier action was found (``key``,
-    ``arguments``, ``fallback``; None for a new one); ``similar_action`` is the earlier
-    action of a ``possible_duplicate``; ``approval_id`` is the approval the call waits for,
-    was denied by, or runs under, and ``denial_reason`` the person's reason for a denial.
-    Serialized (JSON, MCP) every enum is its string. See references/api.md.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    proceed: bool
-    status: InterceptStatus
-    action_id: str
-    action_key: str
-    attempt: int
-    replay: ReplayContract
-    operation_key: str | None = None
-    external_id: str | None = None
-    previous_result: Any = None
-    matched_by: str | None = None  # key | arguments | fallback (None for a new action)
-    # possible_duplicate: the earlier action whose values these arguments share.
-    similar_action: dict[str, Any] | None = None
-    approval_id: str | None = None
-    denial_reason: str | None = None
-    guidance: str
-
-
 # -- identity ------------------------------------------------------------------------------
-
-# Field names that say their value is a file system path, even a bare ``a.txt``.
-_PATH_WORDS = ("path", "file", "dir", "folder")
-_PATH_NAMES = frozenset({"dest", "destination", "src", "attachment", "cwd"})
-
-
-def _path_field(field: str | None) -> bool:
-    if field is None:
-        return False
-    name = field.lower()
-    return name in _PATH_NAMES or any(word in name for word in _PATH_WORDS)
-
-
-def _looks_like_path(value: str, field: str | None = None, *, spaced: bool = True) -> bool:
-    """A path: written as one (``/``, ``./``, ``../``, ``~/`` first), holding a ``/``, or
-    under a field named like a path. With whitespace inside (``my report.txt``) only the
-    first and the last count: prose holds slashes too (``and/or``), and a path resolves
-    against the working directory, which the identity of prose must not depend on.
-    ``spaced=False`` is the rule before issue 30 (nothing with whitespace was a path)."""
-    if not value or "://" in value or len(value) > 4096:
-        return False
-    written_as_path = value.startswith(("/", "./", "../", "~/"))
-    named_as_path = _path_field(field) and value not in (".", "..")
-    if any(c.isspace() for c in value):
-        return spaced and (written_as_path or named_as_path)
-    return written_as_path or "/" in value or named_as_path
-
-
-# A bare file name (``a.txt``, ``my report.txt``): no slash, an extension that starts with
-# a letter (not ``1.5``, ``v1.2``), no ``@`` (not an address). Under a field not named like
-# a path it stays text in the identity, but the fallback resolves it like a path, so the
-# same name written as a path (``./a.txt``) is at least a ``possible_duplicate``.
-_FILE_NAME = re.compile(r"[^/\\@~][^/\\@]*\.[A-Za-z][A-Za-z0-9]{0,9}")
-
-
-def _text(value: str) -> str:
-    """One form per text: Unicode NFC, surrounding whitespace dropped, case kept."""
-    return unicodedata.normalize("NFC", value).strip()
-
-
-def normalize_arguments(
-    value: Any, cwd: str, field: str | None = None, *, spaced: bool = True
-) -> Any:
-    """Canonical arguments for identity (the stored arguments stay as given).
-
-    Strings are NFC with surrounding whitespace dropped (``INV-001 `` is ``INV-001``);
-    whole floats are integers (``1.0`` is ``1``); paths are made absolute against ``cwd``
-    and normalized lexically, so ``a.txt``, ``./a.txt`` and ``/w/out/../a.txt`` from
-    ``/w`` are one file. A string is a path when it starts with ``/``, ``./`` or ``../``,
-    or is under a field named like a path (``path``, ``file``, ``dir``, ``folder`` in its
-    name, or ``dest``, ``destination``, ``src``, ``attachment``, ``cwd``), whitespace
-    inside or not (``./my report.txt``); or when it holds a ``/`` and no whitespace. A
-    URL (``://``), ``~/...`` and a string over 4096 characters stay as written. Lexical
-    only: no symlink resolution, no file system access. Case is kept: ``INV-1`` and
-    ``inv-1`` are different. ``spaced=False`` applies the rules before issue 30.
-    """
-    if isinstance(value, dict):
-        return {_text(k): normalize_arguments(v, cwd, k, spaced=spaced) for k, v in value.items()}
-    if isinstance(value, list):
-        return [normalize_arguments(v, cwd, field, spaced=spaced) for v in value]
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        text = _text(value)
-        if _looks_like_path(text, field, spaced=spaced) and not text.startswith("~"):
-            return posixpath.normpath(posixpath.join(cwd, text))
-        return text
-    return value
-
-
-def _leaves(value: Any, out: list[str], cwd: str | None = None) -> list[str]:
-    """Every leaf value as canonical JSON; with ``cwd``, a bare file name as its path."""
-    if isinstance(value, dict):
-        for v in value.values():
-            _leaves(v, out, cwd)
-    elif isinstance(value, list):
-        for v in value:
-            _leaves(v, out, cwd)
-    elif cwd is not None and isinstance(value, str) and _FILE_NAME.fullmatch(value):
-        out.append(canonical_json(posixpath.join(cwd, value)))
-    else:
-        out.append(canonical_json(value))
-    return out
-
-
-def _type_part(action_type: str) -> str:
-    # ':' and '#' end the type inside an action_key, so they (and '%') are escaped in it:
-    # type "send" + key "x:y" and type "send:x" + key "y" must not share a key.
-    return action_type.replace("%", "%25").replace(":", "%3A").replace("#", "%23")
-
-
-def action_key_of(action_type: str, key: str | None, dedup_key: str) -> str:
-    """The readable, unambiguous reference to an action: ``TYPE:KEY`` or ``TYPE#HASH``."""
-    if key is not None:
-        return f"{_type_part(action_type)}:{key}"
-    return f"{_type_part(action_type)}#{dedup_key[:16]}"
-
-
-def normalize_key(action_type: str, key: str) -> str:
-    """A key in one form: NFC, trimmed, and without a repeated ``TYPE:`` prefix
-    (``upload`` with key ``upload:a.csv`` is the same action as with key ``a.csv``)."""
-    text = _text(key)
-    prefix = action_type + ":"
-    if text.startswith(prefix) and len(text) > len(prefix):
-        text = text[len(prefix) :]
-    return text
-
-
-class ActionIdentity(BaseModel):
-    """How the ledger finds an action: ``action_id`` and ``dedup_key`` (both unique in the
-    index), ``fallback_key`` (a suspicion only). ``earlier`` and ``earlier_fallback`` are
-    the (action_id, dedup_key) pairs and fallback keys the rules before issue 30 gave the
-    same call, looked up when the current ones find nothing: an action recorded before an
-    upgrade is still found after it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    action_id: str
-    action_key: str
-    dedup_key: str
-    fallback_key: str | None
-    operation_key: str
-    normalized_arguments: Any
-    earlier: tuple[tuple[str, str], ...] = ()
-    earlier_fallback: tuple[str, ...] = ()
-
-
-def _args_keys(action_type: str, normalized: Any, cwd: str | None) -> tuple[str, str]:
-    dedup = digest(["args", action_type, normalized])
-    return dedup, digest(["fallback", action_type, sorted(_leaves(normalized, [], cwd))])
-
-
-def action_identity(
-    run_id: str, action_type: str, arguments: Any, key: str | None, cwd: str
-) -> ActionIdentity:
-    """Stable identity of an action: from the business key, else from its arguments.
-
-    Without a key, a fallback key built from the multiset of leaf values (field names
-    dropped, values normalized, a bare file name resolved like a path) finds the same call
-    with renamed fields or another form of one path; such a match is only a suspicion
-    (``{from: bob, to: alice}`` has the leaves of ``{from: alice, to: bob}``), so the
-    ledger reports it as ``possible_duplicate`` and never as done.
-    """
-    action_type = _text(action_type)
-    normalized = normalize_arguments(arguments, cwd)
-    earlier: tuple[tuple[str, str], ...] = ()
-    earlier_fallback: tuple[str, ...] = ()
-    fallback: str | None
-    if key is not None:
-        key = normalize_key(action_type, key)
-        dedup = digest(["key", action_type, key])
-        fallback = None
-    else:
-        dedup, fallback = _args_keys(action_type, normalized, cwd)
-        # Before issue 30: no path with whitespace, no bare file name in the fallback.
-        old, old_fallback = _args_keys(
-            action_type, normalize_arguments(arguments, cwd, spaced=False), None
-        )
-        if old != dedup:
-            earlier = (("act_" + digest([run_id, old])[:24], old),)
-        if old_fallback != fallback:
-            earlier_fallback = (old_fallback,)
-    return ActionIdentity(
-        action_id="act_" + digest([run_id, dedup])[:24],
-        action_key=action_key_of(action_type, key, dedup),
-        dedup_key=dedup,
-        fallback_key=fallback,
-        operation_key="op_" + digest(["operation", run_id, dedup])[:32],
-        normalized_arguments=normalized,
-        earlier=earlier,
-        earlier_fallback=earlier_fallback,
-    )
-
-
-def imported_identity(run_id: str, action_type: str, original_key: str) -> ActionIdentity:
-    """The identity ``import --from-original`` gives an action of the original's ledger:
-    keyed by the original's own (hashed) ledger key, which is all the original stored."""
-    return action_identity(run_id, action_type, None, original_key, "/")
-
-
-def original_identities(
-    run: RunInfo, action_type: str, keys: tuple[str | None, ...], arguments: Any
-) -> list[tuple[str, str]]:
-    """Where the import indexed the action the original would have found for this call.
-
-    Only in a run imported from the original (``imported_from`` in its metadata): the
-    original's ledger key for the call (``original_action_key``: the hash of its key, or
-    of its arguments when ``keys`` is ``(None,)``), scoped to the original run's id or
-    unscoped, as ``imported_identity`` keyed it. ``action_type`` and ``keys`` are tried
-    as given and as normalized (the original hashed them as given). Pairs of
-    (action_id, dedup_key), at most eight.
-    """
-    origin = run.metadata.get("imported_from")
-    if not isinstance(origin, dict) or origin.get("format") != ORIGINAL_FORMAT:
-        return []
-    original_run = origin.get("run_id")
-    if not isinstance(original_run, str):
-        return []
-    found: list[tuple[str, str]] = []
-    for scope in (original_run, None):
-        for type_ in dict.fromkeys((action_type, _text(action_type))):
-            for key in dict.fromkeys(keys):
-                hashed = original_action_key(scope, type_, key=key, arguments=arguments)
-                if hashed is not None:
-                    ident = imported_identity(run.run_id, type_, hashed)
-                    found.append((ident.action_id, ident.dedup_key))
-    return list(dict.fromkeys(found))
 
 
 # -- owners and leases --------------------------------------------------------------------
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields 3.. of /proc/PID/stat (state first), or None where /proc cannot tell."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("ascii", "replace")
-        return data.rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def process_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot), against pid reuse."""
-    fields = _proc_stat(pid)
-    return fields[19] if fields and len(fields) > 19 else None  # field 22: start time in ticks
-
-
-def current_owner() -> dict[str, Any]:
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": process_start(pid)}
-
-
-def same_owner(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Is ``a`` the process (or host session) ``b`` names? Host and pid must match, the
-    process start time where both have one, and the session exactly: an owner without a
-    session (a process acting for itself, such as the operator page inside an HTTP server)
-    is not the owner of one of that process's sessions, nor the other way round."""
-    return (
-        bool(a)
-        and (a.get("host"), a.get("pid")) == (b.get("host"), b.get("pid"))
-        and (a.get("start") is None or b.get("start") is None or a["start"] == b["start"])
-        and a.get("session") == b.get("session")
-    )
-
-
-def describe_owner(owner: dict[str, Any]) -> str:
-    where = f"process {owner.get('pid')} on host {owner.get('host')}"
-    return where + (f" (session {owner['session']})" if owner.get("session") else "")
-
-
-def owner_alive(owner: dict[str, Any], lease_expires: float | None, now: float) -> bool:
-    """Is the process that intercepted still there to finish the action?
-
-    Same host: its process id (and start time, against pid reuse) tells at once.
-    Another host: only the lease can tell.
-    """
-    if owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int):
-        pid = owner["pid"]
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        fields = _proc_stat(pid)
-        if fields is None:
-            return True  # kill() says it exists and /proc cannot say more
-        if fields[0] in ("Z", "X"):
-            return False  # a zombie nobody reaped (common in containers) is dead
-        start = fields[19] if len(fields) > 19 else None
-        return start is None or owner.get("start") in (None, start)
-    return lease_expires is not None and lease_expires > now
 
 
 # -- the index, as read -----------------------------------------------------------------
@@ -403,103 +100,6 @@ def _record(row: ActionRow) -> ActionRecord:
 
 
 # -- the ledger ---------------------------------------------------------------------------
-
-_GUIDANCE = {
-    "started": "Perform the side effect now, then call complete (or fail) with this action_key.",
-    "completed": "Already done: do not perform it again; use the stored result and external_id.",
-    "in_progress": "Another live process is performing this action right now: do not perform it; "
-    "check again later.",
-    "unknown": "This action was interrupted and may or may not have happened. Do not perform it "
-    "again: check the external system, then reconcile it (occurred true/false).",
-    "reconcile_required": "This action was interrupted; its contract requires reconciliation: check "
-    "the external system, then call reconcile with occurred true/false.",
-    "compensated": "This action was done and later undone (compensated); use a new key to redo it.",
-    "needs_confirmation": "This action was reported as not done by an agent, not by a person. "
-    "Do not perform it: only a person (or continuum's own probe) may confirm "
-    "that it did not happen; ask a person to check the external system and "
-    "run `continuum reconcile` for it.",
-    "possible_duplicate": "Not performed: an earlier action of this type had the same values under "
-    "other field names (see similar_action). If it is the same effect, it is "
-    "already recorded there: do not perform it again. If it is a different "
-    "effect, intercept again with an explicit key that tells them apart.",
-    "awaiting_approval": "Not performed: this call needs a person's decision first. Do not perform "
-    "it and do not try to decide it yourself: ask a person to run `{command}`, "
-    "then intercept again with exactly the same arguments (changed arguments "
-    "ask a person again).",
-    "denied": "Not performed: a person denied this call{reason}. Do not perform it. Changed "
-    "arguments ask a person again.",
-}
-
-
-class _Gate:
-    """The approval check of one intercept, inside its transaction (``judge_call``)."""
-
-    def __init__(
-        self,
-        ledger: ActionLedger,
-        tx: WriteTx,
-        rule: ApprovalRule,
-        ident: ActionIdentity,
-        action_type: str,
-        key: str | None,
-        arguments: Any,
-        effect: str | None,
-        origin: Origin,
-        requested: ReplayContract | None,
-    ) -> None:
-        self.store = ledger.store
-        self.tx, self.rule, self.ident, self.action_type = tx, rule, ident, action_type
-        self.key, self.arguments, self.effect, self.origin = key, arguments, effect, origin
-        self.requested = requested
-
-    def judge(self, rec: ActionRecord | None) -> Verdict:
-        run_id, store = self.tx.run.run_id, self.store
-
-        def read_event(sequence: int) -> EventLike | None:  # verified as read
-            return next(iter(store.iter_raw(run_id, sequence - 1, upto=sequence)), None)
-
-        def read_kept(approval_id: str) -> dict[str, Any] | None:
-            # An approval whose events were archived: the latest checkpoint whose hash its
-            # sealing event (in the live log) vouches for holds the fold's record of it.
-            return kept_approval(store, run_id, approval_id)
-
-        return judge_call(
-            self.tx,
-            rule=self.rule,
-            action_type=self.action_type,
-            action_id=self.ident.action_id,
-            action_key=self.ident.action_key,
-            key=self.key,
-            arguments=self.arguments,
-            effect=self.effect,
-            origin=self.origin,
-            under=rec.approval_id if rec else None,
-            read_event=read_event,
-            read_kept=read_kept,
-        )
-
-    def stopped(self, verdict: Verdict, rec: ActionRecord | None) -> InterceptResult:
-        """The answer for a call that may not run now (nothing of the action is written)."""
-        status = verdict.status
-        text = _GUIDANCE[status].format(
-            command=decide_command(verdict.approval_id),
-            reason=f" (approval {verdict.approval_id}; their reason: "
-            f"{quoted(verdict.reason, limit=500)})"
-            if verdict.reason
-            else f" (approval {verdict.approval_id})",
-        )
-        replay = ReplayContract(rec.replay) if rec else self.requested or ReplayContract.NEVER
-        return InterceptResult(
-            proceed=False,
-            status=status,
-            action_id=self.ident.action_id,
-            action_key=self.ident.action_key,
-            attempt=rec.attempt if rec else 0,
-            replay=replay,
-            approval_id=verdict.approval_id,
-            denial_reason=verdict.reason if status == "denied" else None,
-            guidance=text,
-        )
 
 
 class ActionLedger:
@@ -658,8 +258,8 @@ class ActionLedger:
             gate = (
                 None
                 if rule is None
-                else _Gate(
-                    self, tx, rule, ident, action_type, key, bound, effect, origin, requested
+                else ApprovalGate(
+                    self.store, tx, rule, ident, action_type, key, bound, effect, origin, requested
                 )
             )
             verdict = gate.judge(None) if gate is not None and row is None else None
@@ -718,7 +318,7 @@ class ActionLedger:
             attempt=rec.attempt,
             replay=ReplayContract(rec.replay),
             matched_by="fallback",
-            guidance=_GUIDANCE["possible_duplicate"],
+            guidance=GUIDANCE["possible_duplicate"],
             similar_action={
                 "action_id": rec.action_id,
                 "action_key": rec.action_key,
@@ -746,7 +346,7 @@ class ActionLedger:
             previous_result=rec.result if status == "completed" else None,
             matched_by=matched,
             approval_id=rec.approval_id,
-            guidance=(_GUIDANCE[status] + extra),
+            guidance=(GUIDANCE[status] + extra),
         )
 
     def _decide(
@@ -757,7 +357,7 @@ class ActionLedger:
         origin: Origin,
         now: float,
         matched: str,
-        gate: _Gate | None = None,
+        gate: ApprovalGate | None = None,
     ) -> InterceptResult:
         rec = _record(row)
         stored = ReplayContract(rec.replay)

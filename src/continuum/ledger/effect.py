@@ -46,7 +46,8 @@ from continuum.errors import (
 )
 from continuum.eventlog.canonical import canonical_json
 from continuum.faults import fault_point
-from continuum.ledger.core import ActionLedger, InterceptResult
+from continuum.ledger.core import ActionLedger
+from continuum.ledger.gate import InterceptResult
 from continuum.types import Origin, ReplayContract
 
 P = ParamSpec("P")

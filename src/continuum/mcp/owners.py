@@ -40,7 +40,7 @@ from typing import Any
 import anyio.to_thread
 
 from continuum.errors import ContinuumError
-from continuum.ledger.core import current_owner
+from continuum.ledger.owners import current_owner
 from continuum.log import get_logger
 from continuum.mcp.auth import Caller
 from continuum.runtime.facade import Continuum

@@ -49,9 +49,10 @@ from continuum.recovery.verification import (
     state_digest,
     verify_run,
 )
-from continuum.state.projection import Approval, empty_plain, fold_plain
+from continuum.state.projection import empty_plain, fold_plain
+from continuum.state.records import Approval
 from continuum.store import Storage
-from continuum.store.core import action_record
+from continuum.store.rows import action_record
 from continuum.types import Origin
 from continuum.untrusted import as_typed, quoted
 

@@ -43,7 +43,7 @@ from continuum.safe_files import CHUNK, create_private
 from continuum.store import ActionRow, CheckpointRow, RunExport, RunInfo, Storage
 from continuum.store.approval_outbox import approval_from_row
 from continuum.store.base import ApprovalRow
-from continuum.store.core import action_from_row
+from continuum.store.rows import action_from_row
 from continuum.store.schema import SCHEMA_VERSION
 from continuum.untrusted import as_typed
 

@@ -45,7 +45,7 @@ from continuum.errors import ContinuumError, IntegrityError, NotFoundError, Usag
 from continuum.eventlog.canonical import canonical_bytes
 from continuum.eventlog.events import LIFECYCLE_STATUS, Event, EventType, seal
 from continuum.eventlog.payloads import payload_problem
-from continuum.ledger.core import imported_identity, normalize_key
+from continuum.ledger.identity import imported_identity, normalize_key
 from continuum.ops.transfer import import_checked, rebuild_actions, rebuild_approvals
 from continuum.store import RunExport, RunInfo, Storage
 from continuum.store.base import check_run_id, format_timestamp

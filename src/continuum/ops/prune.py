@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from continuum.errors import ContinuumError, IntegrityError, UsageError
 from continuum.faults import fault_point
 from continuum.ops.transfer import export_runs, read_export
-from continuum.state.projection import ActionRecord
+from continuum.state.records import ActionRecord
 from continuum.store import Storage
 from continuum.types import RunStatus
 from continuum.untrusted import as_typed

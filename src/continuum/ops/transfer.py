@@ -50,14 +50,13 @@ from continuum.ops.bounded import LineTooLong, TooDeep, parse_json_bounded
 from continuum.recovery.checkpoints import CHECKPOINT_FORMAT, checkpoint_body
 from continuum.state.projection import (
     APPROVAL_TYPES,
-    TRUSTED_ORIGINS,
-    State,
     apply_action_event,
     apply_approval_event,
     distrust_action,
     distrust_approval,
     project,
 )
+from continuum.state.records import TRUSTED_ORIGINS, State
 from continuum.store import ActionRow, CheckpointRow, RunExport, RunInfo, Storage, redact_url
 from continuum.store.base import ApprovalRow, format_timestamp
 from continuum.types import Origin, RunStatus

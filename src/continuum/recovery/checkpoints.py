@@ -28,7 +28,8 @@ from continuum.eventlog.canonical import canonical_json, digest, parse_json
 from continuum.eventlog.events import EventLike, EventType
 from continuum.eventlog.payloads import payload_problem
 from continuum.recovery.verification import state_digest
-from continuum.state.projection import ActionRecord, State, fold, project
+from continuum.state.projection import fold, project
+from continuum.state.records import ActionRecord, State
 from continuum.store import CheckpointRow, Storage, WriteTx
 from continuum.types import ActionStatus, Origin
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.eventlog.chain import VerifyReport
 from continuum.recovery.contract import InvalidatedComponent, RecoveryContract, seal_contract
-from continuum.state.projection import ActionRecord, State
+from continuum.state.records import ActionRecord, State
 from continuum.state.validation import ValidationReport
 from continuum.types import ActionStatus, ComponentStatus, DependencyStatus, Mode, RunStatus
 from continuum.untrusted import quoted

@@ -26,7 +26,7 @@ from continuum.eventlog.chain import (
 from continuum.state.projection import empty_plain, fold_plain
 from continuum.store import CheckpointRow, Storage
 from continuum.store.approval_outbox import approval_column_problem, approval_record
-from continuum.store.core import action_record
+from continuum.store.rows import action_record
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from continuum.errors import UsageError
-from continuum.state.projection import Dependency
+from continuum.state.records import Dependency
 from continuum.state.validation import Observation
 from continuum.untrusted import as_typed
 

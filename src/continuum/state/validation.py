@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from continuum.state.projection import Dependency, State
+from continuum.state.records import Dependency, State
 from continuum.types import ComponentStatus, DependencyStatus
 from continuum.untrusted import quoted
 

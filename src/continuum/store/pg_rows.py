@@ -18,20 +18,16 @@ import psycopg
 from continuum.eventlog.events import Event
 from continuum.store.approval_outbox import POSTGRES, approval_values, outbox_values
 from continuum.store.base import ActionRow, ApprovalRow, CheckpointRow, RunInfo, integrity_error
-from continuum.store.core import (
+from continuum.store.pg_connection import PgConn
+from continuum.store.rows import (
     ACTION_COLUMNS,
     CHECKPOINT_COLUMNS,
     EVENT_COLUMNS,
     RUN_COLUMNS,
-    CoreTx,
     action_from_row,
-    action_values,
     checkpoint_from_row,
-    checkpoint_values,
-    event_values,
-    run_values,
 )
-from continuum.store.pg_connection import PgConn
+from continuum.store.tx import CoreTx, action_values, checkpoint_values, event_values, run_values
 from continuum.types import RunStatus
 
 

@@ -48,21 +48,7 @@ from continuum.store.base import (
     check_run_id,
     format_timestamp,
 )
-from continuum.store.core import (
-    ACTION_COLUMNS,
-    CHECKPOINT_COLUMNS,
-    EVENT_COLUMNS,
-    RUN_COLUMNS,
-    RUN_TABLES,
-    CoreStore,
-    check_deletable,
-    import_ids,
-    run_exists,
-    run_from_row,
-    run_not_found,
-    schema_too_new,
-    verify_imported,
-)
+from continuum.store.core import RUN_TABLES, CoreStore, check_deletable, import_ids, verify_imported
 from continuum.store.pg_connection import (
     DEFAULT_LOCK_TIMEOUT_MS,
     DEFAULT_POOL_SIZE,
@@ -87,6 +73,16 @@ from continuum.store.pg_rows import (
     run_lock_key,
 )
 from continuum.store.pg_schema import PG_META_TABLE, PG_MIGRATIONS, PG_SCHEMA
+from continuum.store.rows import (
+    ACTION_COLUMNS,
+    CHECKPOINT_COLUMNS,
+    EVENT_COLUMNS,
+    RUN_COLUMNS,
+    run_exists,
+    run_from_row,
+    run_not_found,
+    schema_too_new,
+)
 from continuum.store.schema import SCHEMA_VERSION
 from continuum.types import RunStatus
 

@@ -43,25 +43,16 @@ from continuum.store.base import (
     check_run_id,
     format_timestamp,
 )
-from continuum.store.core import (
+from continuum.store.core import RUN_TABLES, CoreStore, check_deletable, import_ids, verify_imported
+from continuum.store.rows import (
     ACTION_COLUMNS,
     CHECKPOINT_COLUMNS,
     EVENT_COLUMNS,
     RUN_COLUMNS,
-    RUN_TABLES,
-    CoreStore,
-    CoreTx,
-    action_values,
-    check_deletable,
-    checkpoint_values,
-    event_values,
-    import_ids,
     run_exists,
     run_from_row,
     run_not_found,
-    run_values,
     schema_too_new,
-    verify_imported,
 )
 from continuum.store.schema import MIGRATIONS, SCHEMA_VERSION, SQLITE_APPLICATION_ID
 from continuum.store.sqlite_files import (
@@ -74,6 +65,7 @@ from continuum.store.sqlite_files import (
     sqlite_version_is_affected,
     translate_errors,
 )
+from continuum.store.tx import CoreTx, action_values, checkpoint_values, event_values, run_values
 from continuum.types import RunStatus
 from continuum.untrusted import as_typed
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from continuum.errors import NotFoundError, StoreError
-from continuum.store.core import schema_too_new
+from continuum.store.rows import schema_too_new
 from continuum.store.schema import MIGRATIONS, SCHEMA_VERSION, SQLITE_APPLICATION_ID
 
 

@@ -29,7 +29,7 @@ from urllib.parse import quote as url_quote
 
 from continuum.hooks.hosts import subagent_of
 from continuum.ledger.approvals import ApprovalInfo
-from continuum.state.projection import ActionRecord, Item, Provenance, State
+from continuum.state.records import ActionRecord, Item, Provenance, State
 from continuum.types import ActionStatus
 from continuum.ui.sessions import Principal
 from continuum.untrusted import as_typed, json_safe, origin_words, quoted, terminal_safe

@@ -1,0 +1,314 @@
+"""The second layer of the facade: the action ledger (intercept, complete, fail,
+reconcile, the effect seam), approvals of the calls that wait for a person, and the
+notification outbox, over ``RunsFacade``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
+from continuum.ledger.approvals import (
+    ApprovalInfo,
+    approval_info,
+    find_approval_row,
+    list_approval_infos,
+    record_decision,
+)
+from continuum.ledger.effect import Effect
+from continuum.ledger.gate import InterceptResult
+from continuum.ledger.outbox import (
+    DeliveryReport,
+    NotifyConfig,
+    deliver_due,
+    load_notify,
+    notify_paths,
+)
+from continuum.ledger.owners import owner_alive
+from continuum.runtime.results import ActionsPage
+from continuum.runtime.runs import RunsFacade
+from continuum.state.records import ActionRecord, State
+from continuum.store import DEFAULT_PAGE, MAX_PAGE
+from continuum.store.base import OutboxRow
+from continuum.types import ActionStatus, Origin
+
+
+class EffectsFacade(RunsFacade):
+    """The ledger, approvals and the outbox (the layer under ``Continuum``; use
+    ``Continuum``)."""
+
+    # -- the ledger -------------------------------------------------------------------------
+
+    def intercept(
+        self,
+        run_id: str,
+        action_type: str,
+        arguments: Any = None,
+        *,
+        key: str | None = None,
+        replay: str | None = None,
+        approval_id: str | None = None,
+        effect: str | None = None,
+        approval_arguments: Any = None,
+    ) -> InterceptResult:
+        """Ask before a side effect; returns an ``InterceptResult``.
+
+        Perform the effect only when ``proceed`` is true (exactly one caller per action
+        gets it, across threads, processes and hosts), then call ``complete`` (or
+        ``fail``) with its ``action_key``. Otherwise ``status`` says why not and
+        ``guidance`` what to do (``InterceptStatus``: ``completed``, ``unknown``, ...).
+
+        The action is named by ``key``, a stable business key (``invoice:INV-1``; a key
+        that repeats the type, ``upload:a.csv`` for type ``upload``, is the key
+        ``a.csv``), else by its ``arguments`` (JSON, normalized: paths, numbers, Unicode).
+        ``replay`` says what may happen when an interrupted action is met again:
+        ``never`` (default), ``reconcile``, ``idempotent`` or ``safe``; a later intercept
+        may not widen it. ``approval_id`` ties it to a granted approval.
+
+        A call an approval rule matches (``.continuum/approvals.toml``) answers
+        ``awaiting_approval`` with an ``approval_id`` until a person allows exactly this
+        call (``decide``), then proceeds once; ``denied`` after a denial. ``effect``: the
+        host effect rule a hook call came through (for ``effect = ...`` rules);
+        ``approval_arguments``: what an approval binds to, if not all of ``arguments``.
+
+        Raises ``UsageError`` (``usage.bad_action_type``, ``usage.bad_key``,
+        ``usage.bad_replay``, ``usage.not_json``), ``NotFoundError`` (``not_found.run``),
+        ``LedgerError`` (``ledger.run_finished``, ``ledger.replay_widening``) and
+        ``IntegrityError`` (``integrity.index_mismatch``: nothing may proceed). Nothing is
+        written when it raises.
+        """
+        extra = {} if approval_arguments is None else {"approval_arguments": approval_arguments}
+        return self.ledger.intercept(
+            run_id,
+            action_type,
+            arguments,
+            key=key,
+            replay=replay,
+            approval_id=approval_id,
+            effect=effect,
+            **extra,
+        )
+
+    def complete(
+        self, run_id: str, action: str, *, external_id: str | None = None, result: Any = None
+    ) -> ActionRecord:
+        """Record that the side effect of ``action`` (its ``action_key`` or ``action_id``)
+        happened, with the external system's id and a JSON ``result`` (returned to a later
+        intercept as ``previous_result``); returns the updated ``ActionRecord``.
+
+        Raises ``NotFoundError`` (``not_found.action``), ``LedgerError``:
+        ``ledger.invalid_transition`` (the action is not ``started``) and
+        ``ledger.owner_alive`` (another live process is performing it).
+        """
+        return self.ledger.complete(run_id, action, external_id=external_id, result=result)
+
+    def fail(
+        self, run_id: str, action: str, *, error: str | None = None, certain: bool = False
+    ) -> ActionRecord:
+        """Record that the side effect of ``action`` failed; returns the ``ActionRecord``.
+
+        Without ``certain`` it may have happened anyway, so the action becomes ``unknown``
+        (check, then ``reconcile``). With ``certain=True`` it is ``failed`` and may run
+        again, but an agent's word (origin ``llm``/``external_agent``) needs a person's
+        confirmation first (``needs_confirmation``). Raises as ``complete`` does:
+        ``not_found.action``, ``ledger.invalid_transition``, ``ledger.owner_alive``.
+        """
+        return self.ledger.fail(run_id, action, error=error, certain=certain)
+
+    def reconcile(
+        self,
+        run_id: str,
+        action: str,
+        *,
+        occurred: bool,
+        external_id: str | None = None,
+        note: str | None = None,
+        origin: Origin | None = None,
+        force: bool = False,
+    ) -> ActionRecord:
+        """Settle an interrupted action after checking the external system.
+
+        From an agent (a self-certified origin), ``occurred=False`` is recorded but does not
+        let the action run again until a person confirms it. ``force`` settles a started
+        action whose owner is still alive (raises ``ledger.owner_alive`` otherwise).
+        ``origin`` overrides this object's origin for this record (a trusted edge passes
+        ``Origin.HUMAN`` for a person's decision). Returns the updated ``ActionRecord``.
+
+        Raises ``NotFoundError`` (``not_found.action``) and ``LedgerError``
+        (``ledger.invalid_transition`` for an action that is already settled).
+        """
+        return self.ledger.reconcile(
+            run_id,
+            action,
+            occurred=occurred,
+            external_id=external_id,
+            note=note,
+            origin=origin,
+            force=force,
+        )
+
+    def effect(
+        self,
+        run_id: str,
+        action_type: str,
+        *,
+        key: str | Callable[..., str | None] | None = None,
+        arguments: Any = None,
+        replay: str | None = None,
+        certain_on: tuple[type[BaseException], ...] = (),
+        encode: Callable[[Any], Any] | None = None,
+        decode: Callable[[Any], Any] | None = None,
+        external_id: Callable[[Any], str | None] | None = None,
+    ) -> Effect:
+        """A side effect performed at most once: decorator, ``run``/``arun`` or ``with``.
+
+        See ``continuum.ledger.effect.Effect``: a completed effect returns its recorded result, an
+        interrupted one raises ``EffectUncertain``. Recorded with this facade's origin.
+        """
+        return Effect(
+            self.ledger,
+            run_id,
+            action_type,
+            key=key,
+            arguments=arguments,
+            replay=replay,
+            certain_on=certain_on,
+            encode=encode,
+            decode=decode,
+            external_id=external_id,
+        )
+
+    def compensate(self, run_id: str, action: str, *, note: str | None = None) -> ActionRecord:
+        """Record that a completed action's effect was undone (a semantic undo performed
+        outside continuum): the rollback verdict's ``compensate_action:ID``. A later
+        intercept of it answers ``compensated`` and does not proceed. Returns the
+        ``ActionRecord``; raises ``NotFoundError`` (``not_found.action``) and
+        ``LedgerError`` (``ledger.invalid_transition`` unless it is ``completed``)."""
+        return self.ledger.compensate(run_id, action, note=note)
+
+    def actions(self, run_id: str) -> list[ActionRecord]:
+        """Every action of the run, in the order they were intercepted (see
+        ``actions_page`` for a long run)."""
+        return self.ledger.actions(run_id)
+
+    def actions_page(
+        self, run_id: str, *, cursor: str | None = None, limit: int = DEFAULT_PAGE
+    ) -> ActionsPage:
+        """One page of the run's actions: open ones (started, unknown, failed) first, then
+        the settled ones, each in interception order; ``next_cursor`` gives the next page
+        (None after the last). A page costs its rows, not the run's history; an action
+        that changes status between pages may be listed twice or skipped."""
+        actions, next_cursor = self.ledger.page(run_id, cursor=cursor, limit=limit)
+        return ActionsPage(actions=actions, next_cursor=next_cursor)
+
+    def interrupted(self, run_id: str) -> set[str]:
+        """Ids of ``started`` actions whose owner is gone: in effect ``unknown`` until the
+        next intercept or a reconcile records it (reading never writes)."""
+        return {
+            a.action_id for a in self.actions(run_id) if a.status == ActionStatus.STARTED
+        } - self._in_flight(run_id, self.state(run_id))
+
+    def _in_flight(self, run_id: str, state: State) -> set[str]:
+        """Ids of the run's started actions whose owner is still alive (lease, process)."""
+        now = self.ledger.clock()
+        started = [a for a in state.actions.values() if a.status == ActionStatus.STARTED]
+        out: set[str] = set()
+        for a in started:
+            row = self.store.get_action(run_id, a.action_id)
+            if owner_alive(a.owner, row.lease_expires if row else None, now):
+                out.add(a.action_id)
+        return out
+
+    # -- approvals (references/operators.md, "Approvals") -------------------------------------
+
+    def approval_rules(self) -> ApprovalRules:
+        """The approval rules intercepts are judged by now (``approvals.bad_rules`` while a
+        file is malformed)."""
+        rules = self.ledger.approvals
+        return rules.current() if isinstance(rules, RuleFiles) else rules
+
+    def approvals(
+        self, run_id: str | None = None, *, pending_only: bool = True, limit: int = MAX_PAGE
+    ) -> list[ApprovalInfo]:
+        """Approvals in the order they were requested, of one run or of every run.
+
+        ``pending_only`` (default): those waiting for a person's decision, in active
+        runs. Each ``ApprovalInfo`` has the ``approval_id`` (``id``), ``run_id``, the
+        call it is bound to (``action_type``, ``action_key``, ``key``, ``arguments``,
+        ``arguments_hash``), the ``rule`` that asked, and once decided ``status``,
+        ``scope``, ``reason``, ``decided_by`` and ``used_by``. Agent-supplied text is
+        returned as is: escape it wherever a person reads it. ``not_found.run`` for an
+        unknown ``run_id``."""
+        return list_approval_infos(self.store, run_id, pending_only=pending_only, limit=limit)
+
+    def approval(self, approval_id: str, *, run_id: str | None = None) -> ApprovalInfo:
+        """One approval by id (``not_found.approval``; ``usage.ambiguous_approval`` if two
+        runs hold the id: pass ``run_id``)."""
+        return approval_info(self.store, find_approval_row(self.store, approval_id, run_id))
+
+    def decide(
+        self,
+        approval_id: str,
+        *,
+        allow: bool,
+        reason: str,
+        scope: str = "call",
+        run_id: str | None = None,
+        expect_binding: str | None = None,
+    ) -> ApprovalInfo:
+        """A person's decision on a pending approval, always recorded with origin ``human``
+        (for trusted edges only: the CLI behind a terminal or ``--yes``, an operator's
+        authenticated page; never an agent's tool).
+
+        ``allow=True, scope="call"``: exactly the call it is bound to may proceed, once.
+        ``scope="run"``: that action type proceeds for the rest of the run, any arguments
+        (and the run's other pending approvals of that type are granted with it).
+        ``allow=False``: the call answers ``denied`` with ``reason``. ``reason`` is
+        required. ``expect_binding``: refuse (``integrity.approval_mismatch``) unless the
+        approval is still bound to the call the person was shown. Raises
+        ``not_found.approval``, ``usage.bad_scope``, ``usage.bad_reason`` and
+        ``ledger.invalid_transition`` (already decided); nothing is written then.
+        """
+        return record_decision(
+            self.store,
+            approval_id,
+            allow=allow,
+            reason=reason,
+            scope=scope,
+            run_id=run_id,
+            expect_binding=expect_binding,
+        )
+
+    # -- the notification outbox (references/operators.md, "Outbox") -------------------------
+
+    def outbox(
+        self, *, status: str | None = None, run_id: str | None = None, limit: int = MAX_PAGE
+    ) -> list[OutboxRow]:
+        """Notifications for a person, newest first: ``pending``, ``delivered`` or
+        ``failed`` (``status`` filters). Each ``OutboxRow`` has the stable
+        ``delivery_id``, ``kind``, ``run_id``, the ``body`` sent, ``attempts``,
+        ``next_attempt``, ``delivered_to`` and ``last_error``."""
+        return self.store.list_outbox(status=status, run_id=run_id, limit=limit)
+
+    def outbox_counts(self) -> dict[str, int]:
+        """``{"pending": n, "delivered": n, "failed": n}``."""
+        return self.store.outbox_counts()
+
+    def notify_config(self) -> NotifyConfig:
+        """The webhooks of ``.continuum/notify.toml`` in ``cwd`` and beside a SQLite store
+        (``outbox.bad_config`` for a malformed file)."""
+        return load_notify(notify_paths(self.ledger.cwd, self.store.url))
+
+    def deliver_outbox(
+        self, config: NotifyConfig | None = None, *, limit: int = 50
+    ) -> DeliveryReport:
+        """One delivery pass: send what is due to every configured webhook, record each
+        outcome (retries with backoff; ``failed`` after the configured attempts)."""
+        return deliver_due(
+            self.store, config if config is not None else self.notify_config(), limit=limit
+        )
+
+    def retry_outbox(self, delivery_ids: Sequence[str] | None = None) -> int:
+        """Put failed notifications (these, or all) back to pending; returns how many."""
+        return self.store.requeue_outbox(delivery_ids)

@@ -1,0 +1,431 @@
+"""The first layer of the facade: opening a store, runs and their events, the state and
+its checkpoints, verification and the operations on a long-lived store (backup, archive).
+
+``Continuum`` (``runtime.facade``) is this plus the ledger (``runtime.effects``) plus
+recovery; the layers build on each other in that order, one class each.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from continuum.errors import NotFoundError, UsageError
+from continuum.eventlog.chain import VerifyReport
+from continuum.eventlog.events import Event, EventType
+from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
+from continuum.ledger.core import DEFAULT_LEASE_SECONDS, ActionLedger
+from continuum.ops.operations import anchor_of, verify_history
+from continuum.recovery.checkpoints import (
+    lean_state,
+    seal_checkpoint,
+    valid_checkpoint,
+)
+from continuum.recovery.verification import bulk_reading
+from continuum.runtime.results import CheckpointInfo
+from continuum.state.environment import Probe, declarations
+from continuum.state.projection import project
+from continuum.state.records import State
+from continuum.store import (
+    Run,
+    RunInfo,
+    Storage,
+    open_store,
+    resolve_url,
+)
+from continuum.types import Origin, RunStatus
+
+if TYPE_CHECKING:  # imported when used: archiving is rare, a resume never needs it
+    from continuum.ops.archive import ArchiveResult
+
+STATE_CACHE_RUNS = 64  # runs whose last state a Continuum object keeps
+
+
+class RunsFacade:
+    """Runs, events, state, checkpoints, verification and long-lived stores (the layer
+    under ``EffectsFacade`` and ``Continuum``; use ``Continuum``)."""
+
+    def __init__(
+        self,
+        store: Storage,
+        *,
+        origin: Origin = Origin.DETERMINISTIC,
+        probes: Mapping[str, Probe] | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        cwd: str | None = None,
+        owner: dict[str, Any] | None = None,
+        approvals: RuleFiles | ApprovalRules | None = None,
+    ) -> None:
+        """Wrap an open ``store`` (see ``Continuum.open`` to open one by URL).
+
+        ``probes`` are named callables that observe a dependency (``declare_dependencies
+        (callables=...)``); ``lease_seconds`` is how long another host waits before it
+        judges a started action interrupted; ``cwd`` is the directory relative paths in
+        action arguments are resolved against (default: the current one); ``owner`` names
+        who performs the actions this facade intercepts (default: this process); a host
+        hook passes the host process and its session. ``approvals``: which calls wait for
+        a person's decision; by default the rules of ``.continuum/approvals.toml`` in
+        ``cwd`` and beside a SQLite store, read again when they change (``approvals.py``).
+        """
+        self.store = store
+        self.origin = origin
+        self.probes: dict[str, Probe] = dict(probes or {})
+        self.ledger = ActionLedger(
+            store,
+            origin=origin,
+            lease_seconds=lease_seconds,
+            cwd=cwd,
+            owner=owner,
+            approvals=approvals,
+        )
+        # The last state computed per run (lean, verified): a later state() reads only the
+        # events after it. A long-lived object (the MCP server's) resumes in constant time.
+        self._states: OrderedDict[str, State] = OrderedDict()
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        create: bool = True,
+        origin: Origin = Origin.DETERMINISTIC,
+        **kwargs: Any,
+    ) -> Self:
+        """Open the store at ``url`` and wrap it: ``with Continuum.open(url) as cx: ...``.
+
+        ``url``: a file path, ``sqlite:///abs/path.db`` or ``postgresql://...``; None means
+        ``$CONTINUUM_DB``, else ``./continuum.db``. A missing SQLite file is created unless
+        ``create=False``. Other keyword arguments go to ``Continuum(...)``.
+
+        Raises ``UsageError`` (``store.bad_url``), ``StoreError`` (``store.*``: a directory,
+        a foreign or damaged database, an unsafe SQLite, an unreachable server) and, with
+        ``create=False``, ``NotFoundError`` (``not_found.store``). A refused store is left
+        untouched and nothing is created.
+        """
+        return cls(open_store(resolve_url(url), create=create), origin=origin, **kwargs)
+
+    def close(self) -> None:
+        """Close the store's connections (also done by leaving a ``with`` block)."""
+        self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- runs and events --------------------------------------------------------------------
+
+    def start_run(
+        self,
+        run_id: str,
+        goal: str | None = None,
+        *,
+        total: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        model: str | None = None,
+    ) -> RunInfo:
+        """Create run ``run_id`` and record its ``run_started`` event (``goal``, ``total``
+        work items, ``model``); returns the run's ``RunInfo``.
+
+        Raises ``UsageError``: ``usage.run_exists`` when the run exists (resume it, or
+        choose another id), ``usage.bad_run_id`` for an id that is not 1-200 printable
+        characters without spaces.
+        """
+        self.store.create_run(Run(run_id=run_id, goal=goal, metadata=metadata or {}))
+        payload: dict[str, Any] = {"goal": goal} if goal is not None else {}
+        if total is not None:
+            payload["total"] = total
+        if model is not None:
+            payload["model"] = model
+        self.store.append_event(run_id, EventType.RUN_STARTED, payload, source=self.origin)
+        return self.store.get_run(run_id)
+
+    def runs(self) -> list[RunInfo]:
+        """Every run in the store (``RunInfo``: id, goal, status, head), oldest first."""
+        return self.store.list_runs()
+
+    def latest_active_run(self) -> str | None:
+        """The id of the most recently created run still ``active``, or None."""
+        active = [r for r in self.store.list_runs() if r.status == RunStatus.ACTIVE]
+        return active[-1].run_id if active else None
+
+    def append(
+        self,
+        run_id: str,
+        type: EventType | str,
+        payload: dict[str, Any],
+        causer_event_id: str | None = None,
+    ) -> Event:
+        """Append one event (an ``EventType``, or a type of your own as a string) with this
+        object's origin; returns the sealed ``Event`` once it is durable.
+
+        Raises ``NotFoundError`` (``not_found.run``) and ``UsageError``: ``usage.bad_payload``
+        (a known type with a malformed payload), ``usage.not_json``,
+        ``usage.non_finite_number``. See ``continuum event-types`` for the known types.
+        """
+        return self.store.append_event(
+            run_id, type, payload, source=self.origin, causer_event_id=causer_event_id
+        )
+
+    def append_events(
+        self, run_id: str, events: Sequence[tuple[EventType | str, dict[str, Any]]]
+    ) -> list[Event]:
+        """Append several events in one transaction (bulk progress, imports): chained
+        exactly as the same ``append`` calls would be, all durable when this returns, or
+        none written (a bad payload is named by its position)."""
+        return self.store.append_events(run_id, events, source=self.origin)
+
+    def events(self, run_id: str, after: int = 0) -> list[Event]:
+        """Returns the run's events after sequence ``after``, in order, each verified as it
+        is read (``Event``: ``type`` an ``EventType`` when known).
+
+        Raises ``NotFoundError`` (``not_found.run``) and ``IntegrityError`` when an event
+        does not verify (``continuum verify RUN`` says where).
+        """
+        return self.store.read_events(run_id, after)
+
+    def record_progress(
+        self,
+        run_id: str,
+        *,
+        completed: int | None = None,
+        total: int | None = None,
+        failed: int | None = None,
+        goal: str | None = None,
+    ) -> State:
+        """Record absolute progress; creates the run on first use (references/contract.md
+        §9). Returns the run's ``State`` after it.
+
+        Raises ``UsageError`` (``usage.bad_progress``) for a negative or non-integer number,
+        or for completed + failed beyond the total; nothing is recorded then.
+        """
+        for name, value in (("completed", completed), ("total", total), ("failed", failed)):
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 0
+            ):
+                raise UsageError(
+                    f"{name} must be a non-negative integer",
+                    code="usage.bad_progress",
+                    hint=f"pass {name} as a whole number >= 0",
+                    field=name,
+                )
+        try:
+            self.store.get_run(run_id)
+        except NotFoundError:
+            if total is not None and completed is not None and completed + (failed or 0) > total:
+                _progress_past_total(completed, failed or 0, total)
+            self.start_run(run_id, goal, total=total)
+            goal = None
+        else:
+            now = self.state(run_id).progress
+            new_total = total if total is not None else now.total
+            done = completed if completed is not None else now.completed
+            lost = failed if failed is not None else now.failed
+            if new_total is not None and done + lost > new_total:
+                _progress_past_total(done, lost, new_total)
+        payload = {
+            k: v
+            for k, v in (
+                ("completed", completed),
+                ("total", total),
+                ("failed", failed),
+                ("goal", goal),
+            )
+            if v is not None
+        }
+        if payload:
+            self.append(run_id, EventType.PROGRESS_RECORDED, payload)
+        return self.state(run_id)
+
+    def finish_run(self, run_id: str, *, aborted: bool = False, reason: str | None = None) -> Event:
+        """Mark the run completed (a ``run_completed`` event) or, with ``aborted=True``,
+        aborted (``run_aborted``); returns the event. A finished run takes no new side
+        effects (``intercept`` raises ``ledger.run_finished``); settling earlier ones works.
+        """
+        type_ = EventType.RUN_ABORTED if aborted else EventType.RUN_COMPLETED
+        return self.append(run_id, type_, {"reason": reason} if reason else {})
+
+    # -- state and checkpoints ---------------------------------------------------------------
+
+    def state(self, run_id: str) -> State:
+        """The run's state at its head, lean: ``State.actions`` holds its *open* actions
+        (unresolved, failed on an agent's word, completed under an approval); settled
+        ones are in the action index (``actions``). From the latest valid checkpoint plus
+        the events after it, and from what this object already knew of the run (its state
+        at some sequence, verified), so a resume reads only what is new.
+        """
+        run = self.store.get_run(run_id)
+        cached = self._states.get(run_id)
+        if cached is not None and (cached.sequence, cached.head_hash) == (
+            run.head_sequence,
+            run.head_hash,
+        ):
+            self._states.move_to_end(run_id)
+            return cached
+        start = cached if cached is not None and cached.sequence < run.head_sequence else None
+        state, _, _ = lean_state(self.store, run_id, start=start)
+        self._remember(run_id, state)
+        return state
+
+    def _remember(self, run_id: str, state: State) -> None:
+        self._states[run_id] = state
+        self._states.move_to_end(run_id)
+        while len(self._states) > STATE_CACHE_RUNS:
+            self._states.popitem(last=False)
+
+    def full_state(self, run_id: str) -> State:
+        """The full fold of the log, settled actions included (what ``replay`` shows)."""
+        with bulk_reading():
+            return project(run_id, self.store.iter_raw(run_id))
+
+    def state_at(self, run_id: str, upto: int) -> State:
+        """The lean state as it was at sequence ``upto``: events 1..upto only (from the
+        latest valid checkpoint at or below it), each verified as it is read."""
+        return lean_state(self.store, run_id, upto=upto)[0]
+
+    def checkpoint_warnings(self, run_id: str) -> list[str]:
+        """One line per checkpoint newer than the one used that was not used (failed its
+        hash, or a format this code does not know); the state then comes from an older
+        checkpoint or the log, and `verify` reports a failed hash as damage."""
+        return valid_checkpoint(self.store, run_id)[1]
+
+    def declare_dependencies(
+        self,
+        run_id: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        files: list[str] | None = None,
+        git: list[str] | None = None,
+        callables: list[str] | None = None,
+    ) -> Event | None:
+        """Declare what the run depends on, so ``resume`` re-checks it first: ``env``
+        static ``name: version`` pairs, ``files`` (content hash), ``git`` (a work tree's
+        HEAD commit), ``callables`` (names of ``probes``). Returns the
+        ``dependency_declared`` event, or None when nothing was declared.
+
+        Raises ``UsageError`` (``usage.bad_dependency``: a missing file, not a git work
+        tree, an unregistered callable; ``usage.bad_env``); nothing is written then.
+        """
+        decls = declarations(env=env, files=files, git=git, probes=self.probes, callables=callables)
+        if not decls:
+            return None
+        return self.append(run_id, EventType.DEPENDENCY_DECLARED, {"dependencies": decls})
+
+    def checkpoint(
+        self, run_id: str, *, reason: str | None = None, env: Mapping[str, str] | None = None
+    ) -> CheckpointInfo:
+        """Seal the run's state at its head as a checkpoint, so a later resume reads only
+        what follows; ``env`` declares static dependencies in the same transaction.
+        Returns ``CheckpointInfo``. Raises ``NotFoundError`` (``not_found.run``) and
+        ``IntegrityError`` when the log does not verify.
+        """
+        decls = declarations(env=env, probes=self.probes) if env else []
+        with self.store.write(run_id) as tx:
+            if decls:
+                tx.append(
+                    EventType.DEPENDENCY_DECLARED, {"dependencies": decls}, source=self.origin
+                )
+            state = self.state(run_id)
+            event, state_hash = seal_checkpoint(tx, run_id, state, reason, self.origin)
+        return CheckpointInfo(
+            run_id=run_id,
+            sequence=state.sequence,
+            event_sequence=event.sequence,
+            state_hash=state_hash,
+        )
+
+    # -- verification -----------------------------------------------------------------------
+
+    def verify(
+        self,
+        run_id: str,
+        *,
+        expect_head: str | None = None,
+        archives: Sequence[str | Path] = (),
+        public_key: str | Path | None = None,
+    ) -> VerifyReport:
+        """Chain, head, optional anchor (``SEQ:HASH``), the action index against the fold,
+        checkpoints: returns every finding in one ``VerifyReport`` (``ok``, ``trusted_through``,
+        ``violations``; see ``verification.verify_run``). Damage is reported, not raised;
+        raises ``NotFoundError`` (``not_found.run``) and ``UsageError``
+        (``usage.bad_anchor``) for a malformed ``expect_head``.
+
+        ``expect_head`` may be a signed anchor (``anchor(sign=...)``), checked with
+        ``public_key`` (``integrity.anchor_signature`` if another key signed it). A run whose
+        old history was archived (``archive``) is verified from its archive marker on, and
+        from event 1 when ``archives`` names its archive files (``integrity.archive_*`` for
+        a file that is not the one archived); see ``operations.verify_history``."""
+        return verify_history(
+            self.store, run_id, expect_head=expect_head, archives=archives, public_key=public_key
+        )
+
+    def anchor(self, run_id: str, *, sign: str | Path | None = None) -> dict[str, Any]:
+        """Returns ``{"anchor": "SEQ:HASH", ...}`` for the run's head, to keep elsewhere and
+        pass to ``verify(expect_head=...)`` later (catches a truncated log). Raises
+        ``NotFoundError`` (``not_found.run``) and ``IntegrityError`` for a damaged chain.
+        ``sign``: an Ed25519 private key file; adds ``signed_anchor``, a token an auditor
+        checks with the public key alone (``signing.py``)."""
+        return anchor_of(self.store, run_id, sign=sign)
+
+    # -- long-lived stores ------------------------------------------------------------------
+
+    def backup(
+        self,
+        dest: str | Path,
+        *,
+        run_ids: list[str] | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+        sign: str | Path | None = None,
+    ) -> dict[str, Any]:
+        """Write a backup of the store (or of ``run_ids``) to the new file ``dest`` while
+        writers go on: one consistent snapshot, verified, with a manifest (``backup.py``);
+        ``sign``: a private key file, whose signature over the manifest makes the backup
+        trusted by whoever holds the public key. Returns the manifest plus ``file`` and
+        ``seconds``."""
+        from continuum.ops.backup import backup_store
+
+        return backup_store(
+            self.store,
+            Path(dest),
+            run_ids=run_ids,
+            progress=progress,
+            sign=Path(sign) if sign is not None else None,
+        )
+
+    def archive(
+        self,
+        run_id: str,
+        *,
+        before: int,
+        to: str | Path,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ArchiveResult:
+        """Move events ``< before`` of ``run_id`` into the new archive file ``to``, leaving a
+        sealed ``history_archived`` marker and a checkpoint in the live log (``archive.py``).
+        Returns an ``archive.ArchiveResult``. Settled actions stay answerable."""
+        from continuum.ops.archive import archive_run
+
+        self._states.pop(run_id, None)
+        return archive_run(
+            self.store, run_id, before, Path(to), origin=self.origin, progress=progress
+        )
+
+
+def _progress_past_total(completed: int, failed: int, total: int) -> None:
+    raise UsageError(
+        f"progress of {completed} completed and {failed} failed exceeds the total "
+        f"of {total}; nothing was recorded",
+        code="usage.bad_progress",
+        hint="record absolute numbers that fit the total, or raise the total first "
+        "(total=N in the same call)",
+        field="completed",
+    )

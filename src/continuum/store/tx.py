@@ -1,0 +1,282 @@
+"""The write transaction on one run, shared by both backends (``CoreTx``): sealing the
+next event and the head move that goes with it, the index look-ups, and the row values a
+backend's statements write. A backend subclass supplies only the statements."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from continuum.errors import (
+    UsageError,
+)
+from continuum.eventlog.archived import archive_base_of
+from continuum.eventlog.canonical import (
+    canonical_bytes,
+    canonical_json,
+    canonical_json_parsed,
+)
+from continuum.eventlog.events import (
+    LIFECYCLE_STATUS,
+    Event,
+    EventType,
+    known_type,
+    row_hash,
+)
+from continuum.eventlog.limits import check_entry
+from continuum.eventlog.notices import NOTIFYING, notice_for
+from continuum.eventlog.payloads import check_payload
+from continuum.state.projection import APPROVAL_TYPES, apply_approval_event
+from continuum.store.approval_outbox import approval_from_row
+from continuum.store.base import (
+    ActionRow,
+    ApprovalRow,
+    CheckpointRow,
+    RunInfo,
+)
+from continuum.store.rows import (
+    action_from_row,
+)
+from continuum.types import Origin, RunStatus
+
+
+class CoreTx:
+    """The write transaction the ledger and runtime work through (``WriteTx``).
+
+    Sealing, the head move and the index look-ups are here; a backend subclass supplies the
+    statements: ``_insert_event``, ``_move_head``, ``_action_row``, ``_put_action``,
+    ``_put_checkpoint``.
+    """
+
+    def __init__(self, run: RunInfo, clock: Callable[[], str]) -> None:
+        self._run, self._clock = run, clock
+        self._opened_at = run.head_sequence
+        self.last_event: Event | None = None
+
+    @property
+    def run(self) -> RunInfo:
+        return self._run
+
+    def append(
+        self,
+        type: EventType | str,
+        payload: dict[str, Any],
+        *,
+        source: Origin,
+        causer_event_id: str | None = None,
+    ) -> Event:
+        """Seal and write the next event of the run. The payload is encoded once: that text
+        is both hashed (``row_hash``) and stored, and the event is built without a second
+        validation (every field is ours or was checked here)."""
+        type_ = str(type)
+        check_payload(type_, payload)  # a malformed known payload is refused, not stored
+        run, origin = self._run, Origin(source)
+        payload_text = canonical_json(payload)
+        check_entry(payload, payload_text, f"this {type_} event")  # limits.py: depth, size
+        if causer_event_id is not None and not isinstance(causer_event_id, str):
+            raise UsageError(
+                "causer_event_id must be an event id (a string)",
+                code="usage.bad_payload",
+                hint="pass the event_id of an event",
+            )
+        fields: dict[str, Any] = {
+            "event_id": f"evt_{uuid.uuid4().hex}",
+            "run_id": run.run_id,
+            "sequence": run.head_sequence + 1,
+            "type": type_,
+            "timestamp": self._clock(),
+            "causer_event_id": causer_event_id,
+            "prev_hash": run.head_hash,
+        }
+        try:
+            hash_ = row_hash(payload_text=payload_text, source=origin.value, **fields)
+        except UnicodeEncodeError:  # a lone surrogate: the checked path raises its error
+            canonical_bytes(payload)
+            raise UsageError(
+                "a string holds a lone surrogate, which UTF-8 cannot encode",
+                code="usage.not_utf8",
+                hint="send valid Unicode text (no unpaired \\ud800-\\udfff escapes)",
+            ) from None
+        fields["type"] = known_type(type_)  # hashed as the string; the API gets the enum
+        event = Event.model_construct(**fields, payload=payload, source=origin, hash=hash_)
+        status = LIFECYCLE_STATUS.get(type_)  # type: ignore[call-overload]
+        new_status = RunStatus(status) if status else run.status
+        self._insert_event(event, payload_text)
+        self._move_head(run.run_id, event.sequence, hash_, new_status)
+        # The approval index and the outbox move with the event, on every write path.
+        if type_ in APPROVAL_TYPES:
+            self._index_approval(event)
+        if type_ in NOTIFYING:
+            self._notify(event)
+        self._run = run.model_copy(
+            update={"head_sequence": event.sequence, "head_hash": hash_, "status": new_status}
+        )
+        self.last_event = event
+        return event
+
+    def find_action(
+        self,
+        *,
+        action_id: str | None = None,
+        dedup_key: str | None = None,
+        fallback_key: str | None = None,
+        action_key: str | None = None,
+    ) -> ActionRow | None:
+        for column, value in (
+            ("action_id", action_id),
+            ("dedup_key", dedup_key),
+            ("action_key", action_key),
+            ("fallback_key", fallback_key),
+        ):
+            if value is not None:
+                row = self._action_row(column, value)
+                if row is not None:
+                    return action_from_row(row)
+        return None
+
+    def put_action(self, row: ActionRow) -> None:
+        self._put_action(row)
+
+    def put_checkpoint(self, row: CheckpointRow) -> None:
+        self._put_checkpoint(row)
+
+    def drop_archived(self, marker: Event) -> tuple[int, int]:
+        """Remove the events the archive ``marker`` (appended in this transaction) names,
+        and the checkpoints they sealed: (events, checkpoints) removed. Only
+        ``archive.archive_run`` calls it, once the archive file is written, fsynced and
+        verified; without such a marker nothing is removed."""
+        base = archive_base_of(marker) if marker.run_id == self._run.run_id else None
+        if base is None or marker.sequence <= self._opened_at:
+            raise UsageError(
+                "events are removed from the live log only with the archive "
+                "marker that names them, in the same transaction",
+                code="usage.no_archive_marker",
+                hint="use `continuum archive`; nothing was removed",
+            )
+        return self._drop_prefix(self._run.run_id, base.through + 1)
+
+    def find_approval(
+        self,
+        *,
+        approval_id: str | None = None,
+        binding: str | None = None,
+        run_grant: str | None = None,
+    ) -> ApprovalRow | None:
+        """This run's approval by id; the latest one bound to ``binding``; or the first
+        grant of action type ``run_grant`` for the rest of the run."""
+        for column, value in (
+            ("approval_id", approval_id),
+            ("binding", binding),
+            ("run_grant", run_grant),
+        ):
+            if value is not None:
+                row = self._approval_row(column, value)
+                return approval_from_row(row) if row is not None else None
+        return None
+
+    def put_approval(self, row: ApprovalRow) -> None:
+        self._put_approval(row)
+
+    def _index_approval(self, event: Event) -> None:
+        found = self.find_approval(approval_id=event.payload["approval_id"])
+        record = apply_approval_event(found.record if found is not None else None, event)
+        if record is not None:
+            self._put_approval(
+                ApprovalRow(run_id=event.run_id, approval_id=record["id"], record=record)
+            )
+
+    def _notify(self, event: Event) -> None:
+        action_id = event.payload.get("action_id")
+        action = (
+            self.find_action(action_id=action_id)
+            if isinstance(action_id, str) and event.type.startswith("action_")
+            else None
+        )
+        notice = notice_for(event, action.record if action is not None else None)
+        if notice is not None:
+            self._put_outbox(notice)
+
+    # -- dialect ------------------------------------------------------------------------
+
+    def _insert_event(self, event: Event, payload_text: str) -> None:
+        raise NotImplementedError
+
+    def _move_head(self, run_id: str, sequence: int, hash_: str, status: RunStatus) -> None:
+        raise NotImplementedError
+
+    def _action_row(self, column: str, value: str) -> tuple[Any, ...] | None:
+        raise NotImplementedError
+
+    def _put_action(self, row: ActionRow) -> None:
+        raise NotImplementedError
+
+    def _put_checkpoint(self, row: CheckpointRow) -> None:
+        raise NotImplementedError
+
+    def _drop_prefix(self, run_id: str, before: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _approval_row(self, column: str, value: str) -> tuple[Any, ...] | None:
+        """The first row by ``approval_id`` or ``run_grant``, the latest by ``binding``."""
+        raise NotImplementedError
+
+    def _put_approval(self, row: ApprovalRow) -> None:
+        raise NotImplementedError
+
+    def _put_outbox(self, notice: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+def event_values(event: Event, payload_text: str | None = None) -> tuple[Any, ...]:
+    """An event as stored: the payload as canonical JSON text (never a JSON column type:
+    the hash is over these exact bytes); ``payload_text`` if the caller has it already."""
+    return (
+        event.run_id,
+        event.sequence,
+        event.event_id,
+        event.type,
+        event.timestamp,
+        canonical_json(event.payload) if payload_text is None else payload_text,
+        event.causer_event_id,
+        str(event.source),
+        event.prev_hash,
+        event.hash,
+    )
+
+
+def action_values(row: ActionRow) -> tuple[Any, ...]:
+    rec = row.record
+    return (
+        row.run_id,
+        row.action_id,
+        rec["action_key"],
+        rec["dedup_key"],
+        rec.get("fallback_key"),
+        rec["status"],
+        canonical_json_parsed(rec),
+        row.lease_expires,
+    )
+
+
+def checkpoint_values(row: CheckpointRow) -> tuple[Any, ...]:
+    return (
+        row.run_id,
+        row.sequence,
+        row.event_sequence,
+        row.state_json,
+        row.state_hash,
+        row.created_at,
+    )
+
+
+def run_values(run: RunInfo) -> tuple[Any, ...]:
+    return (
+        run.run_id,
+        run.goal,
+        str(run.status),
+        run.created_at,
+        run.head_sequence,
+        run.head_hash,
+        canonical_json(run.metadata),
+    )
