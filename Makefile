@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # Tests that need PostgreSQL use this server (the machine kind starts it; CI too).
 export CONTINUUM_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/postgres
 
-.PHONY: setup browser hosts test test-hosts crash demo lint format typecheck clean
+.PHONY: setup browser hosts test check test-browser test-hosts crash demo lint format typecheck clean
 
 setup: $(STAMP)
 
@@ -17,10 +17,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The operator page's tests drive Debian's chromium through chromedriver (Selenium): installed
-# here when missing (as root, or with sudo). Checked on every run, not stamped: a new
-# machine with an old .venv still gets them.
+# here when missing (as root, or with sudo), after saying what and why. Checked on every run,
+# not stamped: a new machine with an old .venv still gets them.
 browser:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		echo "make: the operator page's browser tests (tests/e2e/test_operator_page.py) need"; \
+		echo "make: Debian's chromium and chromium-driver; installing them with apt-get now"; \
+		echo "make: (about 115 packages, a few hundred MB; as root, or with sudo)"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
 	fi
@@ -32,30 +35,54 @@ browser:
 hosts: $(STAMP)
 	$(PY) scripts/install_hosts.py
 
+# Just the browser tests of the operator page (they run in `make test` too).
+test-browser: $(STAMP) browser
+	$(PY) -m pytest -q -p no:cacheprovider tests/e2e/test_operator_page.py
+
 # Just the real-host tests (they run in `make test` too).
 test-hosts: $(STAMP) hosts
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile tests/hosts
 
 # Lint and typing first (fast: mypy strict over src, then tests/mypy.ini over the test
-# code), then the whole suite: the in-process suites under
-# branch coverage (their report is printed at the end), then the ones that work through
-# real subprocesses (crashes, MCP over stdio, hooks, adapters, e2e), which coverage of
-# this process would not see anyway. The adapters' tests fail (not skip) when an extra
-# is missing.
+# code), then the whole suite: the in-process suites under branch coverage, then the ones
+# that work through real subprocesses (crashes, MCP over stdio, hooks, adapters, e2e, the
+# real hosts, the browser), which coverage of this process would not see anyway. The
+# adapters' tests fail (not skip) when an extra is missing. Both parts run even when the
+# first fails; the last line says what passed, what failed and how long it took.
 IN_PROCESS := tests/unit tests/property tests/contract tests/cli
 # The subprocess suites mostly wait (real hosts starting, killed agents, servers): three
 # workers on two cores, a file to a worker (pytest-xdist). WORKERS=0 runs them in order.
 WORKERS ?= 3
+REPORTS := .cache/test-reports
 test: export CONTINUUM_REQUIRE_EXTRAS = 1
 test: $(STAMP) browser hosts
+	@echo "make test: lint and types, then about 1,900 in-process tests (about 4 min), then"
+	@echo "make test: about 1,600 subprocess tests with the four real hosts and a browser (about"
+	@echo "make test: 10 min on 2 cores). 'make check' is the 3-minute loop for editing."
 	$(VENV)/bin/ruff check src tests scripts
 	$(VENV)/bin/ruff format --check src tests scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --config-file tests/mypy.ini tests
-	$(PY) -m coverage run --branch --source=continuum -m pytest -q -p no:cacheprovider $(IN_PROCESS)
-	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile $(addprefix --ignore=,$(IN_PROCESS))
-	@echo "branch coverage of the in-process suites ($(IN_PROCESS)):"
-	@$(PY) -m coverage report --sort=cover | awk 'NR <= 12 { print } END { print }'
+	@mkdir -p $(REPORTS) && rm -f $(REPORTS)/*.xml
+	@started=$$(date +%s); rc=0; \
+	$(PY) -m coverage run --branch --source=continuum -m pytest -q -p no:cacheprovider \
+		--junitxml=$(REPORTS)/in-process.xml $(IN_PROCESS) || rc=1; \
+	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile \
+		--junitxml=$(REPORTS)/subprocess.xml $(addprefix --ignore=,$(IN_PROCESS)) || rc=1; \
+	cover=$$($(PY) -m coverage report --format=total 2>/dev/null); \
+	$(PY) scripts/test_summary.py --started $$started --coverage "$$cover" \
+		in-process=$(REPORTS)/in-process.xml subprocess=$(REPORTS)/subprocess.xml || rc=1; \
+	exit $$rc
+
+# The edit loop (under 3 minutes on 2 cores): lint, types, the unit tests and the store
+# contract on SQLite. `make test` runs everything.
+check: $(STAMP)
+	$(VENV)/bin/ruff check src tests scripts
+	$(VENV)/bin/ruff format --check src tests scripts
+	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --config-file tests/mypy.ini tests
+	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) tests/unit \
+		tests/contract/test_store_contract.py -k "not postgres"
 
 # Just the fault suites (real kills, power loss, disk faults, tampering), for iteration.
 crash: export CONTINUUM_REQUIRE_EXTRAS = 1

@@ -136,7 +136,11 @@ def test_store_and_file_errors_show_paths_as_typed(
     odd = "back\\slash"
     on = lambda *a: cli(*a, with_db=False)  # noqa: E731
     _shown_as_typed(on("--db", f"sqlite://{odd}.db", "runs"), f"store URL 'sqlite://{odd}.db'", 1)
-    _shown_as_typed(on("--db", f"{odd}.db", "status", "r1"), f"no store at '{odd}.db'", 2)
+    _shown_as_typed(
+        on("--db", f"{odd}.db", "status", "r1"),
+        f"no store at '{tmp_path / odd}.db' (from --db '{odd}.db')",
+        2,
+    )
     _shown_as_typed(
         on("--db", f"no{odd}/x.db", "init"),
         f"directory 'no{odd}' for store 'no{odd}/x.db' does not exist",

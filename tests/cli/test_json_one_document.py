@@ -96,6 +96,7 @@ CASES: dict[str, Callable[[dict[str, str]], list[str]]] = {
     "history": lambda v: ["history", RUN],
     "finish": lambda v: ["finish", RUN, "--reason", "done"],
     "abort": lambda v: ["abort", RUN, "--reason", "stop"],
+    "record-progress": lambda v: ["record-progress", RUN, "--completed", "2"],
     "export": lambda v: ["export", RUN, "--output", v["export"]],
     "import": lambda v: ["import", v["export"]],
     "prune": lambda v: ["prune", "--finished", "--before", "2999-01-01", "--dry-run"],
@@ -125,6 +126,7 @@ CASES: dict[str, Callable[[dict[str, str]], list[str]]] = {
     "hooks effects": lambda v: ["hooks", "effects", "--dir", v["project"]],
     "hooks accept": lambda v: ["hooks", "accept", "--dir", v["project"], "--yes"],
     "hooks doctor": lambda v: ["hooks", "doctor", "--client", "claude-code", "--dir", v["project"]],
+    "hooks try": lambda v: ["hooks", "try", "--client", "claude-code", "--dir", v["project"], "ls"],
     "approvals": lambda v: ["approvals", RUN],
     "decide": lambda v: ["decide", v["approval"], "--allow", "--reason", "checked", "--yes"],
     "outbox": lambda v: ["outbox"],
@@ -139,7 +141,10 @@ CASES: dict[str, Callable[[dict[str, str]], list[str]]] = {
 }
 
 # Cases whose answer on this store is a refusal (still one document).
-REFUSED = {"outbox deliver": "outbox.no_webhooks"}
+REFUSED = {
+    "outbox deliver": "outbox.no_webhooks",
+    "hooks try": "hooks.not_installed",  # with them installed: tests/hooks/test_try.py
+}
 
 # Commands that never print a JSON document, and why.
 NO_JSON = {

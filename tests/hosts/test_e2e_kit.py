@@ -34,7 +34,8 @@ def test_the_kit_scores_7_of_7_through_the_real_host(tmp_path: Path, host: str) 
     assert p.returncode == 0, out[-4000:]
     assert out.rstrip().splitlines()[-1] == "7/7", out[-2000:]
     assert f"SIGKILLed {host}" in out and "right after it sent INV-003" in out, out[-4000:]
-    assert "unknown (interrupted)" in out  # the mid-run view saw the interrupted send
+    # The mid-run view (`continuum actions`) saw the interrupted send.
+    assert "unknown (interrupted: its process is gone)" in out
     assert sorted(f.name for f in (work / "outbox").iterdir()) == [
         f"INV-00{i}.txt" for i in range(1, 6)
     ]

@@ -168,6 +168,7 @@ async def test_resume_without_any_run_answers_no_active_run_and_creates_no_store
     async with session(db, mode) as s:
         answer = await s.ok("continuum_resume")
     assert (answer["run_id"], answer["mode"]) == (None, "no_active_run")
+    assert "start one with continuum_record_progress" in answer["rationale"]  # the how-to
     assert not db.exists()
 
 
@@ -181,6 +182,7 @@ async def test_resume_without_run_id_when_every_run_is_finished_answers_no_activ
         rt.close()
         answer = await s.ok("continuum_resume")
     assert (answer["run_id"], answer["mode"]) == (None, "no_active_run")
+    assert "start one with continuum_record_progress" in answer["rationale"]
 
 
 async def test_record_progress_creates_the_run_on_first_use_then_records_absolute_progress(

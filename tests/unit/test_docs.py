@@ -3,9 +3,7 @@ described, and the README's tour prints what the README says it prints."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import click
@@ -13,6 +11,7 @@ import pytest
 
 from continuum.cli.main import cli
 from continuum.mcp.tools import DESCRIPTIONS
+from tests.unit.doc_console import assert_console_block_true
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -95,60 +94,5 @@ def test_every_spec_tool_is_described_in_mcp_md() -> None:
 # -- the README's tour -------------------------------------------------------------------------
 
 
-def tour() -> list[tuple[str, list[str]]]:
-    """(command, expected output lines) from the README's console block."""
-    block = re.findall(r"```console\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
-    assert block, "README.md has no ```console tour"
-    steps: list[tuple[str, list[str]]] = []
-    lines = block[0].splitlines()
-    i = 0
-    while i < len(lines):
-        assert lines[i].startswith("$ "), f"tour line {i + 1} is not a command: {lines[i]!r}"
-        command = [lines[i][2:]]
-        i += 1
-        if "<<'EOF'" in command[0]:  # a here-document belongs to its command
-            while lines[i] != "EOF":
-                command.append(lines[i])
-                i += 1
-            command.append(lines[i])
-            i += 1
-        output = []
-        while i < len(lines) and not lines[i].startswith("$ "):
-            output.append(lines[i])
-            i += 1
-        steps.append(("\n".join(command), output))
-    return steps
-
-
-def normalized(lines: list[str]) -> list[str]:
-    out = []
-    for line in lines:
-        if "Killed" in line:  # bash reports a SIGKILLed job in its own words
-            line = "Killed"
-        line = re.sub(r"\(event hash [0-9a-f]{12}\)", "(event hash <hash>)", line)
-        out.append(re.sub(r"\b[0-9a-f]{16}\.\.\.", "<hash>...", line.rstrip()))
-    while out and not out[-1]:
-        out.pop()
-    return out
-
-
 def test_the_readme_tour_prints_what_the_readme_shows(tmp_path: Path) -> None:
-    steps = tour()
-    script = ["set +e"]
-    for n, (command, _) in enumerate(steps):
-        script += [f"echo '@@step {n}'", "{", command, "} 2>&1"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CONTINUUM_")}
-    env.update(PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}", NO_COLOR="1")
-    p = subprocess.run(
-        ["bash", "-c", "\n".join(script)],
-        cwd=tmp_path,
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        timeout=300,
-    )
-    actual = re.split(r"^@@step \d+\n", p.stdout, flags=re.M)[1:]
-    assert len(actual) == len(steps), p.stdout
-    for (command, expected), got in zip(steps, actual, strict=True):
-        assert normalized(got.splitlines()) == normalized(expected), f"$ {command}"
+    assert_console_block_true(README, tmp_path)

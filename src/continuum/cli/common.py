@@ -15,9 +15,10 @@ import click
 from continuum.cli.output import Settings
 from continuum.errors import ContinuumError, UsageError
 from continuum.runtime.facade import Continuum
-from continuum.store import resolve_url
+from continuum.store import is_postgres_url, resolve_url, sqlite_path_from_url, url_source
+from continuum.store.sqlite_files import no_store_words
 from continuum.types import Origin
-from continuum.untrusted import quoted
+from continuum.untrusted import as_typed, quoted
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -117,10 +118,45 @@ def private_file(path: Path) -> TextIO:
     return os.fdopen(fd, "w", encoding="utf-8", newline="\n")
 
 
+def explain_missing_store(settings: Settings, err: ContinuumError) -> None:
+    """A store that is not there (``not_found.store``, a SQLite file): say how its path was
+    chosen (``--db``, ``$CONTINUUM_DB`` or the default in the current directory) in the
+    message and the error's details (``chosen_by``), and make the hint's ``continuum
+    init`` name the same store. Another store's error (not the one selected) stays as it
+    was."""
+    if err.code != "not_found.store" or "absolute_path" not in err.fields:
+        return
+    try:
+        url = resolve_url(settings.db)
+        if is_postgres_url(url) or str(sqlite_path_from_url(url)) != err.fields.get("path"):
+            return
+    except ContinuumError:
+        return
+    source = url_source(settings.db)
+    if source == "--db":
+        chosen, init = f"from --db {as_typed(url)}", f"continuum init --db {as_typed(url)}"
+    elif source == "CONTINUUM_DB":
+        chosen, init = f"from $CONTINUUM_DB={as_typed(url)}", "continuum init"
+    else:
+        chosen = "the default ./continuum.db in the current directory: neither --db nor "
+        chosen += "CONTINUUM_DB is set"
+        init = "continuum init"
+    err.message, err.hint = no_store_words(
+        str(err.fields["absolute_path"]),
+        empty=bool(err.fields.get("empty")),
+        chosen=chosen,
+        init=init,
+    )
+    err.fields["chosen_by"] = source
+
+
 def suggest_run(settings: Settings, err: ContinuumError) -> None:
-    """A run that was not found: name the store's closest run id in the hint ("did you
-    mean ...?") and in the error's details. Best effort: if the store cannot be read
-    now, the error stays as it was."""
+    """A not-found error, made concrete for a person (``main`` calls it on every error): a
+    missing store says how it was chosen (``explain_missing_store``); a run that was not
+    found names the store's closest run id in the hint ("did you mean ...?") and in the
+    error's details. Best effort: if the store cannot be read now, the error stays as it
+    was."""
+    explain_missing_store(settings, err)
     wanted = err.fields.get("run_id")
     if err.code != "not_found.run" or not isinstance(wanted, str):
         return

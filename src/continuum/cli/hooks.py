@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import click
 
-from continuum.cli.common import common, require_person, runtime
+from continuum.cli.common import common, common_without_db, require_person, runtime
 from continuum.cli.output import AGENT_TEXT_NOTICE, Exit, Line, Settings, ask, emit, write_lines
 from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.eventlog.events import EventType
@@ -555,6 +555,99 @@ def effects_cmd(s: Settings, check: bool, example: bool, directory: str | None) 
         },
         explain(registry),
     )
+
+
+@hooks_group.command("try")
+@click.option(
+    "--client",
+    "client",
+    type=click.Choice(HOSTS),
+    required=True,
+    help="The host to play; its hooks must be installed here (`hooks install`).",
+)
+@click.argument("command")
+@click.option(
+    "--run",
+    "run",
+    default=None,
+    metavar="RUN",
+    help="The run the hooks record into (default: a new scratch run hooks-try-XXXXXXXX, "
+    "so no real run is touched).",
+)
+@click.option(
+    "--result",
+    "result",
+    type=click.Choice(["success", "fail"]),
+    default=None,
+    help="The simulated result of the tool call: success (default, exit code 0) or fail "
+    "(exit code 1).",
+)
+@click.option(
+    "--execute",
+    "execute",
+    is_flag=True,
+    help="Really run COMMAND (bash -c, in the project) between the two hooks and report "
+    "its exit code instead of simulating one.",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="The project directory (default: the current directory).",
+)
+@click.option(
+    "--db",
+    "db",
+    metavar="URL",
+    default=None,
+    help="Record into this store instead of the one the hooks were installed with.",
+)
+@common_without_db
+def try_cmd(
+    s: Settings,
+    client: str,
+    command: str,
+    run: str | None,
+    result: str | None,
+    execute: bool,
+    directory: str | None,
+    db: str | None,
+) -> None:
+    """Try CLIENT's installed hooks on one shell tool call, without the host.
+
+    Plays the host: sends continuum's installed pre-tool hook the JSON CLIENT sends for a
+    call of its shell tool running COMMAND, runs the very command line `hooks install`
+    registered (as the host does: `sh -c` in the project; Kilo: the plugin's argv), and
+    applies the host's rules to the answer; if the host would run the call, simulates its
+    result (COMMAND is NOT run unless --execute) and sends the post-tool event. Shows
+    which rule matched, allow or deny and what the model reads, and what the hooks
+    recorded, in which run and store. The hooks record into a new scratch run of the
+    store they were installed with. Exit 0 whatever the gate decided; 1 when continuum's
+    hooks are not installed for CLIENT here. A COMMAND that starts with "-" goes after
+    "--".
+    """
+    from continuum.hooks.trial import Trial, report_lines, try_call
+
+    store = db if db is not None else s.db  # `continuum --db X hooks try` too; not $CONTINUUM_DB
+    if execute and result is not None:
+        raise UsageError(
+            "--execute and --result exclude each other",
+            code="usage.invalid",
+            hint="--execute reports the command's real exit code; --result simulates one",
+        )
+    report = try_call(
+        Trial(
+            host=client,
+            project=project_dir(directory),
+            command=command,
+            run=run,
+            db=store_arg(resolve_url(store)) if store is not None else None,
+            result=result or "success",
+            execute=execute,
+        )
+    )
+    emit(s, report, report_lines(report))
 
 
 @click.command(

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from continuum.cli.action_states import action_state, recorded
 from continuum.cli.common import common, require_person, runtime
 from continuum.cli.output import (
     AGENT_TEXT_NOTICE,
@@ -23,6 +24,8 @@ from continuum.state.records import ActionRecord
 from continuum.store import MAX_PAGE
 from continuum.types import ActionStatus, Origin
 from continuum.untrusted import json_safe, quoted
+
+PROBE = "by continuum's probe"
 
 
 def _json_arg(name: str, text: str | None) -> Any:
@@ -73,13 +76,11 @@ def actions_cmd(s: Settings, run_id: str, limit: int, cursor: str | None, show_a
     # Open and unconfirmed actions stay in the run's state: counted there, whatever the page.
     unresolved = [a for a in rt.state(run_id).actions.values() if a.needs_human]
 
-    def shown(a: ActionRecord) -> str:
-        return "unknown (interrupted)" if a.action_id in interrupted else str(a.status)
-
     lines: list[Line] = []
     for a in actions:  # keys, ids, errors and notes are written by whoever ran the action
+        state = action_state(a, interrupted=a.action_id in interrupted)
         lines.append(
-            f"{a.action_id}  {quoted(a.action_key, limit=120):<38} {shown(a):<10} "
+            f"{a.action_id}  {quoted(a.action_key, limit=120):<38} {state:<10} "
             f"attempt={a.attempt}"
             + (f" external_id={quoted(a.external_id, limit=80)}" if a.external_id else "")
             + origin_label(str(a.origin), a.intercepted_sequence)
@@ -199,11 +200,9 @@ def reconcile_cmd(
                 code="not_found.action",
                 hint=f"list actions with `continuum actions {run_id}`",
             )
-        write_lines(
-            s,
-            [AGENT_TEXT_NOTICE, *_action_review(ActionRecord.model_validate(row.record))],
-            err=True,
-        )
+        record = ActionRecord.model_validate(row.record)
+        gone = record.action_id in rt.interrupted(run_id)
+        write_lines(s, [AGENT_TEXT_NOTICE, *_action_review(record, interrupted=gone)], err=True)
         happened = "DID happen" if occurred else "did NOT happen"
         if not ask(s, f"Record, as a person, that this action {happened}?"):
             raise UsageError(
@@ -217,7 +216,7 @@ def reconcile_cmd(
     emit(
         s,
         {"action": rec.model_dump(mode="json")},
-        [f"action {quoted(rec.action_key)} is now {rec.status} (recorded as human)"],
+        [f"action {quoted(rec.action_key)}: {recorded(rec)}"],
     )
 
 
@@ -246,15 +245,18 @@ def _reconcile_by_probe(s: Settings, run_id: str, action: str, project: str) -> 
         )
     after = rt.actions(run_id)
     now = next((a for a in after if a.action_id == record.action_id), record)
+    if result.verdict == "unknown":  # only the evidence was recorded: the action is as it was
+        gone = now.action_id in rt.interrupted(run_id)
+        answer = (
+            f"action {quoted(now.action_key)} is still {action_state(now, interrupted=gone)} "
+            "(the probe could not tell; check it yourself)"
+        )
+    else:
+        answer = f"action {quoted(now.action_key)}: {recorded(now, by=PROBE)}"
     lines: list[Line] = [
         f"probe: {quoted(result.command)}",
         f"exit {result.exit_code}: {result.verdict.replace('_', ' ')}",
-        f"action {quoted(now.action_key)} is now {now.status}"
-        + (
-            " (recorded by continuum's probe)"
-            if result.verdict != "unknown"
-            else " (the probe could not tell; check it yourself)"
-        ),
+        answer,
     ]
     if result.output:
         lines.append(f"output: {quoted(result.output, limit=400)}")
@@ -274,9 +276,11 @@ def _reconcile_by_probe(s: Settings, run_id: str, action: str, project: str) -> 
     )
 
 
-def _action_review(a: ActionRecord) -> list[Line]:
+def _action_review(a: ActionRecord, *, interrupted: bool) -> list[Line]:
+    """The action a person is asked about, in the words `continuum actions` uses."""
     lines: list[Line] = [
-        f"action {quoted(a.action_key)} of type {quoted(a.action_type)}: {a.status}, "
+        f"action {quoted(a.action_key)} of type {quoted(a.action_type)}: "
+        f"{action_state(a, interrupted=interrupted)}, "
         f"attempt {a.attempt}" + origin_label(str(a.origin), a.intercepted_sequence),
         f"  arguments: {quoted(json_safe(json.dumps(a.arguments, ensure_ascii=False)), limit=400)}",
     ]
@@ -286,6 +290,7 @@ def _action_review(a: ActionRecord) -> list[Line]:
         lines.append(
             f"  intercepted by process {a.owner.get('pid')} on host "
             f"{quoted(str(a.owner.get('host')))}"
+            + ("; that process is gone" if interrupted else "; that process is still alive")
         )
     if a.failure_unconfirmed:
         lines.append(f"  reported as not done by {a.settled_by}: that needs a person's check")
@@ -340,7 +345,11 @@ def complete_cmd(
     rec = runtime(s).complete(
         run_id, action, external_id=external_id, result=_json_arg("--result", result)
     )
-    emit(s, {"action": rec.model_dump(mode="json")}, [f"action {quoted(rec.action_key)} completed"])
+    emit(
+        s,
+        {"action": rec.model_dump(mode="json")},
+        [f"action {quoted(rec.action_key)}: {recorded(rec)}"],
+    )
 
 
 @click.command("fail")
@@ -355,7 +364,7 @@ def fail_cmd(s: Settings, run_id: str, action: str, error: str | None, certain: 
     emit(
         s,
         {"action": rec.model_dump(mode="json")},
-        [f"action {quoted(rec.action_key)} is now {rec.status}"],
+        [f"action {quoted(rec.action_key)}: {recorded(rec)}"],
     )
 
 
@@ -374,7 +383,7 @@ def compensate_cmd(s: Settings, run_id: str, action: str, note: str | None) -> N
     emit(
         s,
         {"action": rec.model_dump(mode="json")},
-        [f"action {quoted(rec.action_key)} is now {rec.status}"],
+        [f"action {quoted(rec.action_key)}: {recorded(rec)}"],
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 import click
 
+from continuum.cli.action_states import action_state
 from continuum.cli.common import common, runtime
 from continuum.cli.output import (
     Exit,
@@ -154,7 +155,7 @@ def _frame(
     ]
     human: list[Line] = []
     for a in unresolved:
-        status = "unknown (interrupted)" if a.action_id in interrupted else str(a.status)
+        status = action_state(a, interrupted=a.action_id in interrupted)
         lines.append(f"  {quoted(a.action_key, limit=80)}: {status}, attempt {a.attempt}")
         human.append(
             f"  reconcile {quoted(a.action_key, limit=80)}: continuum reconcile "

@@ -14,6 +14,7 @@ from continuum.cli import (
     approvals,
     benchmark,
     confirm_token,
+    events,
     history,
     hooks,
     integrity,
@@ -28,13 +29,17 @@ from continuum.cli import (
     ui,
 )
 from continuum.cli.common import suggest_run
+from continuum.cli.help import SectionedGroup
 from continuum.cli.output import Exit, Settings, emit_error
 from continuum.errors import ContinuumError, UsageError
 from continuum.log import LEVELS, BadLogLevel, configure, get_logger
 from continuum.version import __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=SectionedGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, "--version", prog_name="continuum")
 @click.option(
     "--db",
@@ -79,6 +84,7 @@ def cli(
 
 for module in (
     runs,
+    events,
     recovery,
     confirm_token,
     ledger,

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from continuum.cli.action_states import state_words
 from continuum.cli.common import common, parse_env, private_file, require_person, runtime
 from continuum.cli.output import (
     AGENT_TEXT_NOTICE,
@@ -25,7 +26,7 @@ from continuum.recovery.contract import RecoveryContract
 from continuum.runtime.results import ConfirmResult, Recovery
 from continuum.state.records import Item, Provenance, State
 from continuum.store import RunInfo
-from continuum.types import Origin, RunStatus
+from continuum.types import ActionStatus, Origin, RunStatus
 from continuum.untrusted import quoted
 
 ENV_HELP = (
@@ -51,8 +52,14 @@ def _recovery_lines(r: Recovery) -> list[Line]:
         lines.append("required, in order:")
         lines += [f"  {i}. {a}" for i, a in enumerate(r.required_actions, 1)]
     for a in r.uncertain_actions:
+        # Uncertain and still started: its process is gone (a live one is waited for).
+        state = state_words(
+            a["recorded_status"],
+            interrupted=a["recorded_status"] == ActionStatus.STARTED,
+            unconfirmed=a["status"] == "needs_confirmation",
+        )
         lines.append(
-            f"uncertain action {shown(a['action_key'])} ({a['status']}): check the external "
+            f"uncertain action {shown(a['action_key'])}: {state}; check the external "
             f"system, then `continuum reconcile {r.run_id} {a['action_id']} "
             "--occurred|--not-occurred`"
         )

@@ -1,5 +1,5 @@
-"""Commands about runs and their logs: init, start, finish, abort, runs, inspect, status,
-events, replay, append, event-types, where."""
+"""Commands about runs and their logs: init, start, finish, abort, record-progress, runs,
+inspect, status, replay, append, event-types, where (`events` is in events.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
+from continuum.cli.action_states import settled_by_words
 from continuum.cli.common import common, runtime
-from continuum.cli.live import follow_events
 from continuum.cli.output import (
     Line,
     Settings,
@@ -20,7 +20,7 @@ from continuum.cli.output import (
     shown,
 )
 from continuum.errors import UsageError
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.events import EventType
 from continuum.state.projection import project
 from continuum.state.records import State
 from continuum.store import is_postgres_url, redact_url, resolve_url, sqlite_path_from_url
@@ -149,6 +149,39 @@ def abort_cmd(s: Settings, run_id: str, reason: str) -> None:
     _finish(s, run_id, reason, aborted=True)
 
 
+@click.command("record-progress")
+@click.argument("run_id")
+@click.option(
+    "--completed", type=click.IntRange(min=0), default=None, help="Work items done so far."
+)
+@click.option("--failed", type=click.IntRange(min=0), default=None, help="Work items failed.")
+@click.option("--total", type=click.IntRange(min=0), default=None, help="Change the total.")
+@common
+def record_progress_cmd(
+    s: Settings, run_id: str, completed: int | None, failed: int | None, total: int | None
+) -> None:
+    """Record RUN's progress in absolute numbers (as the MCP tool continuum_record_progress
+    does), e.g. `continuum record-progress invoices --completed 3`. Numbers past the total
+    are refused and nothing is recorded."""
+    if completed is None and failed is None and total is None:
+        raise UsageError(
+            "nothing to record: give --completed, --failed or --total",
+            code="usage.missing_option",
+            hint=f"e.g. continuum record-progress {run_id} --completed 3",
+        )
+    rt = runtime(s)
+    rt.store.get_run(run_id)  # a missing run is refused here, not created
+    state = rt.record_progress(run_id, completed=completed, failed=failed, total=total)
+    emit(
+        s,
+        {"run_id": run_id, "progress": state.progress.model_dump(mode="json")},
+        [
+            f"run {run_id}: {_progress_line(state).removeprefix('progress: ')} "
+            f"(recorded {settled_by_words(rt.origin)})"
+        ],
+    )
+
+
 @click.command("runs")
 @common
 def runs_cmd(s: Settings) -> None:
@@ -235,51 +268,6 @@ def status_cmd(s: Settings, run_id: str) -> None:
     )
 
 
-def _event_type(name: str) -> str:
-    return name if name in EventType._value2member_map_ else quoted(name)
-
-
-def _event_line(e: Event) -> str:
-    # The payload is whatever its writer sent (source column): a quoted JSON preview.
-    return (
-        f"{e.sequence:>6} {e.timestamp} {_event_type(e.type):<26} {e.source:<14} "
-        f"{quoted(json.dumps(e.payload, sort_keys=True, ensure_ascii=False), limit=80)}"
-    )
-
-
-@click.command("events")
-@click.argument("run_id")
-@click.option(
-    "--after", type=click.IntRange(min=0), default=0, help="Only events after this sequence."
-)
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many events.")
-@click.option(
-    "--follow",
-    "-f",
-    is_flag=True,
-    help="Keep printing new events as they are appended, until Ctrl-C (exit 130); "
-    "with --json one event per line.",
-)
-@common
-def events_cmd(s: Settings, run_id: str, after: int, limit: int | None, follow: bool) -> None:
-    """Print a run's events in order (each verified as it is read)."""
-    rt = runtime(s)
-    if follow:
-        if limit is not None:
-            raise UsageError(
-                "--limit and --follow do not go together",
-                code="usage.invalid",
-                hint="use --after N to start from sequence N",
-            )
-        follow_events(s, rt, run_id, after, line=_event_line)
-    events = rt.events(run_id, after)[: limit or None]
-    emit(
-        s,
-        {"run_id": run_id, "events": [e.model_dump(mode="json") for e in events]},
-        [_event_line(e) for e in events] or ["no events"],
-    )
-
-
 @click.command("replay")
 @click.argument("run_id")
 @click.option("--upto", type=click.IntRange(min=1), default=None, help="Fold events 1..N only.")
@@ -357,10 +345,10 @@ COMMANDS = [
     start_cmd,
     finish_cmd,
     abort_cmd,
+    record_progress_cmd,
     runs_cmd,
     inspect_cmd,
     status_cmd,
-    events_cmd,
     replay_cmd,
     append_cmd,
     event_types_cmd,

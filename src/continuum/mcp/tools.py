@@ -156,11 +156,12 @@ _NOT_DONE_ON_YOUR_WORD = (
 )
 
 
+START_A_RUN = "start one with continuum_record_progress (run_id, goal, total; completed 0)"
 MCP_HINTS = {
     "not_found.run": "check run_id (continuum_resume without run_id picks the latest active "
     "run), or start the run with continuum_record_progress (goal, total)",
     "not_found.action": "call continuum_list_actions for this run and use an action_key it lists",
-    "not_found.store": "the store holds no runs yet: start one with continuum_record_progress",
+    "not_found.store": f"the store holds no runs yet: {START_A_RUN}",
     "ledger.invalid_transition": "call continuum_list_actions to see the action's state; a "
     "settled action stays settled",
     "ledger.owner_alive": "another live process is performing this action: do not perform or "
@@ -371,13 +372,16 @@ class Tools:
                 mode="no_active_run",
                 safe=False,
                 next_allowed_action=None,
-                rationale="the store holds no runs yet",
+                rationale=f"the store holds no runs yet: {START_A_RUN}",
                 required_actions=[],
                 uncertain_actions=[],
                 progress=None,
                 contract=None,
             )
-        return self.reader(run_id).resume(run_id, env=env, expected_model=expected_model)
+        answer = self.reader(run_id).resume(run_id, env=env, expected_model=expected_model)
+        if answer.mode == "no_active_run":  # say how to start one, in the agent's own tools
+            answer = answer.model_copy(update={"rationale": f"{answer.rationale}: {START_A_RUN}"})
+        return answer
 
     @tool(
         "continuum_list_actions",

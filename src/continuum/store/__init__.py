@@ -24,6 +24,7 @@ from continuum.store.base import (
     WriteTx,
 )
 from continuum.store.sqlite import SQLiteStorage, check_sqlite_path
+from continuum.store.sqlite_files import holds_no_database
 from continuum.untrusted import as_typed
 
 DEFAULT_DB = "continuum.db"
@@ -40,6 +41,7 @@ __all__ = [
     "open_store",
     "probe_store",
     "resolve_url",
+    "url_source",
     "is_postgres_url",
     "redact_url",
     "DEFAULT_DB",
@@ -56,6 +58,14 @@ def resolve_url(flag: str | None, env: dict[str, str] | os._Environ[str] | None 
     if env.get("CONTINUUM_DB"):
         return env["CONTINUUM_DB"]
     return DEFAULT_DB
+
+
+def url_source(flag: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """How ``resolve_url`` chose the store: ``--db``, ``CONTINUUM_DB`` or ``default``."""
+    env = os.environ if env is None else env
+    if flag is not None:
+        return "--db"
+    return "CONTINUUM_DB" if env.get("CONTINUUM_DB") else "default"
 
 
 def _bad(url: str, why: str) -> UsageError:
@@ -90,7 +100,8 @@ def probe_store(url: str) -> bool:
     """Check that ``url`` names a usable store without creating or modifying anything.
 
     Returns whether it exists. A missing SQLite file in an existing directory is fine
-    (it is created on first write); a foreign or damaged file is refused.
+    (it is created on first write), and so is an empty one (it becomes the store on first
+    write); a foreign or damaged file is refused.
     """
     if is_postgres_url(url):
         try:
@@ -99,7 +110,7 @@ def probe_store(url: str) -> bool:
             return False  # a reachable database without a store yet: created on first write
         return True
     path = sqlite_path_from_url(url)
-    existed = check_sqlite_path(path, create=True)
+    existed = check_sqlite_path(path, create=True) and not holds_no_database(path)
     if existed:
         open_store(url, create=False).close()
     return existed

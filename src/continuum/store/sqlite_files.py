@@ -59,7 +59,9 @@ def check_sqlite_library(version: str | None = None) -> None:
 def check_sqlite_path(path: Path, *, create: bool) -> bool:
     """Refuse anything that is not a usable database path; return True if it exists.
 
-    Nothing is created or touched here: a refused path is left exactly as it was.
+    With ``create=False`` a missing path, or an empty file (0 bytes, no -wal), is
+    ``not_found.store``: a command that only opens a store never makes one of a stray
+    file. Nothing is created or touched here: a refused path is left exactly as it was.
     """
     text = str(path)
     if not text or text.startswith("-"):
@@ -86,12 +88,7 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
                 path=text,
             ) from None
         if not create:
-            raise NotFoundError(
-                f"no store at {as_typed(text)}",
-                code="not_found.store",
-                hint="run `continuum init` (or `continuum start RUN --goal ...`) to create it",
-                path=text,
-            ) from None
+            raise no_store(path) from None
         return False
     except OSError as e:
         raise StoreError(
@@ -111,6 +108,8 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
             code="store.not_regular_file",
             hint="point --db at a database file, not a device, FIFO or socket",
         )
+    if st.st_size == 0 and not create and holds_no_database(path):
+        raise no_store(path, empty=True)
     if st.st_size > 0:
         try:
             with open(path, "rb") as f:
@@ -127,6 +126,61 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
                 hint="point --db at a continuum store; this file was left untouched",
             )
     return True
+
+
+def holds_no_database(path: Path) -> bool:
+    """Whether ``path`` is an empty file (0 bytes) with no write-ahead log beside it: no
+    store is in it yet. (A store's first page is written when it is created, so a real
+    one is never 0 bytes; a -wal with frames could still hold its pages.)"""
+    try:
+        if os.stat(path).st_size > 0:
+            return False
+        return os.stat(f"{path}-wal").st_size == 0
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def no_store_words(
+    absolute: str, *, empty: bool, chosen: str | None = None, init: str = "continuum init"
+) -> tuple[str, str]:
+    """The message and hint for a store that is not there (``not_found.store``).
+
+    ``absolute``: the store's absolute path; ``empty``: a 0-byte file is there instead;
+    ``chosen``: how the path was chosen (``from --db x.db``; the CLI knows, the store
+    does not); ``init``: the command that would create a store there. The hint names the
+    ways to point at another store first: a person in the wrong directory needs those,
+    not a second, empty store."""
+    how = f" ({chosen})" if chosen else ""
+    if empty:
+        message = (
+            f"no store at {as_typed(absolute)}{how}: the file is empty (0 bytes); "
+            "it was left untouched"
+        )
+        meant = f"only if you meant to make this file a new store, run `{init}`"
+    else:
+        message = f"no store at {as_typed(absolute)}{how}"
+        meant = f"only if you meant a new store there, run `{init}`"
+    hint = (
+        "if your store is elsewhere, point at it with --db URL or CONTINUUM_DB "
+        f"(`continuum where` shows the store a command would use); {meant}"
+    )
+    return message, hint
+
+
+def no_store(path: Path, *, empty: bool = False) -> NotFoundError:
+    """``not_found.store`` for ``path`` (as typed): missing, or an empty file."""
+    absolute = str(path.absolute())
+    message, hint = no_store_words(absolute, empty=empty)
+    return NotFoundError(
+        message,
+        code="not_found.store",
+        hint=hint,
+        path=str(path),
+        absolute_path=absolute,
+        empty=empty,
+    )
 
 
 def create_private(path: Path) -> None:
