@@ -56,8 +56,8 @@ WORKERS ?= 3
 REPORTS := .cache/test-reports
 test: export CONTINUUM_REQUIRE_EXTRAS = 1
 test: $(STAMP) browser hosts
-	@echo "make test: lint and types, then about 1,900 in-process tests (about 4 min), then"
-	@echo "make test: about 1,600 subprocess tests with the four real hosts and a browser (about"
+	@echo "make test: lint and types, then about 2,100 in-process tests (about 4 min), then"
+	@echo "make test: about 750 subprocess tests with the four real hosts and a browser (about"
 	@echo "make test: 10 min on 2 cores). 'make check' is the 3-minute loop for editing."
 	$(VENV)/bin/ruff check src tests scripts
 	$(VENV)/bin/ruff format --check src tests scripts

@@ -29,10 +29,18 @@ class Entry(NamedTuple):
 
 
 def rule_tables(
-    text: str, path: str, table: str, bad: Bad, *, label: str, fields: set[str]
+    text: str,
+    path: str,
+    table: str,
+    bad: Bad,
+    *,
+    label: str,
+    fields: set[str],
+    top_level: frozenset[str] = frozenset(),
 ) -> list[Entry]:
     """Each ``[[table]]`` of ``text`` as an ``Entry`` (``where`` is ``LABEL #N (line L)``),
-    each a table of no fields but ``fields``.
+    each a table of no fields but ``fields``; ``top_level``: other top-level keys the
+    caller reads itself (the gateway's ``run`` and ``read_only``).
     Raises ``bad(path, where, problem)`` for anything else."""
     import tomllib
 
@@ -40,13 +48,15 @@ def rule_tables(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise bad(path, "not valid TOML", str(e)) from e
-    unknown = sorted(set(data) - {table})
+    unknown = sorted(set(data) - {table} - top_level)
     if unknown:
+        known = "".join(f"{k!r}, " for k in sorted(top_level))
         raise bad(
             path,
             "top level",
             f"unknown key(s) {', '.join(map(repr, unknown))}; write "
-            f"each rule as an [[{table}]] table",
+            f"each rule as an [[{table}]] table"
+            + (f" (other keys: {known[:-2]})" if known else ""),
         )
     tables = data.get(table, [])
     if not isinstance(tables, list):

@@ -138,6 +138,16 @@ CASES: dict[str, Callable[[dict[str, str]], list[str]]] = {
     "restore": lambda v: ["restore", v["backup"]],
     "keygen": lambda v: ["keygen", v["key"]],
     "migrate": lambda v: ["migrate", "--dry-run"],
+    "gateway accept": lambda v: ["gateway", "accept", "--yes"],
+    "gateway install": lambda v: [
+        "gateway",
+        "install",
+        "--client",
+        "claude-code",
+        "--server",
+        "billing",
+        "--restore",
+    ],
 }
 
 # Cases whose answer on this store is a refusal (still one document).
@@ -151,6 +161,9 @@ NO_JSON = {
     "hook": "a host hook: its stdout is the host's own hook protocol, not continuum's JSON",
     "benchmark": "crashes real agents for minutes; its --json is tested in test_bench_scenarios",
     "ui": "a server that runs until stopped (tests/e2e/test_operator_page_http.py)",
+    "gateway mcp": "an MCP server on stdio in front of another: stdout is JSON-RPC "
+    "(tests/gateway/test_mcp_gateway.py)",
+    "gateway http": "an HTTP proxy that runs until stopped (tests/gateway/test_http_gateway.py)",
 }
 
 

@@ -193,7 +193,7 @@ def test_an_interrupted_action_reads_the_same_in_actions_resume_and_the_prompt(
 
     after = interrupted("actions", "r1")
     assert after.code == 0
-    assert " failed (certain) attempt=1" in after.out, after.out
+    assert " failed (certain, by a person) attempt=1" in after.out, after.out
 
 
 def test_the_json_keeps_the_ledger_status_values(interrupted: CLI) -> None:
@@ -221,4 +221,4 @@ def test_reconcile_occurred_and_the_script_commands_answer_in_the_same_words(
     assert r.out.strip() == 'action "mail:m1": recorded as unknown (may or may not have happened)'
     listed = interrupted("actions", "r1").out
     assert " unknown (may or may not have happened) attempt=1" in listed
-    assert " compensated (done, then undone) attempt=1" in listed
+    assert " compensated (done, then undone, by local code) attempt=1" in listed

@@ -70,6 +70,7 @@ RANKS: dict[str, float] = {
     "continuum.bench": 8.5,
     "continuum.hooks": 8.7,  # host hooks: used by the CLI and by their own lean entry point
     "continuum.serving": 8.7,  # what an HTTP server needs (flags, tokens, TLS), for mcp and cli.ui
+    "continuum.gateway": 8.9,  # gateways in front of MCP servers and HTTP APIs (over the facade)
     "continuum.ui": 8.9,  # the operator page (over the facade), mounted by cli.ui and mcp.server
     "continuum.cli": 9,
     "continuum.mcp": 9,
@@ -96,6 +97,7 @@ PACKAGES: dict[str, int] = {
     "continuum.hooks": 8,
     "continuum.serving": 8,
     "continuum.ui": 9,
+    "continuum.gateway": 9,
     "continuum.cli": 10,
     "continuum.mcp": 10,
     "continuum.adapters": 10,

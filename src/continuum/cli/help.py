@@ -67,7 +67,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "migrate",
         ),
     ),
-    ("Hosts and servers", ("mcp", "hooks", "hook", "ui")),
+    ("Hosts and servers", ("mcp", "hooks", "hook", "ui", "gateway")),
     ("Proof", ("benchmark",)),
 )
 
@@ -319,6 +319,29 @@ HELP: Mapping[str, Entry] = {
     "ui": _e(
         "Serve the operator page",
         "continuum ui --listen 127.0.0.1:8766 --token-file tokens.txt",
+    ),
+    "gateway": _e(
+        "The ledger in front of another MCP server or an HTTP API",
+        "continuum gateway --help",
+    ),
+    "gateway mcp": _e(
+        "Serve MCP in front of another MCP server, with the ledger",
+        "continuum gateway mcp -- npx -y @modelcontextprotocol/server-memory",
+        "continuum gateway mcp --rules .continuum/gateway.toml --run billing -- "
+        "python billing_server.py",
+    ),
+    "gateway accept": _e(
+        "As a person, accept a changed upstream tool definition",
+        "continuum gateway accept --tool send_invoice",
+    ),
+    "gateway install": _e(
+        "Put the gateway in front of a host's MCP server entry",
+        "continuum gateway install --client claude-code --server billing",
+        "continuum gateway install --client claude-code --server billing --restore",
+    ),
+    "gateway http": _e(
+        "Proxy HTTP APIs for an agent, with the ledger in front",
+        "continuum gateway http --listen 127.0.0.1:8780 --rules gateway-http.toml",
     ),
     # proof
     "benchmark": _e(

@@ -53,6 +53,14 @@ from continuum.store.base import check_run_id
 from continuum.types import Origin
 from continuum.untrusted import quoted
 
+project_option = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="The project directory (default: the current directory).",
+)
+
 NEXT_STEP = {
     "claude-code": "the hooks apply to Claude Code sessions started in this project from now "
     "on (an interactive session runs them once the folder is trusted)",
@@ -185,13 +193,7 @@ def hooks_group() -> None:
     metavar="RUN",
     help="The run the hooks record into (default: the project directory's name).",
 )
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(exists=True, file_okay=False),
-    default=None,
-    help="The project directory (default: the current directory).",
-)
+@project_option
 @click.option("--print", "print_only", is_flag=True, help="Print the settings, write nothing.")
 @common
 def install_cmd(
@@ -289,13 +291,7 @@ def install_cmd(
     required=True,
     help="The host whose project settings lose the hooks.",
 )
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(exists=True, file_okay=False),
-    default=None,
-    help="The project directory (default: the current directory).",
-)
+@project_option
 @click.option("--print", "print_only", is_flag=True, help="Print the settings, write nothing.")
 @common
 def remove_cmd(s: Settings, client: str, directory: str | None, print_only: bool) -> None:
@@ -388,13 +384,7 @@ def refuse_foreign_plugin(path: Path) -> None:
     required=True,
     help="The host to check.",
 )
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(exists=True, file_okay=False),
-    default=None,
-    help="The project directory (default: the current directory).",
-)
+@project_option
 @common
 def doctor_cmd(s: Settings, client: str, directory: str | None) -> None:
     """Tell whether CLIENT will really run continuum's hooks in this project.
@@ -413,13 +403,7 @@ def doctor_cmd(s: Settings, client: str, directory: str | None) -> None:
 
 
 @hooks_group.command("accept")
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(exists=True, file_okay=False),
-    default=None,
-    help="The project directory (default: the current directory).",
-)
+@project_option
 @click.option(
     "--run",
     "run",
@@ -524,13 +508,7 @@ def rule_data(registry: Registry) -> list[dict[str, Any]]:
     help="Check the registry: exit 0 when every rule is valid, 1 naming the first that is not.",
 )
 @click.option("--example", "example", is_flag=True, help="Print the shipped example registry.")
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(exists=True, file_okay=False),
-    default=None,
-    help="The project directory (default: the current directory).",
-)
+@project_option
 @common
 def effects_cmd(s: Settings, check: bool, example: bool, directory: str | None) -> None:
     """Explain the project's effect registry (.continuum/effects.toml), rule by rule.
@@ -589,13 +567,7 @@ def effects_cmd(s: Settings, check: bool, example: bool, directory: str | None) 
     help="Really run COMMAND (bash -c, in the project) between the two hooks and report "
     "its exit code instead of simulating one.",
 )
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(exists=True, file_okay=False),
-    default=None,
-    help="The project directory (default: the current directory).",
-)
+@project_option
 @click.option(
     "--db",
     "db",

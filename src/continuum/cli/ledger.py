@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from continuum.cli.action_states import action_state, recorded
+from continuum.cli.action_states import action_state, recorded, settled_by_words
 from continuum.cli.common import common, require_person, runtime
 from continuum.cli.output import (
     AGENT_TEXT_NOTICE,
@@ -78,15 +78,20 @@ def actions_cmd(s: Settings, run_id: str, limit: int, cursor: str | None, show_a
 
     lines: list[Line] = []
     for a in actions:  # keys, ids, errors and notes are written by whoever ran the action
-        state = action_state(a, interrupted=a.action_id in interrupted)
+        # A settled action says who settled it (a person's reconcile, local code's
+        # complete) beside who intercepted it (the label at the end).
+        settled = a.status not in (ActionStatus.STARTED, ActionStatus.UNKNOWN)
+        by = settled_by_words(a.settled_by) if settled else None
+        state = action_state(a, interrupted=a.action_id in interrupted, by=by)
         lines.append(
             f"{a.action_id}  {quoted(a.action_key, limit=120):<38} {state:<10} "
             f"attempt={a.attempt}"
             + (f" external_id={quoted(a.external_id, limit=80)}" if a.external_id else "")
             + origin_label(str(a.origin), a.intercepted_sequence)
         )
-        if a.error:
-            lines.append(f"    error: {quoted(a.error, limit=200)}")
+        if a.error:  # on a completed action, what was said before it was settled
+            said = "error" if a.status != ActionStatus.COMPLETED else "earlier error"
+            lines.append(f"    {said}: {quoted(a.error, limit=200)}")
         if a.note:
             lines.append(f"    note: {quoted(a.note, limit=200)}")
     if next_cursor is not None:

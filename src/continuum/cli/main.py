@@ -15,6 +15,7 @@ from continuum.cli import (
     benchmark,
     confirm_token,
     events,
+    gateway,
     history,
     hooks,
     integrity,
@@ -99,6 +100,7 @@ for module in (
     operations,
     benchmark,
     ui,
+    gateway,
 ):
     for command in module.COMMANDS:
         cli.add_command(command)

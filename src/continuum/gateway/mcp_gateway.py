@@ -1,0 +1,526 @@
+"""``continuum gateway mcp``: the ledger in front of another MCP server.
+
+The gateway is an MCP server on stdio (for the host) and an MCP client of one upstream
+server it starts as a subprocess. It lists the upstream's tools, exposes those whose
+definition matches its pin (``pins.py``), and judges every ``tools/call`` by the rules
+(``rules.py``):
+
+- a call no effect rule matches is forwarded untouched and its answer returned as is;
+- a registered call is intercepted first (``Continuum.intercept``: one transaction,
+  durable before anything is forwarded) and forwarded only when it may proceed; then the
+  upstream's answer settles it: a result is ``completed`` (the result is stored), an
+  ``isError`` result a certain failure (it did not happen: it may run again), and a lost
+  connection, a dead upstream, a timeout or a cancelled call ``unknown`` (it may have
+  happened);
+- a repeat of a completed call is answered with the stored result, the upstream is not
+  called; an ``unknown`` one (or one whose owner died: the gateway killed between
+  forwarding and recording) is refused with what a person must do.
+
+Origin: what the gateway records is ``deterministic``: the gateway, not the agent,
+observes the upstream's answer, so its record of an outcome is continuum's own
+observation (the call's arguments are kept as data, they decide nothing). The gateway
+never settles an ``unknown`` action: only ``continuum reconcile`` (a person) or a probe
+does; an agent's own ``continuum_reconcile`` over MCP still needs a person to confirm it.
+
+The store may be unusable (a locked, full, damaged or unreachable one): registered calls
+are then refused (fail closed), unregistered ones still pass. The upstream may send
+invalid JSON-RPC or die: each is logged on stderr and answered as an error result,
+never a crash of the gateway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from continuum.errors import ContinuumError, NotFoundError, UsageError
+from continuum.eventlog.canonical import canonical_json, sha256_hex
+from continuum.faults import fault_point
+from continuum.gateway.pins import Pins
+from continuum.gateway.rules import EffectRule, GatewayRules, render_key
+from continuum.log import get_logger
+from continuum.runtime.facade import Continuum
+from continuum.types import Origin
+from continuum.version import __version__
+
+log = get_logger("continuum.gateway")
+
+DEFAULT_TIMEOUT = 120.0  # seconds a forwarded registered call may take before it is unknown
+STARTUP_TIMEOUT = 60.0  # seconds the upstream may take to start and list its tools
+MAX_RESULT_CHARS = 65_536  # a larger upstream result is stored as its digest
+LEASE_RENEW_SECONDS = 10.0
+LEDGER_META = "continuum/ledger"  # the _meta key of an answer the ledger gave
+_INTERPRETERS = {"python", "python3", "node", "npx", "uvx", "uv", "deno", "bun", "pipx", "sh"}
+
+
+def upstream_name(command: Sequence[str]) -> str:
+    """A stable name for the upstream server, from its command line: the program's name,
+    or for an interpreter (``python``, ``node``, ``npx``, ...) its first argument that is
+    not an option (``python upstream_server.py`` -> ``upstream_server``)."""
+    words = list(command)
+    name = Path(words[0]).name if words else "upstream"
+    base = name.split(".")[0].rstrip("0123456789.")
+    if base in _INTERPRETERS or name.startswith("python"):
+        rest = iter(words[1:])
+        for word in rest:
+            if word == "-m":
+                name = next(rest, name)
+                break
+            if not word.startswith("-"):
+                name = Path(word).name
+                break
+    for suffix in (".py", ".js", ".mjs", ".ts"):
+        name = name.removesuffix(suffix)
+    name = name.rsplit("/", 1)[-1].split("@")[0] or "upstream"
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:100]
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """Everything ``continuum gateway mcp`` was told."""
+
+    upstream: tuple[str, ...]
+    rules: GatewayRules
+    run: str
+    server: str  # the upstream's name: its section of the pins file
+    pins_path: Path
+    db: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+
+
+def _text_result(text: str, **meta: Any) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        is_error=True,
+        _meta={LEDGER_META: meta} if meta else None,
+    )
+
+
+def _result_text(result: types.CallToolResult) -> str:
+    parts = [c.text for c in result.content if isinstance(c, types.TextContent)]
+    return " ".join(parts)[:2000] or "the upstream answered isError"
+
+
+class Gateway:
+    """The two halves joined: ``list_tools`` and ``call_tool`` are the handlers of the
+    server the host talks to; ``session`` is the client of the upstream."""
+
+    def __init__(self, config: GatewayConfig, session: ClientSession) -> None:
+        self.config = config
+        self.session = session
+        self.tools: dict[str, types.Tool] = {}  # exposed: definition matches its pin
+        self.changed: dict[str, tuple[str, str]] = {}  # refused: name -> (pinned, new)
+        self.upstream_gone: str | None = None  # why the upstream cannot be reached
+        self._rt: Continuum | None = None
+        self._rt_lock = threading.Lock()
+
+    # -- the store -------------------------------------------------------------------------
+
+    def runtime(self) -> Continuum:
+        """The facade, opened on first use (again after a failure); raises the store's
+        error while it is unusable."""
+        with self._rt_lock:
+            if self._rt is None:
+                rt = Continuum.open(self.config.db, origin=Origin.DETERMINISTIC)
+                try:
+                    rt.store.get_run(self.config.run)
+                except NotFoundError:
+                    try:
+                        rt.start_run(
+                            self.config.run,
+                            None,
+                            metadata={
+                                "created_by": "continuum gateway mcp",
+                                "upstream": self.config.server,
+                            },
+                        )
+                    except UsageError as e:
+                        if e.code != "usage.run_exists":  # another gateway made it just now
+                            rt.close()
+                            raise
+                except BaseException:
+                    rt.close()
+                    raise
+                self._rt = rt
+            return self._rt
+
+    def drop_runtime(self) -> None:
+        with self._rt_lock:
+            if self._rt is not None:
+                rt, self._rt = self._rt, None
+                with contextlib.suppress(ContinuumError):
+                    rt.close()
+
+    def renew_leases(self) -> None:
+        with self._rt_lock:
+            rt = self._rt
+        if rt is not None:
+            rt.ledger.renew_held_leases()
+
+    # -- tools/list --------------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """List the upstream's tools and judge them against the pins (saving new pins and
+        pending changes)."""
+        listed: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = await self.session.list_tools(
+                params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            )
+            listed += page.tools
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        pins = await anyio.to_thread.run_sync(Pins.load, self.config.pins_path)
+        judgement = pins.judge(
+            self.config.server, ((t.name, t.description, t.input_schema) for t in listed)
+        )
+        if judgement.pinned_now or judgement.changed:
+            await anyio.to_thread.run_sync(pins.save)
+        for name in judgement.pinned_now:
+            log.info("gateway.tool_pinned", server=self.config.server, tool=name)
+        for name, (old, new) in judgement.changed.items():
+            log.warning(
+                "gateway.tool_changed",
+                server=self.config.server,
+                tool=name,
+                pinned=old,
+                new=new,
+                hint="not exposed until a person runs `continuum gateway accept`",
+            )
+        exposed = set(judgement.exposed)
+        self.tools = {t.name: t for t in listed if t.name in exposed}
+        self.changed = judgement.changed
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        try:
+            await self.refresh()
+        except Exception as e:  # the upstream is gone: list what was last judged
+            self._lost(e)
+        return types.ListToolsResult(tools=list(self.tools.values()))
+
+    def _lost(self, e: BaseException) -> None:
+        """Report an upstream failure; a closed connection (the upstream exited, or closed
+        its stdout) marks it gone for good, anything else (a timeout, an answer that is not
+        valid MCP) is reported and the next call is tried again."""
+        problem = f"{type(e).__name__}: {e}"[:500]
+        if isinstance(e, MCPError) and e.error.code == types.CONNECTION_CLOSED:
+            self.upstream_gone = problem
+            log.error("gateway.upstream_lost", server=self.config.server, error=problem)
+        else:
+            log.warning("gateway.upstream_bad_answer", server=self.config.server, error=problem)
+
+    # -- tools/call --------------------------------------------------------------------------
+
+    def _pin_refusal(self, name: str) -> types.CallToolResult:
+        old, new = self.changed[name]
+        return _text_result(
+            f"Refused: the upstream server {self.config.server!r} changed the definition of "
+            f"the tool {name!r} since it was pinned (pinned sha256 {old[:16]}..., now "
+            f"{new[:16]}...). A changed tool is not exposed until a person reviews and "
+            f"accepts it: ask a person to run `continuum gateway accept --server "
+            f"{self.config.server} --tool {name}`.",
+            refused="tool_changed",
+            tool=name,
+        )
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name = params.name
+        arguments = dict(params.arguments or {})
+        if name not in self.tools and name not in self.changed and self.upstream_gone is None:
+            try:
+                await self.refresh()  # the upstream may have added it since the last listing
+            except Exception as e:
+                self._lost(e)
+        if name in self.changed:
+            return self._pin_refusal(name)
+        if name not in self.tools:
+            return _text_result(
+                f"Refused: the tool {name!r} is not offered by the upstream server "
+                f"{self.config.server!r} through this gateway.",
+                refused="unknown_tool",
+                tool=name,
+            )
+        rule = self.config.rules.find(name, arguments)
+        if rule is None:
+            return await self._pass_through(name, arguments)
+        return await self._registered(rule, name, arguments)
+
+    async def _forward(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        return await self.session.call_tool(
+            name, arguments, read_timeout_seconds=self.config.timeout
+        )
+
+    async def _pass_through(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if self.upstream_gone is not None:
+            return self._gone_result(name)
+        try:
+            return await self._forward(name, arguments)
+        except Exception as e:
+            self._lost(e)
+            if self.upstream_gone is not None:
+                return self._gone_result(name)
+            return _text_result(
+                f"The upstream server {self.config.server!r} gave no valid answer to "
+                f"{name!r} ({type(e).__name__}: {e})"[:2000],
+                refused="upstream_bad_answer",
+                tool=name,
+            )
+
+    def _gone_result(self, name: str) -> types.CallToolResult:
+        return _text_result(
+            f"The upstream server {self.config.server!r} cannot be reached "
+            f"({self.upstream_gone}); {name!r} was not called. Restart the gateway.",
+            refused="upstream_gone",
+            tool=name,
+        )
+
+    def _record_arguments(self, rule: EffectRule, name: str, arguments: dict[str, Any]) -> Any:
+        text = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+        kept: Any = (
+            arguments
+            if len(text) <= MAX_RESULT_CHARS
+            else {"sha256": sha256_hex(text), "chars": len(text)}
+        )
+        return {
+            "gateway": "mcp",
+            "server": self.config.server,
+            "tool": name,
+            "arguments": kept,
+            "rule": {"index": rule.index, "action_type": rule.action_type},
+        }
+
+    async def _registered(
+        self, rule: EffectRule, name: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        run = self.config.run
+        try:
+            key = render_key(rule, name, arguments)
+            rt = await anyio.to_thread.run_sync(self.runtime)
+            decision = await anyio.to_thread.run_sync(
+                lambda: rt.intercept(
+                    run,
+                    rule.action_type,
+                    self._record_arguments(rule, name, arguments),
+                    key=key,
+                    replay=rule.replay,
+                )
+            )
+        except ContinuumError as e:
+            if e.code.startswith("store."):
+                self.drop_runtime()  # open it again for the next call
+            log.warning("gateway.call_refused", tool=name, code=e.code)
+            return _text_result(
+                f"Refused: {name!r} is a registered effect ({rule.where}) that continuum "
+                "cannot record now, so it was not called: "
+                f"{e.message} [{e.code}]" + (f" ({e.hint})" if e.hint else ""),
+                refused=e.code,
+                tool=name,
+            )
+        ref = decision.action_key
+        status = str(decision.status)
+        if decision.proceed:
+            return await self._perform(rt, name, arguments, ref)
+        if status == "completed":
+            return self._from_ledger(decision.previous_result, name, ref, decision.action_id)
+        what = (
+            f"a person must check whether it happened at {self.config.server!r}, then run "
+            f"`continuum reconcile {run} {ref} --occurred` (it happened) or "
+            f"`continuum reconcile {run} {ref} --not-occurred` (it did not)"
+        )
+        return _text_result(
+            f"Refused: {name!r} is the action {ref} of run {run!r}, and the ledger says "
+            f"{status}: {decision.guidance} It was not called again. "
+            + (what if status in ("unknown", "reconcile_required", "needs_confirmation") else ""),
+            refused=status,
+            tool=name,
+            action_id=decision.action_id,
+            action_key=ref,
+            run=run,
+        )
+
+    def _from_ledger(
+        self, stored: Any, name: str, ref: str, action_id: str
+    ) -> types.CallToolResult:
+        meta = {"answered": "from_ledger", "action_key": ref, "action_id": action_id}
+        if isinstance(stored, dict) and "result" in stored:
+            try:
+                result = types.CallToolResult.model_validate(stored["result"])
+            except ValueError:
+                result = None
+            if result is not None:
+                merged = dict(result.meta or {})
+                merged[LEDGER_META] = meta
+                return result.model_copy(update={"meta": merged})
+        return types.CallToolResult(
+            content=[
+                types.TextContent(
+                    type="text",
+                    text=f"Already done: {name!r} ({ref}) completed earlier; its result was "
+                    "too large to keep, so only its digest is stored. It was not called again.",
+                )
+            ],
+            _meta={LEDGER_META: {**meta, "stored": stored}},
+        )
+
+    async def _settle(
+        self,
+        rt: Continuum,
+        ref: str,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        certain: bool = False,
+    ) -> None:
+        """Record the outcome; a store error here is logged (the upstream already ran: the
+        action stays started, owned by this process, and becomes unknown when it ends)."""
+        run = self.config.run
+        try:
+            with anyio.CancelScope(shield=True):
+                if error is None:
+                    await anyio.to_thread.run_sync(lambda: rt.complete(run, ref, result=result))
+                else:
+                    await anyio.to_thread.run_sync(
+                        lambda: rt.fail(run, ref, error=error, certain=certain)
+                    )
+        except ContinuumError as e:
+            log.error("gateway.settle_failed", action=ref, code=e.code, message=e.message)
+
+    async def _perform(
+        self, rt: Continuum, name: str, arguments: dict[str, Any], ref: str
+    ) -> types.CallToolResult:
+        run = self.config.run
+        if self.upstream_gone is not None:
+            await self._settle(rt, ref, error="the upstream was gone: not forwarded", certain=True)
+            return self._gone_result(name)
+        try:
+            result = await self._forward(name, arguments)
+        except anyio.get_cancelled_exc_class():
+            await self._settle(rt, ref, error="the call was cancelled mid-flight")
+            raise
+        except Exception as e:
+            self._lost(e)
+            await self._settle(
+                rt, ref, error=f"no answer from the upstream ({type(e).__name__}: {e})"[:2000]
+            )
+            return _text_result(
+                f"The upstream server {self.config.server!r} gave no answer to {name!r} "
+                f"({type(e).__name__}: {e}); it may or may not have happened. The action "
+                f"{ref} of run {run!r} is now unknown and will not be called again until a "
+                f"person checks the upstream, then runs `continuum reconcile {run} {ref} "
+                "--occurred` or `--not-occurred`.",
+                refused="unknown",
+                tool=name,
+                action_key=ref,
+                run=run,
+            )
+        fault_point("gateway_after_forward")  # crash tests: forwarded, nothing recorded yet
+        if result.is_error:
+            await self._settle(rt, ref, error=_result_text(result), certain=True)
+            return result
+        dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        text = canonical_json(dumped)
+        stored: dict[str, Any] = (
+            {"result": dumped}
+            if len(text) <= MAX_RESULT_CHARS
+            else {"sha256": sha256_hex(text), "chars": len(text)}
+        )
+        await self._settle(rt, ref, result=stored)
+        return result
+
+
+async def _renew(gateway: Gateway) -> None:
+    while True:
+        await anyio.sleep(LEASE_RENEW_SECONDS)
+        try:
+            await anyio.to_thread.run_sync(gateway.renew_leases)
+        except ContinuumError as e:
+            log.warning("gateway.lease_renewal_failed", code=e.code)
+
+
+async def _upstream_message(message: Any) -> None:
+    if isinstance(message, Exception):  # invalid JSON-RPC from the upstream: reported
+        log.warning(
+            "gateway.upstream_bad_message", error=f"{type(message).__name__}: {message}"[:500]
+        )
+
+
+def _upstream_failed(config: GatewayConfig, e: BaseException) -> UsageError:
+    return UsageError(
+        f"the upstream MCP server {config.server!r} did not start: {type(e).__name__}: {e}"[:1000],
+        code="gateway.upstream_failed",
+        hint="check the command after `--` (run it alone: it must speak MCP on stdio) "
+        "and its stderr",
+    )
+
+
+async def serve(config: GatewayConfig) -> None:
+    """Start the upstream, judge its tools, then serve the host on stdin/stdout until the
+    host closes it. Raises ``UsageError`` (``gateway.upstream_failed``) when the upstream
+    cannot be started or does not answer the handshake."""
+    params = StdioServerParameters(
+        command=config.upstream[0], args=list(config.upstream[1:]), env=dict(os.environ)
+    )
+    async with AsyncExitStack() as stack:
+        try:
+            up_read, up_write = await stack.enter_async_context(
+                stdio_client(params, errlog=sys.stderr)
+            )
+        except (OSError, ValueError) as e:  # not found, not executable, a NUL in an argument
+            raise _upstream_failed(config, e) from e
+        session = await stack.enter_async_context(
+            ClientSession(
+                up_read,
+                up_write,
+                client_info=types.Implementation(name="continuum-gateway", version=__version__),
+                message_handler=_upstream_message,
+            )
+        )
+        try:
+            with anyio.fail_after(STARTUP_TIMEOUT):
+                await session.initialize()
+            gateway = Gateway(config, session)
+            with anyio.fail_after(STARTUP_TIMEOUT):
+                await gateway.refresh()
+        except Exception as e:
+            raise _upstream_failed(config, e) from e
+        server: Server[Any] = Server(
+            "continuum-gateway",
+            version=__version__,
+            instructions=f"continuum's gateway in front of {config.server!r}: calls "
+            "its rules name as effects are recorded, and a repeat is answered from "
+            "continuum's ledger instead of being performed again.",
+            on_list_tools=gateway.list_tools,
+            on_call_tool=gateway.call_tool,
+        )
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_renew, gateway)
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
+                tg.cancel_scope.cancel()
+        finally:
+            gateway.drop_runtime()

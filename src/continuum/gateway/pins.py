@@ -1,0 +1,193 @@
+"""Tool-definition pins: a server may not change what a tool does under the agent.
+
+The gateway hashes each upstream tool's definition (SHA-256 of the canonical JSON of its
+``name``, ``description`` and ``inputSchema``) and keeps the hashes in a pins file
+(default ``.continuum/gateway-pins.json``), one section per upstream server::
+
+    {"version": 1, "servers": {"NAME": {
+        "tools":   {"send_invoice": {"sha256": "...", "description": "...", "pinned_at": "..."}},
+        "pending": {"send_invoice": {"sha256": "...", "pinned_sha256": "...",
+                                     "description": "...", "seen_at": "..."}}}}}
+
+- A tool never seen before is pinned on first sight (trust on first use: the first
+  definition is the one the operator wired the gateway in front of).
+- A tool whose definition differs from its pin is not exposed and calls to it are
+  refused; the new definition is recorded under ``pending`` so that a person can review
+  and accept it offline (``continuum gateway accept``), which moves it to ``tools``.
+- A pinned tool the server no longer lists stays pinned (if it comes back changed, it is
+  refused like any other change).
+
+The file is replaced atomically (a private temporary file, fsynced, renamed, the
+directory fsynced): a crash leaves the old pins or the new ones, never half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from continuum.errors import UsageError
+from continuum.eventlog.canonical import digest
+from continuum.safe_files import create_private, fsync_dir, partial_name
+
+PINS_PATH = os.path.join(".continuum", "gateway-pins.json")
+VERSION = 1
+
+
+def tool_digest(name: str, description: str | None, input_schema: Any) -> str:
+    """The pin of one tool definition."""
+    return digest({"name": name, "description": description, "inputSchema": input_schema})
+
+
+@dataclass
+class Judgement:
+    """What ``judge`` found in one tool listing."""
+
+    exposed: list[str] = field(default_factory=list)  # names whose definition matches its pin
+    changed: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (pinned, new)
+    pinned_now: list[str] = field(default_factory=list)  # new tools pinned on first sight
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _bad(path: Path, problem: str) -> UsageError:
+    return UsageError(
+        f"gateway pins {path}: {problem}",
+        code="gateway.bad_pins",
+        hint="restore the file from a backup, or remove it so every tool is pinned again "
+        "on first sight (only if you trust the servers' current definitions)",
+        path=str(path),
+    )
+
+
+class Pins:
+    """The pins file, in memory; ``save`` writes it back."""
+
+    def __init__(self, path: Path, data: dict[str, Any] | None = None) -> None:
+        self.path = path
+        self.data: dict[str, Any] = data or {"version": VERSION, "servers": {}}
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> Pins:
+        p = Path(path if path is not None else PINS_PATH)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return cls(p)
+        except (OSError, UnicodeDecodeError) as e:
+            raise _bad(p, f"cannot be read ({e})") from e
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise _bad(p, f"not JSON ({e})") from e
+        if (
+            not isinstance(data, dict)
+            or data.get("version") != VERSION
+            or not isinstance(data.get("servers"), dict)
+        ):
+            raise _bad(p, f"not a version {VERSION} pins file")
+        return cls(p, data)
+
+    def server(self, name: str) -> dict[str, Any]:
+        servers: dict[str, Any] = self.data["servers"]
+        entry = servers.setdefault(name, {})
+        entry.setdefault("tools", {})
+        entry.setdefault("pending", {})
+        return entry  # type: ignore[no-any-return]
+
+    def servers(self) -> list[str]:
+        return sorted(self.data["servers"])
+
+    def judge(self, server: str, tools: Iterable[tuple[str, str | None, Any]]) -> Judgement:
+        """Compare a listing (name, description, inputSchema) with the pins: pin new tools,
+        record changed ones as pending. Call ``save`` after it when anything changed."""
+        entry = self.server(server)
+        pinned: dict[str, Any] = entry["tools"]
+        pending: dict[str, Any] = entry["pending"]
+        out = Judgement()
+        for name, description, schema in tools:
+            new = tool_digest(name, description, schema)
+            pin = pinned.get(name)
+            if pin is None:
+                pinned[name] = {"sha256": new, "description": description, "pinned_at": _now()}
+                out.pinned_now.append(name)
+                out.exposed.append(name)
+            elif pin.get("sha256") == new:
+                pending.pop(name, None)
+                out.exposed.append(name)
+            else:
+                out.changed[name] = (str(pin.get("sha256")), new)
+                seen = pending.get(name)
+                if seen is None or seen.get("sha256") != new:
+                    pending[name] = {
+                        "sha256": new,
+                        "pinned_sha256": pin.get("sha256"),
+                        "description": description,
+                        "input_schema": schema,
+                        "seen_at": _now(),
+                    }
+        return out
+
+    def accept(self, server: str, tool: str | None = None) -> list[dict[str, Any]]:
+        """Make pending definitions the pins (one tool, or all of ``server``'s); returns what
+        was accepted (name, old and new hash, description)."""
+        entry = self.server(server)
+        pending: dict[str, Any] = entry["pending"]
+        names = [tool] if tool is not None else sorted(pending)
+        out = []
+        for name in names:
+            change = pending.pop(name, None)
+            if change is None:
+                continue
+            entry["tools"][name] = {
+                "sha256": change["sha256"],
+                "description": change.get("description"),
+                "pinned_at": _now(),
+            }
+            out.append(
+                {
+                    "server": server,
+                    "tool": name,
+                    "old_sha256": change.get("pinned_sha256"),
+                    "new_sha256": change["sha256"],
+                    "description": change.get("description"),
+                }
+            )
+        return out
+
+    def pending(self, server: str | None = None) -> list[dict[str, Any]]:
+        """Every change waiting for a person, as (server, tool, old, new, description)."""
+        out = []
+        for name in [server] if server is not None else self.servers():
+            for tool, change in sorted(
+                self.data["servers"].get(name, {}).get("pending", {}).items()
+            ):
+                out.append(
+                    {
+                        "server": name,
+                        "tool": tool,
+                        "old_sha256": change.get("pinned_sha256"),
+                        "new_sha256": change.get("sha256"),
+                        "description": change.get("description"),
+                    }
+                )
+        return out
+
+    def save(self) -> None:
+        """Replace the file atomically (private, fsynced, renamed, directory fsynced)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = partial_name(self.path, "pins")
+        temporary.unlink(missing_ok=True)  # our own leftover (same pid) from a failed save
+        with create_private(temporary) as f:
+            f.write(json.dumps(self.data, indent=2, sort_keys=True).encode("utf-8") + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, self.path)
+        fsync_dir(self.path.parent)

@@ -1,0 +1,111 @@
+"""`continuum gateway install`: the host's entry, rewritten, really runs the gateway.
+
+The test plays the host: it starts the entry's command, args and env exactly as written in
+``.mcp.json`` (what Claude Code does) with the SDK's stdio client, and calls a tool twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+pytestmark = pytest.mark.anyio
+
+BOUND = 60
+UPSTREAM = str(Path(__file__).with_name("mcp_upstream.py"))
+RULES = '[[effect]]\ntool = "send_invoice"\naction_type = "send_invoice"\nkey = "{invoice_id}"\n'
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _continuum(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+    env["CONTINUUM_DB"] = str(project / "continuum.db")
+    return subprocess.run(
+        [sys.executable, "-m", "continuum", "--json", "gateway", "install", *args],
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=False,
+    )
+
+
+async def _call_twice(project: Path, entry: dict[str, Any]) -> list[types.CallToolResult]:
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env=entry["env"], cwd=str(project)
+    )
+    with (project / "stderr.log").open("a", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            with anyio.fail_after(BOUND):
+                await session.initialize()
+                return [
+                    await session.call_tool("send_invoice", {"invoice_id": "I-1", "amount": 1})
+                    for _ in range(2)
+                ]
+
+
+async def test_the_installed_entry_runs_the_gateway_and_restore_puts_the_original_back(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".continuum").mkdir()
+    (tmp_path / ".continuum" / "gateway.toml").write_text(RULES, encoding="utf-8")
+    original = {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": [UPSTREAM],
+        "env": {
+            "UPSTREAM_EFFECTS": str(tmp_path / "effects.txt"),
+            "PATH": os.environ["PATH"],
+        },
+    }
+    config = {"mcpServers": {"billing": original, "docs": {"type": "http", "url": "https://x"}}}
+    (tmp_path / ".mcp.json").write_text(json.dumps(config), encoding="utf-8")
+
+    installed = _continuum(tmp_path, "--client", "claude-code", "--server", "billing")
+    assert installed.returncode == 0, installed
+    servers = json.loads((tmp_path / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]
+    assert servers["docs"] == config["mcpServers"]["docs"]  # other servers untouched
+    entry = servers["billing"]
+    assert entry["args"][:2] == ["gateway", "mcp"] or entry["args"][2:4] == ["gateway", "mcp"]
+    assert entry["args"][-2:] == [sys.executable, UPSTREAM] and entry["env"] == original["env"]
+    again = _continuum(tmp_path, "--client", "claude-code", "--server", "billing")
+    assert again.returncode == 0 and json.loads(again.stdout)["written"] is False
+
+    results = await _call_twice(tmp_path, entry)
+    assert [r.is_error for r in results] == [False, False]
+    assert (results[1].meta or {})["continuum/ledger"]["answered"] == "from_ledger"
+    lines = (tmp_path / "effects.txt").read_text(encoding="utf-8").splitlines()
+    assert lines == ["invoice I-1 1"]
+
+    restored = _continuum(tmp_path, "--client", "claude-code", "--server", "billing", "--restore")
+    assert restored.returncode == 0, restored
+    servers = json.loads((tmp_path / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]
+    assert servers == config["mcpServers"]
+
+
+def test_a_remote_server_entry_is_refused(tmp_path: Path) -> None:
+    config = {"mcpServers": {"docs": {"type": "http", "url": "https://x"}}}
+    (tmp_path / ".mcp.json").write_text(json.dumps(config), encoding="utf-8")
+    out = _continuum(tmp_path, "--client", "claude-code", "--server", "docs")
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["error"]["code"] == "gateway.not_a_stdio_server"
+    assert json.loads((tmp_path / ".mcp.json").read_text(encoding="utf-8")) == config
