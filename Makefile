@@ -44,19 +44,21 @@ test-hosts: $(STAMP) hosts
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile tests/hosts
 
 # Lint and typing first (fast: mypy strict over src, then tests/mypy.ini over the test
-# code), then the whole suite: the in-process suites under branch coverage, then the ones
+# code), then the whole suite: the in-process suites under branch coverage (pytest-cov,
+# in $(WORKERS) workers like the rest), then the ones
 # that work through real subprocesses (crashes, MCP over stdio, hooks, adapters, e2e, the
 # real hosts, the browser), which coverage of this process would not see anyway. The
 # adapters' tests fail (not skip) when an extra is missing. Both parts run even when the
 # first fails; the last line says what passed, what failed and how long it took.
 IN_PROCESS := tests/unit tests/property tests/contract tests/cli
-# The subprocess suites mostly wait (real hosts starting, killed agents, servers): three
-# workers on two cores, a file to a worker (pytest-xdist). WORKERS=0 runs them in order.
-WORKERS ?= 3
+# The suites mostly wait (real hosts starting, killed agents, servers, CLI subprocesses):
+# four workers on two cores (pytest-xdist; the subprocess suites a file to a worker).
+# WORKERS=0 runs them in order.
+WORKERS ?= 4
 REPORTS := .cache/test-reports
 test: export CONTINUUM_REQUIRE_EXTRAS = 1
 test: $(STAMP) browser hosts
-	@echo "make test: lint and types, then about 2,100 in-process tests (about 4 min), then"
+	@echo "make test: lint and types, then about 2,100 in-process tests (about 5 min), then"
 	@echo "make test: about 750 subprocess tests with the four real hosts and a browser (about"
 	@echo "make test: 10 min on 2 cores). 'make check' is the 3-minute loop for editing."
 	$(VENV)/bin/ruff check src tests scripts
@@ -65,9 +67,9 @@ test: $(STAMP) browser hosts
 	$(VENV)/bin/mypy --config-file tests/mypy.ini tests
 	@mkdir -p $(REPORTS) && rm -f $(REPORTS)/*.xml
 	@started=$$(date +%s); rc=0; \
-	$(PY) -m coverage run --branch --source=continuum -m pytest -q -p no:cacheprovider \
-		--junitxml=$(REPORTS)/in-process.xml $(IN_PROCESS) || rc=1; \
-	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile \
+	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --cov=continuum --cov-branch \
+		--cov-report= --junitxml=$(REPORTS)/in-process.xml $(IN_PROCESS) || rc=1; \
+	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --durations=10 \
 		--junitxml=$(REPORTS)/subprocess.xml $(addprefix --ignore=,$(IN_PROCESS)) || rc=1; \
 	cover=$$($(PY) -m coverage report --format=total 2>/dev/null); \
 	$(PY) scripts/test_summary.py --started $$started --coverage "$$cover" \

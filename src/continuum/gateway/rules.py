@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from continuum.errors import UsageError
+from continuum.hooks.registry import placeholders  # the key templates of the hooks' rules
 from continuum.rule_tables import Entry, rule_tables
 
 RULES_PATH = os.path.join(".continuum", "gateway.toml")
@@ -44,7 +45,6 @@ REPLAYS = ("never", "safe", "idempotent", "reconcile")
 _FIELDS = {"tool", "match", "action_type", "key", "replay", "description"}
 _TOP_LEVEL = frozenset({"run", "read_only"})
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 KEY_LIMIT = 200  # a longer rendered key keeps a prefix and a digest of the whole
 _UNSAFE_IN_KEY = re.compile(
     r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
@@ -112,23 +112,6 @@ def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def placeholders(template: str) -> list[str]:
-    """The names a template uses, in order (``{{``/``}}`` are literal braces)."""
-    out = []
-    for m in _PLACEHOLDER.finditer(template):
-        token = m.group(0)
-        if token in ("{{", "}}"):
-            continue
-        name = m.group(1)
-        if name is None or not _NAME.fullmatch(name):
-            raise ValueError(
-                f"{token!r} is not a placeholder: write {{field}} with a plain "
-                "field name, or {{ and }} for literal braces"
-            )
-        out.append(name)
-    return out
 
 
 def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
