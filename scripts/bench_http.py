@@ -23,8 +23,6 @@ target. Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
-import datetime
-import ipaddress
 import json
 import os
 import re
@@ -43,6 +41,7 @@ from typing import Any
 
 import anyio
 import httpx2
+from certificates import self_signed  # scripts/, beside this script
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -106,45 +105,6 @@ def write_private(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     path.chmod(0o600)
     return path
-
-
-def make_certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and its key (the client trusts it directly)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "continuum-bench")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path = write_private(
-        directory / "bench-cert.pem", cert.public_bytes(serialization.Encoding.PEM)
-    )
-    key_path = write_private(
-        directory / "bench-key.pem",
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
-    )
-    return cert_path, key_path
 
 
 # --- servers and clients -----------------------------------------------------------
@@ -313,7 +273,7 @@ def http_figures(work: Path, quick: bool) -> dict[str, Any]:
     rounds, block = (3, 20) if quick else (7, 60)
     url = str(work / "bench-http.db")
     build_store(url, 50 if quick else 200)
-    cert, key = make_certificate(work)
+    cert, key = self_signed(work, "continuum-bench")
     trust = ssl.create_default_context(cafile=str(cert))
     progress(f"requests/s over HTTP (plain, TLS) and stdio: {rounds} rounds of {block} calls")
     plain = HttpServer(work, url, "http", None)

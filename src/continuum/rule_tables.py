@@ -79,3 +79,22 @@ def rule_tables(
             )
         found.append(Entry(i, line, where, entry))
     return found
+
+
+def rule_regex(bad: Bad, path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
+    """A rule's regular expression field compiled, or ``bad(...)`` saying what is wrong."""
+    if not isinstance(value, str) or not value:
+        raise bad(path, where, f"{what} must be a non-empty regular expression string")
+    try:
+        return re.compile(value)
+    except re.error as e:
+        raise bad(path, where, f"{what} {value!r} is not a valid regular expression ({e})") from e
+
+
+def as_text(value: Any) -> str:
+    """An argument as the text a rule's regex is matched against (JSON for a non-string)."""
+    if isinstance(value, str):
+        return value
+    import json
+
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

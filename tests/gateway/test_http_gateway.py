@@ -33,6 +33,7 @@ import pytest
 from continuum.runtime.facade import Continuum
 from continuum.types import ActionStatus
 
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 RUN = "gw"
 START_DEADLINE_S = 60  # a loaded machine starts a Python process slowly
 PAY_TIMEOUT_S = 3  # /slow hangs past it; every other endpoint answers at once
@@ -539,43 +540,16 @@ def test_the_command_an_unknown_refusal_gives_settles_it_for_the_gateway(world: 
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key (mode 0600), self-signed."""
-    import datetime
-    import ipaddress
+    """A certificate for 127.0.0.1 and its key (mode 0600), self-signed: the one
+    scripts/bench_http.py serves with (scripts/certificates.py)."""
+    import importlib.util
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gateway")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "gateway.pem", directory / "gateway.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    key_path.chmod(0o600)
-    return cert_path, key_path
+    spec = importlib.util.spec_from_file_location("certificates", SCRIPTS / "certificates.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cert, key = module.self_signed(directory, "gateway")
+    return Path(cert), Path(key)
 
 
 def test_the_gateway_serves_tls_1_3_with_the_serving_checks(world: World, tmp_path: Path) -> None:

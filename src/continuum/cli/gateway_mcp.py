@@ -14,6 +14,7 @@ from continuum.cli.output import AGENT_TEXT_NOTICE, Settings, ask, emit, write_l
 from continuum.errors import ContinuumError, UsageError
 from continuum.gateway.pins import PINS_PATH, Pins
 from continuum.gateway.rules import RULES_PATH, load_rules
+from continuum.hooks.install import continuum_command
 from continuum.untrusted import quoted
 
 
@@ -210,18 +211,6 @@ def accept_cmd(
 
 ORIGINALS_PATH = Path(".continuum") / "gateway-originals.json"
 _INSTALLABLE = ("claude-code", "gemini", "kilo")  # JSON formats; Codex's TOML is edited as text
-
-
-def continuum_command() -> list[str]:
-    """The absolute command that starts `continuum` with this installation."""
-    import shutil
-    import sys
-
-    beside = Path(sys.executable).parent / "continuum"
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("continuum")
-    return [found] if found else [sys.executable, "-m", "continuum"]
 
 
 def _upstream_of(client: str, name: str, original: Any) -> list[str]:

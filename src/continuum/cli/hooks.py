@@ -60,6 +60,13 @@ project_option = click.option(
     default=None,
     help="The project directory (default: the current directory).",
 )
+run_option = click.option(
+    "--run",
+    "run",
+    default=None,
+    metavar="RUN",
+    help="The run the hooks record into (default: the project directory's name).",
+)
 
 NEXT_STEP = {
     "claude-code": "the hooks apply to Claude Code sessions started in this project from now "
@@ -186,13 +193,7 @@ def hooks_group() -> None:
     required=True,
     help="The host whose project settings get the hooks.",
 )
-@click.option(
-    "--run",
-    "run",
-    default=None,
-    metavar="RUN",
-    help="The run the hooks record into (default: the project directory's name).",
-)
+@run_option
 @project_option
 @click.option("--print", "print_only", is_flag=True, help="Print the settings, write nothing.")
 @common
@@ -404,13 +405,7 @@ def doctor_cmd(s: Settings, client: str, directory: str | None) -> None:
 
 @hooks_group.command("accept")
 @project_option
-@click.option(
-    "--run",
-    "run",
-    default=None,
-    metavar="RUN",
-    help="The run the hooks record into (default: the project directory's name).",
-)
+@run_option
 @click.option(
     "--yes",
     "-y",

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +41,7 @@ from continuum.cli.mcp_clients import (
 )
 from continuum.cli.output import Settings, emit, write_lines
 from continuum.errors import ContinuumError, UsageError
-from continuum.hooks.install import write_text
+from continuum.hooks.install import installed_command, write_text
 from continuum.store import resolve_url
 from continuum.untrusted import check_identifier, quoted
 
@@ -73,11 +71,7 @@ def allowlist_name(name: str) -> str:
 
 def server_command() -> list[str]:
     """The absolute command that starts continuum-mcp with this installation."""
-    beside = Path(sys.executable).parent / "continuum-mcp"
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("continuum-mcp")
-    return [found] if found else [sys.executable, "-m", "continuum.mcp"]
+    return installed_command("continuum-mcp", "continuum.mcp")
 
 
 def store_arg(url: str) -> str:

@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 from continuum.errors import UsageError
 from continuum.hooks.registry import REPLAYS, placeholders, render_key
+from continuum.rule_tables import rule_regex
 
 DEFAULT_METHODS = "POST|PUT|PATCH|DELETE"
 DEFAULT_TIMEOUT = 30.0
@@ -206,15 +207,6 @@ def _upstream(path: str, line: int, where: str, t: dict[str, Any]) -> Upstream:
     return Upstream(name=name, url=url, timeout=float(timeout), line=line)
 
 
-def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
-    if not isinstance(value, str) or not value:
-        raise _bad(path, where, f"{what} must be a non-empty regular expression string")
-    try:
-        return re.compile(value)
-    except re.error as e:
-        raise _bad(path, where, f"{what} {value!r} is not a valid regular expression ({e})") from e
-
-
 def _effect(
     path: str, index: int, line: int, where: str, t: dict[str, Any], names: set[str]
 ) -> EffectRule:
@@ -292,3 +284,7 @@ def load_http_rules(path: str | Path) -> HttpRules:
     if not rules.upstreams:
         raise _bad(path, "top level", "no [[upstream]]: the gateway would refuse every request")
     return rules
+
+
+def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
+    return rule_regex(_bad, path, where, what, value)

@@ -28,7 +28,6 @@ below it); the shared part, the ``[[table]]`` reading with line numbers, is
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -38,7 +37,7 @@ from typing import Any
 
 from continuum.errors import UsageError
 from continuum.hooks.registry import placeholders  # the key templates of the hooks' rules
-from continuum.rule_tables import Entry, rule_tables
+from continuum.rule_tables import Entry, as_text, rule_regex, rule_tables
 
 RULES_PATH = os.path.join(".continuum", "gateway.toml")
 REPLAYS = ("never", "safe", "idempotent", "reconcile")
@@ -74,7 +73,7 @@ class EffectRule:
             return False
         for name, pattern in self.match.items():
             value = arguments.get(name)
-            if value is None or not pattern.search(_as_text(value)):
+            if value is None or not pattern.search(as_text(value)):
                 return False
         return True
 
@@ -106,21 +105,6 @@ def _bad(path: str, where: str, problem: str) -> UsageError:
         hint=f"fix {path}; the gateway does not start with a malformed rules file",
         path=path,
     )
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
-    if not isinstance(value, str) or not value:
-        raise _bad(path, where, f"{what} must be a non-empty regular expression string")
-    try:
-        return re.compile(value)
-    except re.error as e:
-        raise _bad(path, where, f"{what} {value!r} is not a valid regular expression ({e})") from e
 
 
 def _rule(path: str, entry: Entry) -> EffectRule:
@@ -232,7 +216,7 @@ def render_key(rule: EffectRule, tool: str, arguments: Mapping[str, Any]) -> str
                 hint="pass the argument, or fix the rule's key or match so it only "
                 "matches calls that have it",
             )
-        return _as_text(values[name])
+        return as_text(values[name])
 
     text = " ".join(_PLACEHOLDER.sub(fill, rule.key).split())
     text = _UNSAFE_IN_KEY.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
@@ -254,3 +238,7 @@ def explain(rules: GatewayRules) -> list[str]:
     if rules.read_only:
         out.append("read-only: " + ", ".join(f"/{p.pattern}/" for p in rules.read_only))
     return out
+
+
+def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
+    return rule_regex(_bad, path, where, what, value)

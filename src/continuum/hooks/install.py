@@ -148,16 +148,22 @@ def is_our_plugin(text: str) -> bool:
     return PLUGIN_MARK in text.split("\n", 1)[0]
 
 
-def continuum_command() -> list[str]:
-    """The absolute command that runs this installation's ``continuum``."""
+def installed_command(script: str, module: str) -> list[str]:
+    """The absolute command that runs this installation's ``script`` (the console script
+    beside this interpreter, else the one on PATH, else ``python -m module``)."""
     python = Path(sys.executable).absolute()  # not resolved: a venv's python is a symlink
-    beside = python.parent / "continuum"
+    beside = python.parent / script
     if beside.exists():
         return [str(beside)]
-    found = shutil.which("continuum")
+    found = shutil.which(script)
     if found:
         return [str(Path(found).absolute())]
-    return [str(python), "-m", "continuum"]
+    return [str(python), "-m", module]
+
+
+def continuum_command() -> list[str]:
+    """The absolute command that runs this installation's ``continuum``."""
+    return installed_command("continuum", "continuum")
 
 
 def default_run_id(project: Path) -> str:

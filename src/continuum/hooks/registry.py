@@ -24,12 +24,11 @@ library and the error tree: a call that matches no rule never loads the store.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
 from continuum.errors import UsageError
-from continuum.rule_tables import Entry, rule_tables
+from continuum.rule_tables import Entry, as_text, rule_regex, rule_tables
 
 TYPE_CHECKING = False  # no typing, dataclasses, pathlib or hashlib on the hot path
 if TYPE_CHECKING:
@@ -119,7 +118,7 @@ class Rule:
             return False
         for name, pattern in self.match.items():
             value = tool_input.get(name)
-            if value is None or not pattern.search(_as_text(value)):
+            if value is None or not pattern.search(as_text(value)):
                 return False
         if self.shell:
             command = tool_input.get("command")
@@ -243,12 +242,6 @@ def runs(words: list[str], wanted: tuple[str, ...], value_options: frozenset[str
     return True
 
 
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def _bad(path: str, where: str, problem: str) -> UsageError:
     return UsageError(
         f"effect registry {path}: {where}: {problem}",
@@ -274,15 +267,6 @@ def placeholders(template: str) -> list[str]:
             )
         out.append(name)
     return out
-
-
-def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
-    if not isinstance(value, str) or not value:
-        raise _bad(path, where, f"{what} must be a non-empty regular expression string")
-    try:
-        return re.compile(value)
-    except re.error as e:
-        raise _bad(path, where, f"{what} {value!r} is not a valid regular expression ({e})") from e
 
 
 def _template(path: str, where: str, what: str, value: Any) -> str:
@@ -384,7 +368,7 @@ def render(template: str, values: Mapping[str, Any], *, quote: bool = False) -> 
                 hint="fix the rule's template in the effect registry, or its match "
                 "so it only matches calls that have the field",
             )
-        text = _as_text(values[name])
+        text = as_text(values[name])
         if quote:
             import shlex
 
@@ -457,3 +441,7 @@ def _replay_meaning(replay: str) -> str:
         "idempotent": " (an interrupted call may run again; the receiver deduplicates)",
         "reconcile": " (an interrupted call must be reconciled first)",
     }[replay]
+
+
+def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
+    return rule_regex(_bad, path, where, what, value)
