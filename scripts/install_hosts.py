@@ -1,4 +1,5 @@
-"""Install the pinned coding hosts (tests/hosts/hosts.toml) from the npm registry.
+"""Install the pinned coding hosts (tests/hosts/hosts.toml) and the published MCP servers
+the gateway's tests use (tests/gateway/servers.toml) from the npm registry.
 
     python scripts/install_hosts.py [--root DIR] [NAME ...]
 
@@ -14,6 +15,7 @@ version; otherwise 1, naming the host and what went wrong.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -23,13 +25,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PINS = ROOT / "tests" / "hosts" / "hosts.toml"
+SERVERS = ROOT / "tests" / "gateway" / "servers.toml"
 STAMP = ".installed"
 NPM_SECONDS = 900
 
 
 def pins() -> dict[str, dict[str, str]]:
-    with PINS.open("rb") as f:
-        return tomllib.load(f)
+    table: dict[str, dict[str, str]] = {}
+    for path in (PINS, SERVERS):
+        with path.open("rb") as f:
+            table.update(tomllib.load(f))
+    return table
 
 
 def default_root() -> Path:
@@ -74,7 +80,11 @@ def install(root: Path, name: str, pin: dict[str, str]) -> str | None:
         return f"npm install {spec} failed (exit {done.returncode}): {last}"
     if not exe.exists():
         return f"npm installed {spec} but {exe} is missing"
-    version = installed_version(exe)
+    if pin.get("check") == "package":
+        manifest = target / "node_modules" / pin["package"] / "package.json"
+        version = json.loads(manifest.read_text(encoding="utf-8")).get("version", "")
+    else:
+        version = installed_version(exe)
     if pin["version"] not in version:
         return f"{exe} --version says {version!r}, not {pin['version']}"
     (target / STAMP).write_text(version + "\n", encoding="utf-8")

@@ -8,12 +8,18 @@ Tools:
 - ``charge_card(card)``: always an error result (a declined card: certainly not done).
 - ``slow_effect(seconds)``: appends a line, then sleeps (a call that hangs).
 - ``read_balance(account)``: a read.
+
+On stdio by default; with ``UPSTREAM_PORT_FILE`` set it serves streamable HTTP on a free
+loopback port instead (written to that file once it listens), and with
+``UPSTREAM_BEARER`` it answers 401 to a request without that bearer token.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -55,5 +61,35 @@ def read_balance(account: str) -> str:
     return f"balance of {account}: 42"
 
 
+def serve_http(port_file: str) -> None:
+    import socket
+
+    import uvicorn
+    from starlette.responses import PlainTextResponse
+
+    inner = server.streamable_http_app()
+    bearer = os.environ.get("UPSTREAM_BEARER")
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        """401 to an HTTP request without the bearer token, when one is set."""
+        if bearer and scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization") != f"Bearer {bearer}".encode():
+                await PlainTextResponse("no", status_code=401)(scope, receive, send)
+                return
+        await inner(scope, receive, send)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    Path(port_file + ".tmp").write_text(str(sock.getsockname()[1]), encoding="utf-8")
+    os.replace(port_file + ".tmp", port_file)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
 if __name__ == "__main__":
-    server.run()
+    if os.environ.get("UPSTREAM_PORT_FILE"):
+        serve_http(os.environ["UPSTREAM_PORT_FILE"])
+    else:
+        server.run()

@@ -73,8 +73,24 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     show_default=True,
     help="Seconds a forwarded call may take; a registered call with no answer by then is unknown.",
 )
+@click.option(
+    "--url",
+    "url",
+    metavar="URL",
+    default=None,
+    help="An upstream served over streamable HTTP (https://, or http:// on loopback), "
+    "instead of a command after `--`.",
+)
+@click.option(
+    "--header",
+    "headers",
+    metavar="'NAME: VALUE'",
+    multiple=True,
+    help="A header sent to the --url upstream (repeatable); a VALUE of $VAR (or "
+    "'Bearer $VAR') is read from the environment.",
+)
 @click.argument(
-    "upstream", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]..."
+    "upstream", nargs=-1, required=False, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]..."
 )
 @click.pass_context
 def mcp_cmd(
@@ -85,9 +101,12 @@ def mcp_cmd(
     name: str | None,
     pins_path: str | None,
     timeout: float,
+    url: str | None,
+    headers: tuple[str, ...],
     upstream: tuple[str, ...],
 ) -> None:
-    """Serve MCP on stdio in front of the MCP server started by UPSTREAM (after `--`).
+    """Serve MCP on stdio in front of the MCP server started by UPSTREAM (after `--`),
+    or the one served at --url.
 
     Every tools/call a rule names as an effect is intercepted in the ledger before it is
     forwarded and settled by the upstream's answer (a result: completed; isError: a
@@ -97,19 +116,44 @@ def mcp_cmd(
     Each tool's definition is pinned on first sight; a changed one is refused until
     `continuum gateway accept`. A malformed rules file refuses to start, naming the line.
     """
+    import os
+
     import anyio
 
-    from continuum.gateway.mcp_gateway import GatewayConfig, serve, upstream_name
+    from continuum.gateway.mcp_gateway import (
+        GatewayConfig,
+        check_upstream_url,
+        parse_header,
+        serve,
+        upstream_name,
+        url_name,
+    )
 
-    words = [w for w in upstream if w != "--"] if upstream[:1] == ("--",) else list(upstream)
-    if not words:
+    words = list(upstream[1:]) if upstream[:1] == ("--",) else list(upstream)
+    if url is not None and words:
         raise UsageError(
-            "no upstream command after `--`",
+            "both --url and an upstream command after `--`",
             code="usage.invalid",
-            hint="e.g. continuum gateway mcp -- npx -y @modelcontextprotocol/server-memory",
+            hint="the gateway fronts one upstream: give --url, or a command after `--`",
         )
+    if url is None and not words:
+        raise UsageError(
+            "no upstream: neither a command after `--` nor --url",
+            code="usage.invalid",
+            hint="e.g. continuum gateway mcp -- npx -y @modelcontextprotocol/server-memory, "
+            "or continuum gateway mcp --url https://billing.example.com/mcp",
+        )
+    if headers and url is None:
+        raise UsageError(
+            "--header is for an upstream at --url",
+            code="usage.invalid",
+            hint="a command's server reads its settings from its environment or arguments",
+        )
+    if url is not None:
+        check_upstream_url(url)
+    sent = tuple(parse_header(h, os.environ) for h in headers)
     rules = load_rules(rules_path)  # a malformed file raises gateway.bad_rules, naming the line
-    server = name or upstream_name(words)
+    server = name or (url_name(url) if url is not None else upstream_name(words))
     settings = ctx.find_object(Settings)
     config = GatewayConfig(
         upstream=tuple(words),
@@ -119,6 +163,8 @@ def mcp_cmd(
         pins_path=Path(pins_path or PINS_PATH),
         db=db if db is not None else (settings.db if settings is not None else None),
         timeout=timeout,
+        url=url,
+        headers=sent,
     )
     try:
         anyio.run(serve, config)

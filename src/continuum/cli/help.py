@@ -329,6 +329,8 @@ HELP: Mapping[str, Entry] = {
         "continuum gateway mcp -- npx -y @modelcontextprotocol/server-memory",
         "continuum gateway mcp --rules .continuum/gateway.toml --run billing -- "
         "python billing_server.py",
+        "continuum gateway mcp --url https://billing.example.com/mcp "
+        "--header 'Authorization: Bearer $BILLING_TOKEN'",
     ),
     "gateway accept": _e(
         "As a person, accept a changed upstream tool definition",

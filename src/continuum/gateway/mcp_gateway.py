@@ -33,9 +33,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,17 +94,93 @@ def upstream_name(command: Sequence[str]) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:100]
 
 
+_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_ENV_VALUE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+def _bad_upstream(problem: str, hint: str) -> UsageError:
+    return UsageError(problem, code="gateway.bad_upstream", hint=hint)
+
+
+def check_upstream_url(url: str) -> str:
+    """``url`` if it can name a streamable HTTP upstream: ``https://``, or ``http://`` on
+    loopback only (the calls and their answers are the ledger's evidence), and no
+    credentials in it (they would be logged: use ``--header``)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as e:
+        raise _bad_upstream(
+            f"--url {url!r} is not a URL ({e})", "e.g. --url https://host/mcp"
+        ) from e
+    if parts.scheme not in ("http", "https") or not host:
+        raise _bad_upstream(
+            f"--url {url!r} is not an http(s) URL", "e.g. --url https://billing.example.com/mcp"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise _bad_upstream(
+            "--url holds credentials, which would be logged and stored",
+            "pass them as a header instead: --header 'Authorization: Bearer $TOKEN_VAR'",
+        )
+    if parts.scheme == "http" and host not in _LOOPBACK:
+        raise _bad_upstream(
+            f"--url {url!r} is plain http to {host}, off this machine",
+            "use https:// (plain http only to 127.0.0.1, ::1 or localhost)",
+        )
+    return url
+
+
+def url_name(url: str) -> str:
+    """A stable name for an HTTP upstream: its host, and its port when it has one
+    (``https://billing.example.com/mcp`` -> ``billing.example.com``)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    name = (parts.hostname or "upstream") + (f"-{parts.port}" if parts.port else "")
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:100]
+
+
+def parse_header(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
+    """``NAME: VALUE`` as a header; a value that is ``$VAR`` or ``${VAR}`` is read from
+    the environment, so a host's configuration can name a secret without holding it."""
+    name, sep, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not _HEADER_NAME.fullmatch(name):
+        raise _bad_upstream(
+            f"--header {text[:80]!r} is not NAME: VALUE",
+            "e.g. --header 'Authorization: Bearer $BILLING_TOKEN'",
+        )
+    found = _ENV_VALUE.fullmatch(value.removeprefix("Bearer ").strip())
+    if found is not None:
+        var = found.group(1)
+        if var not in environ:
+            raise _bad_upstream(
+                f"--header {name}: names the environment variable {var}, which is not set",
+                f"set {var} in the gateway's environment",
+            )
+        value = value.replace(found.group(0), environ[var])
+    if any(c in value for c in "\r\n\0"):
+        raise _bad_upstream(f"--header {name}: its value holds a line break", "one line only")
+    return name, value
+
+
 @dataclass(frozen=True)
 class GatewayConfig:
     """Everything ``continuum gateway mcp`` was told."""
 
-    upstream: tuple[str, ...]
+    upstream: tuple[str, ...]  # the command that starts it (stdio), or () with ``url``
     rules: GatewayRules
     run: str
     server: str  # the upstream's name: its section of the pins file
     pins_path: Path
     db: str | None = None
     timeout: float = DEFAULT_TIMEOUT
+    url: str | None = None  # an upstream served over streamable HTTP instead of a command
+    headers: tuple[tuple[str, str], ...] = ()  # sent with every HTTP request to ``url``
 
 
 def _text_result(text: str, **meta: Any) -> types.CallToolResult:
@@ -470,27 +547,54 @@ async def _upstream_message(message: Any) -> None:
 
 def _upstream_failed(config: GatewayConfig, e: BaseException) -> UsageError:
     return UsageError(
-        f"the upstream MCP server {config.server!r} did not start: {type(e).__name__}: {e}"[:1000],
+        f"the upstream MCP server {config.server!r} "
+        + (f"at {config.url} did not answer" if config.url is not None else "did not start")
+        + f": {type(e).__name__}: {e}"[:1000],
         code="gateway.upstream_failed",
-        hint="check the command after `--` (run it alone: it must speak MCP on stdio) "
-        "and its stderr",
+        hint=(
+            f"check that {config.url} serves MCP over streamable HTTP (and the --header "
+            "values it needs)"
+            if config.url is not None
+            else "check the command after `--` (run it alone: it must speak MCP on stdio) "
+            "and its stderr"
+        ),
     )
 
 
-async def serve(config: GatewayConfig) -> None:
-    """Start the upstream, judge its tools, then serve the host on stdin/stdout until the
-    host closes it. Raises ``UsageError`` (``gateway.upstream_failed``) when the upstream
-    cannot be started or does not answer the handshake."""
+async def _connect(config: GatewayConfig, stack: AsyncExitStack) -> tuple[Any, Any]:
+    """The upstream's two streams: a subprocess on stdio, or a streamable HTTP endpoint."""
+    if config.url is not None:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        client = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers=dict(config.headers),
+                timeout=httpx2.Timeout(STARTUP_TIMEOUT, read=config.timeout + 5),
+                follow_redirects=False,  # a redirect could take the headers elsewhere
+            )
+        )
+        read, write = await stack.enter_async_context(
+            streamable_http_client(config.url, http_client=client)
+        )
+        return read, write
     params = StdioServerParameters(
         command=config.upstream[0], args=list(config.upstream[1:]), env=dict(os.environ)
     )
+    try:
+        read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+    except (OSError, ValueError) as e:  # not found, not executable, a NUL in an argument
+        raise _upstream_failed(config, e) from e
+    return read, write
+
+
+async def serve(config: GatewayConfig) -> None:
+    """Start (or connect to) the upstream, judge its tools, then serve the host on
+    stdin/stdout until the host closes it. Raises ``UsageError``
+    (``gateway.upstream_failed``) when the upstream cannot be started or reached or does
+    not answer the handshake."""
     async with AsyncExitStack() as stack:
-        try:
-            up_read, up_write = await stack.enter_async_context(
-                stdio_client(params, errlog=sys.stderr)
-            )
-        except (OSError, ValueError) as e:  # not found, not executable, a NUL in an argument
-            raise _upstream_failed(config, e) from e
+        up_read, up_write = await _connect(config, stack)
         session = await stack.enter_async_context(
             ClientSession(
                 up_read,

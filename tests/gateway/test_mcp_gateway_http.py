@@ -1,0 +1,240 @@
+"""`continuum gateway mcp --url URL`: the gateway in front of an MCP server served over
+streamable HTTP. The upstream is tests/gateway/mcp_upstream.py serving HTTP on a free
+loopback port (uvicorn, the SDK's own app), a real subprocess; the host side is the SDK's
+stdio client. The effects file is the outside world.
+
+No sleeps: every exchange is bounded with ``anyio.fail_after(BOUND)``, and the upstream is
+waited for by the port file it writes once it listens.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from continuum.errors import UsageError
+from continuum.gateway.mcp_gateway import check_upstream_url, parse_header, url_name
+
+from .test_mcp_gateway import (
+    BOUND,
+    RUN,
+    UPSTREAM,
+    _env,
+    actions,
+    call,
+    connect,
+    effects,
+    ledger_meta,
+    text,
+)
+
+pytestmark = pytest.mark.anyio
+RULES = """\
+run = "billing"
+read_only = ["read_.*"]
+
+[[effect]]
+tool = "send_invoice"
+action_type = "send_invoice"
+key = "invoice:{invoice_id}"
+"""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / ".continuum").mkdir()
+    (tmp_path / ".continuum" / "gateway.toml").write_text(RULES, encoding="utf-8")
+    return tmp_path
+
+
+@contextmanager
+def http_upstream(project: Path, **env: str) -> Iterator[str]:
+    """The upstream serving streamable HTTP; yields its URL; killed at the end."""
+    port_file = project / f"port-{time.monotonic_ns()}"
+    with (project / "upstream.log").open("a", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            [sys.executable, UPSTREAM],
+            env=_env(project, UPSTREAM_PORT_FILE=str(port_file), **env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        deadline = time.monotonic() + BOUND
+        while not port_file.exists():
+            assert proc.poll() is None, "the upstream exited before it listened"
+            assert time.monotonic() < deadline, "the upstream did not listen in time"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port_file.read_text(encoding='utf-8')}/mcp"
+    finally:
+        proc.kill()
+        proc.wait(timeout=BOUND)
+
+
+def gateway(url: str, *options: str) -> list[str]:
+    return [
+        sys.executable,
+        *("-m", "continuum", "gateway", "mcp", "--name", "billing", "--url", url),
+        *options,
+    ]
+
+
+async def test_a_registered_call_over_http_is_forwarded_once_and_repeated_from_the_ledger(
+    project: Path,
+) -> None:
+    with http_upstream(project) as url:
+        async with connect(project, gateway(url)) as session:
+            first = await call(session, "send_invoice", invoice_id="INV-1", amount=5)
+            again = await call(session, "send_invoice", invoice_id="INV-1", amount=5)
+            read = await call(session, "read_balance", account="acme")
+        async with connect(project, gateway(url)) as session:  # a fresh gateway process
+            later = await call(session, "send_invoice", invoice_id="INV-1", amount=5)
+    assert not first.is_error and text(first) == "sent invoice INV-1 for 5"
+    for repeat in (again, later):
+        assert not repeat.is_error and text(repeat) == text(first)
+        assert ledger_meta(repeat)["answered"] == "from_ledger"
+    assert not read.is_error and text(read) == "balance of acme: 42"
+    assert effects(project) == ["invoice INV-1 5"]
+    [action] = actions(project)
+    assert action.status == "completed"
+    pins = json.loads((project / ".continuum" / "gateway-pins.json").read_text("utf-8"))
+    assert "send_invoice" in json.dumps(pins)  # pinned under the --name given
+
+
+async def test_an_http_upstream_dying_mid_call_leaves_unknown_and_the_retry_is_refused(
+    project: Path,
+) -> None:
+    with http_upstream(project, UPSTREAM_DIE_AFTER_EFFECT="INV-7") as url:
+        async with connect(project, gateway(url)) as session:
+            lost = await call(session, "send_invoice", invoice_id="INV-7", amount=70)
+    with http_upstream(project) as url:  # a healthy upstream again, on another port
+        async with connect(project, gateway(url)) as session:
+            retry = await call(session, "send_invoice", invoice_id="INV-7", amount=70)
+    assert lost.is_error and ledger_meta(lost)["refused"] == "unknown"
+    assert retry.is_error and ledger_meta(retry)["refused"] == "unknown"
+    assert f"continuum reconcile {RUN} send_invoice:invoice:INV-7" in text(retry)
+    assert effects(project) == ["invoice INV-7 70"]  # never sent again
+    [action] = actions(project)
+    assert action.status == "unknown"
+
+
+async def test_without_the_gateway_the_same_http_crash_repeats_the_effect(
+    project: Path,
+) -> None:
+    """Negative control: a client straight to the HTTP upstream retries after the crash."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def send(url: str) -> bool:
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            try:
+                result = await call(session, "send_invoice", invoice_id="INV-7", amount=70)
+            except Exception:  # noqa: BLE001 - the upstream died mid-call
+                return False
+            return not result.is_error
+
+    with http_upstream(project, UPSTREAM_DIE_AFTER_EFFECT="INV-7") as url:
+        assert not await send(url)
+    with http_upstream(project) as url:
+        assert await send(url)
+    assert effects(project) == ["invoice INV-7 70", "invoice INV-7 70"]  # sent twice
+
+
+async def test_headers_name_their_secret_by_environment_variable(project: Path) -> None:
+    with http_upstream(project, UPSTREAM_BEARER="s3cret-token") as url:
+        command = gateway(url, "--header", "Authorization: Bearer $BILLING_TOKEN")
+        async with connect(project, command, BILLING_TOKEN="s3cret-token") as session:
+            sent = await call(session, "send_invoice", invoice_id="INV-2", amount=2)
+        refused = _start(project, gateway(url), timeout=BOUND)  # no header: 401 at start
+        unset = _start(project, command)  # BILLING_TOKEN not in its environment
+    assert not sent.is_error and effects(project) == ["invoice INV-2 2"]
+    assert refused["code"] == "gateway.upstream_failed" and "did not answer" in refused["message"]
+    assert unset["code"] == "gateway.bad_upstream" and "BILLING_TOKEN" in unset["message"]
+    assert "s3cret" not in json.dumps([refused, unset])
+    log = (
+        (project / "stderr.log").read_text(encoding="utf-8")
+        if (project / "stderr.log").exists()
+        else ""
+    )
+    assert "s3cret" not in log
+
+
+def _start(project: Path, command: list[str], timeout: float = BOUND) -> dict[str, str]:
+    """The error a gateway that cannot start prints (``--json``)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "continuum", "--json", *command[3:]],
+        cwd=project,
+        env=_env(project),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    error = json.loads(out.stdout)["error"]
+    assert isinstance(error, dict)
+    return error
+
+
+def test_an_upstream_url_and_a_command_together_or_neither_are_refused(project: Path) -> None:
+    both = _start(project, [*gateway("http://127.0.0.1:9/mcp"), "--", sys.executable, UPSTREAM])
+    neither = _start(project, [sys.executable, "-m", "continuum", "gateway", "mcp"])
+    stray = _start(project, [*gateway_command_only(), "--header", "A: b", "--", "x"])
+    assert both["code"] == neither["code"] == stray["code"] == "usage.invalid"
+    assert "--url" in neither["hint"]
+
+
+def gateway_command_only() -> list[str]:
+    return [sys.executable, "-m", "continuum", "gateway", "mcp"]
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://billing.example.com/mcp", "plain http"),
+        ("https://user:pw@billing.example.com/mcp", "credentials"),
+        ("ftp://billing.example.com/mcp", "not an http(s) URL"),
+        ("https:///mcp", "not an http(s) URL"),
+        ("https://billing.example.com:port/mcp", "not a URL"),
+    ],
+)
+def test_an_upstream_url_that_is_not_safe_to_use_is_refused(url: str, why: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        check_upstream_url(url)
+    assert caught.value.code == "gateway.bad_upstream" and why in caught.value.message
+    assert "pw" not in caught.value.message or why != "credentials"
+
+
+def test_safe_upstream_urls_are_kept_and_named_by_host() -> None:
+    for url in ("https://billing.example.com/mcp", "http://127.0.0.1:8123/mcp", "http://[::1]/m"):
+        assert check_upstream_url(url) == url
+    assert url_name("https://billing.example.com/mcp") == "billing.example.com"
+    assert url_name("http://127.0.0.1:8123/mcp") == "127.0.0.1-8123"
+
+
+def test_a_header_reads_its_secret_from_the_environment_and_refuses_a_bad_one() -> None:
+    env = {"TOKEN": "abc"}
+    assert parse_header("Authorization: Bearer $TOKEN", env) == ("Authorization", "Bearer abc")
+    assert parse_header("X-Key: ${TOKEN}", env) == ("X-Key", "abc")
+    assert parse_header("X-Plain: literal $ sign", env) == ("X-Plain", "literal $ sign")
+    for bad in ("no colon", "Bad Name: x", ": empty", "X-Key: $MISSING"):
+        with pytest.raises(UsageError) as caught:
+            parse_header(bad, env)
+        assert caught.value.code == "gateway.bad_upstream"
