@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from continuum.mcp.auth import load_policy
+from continuum.serving.auth import load_policy
 from tests.cli.conftest import Result
 
 CLI = Callable[..., Result]

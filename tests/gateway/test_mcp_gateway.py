@@ -15,7 +15,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -46,6 +46,7 @@ action_type = "charge"
 key = "card:{card}"
 """
 _INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")
+AGENT = "gateway-test-agent"  # the clientInfo.name the tests' client declares
 
 
 @pytest.fixture
@@ -64,8 +65,14 @@ def _env(project: Path, **extra: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
     env["UPSTREAM_EFFECTS"] = str(project / "effects.txt")
     env["CONTINUUM_DB"] = str(project / "continuum.db")
+    env["CONTINUUM_MCP_ALLOW"] = AGENT  # continuum-mcp's allowlist: registered calls need it
     env.update(extra)
+    for name in [k for k, v in env.items() if v == UNSET]:
+        del env[name]
     return env
+
+
+UNSET = "\0unset"  # an _env value that removes the variable
 
 
 def gateway_command(*options: str) -> list[str]:
@@ -83,14 +90,18 @@ def gateway_command(*options: str) -> list[str]:
 
 
 @asynccontextmanager
-async def connect(project: Path, command: list[str], **env: str) -> AsyncIterator[ClientSession]:
+async def connect(
+    project: Path, command: list[str], client: str = AGENT, **env: str
+) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=command[0], args=command[1:], env=_env(project, **env), cwd=str(project)
     )
     with (project / "stderr.log").open("a", encoding="utf-8") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(
+                read, write, client_info=types.Implementation(name=client, version="1")
+            ) as session,
         ):
             with anyio.fail_after(BOUND):
                 await session.initialize()
@@ -370,3 +381,56 @@ async def test_an_approval_rule_holds_a_registered_call_until_a_person_decides(
     assert held.is_error and ledger_meta(held)["refused"] == "awaiting_approval"
     assert "continuum decide" in text(held)
     assert effects(project) == []  # not forwarded
+
+
+# -- who may call a registered effect: continuum-mcp's policy -------------------------------
+
+
+async def test_a_client_not_on_the_allowlist_has_registered_calls_refused_and_reads_passed(
+    project: Path,
+) -> None:
+    async with connect(project, gateway_command(), client="someone-else") as session:
+        refused = await call(session, "send_invoice", invoice_id="INV-4", amount=4)
+        read = await call(session, "read_balance", account="acme")
+    async with connect(project, gateway_command(), CONTINUUM_MCP_ALLOW=UNSET) as session:
+        nobody = await call(session, "send_invoice", invoice_id="INV-4", amount=4)
+    assert refused.is_error and ledger_meta(refused)["refused"] == "auth.not_allowed"
+    assert "'someone-else'" in text(refused) and "nothing was recorded" in text(refused)
+    assert nobody.is_error and ledger_meta(nobody)["refused"] == "auth.read_only"
+    assert "CONTINUUM_MCP_MUTATING_CLIENTS" in text(nobody)
+    assert not read.is_error and text(read) == "balance of acme: 42"
+    assert effects(project) == []  # nothing forwarded
+    assert not (project / "continuum.db").exists()  # and nothing recorded
+    log = (project / "stderr.log").read_text(encoding="utf-8")
+    assert "mcp.call_denied" in log
+
+
+async def test_with_tokens_set_a_registered_call_needs_the_clients_token(project: Path) -> None:
+    secret = "gateway-agent-secret-0123456789abcdef"
+    tokens = {"CONTINUUM_MCP_CLIENT_TOKENS": f"{AGENT}:{secret}"}
+    async with connect(project, gateway_command(), **tokens) as session:
+        missing = await call(session, "send_invoice", invoice_id="INV-6", amount=6)
+        with anyio.fail_after(BOUND):
+            sent = await session.call_tool(
+                "send_invoice",
+                {"invoice_id": "INV-6", "amount": 6},
+                meta=cast(Any, {"authToken": secret}),
+            )
+    assert missing.is_error and ledger_meta(missing)["refused"] == "auth.token_missing"
+    assert not sent.is_error and effects(project) == ["invoice INV-6 6"]
+    assert secret not in (project / "stderr.log").read_text(encoding="utf-8")
+
+
+def test_a_malformed_policy_refuses_to_start(project: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "continuum", "--json", *gateway_command()[3:]],
+        cwd=project,
+        env=_env(project, CONTINUUM_MCP_TOKEN="x", CONTINUUM_MCP_CLIENT_TOKENS="a:b"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=False,
+    )
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["error"]["code"] == "mcp.bad_token_setting"

@@ -46,14 +46,19 @@ def _continuum(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-async def _call_twice(project: Path, entry: dict[str, Any]) -> list[types.CallToolResult]:
+async def _call_twice(
+    project: Path, entry: dict[str, Any], client: str = "claude-code"
+) -> list[types.CallToolResult]:
+    """Start the entry as the host would and call its effect twice, as ``client``."""
     params = StdioServerParameters(
         command=entry["command"], args=entry["args"], env=entry["env"], cwd=str(project)
     )
     with (project / "stderr.log").open("a", encoding="utf-8") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(
+                read, write, client_info=types.Implementation(name=client, version="1")
+            ) as session,
         ):
             with anyio.fail_after(BOUND):
                 await session.initialize()
@@ -68,7 +73,7 @@ async def test_the_installed_entry_runs_the_gateway_and_restore_puts_the_origina
 ) -> None:
     (tmp_path / ".continuum").mkdir()
     (tmp_path / ".continuum" / "gateway.toml").write_text(RULES, encoding="utf-8")
-    original = {
+    original: dict[str, Any] = {
         "type": "stdio",
         "command": sys.executable,
         "args": [UPSTREAM],
@@ -86,10 +91,16 @@ async def test_the_installed_entry_runs_the_gateway_and_restore_puts_the_origina
     assert servers["docs"] == config["mcpServers"]["docs"]  # other servers untouched
     entry = servers["billing"]
     assert entry["args"][:2] == ["gateway", "mcp"] or entry["args"][2:4] == ["gateway", "mcp"]
-    assert entry["args"][-2:] == [sys.executable, UPSTREAM] and entry["env"] == original["env"]
+    assert entry["args"][-2:] == [sys.executable, UPSTREAM]
+    # the env kept, plus continuum-mcp's allowlist: the name Claude Code declares
+    assert entry["env"] == {**original["env"], "CONTINUUM_MCP_MUTATING_CLIENTS": "claude-code"}
     again = _continuum(tmp_path, "--client", "claude-code", "--server", "billing")
     assert again.returncode == 0 and json.loads(again.stdout)["written"] is False
 
+    stranger = await _call_twice(tmp_path, entry, client="another-agent")
+    assert [(r.meta or {})["continuum/ledger"]["refused"] for r in stranger] == [
+        "auth.not_allowed"
+    ] * 2
     results = await _call_twice(tmp_path, entry)
     assert [r.is_error for r in results] == [False, False]
     assert (results[1].meta or {})["continuum/ledger"]["answered"] == "from_ledger"

@@ -23,10 +23,10 @@ import jsonschema
 import pytest
 
 from continuum.errors import UsageError
-from continuum.mcp.auth import POLICY_FILE
 from continuum.mcp.server import main as server_main
 from continuum.mcp.tools import MAX_JSON_DEPTH
 from continuum.runtime.facade import Continuum
+from continuum.serving.auth import POLICY_FILE
 from continuum.serving.secrets import ALLOW_ENV, CLIENT_TOKENS_ENV, CONFIRM_TOKEN_ENV
 from continuum.state.environment import declarations
 from continuum.store import open_store

@@ -30,7 +30,7 @@ from mcp_types import (
 )
 
 from continuum.errors import UsageError
-from continuum.mcp.auth import (
+from continuum.serving.auth import (
     POLICY_FILE,
     Caller,
     ClientLog,

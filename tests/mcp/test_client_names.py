@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from continuum.mcp.auth import POLICY_FILE
+from continuum.serving.auth import POLICY_FILE
 from continuum.serving.secrets import ALLOW_ENV, CLIENT_TOKENS_ENV
 from tests.mcp.conftest import (
     BOUND,

@@ -20,9 +20,9 @@ from typing import Any
 import anyio
 import pytest
 
-from continuum.mcp.auth import Policy
 from continuum.mcp.server import renew_leases
 from continuum.mcp.tools import Tools
+from continuum.serving.auth import Policy
 from tests.mcp.conftest import BOUND
 
 pytestmark = pytest.mark.anyio

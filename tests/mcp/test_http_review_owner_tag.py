@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from continuum.errors import ContinuumError
-from continuum.mcp.auth import Caller
 from continuum.mcp.owners import owner_tag
+from continuum.serving.auth import Caller
 from continuum.serving.tokens import Grant, Role
 
 GRANT = Grant(Role.SUBMIT, 2)

@@ -15,11 +15,11 @@ import pytest
 from starlette.types import Message, Scope
 
 from continuum.errors import UsageError
-from continuum.mcp.auth import Caller, Policy
 from continuum.mcp.http import AUTH_REFUSED, BearerAuth
 from continuum.mcp.roles import Refusal, authenticate, authorize_call
 from continuum.mcp.tools import tool_table
 from continuum.serving import tokens
+from continuum.serving.auth import Caller, Policy
 from continuum.serving.config import parse_listen
 from continuum.serving.flags import SERVER_BUSY, flag_problem
 from continuum.serving.secrets import Secret

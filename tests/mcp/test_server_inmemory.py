@@ -19,10 +19,10 @@ from mcp import Client
 from mcp_types import CallToolResult, Implementation
 
 from continuum import EventType, Origin
-from continuum.mcp.auth import Policy
 from continuum.mcp.server import build_server
 from continuum.mcp.tools import Tools
 from continuum.runtime.facade import Continuum
+from continuum.serving.auth import Policy
 from continuum.serving.secrets import ALLOW_ENV, Secret
 from continuum.store import open_store
 from tests.mcp.conftest import (

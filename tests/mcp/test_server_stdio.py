@@ -19,8 +19,8 @@ import anyio
 import pytest
 
 from continuum import Origin
-from continuum.mcp.auth import POLICY_FILE
 from continuum.runtime.facade import Continuum
+from continuum.serving.auth import POLICY_FILE
 from continuum.serving.secrets import ALLOW_ENV, CLIENT_TOKENS_ENV, CONFIRM_TOKEN_ENV, TOKEN_ENV
 from continuum.store import open_store
 from tests.mcp.conftest import (

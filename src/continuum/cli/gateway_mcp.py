@@ -128,6 +128,7 @@ def mcp_cmd(
         upstream_name,
         url_name,
     )
+    from continuum.serving.auth import load_policy
 
     words = list(upstream[1:]) if upstream[:1] == ("--",) else list(upstream)
     if url is not None and words:
@@ -152,6 +153,7 @@ def mcp_cmd(
     if url is not None:
         check_upstream_url(url)
     sent = tuple(parse_header(h, os.environ) for h in headers)
+    policy = load_policy(os.environ, Path.cwd())  # continuum-mcp's: a bad setting refuses
     rules = load_rules(rules_path)  # a malformed file raises gateway.bad_rules, naming the line
     server = name or (url_name(url) if url is not None else upstream_name(words))
     settings = ctx.find_object(Settings)
@@ -165,6 +167,7 @@ def mcp_cmd(
         timeout=timeout,
         url=url,
         headers=sent,
+        policy=policy,
     )
     try:
         anyio.run(serve, config)
@@ -285,7 +288,19 @@ def _upstream_of(client: str, name: str, original: Any) -> list[str]:
 
 
 def _wrapped(client: str, original: dict[str, Any], gateway_words: list[str]) -> dict[str, Any]:
-    entry = dict(original)  # env, cwd, timeout, trust...: kept; the upstream inherits env
+    """The entry that runs the gateway in front of ``original``: its env, cwd, timeout,
+    trust... kept (the upstream inherits the env), and continuum-mcp's allowlist set to
+    the names the host sends (unless the entry sets one), so its registered calls are
+    allowed from that host only."""
+    from continuum.cli.mcp_clients import ALLOW_ENV, CLIENTS
+
+    entry = dict(original)
+    env_key = "environment" if client == "kilo" else "env"
+    env = entry.get(env_key)
+    env = dict(env) if isinstance(env, dict) else {}
+    if not any(k in env for k in (ALLOW_ENV, "CONTINUUM_MCP_ALLOW")):
+        env[ALLOW_ENV] = ",".join(n.name for n in CLIENTS[client].names)
+    entry[env_key] = env
     if client == "kilo":
         entry["command"] = gateway_words
     else:

@@ -22,6 +22,13 @@ observation (the call's arguments are kept as data, they decide nothing). The ga
 never settles an ``unknown`` action: only ``continuum reconcile`` (a person) or a probe
 does; an agent's own ``continuum_reconcile`` over MCP still needs a person to confirm it.
 
+Who may call a registered effect is ``continuum-mcp``'s policy (``serving/auth.py``): the
+client's declared name on the allowlist (``CONTINUUM_MCP_MUTATING_CLIENTS``, alias
+``CONTINUUM_MCP_ALLOW``, or ``.continuum/mcp-policy.json``), and its token when tokens
+are set; deny by default. A refused call is not forwarded and nothing is recorded.
+Unregistered and read-only calls pass whoever sends them: they are the upstream's own
+business, as without the gateway.
+
 The store may be unusable (a locked, full, damaged or unreachable one): registered calls
 are then refused (fail closed), unregistered ones still pass. The upstream may send
 invalid JSON-RPC or die: each is logged on stderr and answered as an error result,
@@ -38,7 +45,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +66,7 @@ from continuum.gateway.pins import Pins
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
 from continuum.log import get_logger
 from continuum.runtime.facade import Continuum
+from continuum.serving.auth import Policy, caller_from_context, log_denial
 from continuum.types import Origin
 from continuum.version import __version__
 
@@ -180,6 +188,9 @@ class GatewayConfig:
     db: str | None = None
     timeout: float = DEFAULT_TIMEOUT
     url: str | None = None  # an upstream served over streamable HTTP instead of a command
+    # Who may call a registered effect: continuum-mcp's allowlist and tokens (deny by
+    # default: Policy() allows no client). Unregistered calls are the upstream's business.
+    policy: Policy = field(default_factory=Policy)
     headers: tuple[tuple[str, str], ...] = ()  # sent with every HTTP request to ``url``
 
 
@@ -344,6 +355,15 @@ class Gateway:
         rule = self.config.rules.find(name, arguments)
         if rule is None:
             return await self._pass_through(name, arguments)
+        decision = self.config.policy.authorize(name, caller_from_context(ctx))
+        if not decision.allowed:
+            log_denial(decision)
+            return _text_result(
+                f"Refused: {name!r} is a registered effect ({rule.where}) and {decision.reason}; "
+                f"it was not called and nothing was recorded. {decision.remedy}.",
+                refused=decision.code,
+                tool=name,
+            )
         return await self._registered(rule, name, arguments)
 
     async def _forward(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -593,6 +613,7 @@ async def serve(config: GatewayConfig) -> None:
     stdin/stdout until the host closes it. Raises ``UsageError``
     (``gateway.upstream_failed``) when the upstream cannot be started or reached or does
     not answer the handshake."""
+    log.info("gateway.policy", server=config.server, **config.policy.describe())
     async with AsyncExitStack() as stack:
         up_read, up_write = await _connect(config, stack)
         session = await stack.enter_async_context(

@@ -42,8 +42,8 @@ import anyio.to_thread
 from continuum.errors import ContinuumError
 from continuum.ledger.owners import current_owner
 from continuum.log import get_logger
-from continuum.mcp.auth import Caller
 from continuum.runtime.facade import Continuum
+from continuum.serving.auth import Caller
 from continuum.serving.tokens import Grant
 from continuum.store import Storage
 from continuum.types import Origin

@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl
 
 import structlog
 
-from continuum.mcp.auth import Caller, Decision, Policy, logged_name
+from continuum.serving.auth import Caller, Decision, Policy, logged_name
 from continuum.serving.tokens import (
     GRANT_SCOPE_KEY,
     ROLE_TOOLS,

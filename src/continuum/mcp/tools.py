@@ -27,12 +27,12 @@ from continuum.errors import ContinuumError, NotFoundError
 from continuum.eventlog.limits import MAX_DEPTH
 from continuum.ledger.gate import InterceptResult
 from continuum.log import get_logger
-from continuum.mcp.auth import Caller, Policy, caller_from_context, log_denial
 from continuum.mcp.host_arguments import without_control_arguments
 from continuum.mcp.owners import OwnedRuntimes
 from continuum.mcp.roles import authorize_call, grant_from_context, log_role_denial
 from continuum.runtime.facade import Continuum
 from continuum.runtime.results import Recovery
+from continuum.serving.auth import Caller, Policy, caller_from_context, log_denial
 from continuum.store import DEFAULT_PAGE, MAX_PAGE, open_store
 from continuum.types import Origin
 from continuum.untrusted import terminal_safe

@@ -53,7 +53,7 @@ import structlog
 from mcp_types import CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY, InitializeRequestParams
 
 from continuum.errors import ContinuumError, UsageError
-from continuum.mcp.confirm_limit import ConfirmLimit, attempt_denial
+from continuum.serving.confirm_limit import ConfirmLimit, attempt_denial
 from continuum.serving.secrets import (
     ALLOW_ALIAS_ENV,
     ALLOW_ENV,
