@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -434,3 +436,57 @@ def test_a_malformed_policy_refuses_to_start(project: Path) -> None:
     )
     assert out.returncode == 1
     assert json.loads(out.stdout)["error"]["code"] == "mcp.bad_token_setting"
+
+
+def test_a_malformed_line_from_the_host_gets_an_error_answer_and_serving_goes_on(
+    project: Path,
+) -> None:
+    """The host side is continuum-mcp's hardened stdio transport, not the SDK's reader."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": AGENT, "version": "1"},
+        },
+    }
+    lines = [
+        json.dumps(init),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        "this is not JSON",
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ]
+    proc = subprocess.Popen(
+        gateway_command(),
+        cwd=project,
+        env=_env(project),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    answers: list[dict[str, Any]] = []
+    try:
+        proc.stdin.write("\n".join(lines) + "\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + BOUND
+        while not any(a.get("id") == 2 for a in answers):  # read until tools/list's answer
+            ready, _, _ = select.select(
+                [proc.stdout], [], [], max(0.0, deadline - time.monotonic())
+            )
+            assert ready, f"no answer to tools/list in {BOUND} s: {answers}"
+            line = proc.stdout.readline()
+            assert line, f"the gateway closed stdout: {answers}"
+            answers.append(json.loads(line))
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=BOUND)
+        proc.stdout.close()
+    parse_errors = [a for a in answers if a.get("error", {}).get("code") == -32700]
+    listed = [a for a in answers if a.get("id") == 2]
+    assert len(parse_errors) == 1 and parse_errors[0]["id"] is None
+    assert listed and "result" in listed[0], answers
+    assert "send_invoice" in {t["name"] for t in listed[0]["result"]["tools"]}

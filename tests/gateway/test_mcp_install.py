@@ -120,3 +120,67 @@ def test_a_remote_server_entry_is_refused(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert json.loads(out.stdout)["error"]["code"] == "gateway.not_a_stdio_server"
     assert json.loads((tmp_path / ".mcp.json").read_text(encoding="utf-8")) == config
+
+
+CODEX = """\
+# the user's own settings, kept as written
+model = "gpt-5"
+
+[mcp_servers.docs]
+command = "docs-server"
+
+[mcp_servers.billing]
+command = "{python}"
+args = ["{upstream}"]
+startup_timeout_sec = 20.0
+
+[mcp_servers.billing.env]
+UPSTREAM_EFFECTS = "{effects}"
+PATH = "{path}"
+
+[profiles.fast]
+model = "gpt-5-mini"
+"""
+
+
+async def test_codex_toml_has_only_that_servers_table_rewritten_and_restored(
+    tmp_path: Path,
+) -> None:
+    import tomllib
+
+    (tmp_path / ".continuum").mkdir()
+    (tmp_path / ".continuum" / "gateway.toml").write_text(RULES, encoding="utf-8")
+    (tmp_path / ".codex").mkdir()
+    config_path = tmp_path / ".codex" / "config.toml"
+    before = CODEX.format(
+        python=sys.executable,
+        upstream=UPSTREAM,
+        effects=tmp_path / "effects.txt",
+        path=os.environ["PATH"],
+    )
+    config_path.write_text(before, encoding="utf-8")
+    original = tomllib.loads(before)
+
+    installed = _continuum(tmp_path, "--client", "codex", "--server", "billing")
+    assert installed.returncode == 0, installed
+    text = config_path.read_text(encoding="utf-8")
+    after = tomllib.loads(text)
+    assert text.startswith("# the user's own settings, kept as written\n")
+    for kept in ("model", "profiles"):
+        assert after[kept] == original[kept]
+    assert after["mcp_servers"]["docs"] == original["mcp_servers"]["docs"]
+    entry = after["mcp_servers"]["billing"]
+    assert entry["args"][-2:] == [sys.executable, UPSTREAM] and "gateway" in entry["args"]
+    assert entry["startup_timeout_sec"] == 20.0
+    assert entry["env"] == {
+        **original["mcp_servers"]["billing"]["env"],
+        "CONTINUUM_MCP_MUTATING_CLIENTS": "codex-mcp-client",  # the name Codex sends
+    }
+    results = await _call_twice(tmp_path, entry, client="codex-mcp-client")
+    assert [r.is_error for r in results] == [False, False]
+    assert (results[1].meta or {})["continuum/ledger"]["answered"] == "from_ledger"
+    assert (tmp_path / "effects.txt").read_text(encoding="utf-8").splitlines() == ["invoice I-1 1"]
+
+    restored = _continuum(tmp_path, "--client", "codex", "--server", "billing", "--restore")
+    assert restored.returncode == 0, restored
+    assert tomllib.loads(config_path.read_text(encoding="utf-8")) == original

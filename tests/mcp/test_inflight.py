@@ -26,14 +26,14 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.text import TextReceiveStream
 
 from continuum import Origin
-from continuum.mcp.transport import (
+from continuum.runtime.facade import Continuum
+from continuum.serving.flags import MAX_IN_FLIGHT_FLAG, SERVER_BUSY
+from continuum.serving.transport import (
     DEFAULT_MAX_IN_FLIGHT,
     InFlight,
     busy_answer,
     hardened_stdio_server,
 )
-from continuum.runtime.facade import Continuum
-from continuum.serving.flags import MAX_IN_FLIGHT_FLAG, SERVER_BUSY
 from continuum.store import open_store
 from tests.mcp.conftest import (
     BOUND,

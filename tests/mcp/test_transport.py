@@ -29,7 +29,7 @@ from mcp_types import (
 )
 
 from continuum.errors import UsageError
-from continuum.mcp.transport import (
+from continuum.serving.transport import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_MESSAGE_BYTES_FLAG,
     BoundedLineReader,
@@ -512,7 +512,7 @@ async def spawn_raw(
 async def test_subprocess_restores_stdio_and_exits_while_its_stdin_is_still_open() -> None:
     script = (
         "import anyio\n"
-        "from continuum.mcp.transport import hardened_stdio_server\n"
+        "from continuum.serving.transport import hardened_stdio_server\n"
         "async def main():\n"
         "    async with hardened_stdio_server() as (read, write):\n"
         "        print('inside', flush=True)\n"

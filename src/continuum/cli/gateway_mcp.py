@@ -259,7 +259,7 @@ def accept_cmd(
 # -- gateway install ------------------------------------------------------------------------
 
 ORIGINALS_PATH = Path(".continuum") / "gateway-originals.json"
-_INSTALLABLE = ("claude-code", "gemini", "kilo")  # JSON formats; Codex's TOML is edited as text
+_INSTALLABLE = ("claude-code", "gemini", "codex", "kilo")
 
 
 def _upstream_of(client: str, name: str, original: Any) -> list[str]:
@@ -363,17 +363,18 @@ def install_cmd(
     RULES --pins PINS -- ORIGINAL COMMAND...` (store, rules and pins absolute); its env,
     cwd and other settings are kept (the upstream inherits the gateway's environment).
     The original entry is kept in .continuum/gateway-originals.json, so `--restore` puts
-    it back. Installing twice changes nothing. Codex (TOML) is not supported yet.
+    it back. Installing twice changes nothing. Codex's TOML: only that server's table is
+    rewritten, the rest of the file is kept as it was.
     """
     import json
 
-    from continuum.cli.mcp_clients import CLIENTS, read, render
+    from continuum.cli.mcp_clients import CLIENTS, read, render, servers_key
     from continuum.cli.mcp_install import check_comments, store_arg
     from continuum.hooks.install import write_text
     from continuum.store import resolve_url
 
     spec = CLIENTS[client]
-    key = "mcp" if spec.format == "jsonc-mcp" else "mcpServers"
+    key = servers_key(spec)
     path = Path(config_path or spec.path)
     before, commented, text = read(spec, path)
     servers: dict[str, Any] = dict(before.get(key, {}))
@@ -431,7 +432,7 @@ def install_cmd(
         ]
         servers[server] = _wrapped(client, original, words)
     config = {**before, key: servers}
-    new_text = render(spec, config, text)
+    new_text = render(spec, config, text, name=server)
     check_comments(s, path, found=commented, print_only=print_only, force=force)
     data.update(config=config, written=False)
     if print_only:

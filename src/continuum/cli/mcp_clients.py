@@ -156,7 +156,8 @@ def _read_text(path: Path) -> str | None:
         raise _refused(path, f"cannot be read ({reason})", "fix or move the file") from e
 
 
-def _servers_key(spec: ClientSpec) -> str:
+def servers_key(spec: ClientSpec) -> str:
+    """The key of the servers' object in ``spec``'s file."""
     return {"json": "mcpServers", "jsonc-mcp": "mcp", "toml": "mcp_servers"}[spec.format]
 
 
@@ -182,7 +183,7 @@ def read(spec: ClientSpec, path: Path) -> tuple[dict[str, Any], bool, str]:
             raise _refused(
                 path, f"is not valid JSON ({e})", "fix or move the file, or use --print"
             ) from e
-    key = _servers_key(spec)
+    key = servers_key(spec)
     if not isinstance(config, dict) or not isinstance(config.get(key, {}), dict):
         raise _refused(path, f"does not hold an object with a {key!r} object")
     return config, found, text
@@ -202,17 +203,17 @@ def entry(spec: ClientSpec, command: list[str], db_arg: str, names: list[str]) -
 
 
 def present(spec: ClientSpec, config: dict[str, Any]) -> bool:
-    return SERVER_NAME in config.get(_servers_key(spec), {})
+    return SERVER_NAME in config.get(servers_key(spec), {})
 
 
 def with_server(spec: ClientSpec, config: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
-    key = _servers_key(spec)
+    key = servers_key(spec)
     return {**config, key: {**config.get(key, {}), SERVER_NAME: ours}}
 
 
 def without_server(spec: ClientSpec, config: dict[str, Any]) -> dict[str, Any]:
     """``config`` without our server; a servers object only ours filled goes too."""
-    key = _servers_key(spec)
+    key = servers_key(spec)
     if SERVER_NAME not in config.get(key, {}):
         return dict(config)
     servers = {k: v for k, v in config[key].items() if k != SERVER_NAME}
@@ -221,44 +222,62 @@ def without_server(spec: ClientSpec, config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if k != key}
 
 
-def render(spec: ClientSpec, config: dict[str, Any], before_text: str) -> str:
+def render(
+    spec: ClientSpec, config: dict[str, Any], before_text: str, name: str = SERVER_NAME
+) -> str:
     """The file's new text. JSON formats are written whole (2-space indent); TOML keeps
-    ``before_text`` as it was except for our table."""
+    ``before_text`` as it was except for the server ``name``'s table (ours by default;
+    the gateway rewrites another server's)."""
     if spec.format != "toml":
         return json.dumps(config, indent=2, ensure_ascii=False) + "\n"
-    text = toml_without_ours(before_text)
-    ours = config.get("mcp_servers", {}).get(SERVER_NAME)
+    text = toml_without(before_text, name)
+    ours = config.get("mcp_servers", {}).get(name)
     if ours is not None:
-        text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + toml_table(ours)
+        text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + toml_table(ours, name)
     out = text if text.endswith("\n") or not text else text + "\n"
     try:  # what we write must say exactly what we meant
         check = tomllib.loads(out)
     except tomllib.TOMLDecodeError:
         check = {}
-    if check.get("mcp_servers", {}).get(SERVER_NAME) != ours or not check:
+    if check.get("mcp_servers", {}).get(name) != ours or not check:
         raise UsageError(
-            "could not place the continuum server in this TOML file safely (it defines "
+            f"could not place the {name!r} server in this TOML file safely (it defines "
             "mcp_servers in a form this command does not edit); it was left untouched",
             code="usage.bad_config_file",
-            hint="use --print and merge the [mcp_servers.continuum] table by hand",
+            hint=f"use --print and merge the [mcp_servers.{_toml_key(name)}] table by hand",
         )
     return out
 
 
-# A table header of ours: [mcp_servers.continuum] or [mcp_servers.continuum.env], with the
-# key parts bare or quoted.
-_OUR_HEADER = re.compile(
-    r"""^\s*\[\s*(?:mcp_servers|"mcp_servers")\s*\.\s*(?:continuum|"continuum")\s*(?:\.[^\]]*)?\]\s*(?:#.*)?$"""
-)
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_key(name: str) -> str:
+    return name if _BARE_KEY.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+
+
+def _header(name: str) -> re.Pattern[str]:
+    """A table header of server ``name``: [mcp_servers.NAME] or [mcp_servers.NAME.env],
+    with the key parts bare or quoted."""
+    part = re.escape(name) + "|" + re.escape(json.dumps(name, ensure_ascii=False))
+    return re.compile(
+        r"""^\s*\[\s*(?:mcp_servers|"mcp_servers")\s*\.\s*(?:"""
+        + part
+        + r""")\s*(?:\.[^\]]*)?\]\s*(?:#.*)?$"""
+    )
+
+
 _ANY_HEADER = re.compile(r"^\s*\[")
 
 
-def toml_without_ours(text: str) -> str:
-    """``text`` without our tables (header to the next header); other lines unchanged."""
+def toml_without(text: str, name: str = SERVER_NAME) -> str:
+    """``text`` without server ``name``'s tables (header to the next header); other lines
+    unchanged."""
+    header = _header(name)
     out: list[str] = []
     skipping = False
     for line in text.splitlines(keepends=True):
-        if _OUR_HEADER.match(line):
+        if header.match(line):
             skipping = True
             continue
         if skipping and _ANY_HEADER.match(line):
@@ -273,6 +292,8 @@ def _toml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        return repr(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)  # JSON's escapes are valid TOML
     if isinstance(value, list):
@@ -284,7 +305,7 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 
-def toml_table(ours: dict[str, Any]) -> str:
-    lines = [f"[mcp_servers.{SERVER_NAME}]"]
+def toml_table(ours: dict[str, Any], name: str = SERVER_NAME) -> str:
+    lines = [f"[mcp_servers.{_toml_key(name)}]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in ours.items()]
     return "\n".join(lines) + "\n"

@@ -29,6 +29,10 @@ are set; deny by default. A refused call is not forwarded and nothing is recorde
 Unregistered and read-only calls pass whoever sends them: they are the upstream's own
 business, as without the gateway.
 
+The host side is ``continuum-mcp``'s hardened stdio transport (``serving/transport.py``):
+a malformed or oversized line from the host gets a JSON-RPC error answer, not silence,
+and at most ``DEFAULT_MAX_IN_FLIGHT`` requests are in flight.
+
 The store may be unusable (a locked, full, damaged or unreachable one): registered calls
 are then refused (fail closed), unregistered ones still pass. The upstream may send
 invalid JSON-RPC or die: each is logged on stderr and answered as an error result,
@@ -56,7 +60,6 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from continuum.errors import ContinuumError, NotFoundError, UsageError
@@ -67,6 +70,11 @@ from continuum.gateway.rules import EffectRule, GatewayRules, render_key
 from continuum.log import get_logger
 from continuum.runtime.facade import Continuum
 from continuum.serving.auth import Policy, caller_from_context, log_denial
+from continuum.serving.transport import (
+    DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    hardened_stdio_server,
+)
 from continuum.types import Origin
 from continuum.version import __version__
 
@@ -644,7 +652,9 @@ async def serve(config: GatewayConfig) -> None:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_renew, gateway)
-                async with stdio_server() as (read, write):
+                async with hardened_stdio_server(
+                    DEFAULT_MAX_MESSAGE_BYTES, max_in_flight=DEFAULT_MAX_IN_FLIGHT
+                ) as (read, write):
                     await server.run(read, write, server.create_initialization_options())
                 tg.cancel_scope.cancel()
         finally:

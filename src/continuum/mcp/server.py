@@ -39,14 +39,14 @@ from continuum.errors import ContinuumError
 from continuum.ledger.approval_rules import load_rules, rule_paths
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
 from continuum.mcp.tools import INSTRUCTIONS, Tools, register
-from continuum.mcp.transport import (
+from continuum.serving.auth import ClientLog, Policy, connecting_client, load_policy
+from continuum.serving.confirm_limit import StoreConfirmLimit
+from continuum.serving.flags import DEFAULT_HTTP_MAX_IN_FLIGHT, MAX_IN_FLIGHT_FLAG, flag_problem
+from continuum.serving.transport import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_MESSAGE_BYTES,
     hardened_stdio_server,
 )
-from continuum.serving.auth import ClientLog, Policy, connecting_client, load_policy
-from continuum.serving.confirm_limit import StoreConfirmLimit
-from continuum.serving.flags import DEFAULT_HTTP_MAX_IN_FLIGHT, MAX_IN_FLIGHT_FLAG, flag_problem
 from continuum.store import probe_store, redact_url, resolve_url
 from continuum.version import __version__
 
