@@ -490,3 +490,73 @@ def test_a_malformed_line_from_the_host_gets_an_error_answer_and_serving_goes_on
     assert len(parse_errors) == 1 and parse_errors[0]["id"] is None
     assert listed and "result" in listed[0], answers
     assert "send_invoice" in {t["name"] for t in listed[0]["result"]["tools"]}
+
+
+# -- a rule's probe: continuum's own check settles an unknown call ---------------------------
+
+PROBED_RULES = """\
+run = "billing"
+
+[[effect]]
+tool = "send_invoice"
+action_type = "send_invoice"
+key = "invoice:{invoice_id}"
+probe = "grep -qxF -- 'invoice '{invoice_id}' '{amount} effects.txt"
+"""
+
+
+async def _lose_the_answer(project: Path, invoice: str, amount: int) -> None:
+    """The upstream performs the call and dies before it answers: the call is unknown."""
+    (project / ".continuum" / "gateway.toml").write_text(PROBED_RULES, encoding="utf-8")
+    async with connect(project, gateway_command(), UPSTREAM_DIE_AFTER_EFFECT=invoice) as s:
+        lost = await call(s, "send_invoice", invoice_id=invoice, amount=amount)
+    assert ledger_meta(lost)["refused"] == "unknown"
+
+
+async def test_a_probe_that_finds_the_effect_answers_the_repeat_without_calling_again(
+    project: Path,
+) -> None:
+    await _lose_the_answer(project, "INV-8", 80)
+    async with connect(project, gateway_command()) as session:
+        repeat = await call(session, "send_invoice", invoice_id="INV-8", amount=80)
+        again = await call(session, "send_invoice", invoice_id="INV-8", amount=80)
+    # isError only because the tool has an output schema and the upstream's result is gone
+    assert repeat.is_error and ledger_meta(repeat)["answered"] == "probe_occurred"
+    assert "Already done" in text(repeat) and "found that it happened" in text(repeat)
+    assert ledger_meta(again)["answered"] == "from_ledger"
+    assert effects(project) == ["invoice INV-8 80"]  # performed once
+    [action] = actions(project)
+    assert action.status == "completed" and action.settled_by == "deterministic"
+
+
+async def test_a_probe_that_finds_no_effect_lets_the_call_run_again(project: Path) -> None:
+    await _lose_the_answer(project, "INV-8", 80)
+    (project / "effects.txt").write_text("", encoding="utf-8")  # the world: it did not happen
+    async with connect(project, gateway_command()) as session:
+        retried = await call(session, "send_invoice", invoice_id="INV-8", amount=80)
+    assert not retried.is_error and text(retried) == "sent invoice INV-8 for 80"
+    assert effects(project) == ["invoice INV-8 80"]
+    [action] = actions(project)
+    assert action.status == "completed"
+
+
+async def test_a_probe_that_cannot_tell_leaves_the_call_refused_for_a_person(
+    project: Path,
+) -> None:
+    await _lose_the_answer(project, "INV-8", 80)
+    (project / "effects.txt").unlink()  # grep exits 2: the probe cannot tell
+    async with connect(project, gateway_command()) as session:
+        refused = await call(session, "send_invoice", invoice_id="INV-8", amount=80)
+    assert refused.is_error and ledger_meta(refused)["refused"] == "unknown"
+    assert "probe could not tell (exit 2" in text(refused) and "--occurred" in text(refused)
+    [action] = actions(project)
+    assert action.status == "unknown"
+
+
+async def test_a_probe_quotes_the_agents_arguments(project: Path) -> None:
+    hostile = "X'; touch PWNED; echo '"
+    await _lose_the_answer(project, hostile, 1)
+    async with connect(project, gateway_command()) as session:
+        repeat = await call(session, "send_invoice", invoice_id=hostile, amount=1)
+    assert ledger_meta(repeat)["answered"] == "probe_occurred"  # matched as plain text
+    assert not (project / "PWNED").exists()

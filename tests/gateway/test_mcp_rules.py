@@ -52,6 +52,11 @@ def test_a_key_argument_the_call_lacks_refuses_the_call() -> None:
         ('read_only = "read_.*"\n', "read_only (line 1)"),
         ("colour = 1\n", "top level"),
         ("[[effect]\n", "not valid TOML"),
+        (
+            RULES + '\n[[effect]]\ntool = "x"\naction_type = "x"\nkey = "k"\nprobe = "{a b}"\n',
+            "probe",
+        ),
+        (RULES + '\n[[effect]]\ntool = "x"\naction_type = "x"\nkey = "k"\nprobe = " "\n', "probe"),
     ],
 )
 def test_a_malformed_rules_file_is_refused_naming_the_rule_and_line(text: str, where: str) -> None:

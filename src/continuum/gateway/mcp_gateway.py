@@ -419,7 +419,7 @@ class Gateway:
         }
 
     async def _registered(
-        self, rule: EffectRule, name: str, arguments: dict[str, Any]
+        self, rule: EffectRule, name: str, arguments: dict[str, Any], *, probe: bool = True
     ) -> types.CallToolResult:
         run = self.config.run
         try:
@@ -447,6 +447,16 @@ class Gateway:
             )
         ref = decision.action_key
         status = str(decision.status)
+        probed = ""
+        if status == "unknown" and rule.probe is not None and probe:
+            verdict, said = await anyio.to_thread.run_sync(
+                lambda: self._probe(rt, rule, name, arguments, decision.action_id)
+            )
+            if verdict == "occurred":
+                return self._probe_found(name, ref, decision.action_id, said)
+            if verdict == "not_occurred":  # settled as failed by continuum's own check
+                return await self._registered(rule, name, arguments, probe=False)
+            probed = f"The rule's probe could not tell ({said}). "
         if decision.proceed:
             return await self._perform(rt, name, arguments, ref)
         if status == "completed":
@@ -459,12 +469,62 @@ class Gateway:
         return _text_result(
             f"Refused: {name!r} is the action {ref} of run {run!r}, and the ledger says "
             f"{status}: {decision.guidance} It was not called again. "
+            + probed
             + (what if status in ("unknown", "reconcile_required", "needs_confirmation") else ""),
             refused=status,
             tool=name,
             action_id=decision.action_id,
             action_key=ref,
             run=run,
+        )
+
+    def _probe(
+        self, rt: Continuum, rule: EffectRule, name: str, arguments: dict[str, Any], action_id: str
+    ) -> tuple[str, str]:
+        """Run the rule's probe for an unknown action (a check continuum runs itself: its
+        conclusive verdict settles the action, origin deterministic). Returns the verdict
+        and a short account of what the probe said."""
+        from continuum.hooks.probes import run_probe
+        from continuum.hooks.registry import render_probe
+        from continuum.state.records import ActionRecord
+
+        assert rule.probe is not None
+        try:
+            command = render_probe(rule.probe, {"tool_name": name, **arguments})
+        except UsageError as e:
+            return "unknown", f"it could not be filled in: {e.message}"
+        row = rt.store.get_action(self.config.run, action_id)
+        if row is None:
+            return "unknown", "the action is not in the store"
+        record = ActionRecord.model_validate(row.record)
+        code, verdict, output = run_probe(rt, self.config.run, record, command, None)
+        log.info("gateway.probed", action=record.action_key, exit_code=code, verdict=verdict)
+        return verdict, f"exit {code}" + (f": {output.strip()[:200]}" if output.strip() else "")
+
+    def _no_result(self, name: str) -> bool:
+        """Whether an answer without the upstream's result must be marked ``isError``: a
+        tool with an output schema must return structured content otherwise, which only
+        the upstream has (the client would reject the answer)."""
+        tool = self.tools.get(name)
+        return tool is not None and tool.output_schema is not None
+
+    def _probe_found(self, name: str, ref: str, action_id: str, said: str) -> types.CallToolResult:
+        return types.CallToolResult(
+            is_error=self._no_result(name),
+            content=[
+                types.TextContent(
+                    type="text",
+                    text=f"Already done: {name!r} ({ref}) had no recorded answer, and the "
+                    f"rule's probe found that it happened ({said}); it was not called again.",
+                )
+            ],
+            _meta={
+                LEDGER_META: {
+                    "answered": "probe_occurred",
+                    "action_key": ref,
+                    "action_id": action_id,
+                }
+            },
         )
 
     def _from_ledger(
@@ -481,6 +541,7 @@ class Gateway:
                 merged[LEDGER_META] = meta
                 return result.model_copy(update={"meta": merged})
         return types.CallToolResult(
+            is_error=self._no_result(name),
             content=[
                 types.TextContent(
                     type="text",

@@ -41,7 +41,7 @@ from continuum.rule_tables import Entry, as_text, rule_regex, rule_tables
 
 RULES_PATH = os.path.join(".continuum", "gateway.toml")
 REPLAYS = ("never", "safe", "idempotent", "reconcile")
-_FIELDS = {"tool", "match", "action_type", "key", "replay", "description"}
+_FIELDS = {"tool", "match", "action_type", "key", "replay", "description", "probe"}
 _TOP_LEVEL = frozenset({"run", "read_only"})
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 KEY_LIMIT = 200  # a longer rendered key keeps a prefix and a digest of the whole
@@ -63,6 +63,9 @@ class EffectRule:
     replay: str = "never"
     match: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
     description: str | None = None
+    # A shell command template over the call's arguments (each value shell-quoted) that
+    # checks the upstream's world for an unknown call: exit 0 it happened, 1 it did not.
+    probe: str | None = None
 
     @property
     def where(self) -> str:
@@ -131,6 +134,14 @@ def _rule(path: str, entry: Entry) -> EffectRule:
         placeholders(key)
     except ValueError as e:
         raise _bad(path, where, f"key: {e}") from e
+    probe = table.get("probe")
+    if probe is not None:
+        if not isinstance(probe, str) or not probe.strip():
+            raise _bad(path, where, "probe must be a non-empty shell command template")
+        try:
+            placeholders(probe)
+        except ValueError as e:
+            raise _bad(path, where, f"probe: {e}") from e
     return EffectRule(
         index=entry.number,
         line=entry.line,
@@ -140,6 +151,7 @@ def _rule(path: str, entry: Entry) -> EffectRule:
         replay=replay,
         match={str(k): _regex(path, where, f"match.{k}", v) for k, v in match.items()},
         description=description,
+        probe=probe,
     )
 
 

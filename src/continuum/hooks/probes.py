@@ -72,10 +72,22 @@ def probe_action(
             "unknown",
             f"the probe could not be filled in: {e.message}",
         )
+    code, verdict, output = run_probe(rt, run_id, record, command, args.get("cwd") or None)
+    return ProbeResult(record.action_id, record.action_key, command, code, verdict, output)
+
+
+def run_probe(
+    rt: Continuum, run_id: str, record: ActionRecord, command: str, cwd: str | None
+) -> tuple[int | None, str, str]:
+    """Run ``command`` (a filled-in probe, its values shell-quoted) for ``record`` and
+    record what it said: its output as evidence, and a conclusive verdict (exit 0:
+    occurred, 1: not) as a reconcile with origin ``deterministic`` when the action needs
+    one. Returns (exit code or None, verdict, output); a probe that times out or cannot
+    run says ``unknown`` and settles nothing. Shared by the hooks and the MCP gateway."""
     try:
         done = subprocess.run(
             ["sh", "-c", command],
-            cwd=args.get("cwd") or None,
+            cwd=cwd,
             capture_output=True,
             text=True,
             timeout=PROBE_SECONDS,
@@ -109,4 +121,4 @@ def probe_action(
             origin=Origin.DETERMINISTIC,
             force=False,
         )
-    return ProbeResult(record.action_id, record.action_key, command, code, verdict, output)
+    return code, verdict, output
