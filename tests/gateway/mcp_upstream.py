@@ -8,6 +8,8 @@ Tools:
 - ``charge_card(card)``: always an error result (a declined card: certainly not done).
 - ``slow_effect(seconds)``: appends a line, then sleeps (a call that hangs).
 - ``read_balance(account)``: a read.
+- a resource ``invoices://terms`` and a prompt ``dunning(customer)``: what the gateway
+  forwards as it is.
 
 On stdio by default; with ``UPSTREAM_PORT_FILE`` set it serves streamable HTTP on a free
 loopback port instead (written to that file once it listens), and with
@@ -59,6 +61,16 @@ def slow_effect(seconds: float) -> str:
 @server.tool(description="Read an account's balance.")
 def read_balance(account: str) -> str:
     return f"balance of {account}: 42"
+
+
+@server.resource("invoices://terms", description="The payment terms.")
+def terms() -> str:
+    return "net 30 days"
+
+
+@server.prompt(description="A reminder to a customer.")
+def dunning(customer: str) -> str:
+    return f"Remind {customer} politely that an invoice is due."
 
 
 def serve_http(port_file: str) -> None:

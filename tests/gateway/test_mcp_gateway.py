@@ -560,3 +560,19 @@ async def test_a_probe_quotes_the_agents_arguments(project: Path) -> None:
         repeat = await call(session, "send_invoice", invoice_id=hostile, amount=1)
     assert ledger_meta(repeat)["answered"] == "probe_occurred"  # matched as plain text
     assert not (project / "PWNED").exists()
+
+
+async def test_resources_and_prompts_are_forwarded_as_they_are(project: Path) -> None:
+    async with connect(project, gateway_command()) as session:
+        with anyio.fail_after(BOUND):
+            resources = await session.list_resources()
+            read = await session.read_resource("invoices://terms")
+            prompts = await session.list_prompts()
+            prompt = await session.get_prompt("dunning", {"customer": "Acme"})
+    assert [str(r.uri) for r in resources.resources] == ["invoices://terms"]
+    assert isinstance(read, types.ReadResourceResult)
+    assert [getattr(c, "text", None) for c in read.contents] == ["net 30 days"]
+    assert [p.name for p in prompts.prompts] == ["dunning"]
+    assert isinstance(prompt, types.GetPromptResult)
+    assert "Remind Acme politely" in json.dumps(prompt.model_dump(mode="json"))
+    assert not (project / "continuum.db").exists()  # nothing recorded: reads

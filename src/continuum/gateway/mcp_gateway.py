@@ -618,6 +618,59 @@ class Gateway:
         return result
 
 
+class Passthrough:
+    """Resources and prompts, forwarded as they are: reads that change nothing, so they
+    are neither judged by the rules nor recorded (a prompt's or resource's text still
+    reaches the model as the upstream wrote it, as without the gateway). Registered only
+    for what the upstream's handshake says it offers."""
+
+    def __init__(self, session: ClientSession) -> None:
+        self.session = session
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return await self.session.list_resources(params=params)
+
+    async def list_resource_templates(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return await self.session.list_resource_templates(params=params)
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        result = await self.session.read_resource(params.uri)
+        if not isinstance(result, types.ReadResourceResult):  # asks the client for input
+            raise MCPError(types.INVALID_REQUEST, "the upstream asked for input: not proxied")
+        return result
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return await self.session.list_prompts(params=params)
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        result = await self.session.get_prompt(params.name, params.arguments)
+        if not isinstance(result, types.GetPromptResult):
+            raise MCPError(types.INVALID_REQUEST, "the upstream asked for input: not proxied")
+        return result
+
+    def handlers(self, offered: types.ServerCapabilities) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        if offered.resources is not None:
+            found.update(
+                on_list_resources=self.list_resources,
+                on_list_resource_templates=self.list_resource_templates,
+                on_read_resource=self.read_resource,
+            )
+        if offered.prompts is not None:
+            found.update(on_list_prompts=self.list_prompts, on_get_prompt=self.get_prompt)
+        return found
+
+
 async def _renew(gateway: Gateway) -> None:
     while True:
         await anyio.sleep(LEASE_RENEW_SECONDS)
@@ -695,7 +748,7 @@ async def serve(config: GatewayConfig) -> None:
         )
         try:
             with anyio.fail_after(STARTUP_TIMEOUT):
-                await session.initialize()
+                hello = await session.initialize()
             gateway = Gateway(config, session)
             with anyio.fail_after(STARTUP_TIMEOUT):
                 await gateway.refresh()
@@ -709,6 +762,7 @@ async def serve(config: GatewayConfig) -> None:
             "continuum's ledger instead of being performed again.",
             on_list_tools=gateway.list_tools,
             on_call_tool=gateway.call_tool,
+            **Passthrough(session).handlers(hello.capabilities),
         )
         try:
             async with anyio.create_task_group() as tg:
