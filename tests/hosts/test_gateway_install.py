@@ -1,0 +1,102 @@
+"""`continuum gateway install` through each real host: the project's MCP server entry
+"billing" (tests/gateway/mcp_upstream.py, a real MCP server that appends each invoice it
+sends to a file) is put behind the gateway, and the host itself starts the rewritten
+entry. The scripted model calls ``send_invoice`` for INV-1 twice: the upstream is called
+once, the repeat answered from the ledger. Negative control (Claude Code): the same
+session without the gateway sends the invoice twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from continuum.runtime.facade import Continuum
+from tests.hosts.conftest import make_project
+from tests.hosts.harness import Host, Project
+from tests.hosts.hosts_all import CLAUDE, MCP_HOSTS
+from tests.hosts.script import mcp
+
+UPSTREAM = str(Path(__file__).resolve().parents[1] / "gateway" / "mcp_upstream.py")
+RULES = '[[effect]]\ntool = "send_invoice"\naction_type = "send_invoice"\nkey = "{invoice_id}"\n'
+RUN = "billing"
+
+
+def _toml(value: Any) -> str:
+    return (
+        json.dumps(value)
+        if not isinstance(value, dict)
+        else "{ " + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items()) + " }"
+    )
+
+
+def write_billing_entry(p: Project) -> None:
+    """The project's own MCP server entry, in the host's format, before any continuum."""
+    env = {"UPSTREAM_EFFECTS": str(p.dir / "effects.txt")}
+    client = p.host.mcp_client
+    if client == "claude-code":
+        config = {
+            "mcpServers": {"billing": {"command": sys.executable, "args": [UPSTREAM], "env": env}}
+        }
+        p.write_file(".mcp.json", json.dumps(config))
+    elif client == "gemini":
+        entry = {"command": sys.executable, "args": [UPSTREAM], "env": env, "trust": True}
+        p.write_file(".gemini/settings.json", json.dumps({"mcpServers": {"billing": entry}}))
+    elif client == "codex":
+        p.write_file(
+            ".codex/config.toml",
+            "[mcp_servers.billing]\n"
+            f"command = {_toml(sys.executable)}\nargs = {_toml([UPSTREAM])}\n"
+            f"env = {_toml(env)}\nrequired = true\n",
+        )
+    else:
+        entry = {"type": "local", "command": [sys.executable, UPSTREAM], "environment": env}
+        p.write_file(
+            ".kilo/kilo.jsonc", json.dumps({"mcp": {"billing": {**entry, "enabled": True}}})
+        )
+
+
+def effects(p: Project) -> list[str]:
+    path = p.dir / "effects.txt"
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def billing_project(host: Host, tmp_path: Path, *, gateway: bool) -> Project:
+    p = make_project(host, tmp_path, run=RUN)
+    write_billing_entry(p)
+    if gateway:
+        p.write_file(".continuum/gateway.toml", RULES)
+        p.continuum(
+            "gateway", "install", "--client", host.mcp_client, "--server", "billing", "--run", RUN
+        )
+    return p
+
+
+SEND = [mcp("send_invoice", invoice_id="INV-1", amount=5)]
+
+
+@pytest.mark.parametrize("host", MCP_HOSTS, ids=lambda h: h.name)
+def test_the_host_starts_the_installed_gateway_and_a_repeated_call_is_not_sent_again(
+    host: Host, tmp_path: Path
+) -> None:
+    p = billing_project(host, tmp_path, gateway=True)
+    s = p.session([SEND, SEND])
+    assert not s.model.problems, s.describe()
+    results = [r for r in s.model.results() if (r.name or "").endswith("send_invoice")]
+    assert len(results) == 2, s.describe()
+    assert all("sent invoice INV-1 for 5" in r.text for r in results), s.describe()
+    assert effects(p) == ["invoice INV-1 5"], s.describe()  # the upstream was called once
+    with Continuum.open(str(p.db), create=False) as rt:
+        [action] = rt.actions(RUN)
+    assert action.status == "completed" and action.origin == "deterministic"
+
+
+def test_control_without_the_gateway_the_host_sends_the_repeat(tmp_path: Path) -> None:
+    p = billing_project(CLAUDE, tmp_path, gateway=False)
+    s = p.session([SEND, SEND])
+    assert not s.model.problems, s.describe()
+    assert effects(p) == ["invoice INV-1 5", "invoice INV-1 5"], s.describe()
