@@ -95,6 +95,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(
                 200,
                 {"path": self.path, "header": self.headers.get("X-Custom"),
+                 "proxy_auth": self.headers.get("Proxy-Authorization"),
                  "body": body.decode()},
                 [("X-Upstream", "yes")],
             )
@@ -277,9 +278,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         fragile.stop()
 
 
-def post(base: str, path: str, key: str | None = None, **kw: object) -> httpx2.Response:
-    headers = {"Idempotency-Key": key} if key else {}
-    return httpx2.post(f"{base}{path}", headers=headers, timeout=60, **kw)  # type: ignore[arg-type]
+def post(
+    base: str,
+    path: str,
+    key: str | None = None,
+    headers: dict[str, str] | None = None,
+    **kw: object,
+) -> httpx2.Response:
+    sent = {**({"Idempotency-Key": key} if key else {}), **(headers or {})}
+    return httpx2.post(f"{base}{path}", headers=sent, timeout=60, **kw)  # type: ignore[arg-type]
 
 
 def error(response: httpx2.Response) -> dict[str, Any]:
@@ -460,7 +467,7 @@ def test_two_gateways_on_one_store_forward_each_key_once(world: World) -> None:
 def test_requests_no_rule_names_pass_through_untouched(world: World) -> None:
     r = httpx2.get(f"{world.gateway.url}/pay/items?x=1&y=2", headers={"X-Custom": "v"}, timeout=60)
     assert r.status_code == 200 and r.headers["x-upstream"] == "yes"
-    assert r.json() == {"path": "/items?x=1&y=2", "header": "v", "body": ""}
+    assert r.json() == {"path": "/items?x=1&y=2", "header": "v", "proxy_auth": None, "body": ""}
     note = post(world.gateway.url, "/pay/notes", json={"n": 1})  # POST, but no rule: no key
     assert note.status_code == 201 and "continuum-action" not in note.headers
 
@@ -568,3 +575,55 @@ def test_the_gateway_serves_tls_1_3_with_the_serving_checks(world: World, tmp_pa
         assert world.pay.count("k-tls") == 1
     finally:
         gateway.stop()
+
+
+def test_with_a_token_file_every_request_needs_a_token_and_effects_a_submit_one(
+    world: World, tmp_path: Path
+) -> None:
+    submit, read = "gw-submit-token-0123456789abcdef", "gw-read-token-0123456789abcdefgh"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"submit {submit}\nread {read}\n", encoding="utf-8")
+    tokens.chmod(0o600)
+    gateway = start_gateway(world.rules, tmp_path / "tok.db", None, "--token-file", str(tokens))
+    try:
+        base = gateway.url
+
+        def bearer(token: str) -> dict[str, str]:
+            return {"Proxy-Authorization": f"Bearer {token}"}
+
+        none = httpx2.get(f"{base}/pay/items", timeout=60)
+        wrong = httpx2.get(f"{base}/pay/items", headers=bearer("x" * 32), timeout=60)
+        reading = httpx2.get(f"{base}/pay/items", headers=bearer(read), timeout=60)
+        read_effect = post(base, "/pay/charges", "k-tok-1", headers=bearer(read))
+        effect = post(base, "/pay/charges", "k-tok-1", headers=bearer(submit))
+        bare_effect = post(base, "/pay/charges", "k-tok-2")
+    finally:
+        gateway.stop()
+    assert none.status_code == 407 and error(none)["code"] == "gateway.auth_required"
+    assert none.headers["proxy-authenticate"].startswith("Bearer")
+    assert wrong.status_code == 407 and error(wrong)["code"] == "gateway.auth_bad_token"
+    assert reading.status_code == 200 and reading.json()["proxy_auth"] is None  # not forwarded
+    assert read_effect.status_code == 403 and error(read_effect)["code"] == "gateway.role"
+    assert effect.status_code == 201
+    assert bare_effect.status_code == 407
+    assert world.pay.count("k-tok-1") == 1 and world.pay.count("k-tok-2") == 0
+    for secret in (submit, read):
+        assert secret not in json.dumps([none.json(), wrong.json(), read_effect.json()])
+
+
+def test_off_loopback_the_gateway_needs_a_token_file(world: World, tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "continuum", "--json", "gateway", "http"),
+            *("--listen", "0.0.0.0:0", "--rules", str(world.rules)),
+            *("--db", str(tmp_path / "x.db"), "--tls-cert", str(cert), "--tls-key", str(key)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=START_DEADLINE_S,
+        check=False,
+    )
+    assert out.returncode != 0
+    assert json.loads(out.stdout)["error"]["code"] == "gateway.token_file_required"
+    assert not (tmp_path / "x.db").exists()

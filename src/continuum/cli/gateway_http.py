@@ -44,6 +44,14 @@ MAX_CONNECTIONS = 256  # past it uvicorn answers 503
 )
 @click.option("--tls-cert", default=None, metavar="PEM", help="TLS certificate (TLS 1.3).")
 @click.option("--tls-key", default=None, metavar="PEM", help="TLS private key.")
+@click.option(
+    "--token-file",
+    default=None,
+    metavar="FILE",
+    help="Tokens and their roles, one 'ROLE TOKEN' per line (mode 0600; the format of "
+    "continuum-mcp's): every request then needs Proxy-Authorization: Bearer TOKEN, an "
+    "effect a token of role submit or above. Required off loopback.",
+)
 @common
 def http_cmd(
     s: Settings,
@@ -52,6 +60,7 @@ def http_cmd(
     run_id: str,
     tls_cert: str | None,
     tls_key: str | None,
+    token_file: str | None,
 ) -> None:
     """Serve an HTTP proxy for an agent's outbound calls: the agent calls
     http://GATEWAY/NAME/PATH, forwarded to the url of [[upstream]] NAME plus PATH.
@@ -72,6 +81,7 @@ def http_cmd(
     from continuum.gateway.http_rules import load_http_rules
     from continuum.serving.config import bad_setting, parse_listen, tls_context
     from continuum.serving.server import bind, serve
+    from continuum.serving.tokens import load_token_file
 
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together: give both or neither")
@@ -83,10 +93,18 @@ def http_cmd(
             "requests and their credentials would cross the network in plaintext",
             "give --tls-cert and --tls-key (see references/operators.md), or listen on 127.0.0.1",
         )
+    if token_file is None and not where.loopback:
+        raise bad_setting(
+            "gateway.token_file_required",
+            f"--listen {listen} is not a loopback address and no --token-file is given: "
+            "anyone who reaches it could make the agents' effects",
+            "give --token-file (see references/operators.md), or listen on 127.0.0.1",
+        )
+    tokens = load_token_file(token_file) if token_file is not None else None
     rules = load_http_rules(rules_file)
     tls = tls_context(Path(tls_cert), Path(tls_key)) if tls_cert and tls_key else None
     url = resolve_url(s.db)
-    app = HttpGateway(rules, db_url=url, run_id=run_id)
+    app = HttpGateway(rules, db_url=url, run_id=run_id, tokens=tokens)
     sock = bind(where)
     port = sock.getsockname()[1]
     host = f"[{where.host}]" if ":" in where.host else where.host
@@ -95,7 +113,8 @@ def http_cmd(
         f"continuum gateway http: serving at {base}/ ({len(rules.upstreams)} upstream(s): "
         f"{', '.join(sorted(rules.upstreams))}; {len(rules.effects)} effect rule(s); run "
         f"{run_id}; store {redact_url(url)}; "
-        f"{'TLS 1.3' if tls is not None else 'no TLS (loopback)'})"
+        f"{'TLS 1.3' if tls is not None else 'no TLS (loopback)'}; "
+        f"{'tokens from ' + str(token_file) if tokens is not None else 'no tokens (loopback)'})"
     )
     app.ready = write_ready(line)
     serve(app, sock, tls, connection_limit=MAX_CONNECTIONS)

@@ -55,6 +55,7 @@ from continuum.gateway.http_rules import EffectRule, HttpRules, MissingKey, Upst
 from continuum.ledger.gate import InterceptResult
 from continuum.runtime.facade import Continuum
 from continuum.serving.server import send_json
+from continuum.serving.tokens import Grant, Role, TokenTable
 from continuum.store import is_postgres_url, sqlite_path_from_url
 from continuum.types import InterceptStatus
 
@@ -78,8 +79,13 @@ class HttpGateway:
         db_url: str,
         run_id: str,
         ready: Callable[[], None] | None = None,
+        tokens: TokenTable | None = None,
     ) -> None:
         self.rules, self.db_url, self.run_id, self.ready = rules, db_url, run_id, ready
+        # None: any client that reaches the listener may call (loopback); else every
+        # request presents ``Proxy-Authorization: Bearer TOKEN`` (never forwarded), and an
+        # effect needs a token of role submit or above.
+        self.tokens = tokens
         self._cx: Continuum | None = None
         self._store_problem: Exception | None = None
         self._problem_code: str | None = None  # logged once per kind of problem
@@ -224,6 +230,7 @@ class HttpGateway:
                 "upstream may read as another path than the gateway's rules did",
                 "send the path in its plain form",
             )
+        grant = self._grant(scope)
         name = segments[1] if len(segments) > 1 else ""
         upstream = self.rules.upstreams.get(name)
         if upstream is None:
@@ -249,9 +256,43 @@ class HttpGateway:
             await self._pass_through(upstream, method, url, headers, body, send)
             return
         rule, groups = found
+        if grant is not None and grant.role is Role.READ:
+            raise GatewayRefusal(
+                403,
+                "gateway.role",
+                f"this request is an effect ({rule.where}) and the token presented "
+                f"(line {grant.line} of the token file) has the read role",
+                "use a token of role submit (or above) for effects",
+            )
         await self._effect(
             upstream, rule, groups, method, url, rest_decoded, query, headers, body, send
         )
+
+    def _grant(self, scope: Scope) -> Grant | None:
+        """The request's grant when tokens are set (None when they are not); a missing or
+        unknown token is refused (407) before anything else is looked at."""
+        if self.tokens is None:
+            return None
+        presented = None
+        for k, v in scope["headers"]:
+            if k.lower() == b"proxy-authorization":
+                scheme, _, value = v.decode("latin-1").partition(" ")
+                if scheme.lower() == "bearer":
+                    presented = value.strip()
+        grant = self.tokens.lookup(presented) if presented else None
+        if grant is None:
+            refusal = GatewayRefusal(
+                407,
+                "gateway.auth_required" if presented is None else "gateway.auth_bad_token",
+                "this gateway needs a token: none was presented"
+                if presented is None
+                else "the token presented is not in the gateway's token file",
+                "send Proxy-Authorization: Bearer TOKEN with a token from the file the "
+                "gateway was started with (--token-file); it is not forwarded upstream",
+            )
+            refusal.headers.append((b"proxy-authenticate", b'Bearer realm="continuum gateway"'))
+            raise refusal
+        return grant
 
     # -- a request no rule names --------------------------------------------------------
 
