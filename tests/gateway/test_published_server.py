@@ -143,3 +143,65 @@ async def test_the_servers_error_is_a_certain_failure_that_may_be_tried_again(
     with Continuum.open(str(project / "continuum.db"), create=False) as rt:
         [action] = rt.actions(RUN)
     assert action.status == "completed" and action.attempt == 2  # failed once, then done
+
+
+def _started(project: Path) -> bool:
+    if not (project / "continuum.db").exists():
+        return False
+    with Continuum.open(str(project / "continuum.db"), create=False) as rt:
+        try:
+            return any(a.status == "started" for a in rt.actions(RUN))
+        except Exception:  # noqa: BLE001 - the run is not there yet
+            return False
+
+
+def _server_pid(project: Path) -> int:
+    """The pid of the file-system server the gateway started (its argument: world/)."""
+    world = str(project / "world").encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"gateway" in cmdline:  # the gateway's own command line names the server too
+            continue
+        if world in cmdline and any(b"mcp-server-filesystem" in part for part in cmdline):
+            return int(entry.name)
+    raise AssertionError("the file-system server's process was not found")
+
+
+async def test_the_published_server_killed_mid_call_leaves_the_call_unknown_and_refused(
+    project: Path,
+) -> None:
+    import signal
+
+    import anyio
+
+    report = project / "world" / "report.txt"
+    async with connect(project, gateway(project)) as session:
+        await session.list_tools()
+        pid = _server_pid(project)
+        os.kill(pid, signal.SIGSTOP)  # the call reaches its pipe, never an answer
+
+        async def kill_once_forwarded() -> None:
+            # The intercept commits before the call is forwarded: once the action is
+            # started, the call is on its way to the stopped server's pipe.
+            with anyio.fail_after(60):
+                while not _started(project):
+                    await anyio.sleep(0.05)
+            await anyio.sleep(0.2)  # the forward is one write after that commit
+            os.kill(pid, signal.SIGKILL)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kill_once_forwarded)
+            lost, said = await write(session, project, "Q3 figures")
+    async with connect(project, gateway(project)) as session:  # a fresh server
+        again, said_again = await write(session, project, "Q3 figures")
+    assert lost and "may or may not have happened" in said
+    assert again and "unknown" in said_again and f"continuum reconcile {RUN}" in said_again
+    assert not report.exists()  # the stopped server never wrote; nothing retried it
+    with Continuum.open(str(project / "continuum.db"), create=False) as rt:
+        [action] = rt.actions(RUN)
+    assert action.status == "unknown"  # only a person may say it did not happen
