@@ -375,8 +375,14 @@ class Gateway:
         return await self._registered(rule, name, arguments)
 
     async def _forward(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        return await self.session.call_tool(
-            name, arguments, read_timeout_seconds=self.config.timeout
+        """The call, sent upstream as it came. Its result is not checked against the
+        tool's output schema here (``ClientSession.call_tool`` would): the host checks
+        what it receives, and the gateway answers with the upstream's result unchanged."""
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=name, arguments=arguments)
+        )
+        return await self.session.send_request(
+            request, types.CallToolResult, request_read_timeout_seconds=self.config.timeout
         )
 
     async def _pass_through(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
