@@ -146,6 +146,8 @@ class InterceptStatus(StrEnum):
     - ``awaiting_approval``: an approval rule asks a person to decide this call first
       (``approval_id``; ``continuum decide``).
     - ``denied``: a person denied this call (``approval_id``, ``denial_reason``).
+    - ``version_drift``: an interrupted ``safe``/``idempotent`` action met again under
+      another tool schema than it was recorded with: a person reconciles it first.
     """
 
     STARTED = "started"
@@ -158,3 +160,4 @@ class InterceptStatus(StrEnum):
     POSSIBLE_DUPLICATE = "possible_duplicate"
     AWAITING_APPROVAL = "awaiting_approval"
     DENIED = "denied"
+    VERSION_DRIFT = "version_drift"

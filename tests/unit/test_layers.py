@@ -41,6 +41,7 @@ RANKS: dict[str, float] = {
     "continuum.state.projection": 3,
     "continuum.state.validation": 4,
     "continuum.recovery.engine": 5,
+    "continuum.recovery.versions": 5,  # drift of recorded versions at resume (pure)
     "continuum.store": 6,  # its modules import each other (one package), in no circle
     "continuum.ledger.approval_rules": 2,  # parsing approvals.toml: which calls need a person
     "continuum.ledger.approvals": 6.5,  # the per-call check against the log, under the ledger

@@ -55,6 +55,23 @@ def _strings(v: Any) -> str | None:
     return None if ok else "must be a list of strings"
 
 
+VERSION_FIELDS = ("prompt_hash", "tool_schema_hash", "model")  # what an action may pin
+VERSION_CHARS = 200
+
+
+def _versions(v: Any) -> str | None:
+    """The versions an action was intercepted under: an object of at most the fields
+    ``VERSION_FIELDS``, each a non-empty string of at most ``VERSION_CHARS``."""
+    if not isinstance(v, dict):
+        return "must be a JSON object"
+    for k, value in v.items():
+        if k not in VERSION_FIELDS:
+            return f"has an unknown field {str(k)[:40]!r} (fields: {', '.join(VERSION_FIELDS)})"
+        if not isinstance(value, str) or not value.strip() or len(value) > VERSION_CHARS:
+            return f"field {k!r} must be a non-empty string of at most {VERSION_CHARS} characters"
+    return None
+
+
 # For the fold's fast path (it checks every event of a long log): the Python types a
 # check can pass at all, and whether passing it is just being of one of them.
 _KINDS: dict[Check, tuple[frozenset[type] | None, bool]] = {
@@ -65,6 +82,7 @@ _KINDS: dict[Check, tuple[frozenset[type] | None, bool]] = {
     _object: (frozenset({dict}), True),
     _anything: (None, True),
     _strings: (frozenset({list}), False),
+    _versions: (frozenset({dict}), False),
 }
 
 
@@ -200,6 +218,7 @@ SCHEMAS: dict[str, Schema] = {
         "owner": (False, _nullable(_object)),
         "approval_id": (False, _s),
         "arguments": (False, _anything),
+        "versions": (False, _versions),
     },
     EventType.ACTION_RETRIED: {
         **_ACTION,
@@ -207,6 +226,7 @@ SCHEMAS: dict[str, Schema] = {
         "owner": (False, _nullable(_object)),
         "reason": (False, _s),
         "approval_id": (False, _s),
+        "versions": (False, _versions),
     },
     EventType.ACTION_COMPLETED: {
         **_ACTION,

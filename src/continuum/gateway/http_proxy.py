@@ -467,6 +467,7 @@ class HttpGateway:
             InterceptStatus.UNKNOWN,
             InterceptStatus.RECONCILE_REQUIRED,
             InterceptStatus.NEEDS_CONFIRMATION,
+            InterceptStatus.VERSION_DRIFT,
         ):
             command = (
                 f"continuum {self.reconcile_db}reconcile {self.run_id} "

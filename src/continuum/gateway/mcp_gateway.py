@@ -476,7 +476,12 @@ class Gateway:
             f"Refused: {name!r} is the action {ref} of run {run!r}, and the ledger says "
             f"{status}: {decision.guidance} It was not called again. "
             + probed
-            + (what if status in ("unknown", "reconcile_required", "needs_confirmation") else ""),
+            + (
+                what
+                if status
+                in ("unknown", "reconcile_required", "needs_confirmation", "version_drift")
+                else ""
+            ),
             refused=status,
             tool=name,
             action_id=decision.action_id,

@@ -91,6 +91,12 @@ def refusal(
             f"{what} was started earlier and its outcome is unknown: {unknown_because(record)}. "
             f"Do not run it again. Check whether it happened; then a person settles it: {settle}"
         )
+    if r.status == "version_drift":
+        return (
+            f"{what} was interrupted, and the tool it was recorded with has changed since: "
+            f"it is not run again under another schema. Do not run it. A person checks "
+            f"whether it happened, then settles it: {settle}."
+        )
     if r.status == "needs_confirmation":
         return (
             f"{what} was reported as not done by an agent, which does not let it run again. "

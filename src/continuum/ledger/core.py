@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,6 +28,7 @@ from continuum.errors import (
 from continuum.eventlog.canonical import canonical_json
 from continuum.eventlog.events import EventType
 from continuum.eventlog.limits import check_value
+from continuum.eventlog.payloads import VERSION_CHARS, VERSION_FIELDS, payload_problem
 from continuum.faults import fault_point
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
 from continuum.ledger.gate import (
@@ -168,8 +169,14 @@ class ActionLedger:
         origin: Origin | None = None,
         effect: str | None = None,
         approval_arguments: Any = _SAME,
+        versions: Mapping[str, str] | None = None,
     ) -> InterceptResult:
         """Ask before a side effect; ``proceed`` is true for exactly one caller per action.
+
+        ``versions``: what the effect runs under (``prompt_hash``, ``tool_schema_hash``,
+        ``model``), recorded with the action; an interrupted ``safe`` or ``idempotent``
+        action met again under another ``tool_schema_hash`` than it was recorded with is
+        not re-run (``version_drift``) until a person reconciles it.
 
         A call an approval rule matches proceeds only under a person's grant: the first
         such intercept records an approval request and answers ``awaiting_approval``
@@ -182,6 +189,7 @@ class ActionLedger:
         completed or was aborted; nothing is written in either case.
         """
         check_value(arguments, "arguments")  # limits.py: before identity walks it
+        pinned = check_versions(versions)
         given = (action_type, key)  # as the agent wrote them: the original hashed them so
         action_type = check_identifier(
             _text(action_type) if isinstance(action_type, str) else action_type,
@@ -286,6 +294,7 @@ class ActionLedger:
                         "operation_key": ident.operation_key,
                         "owner": self.owner,
                         "approval_id": approval_id,
+                        **({"versions": pinned} if pinned else {}),
                     },
                     origin,
                     now + self.lease_seconds,
@@ -293,7 +302,14 @@ class ActionLedger:
                 result = self._result(rec, True, "started", None)
             else:
                 result = self._decide(
-                    tx, row, requested, origin, now, "key" if key is not None else "arguments", gate
+                    tx,
+                    row,
+                    requested,
+                    origin,
+                    now,
+                    "key" if key is not None else "arguments",
+                    gate,
+                    pinned,
                 )
         if result.proceed:
             self.held.add((run_id, result.action_id))
@@ -358,6 +374,7 @@ class ActionLedger:
         now: float,
         matched: str,
         gate: ApprovalGate | None = None,
+        pinned: dict[str, str] | None = None,
     ) -> InterceptResult:
         rec = _record(row)
         stored = ReplayContract(rec.replay)
@@ -382,6 +399,11 @@ class ActionLedger:
         if rec.failure_unconfirmed and not rerunnable:
             return self._result(rec, False, "needs_confirmation", matched)
         lease = now + self.lease_seconds
+        drift = schema_drift(rec.versions, pinned)
+        if status != ActionStatus.FAILED and rerunnable and drift:
+            # Re-running an interrupted effect is allowed by its contract for the tool it
+            # was recorded with; under another schema it may do something else.
+            return self._result(rec, False, "version_drift", matched, drift)
         if status == ActionStatus.FAILED or rerunnable:
             # Certainly not done (a person or trusted code said so), or the contract allows
             # running it again: a new attempt (under a person's grant, where a rule says so).
@@ -390,6 +412,7 @@ class ActionLedger:
                 "attempt": rec.attempt + 1,
                 "owner": self.owner,
                 "reason": "failed" if status == ActionStatus.FAILED else f"replay={contract}",
+                **({"versions": pinned} if pinned else {}),
             }
             if gate is not None:
                 verdict = gate.judge(rec)
@@ -612,3 +635,36 @@ class ActionLedger:
         """One page of the run's actions, open ones first (``Storage.action_page``)."""
         rows, next_cursor = self.store.action_page(run_id, cursor=cursor, limit=limit)
         return [_record(r) for r in rows], next_cursor
+
+
+def check_versions(versions: Mapping[str, str] | None) -> dict[str, str] | None:
+    """``versions`` as recorded, or ``UsageError`` (``usage.bad_versions``) naming the
+    field; None for none."""
+    if versions is None:
+        return None
+    if not isinstance(versions, Mapping):
+        raise UsageError(
+            "versions must be an object of prompt_hash, tool_schema_hash and model",
+            code="usage.bad_versions",
+            hint='e.g. {"tool_schema_hash": "sha256:...", "model": "claude-sonnet-4"}',
+        )
+    out = {str(k): v for k, v in versions.items() if v is not None}
+    problem = payload_problem(EventType.ACTION_RETRIED, {"action_id": "x", "versions": out})
+    if problem is not None:
+        raise UsageError(
+            f"versions {problem.removeprefix('versions ')}",
+            code="usage.bad_versions",
+            hint=f"give any of {', '.join(VERSION_FIELDS)}, each a string of at most "
+            f"{VERSION_CHARS} characters",
+        )
+    return {k: out[k] for k in VERSION_FIELDS if k in out} or None
+
+
+def schema_drift(recorded: Mapping[str, str] | None, now: Mapping[str, str] | None) -> str:
+    """The words for a tool schema that changed since the action was recorded, or ""
+    (none recorded, none given, or the same)."""
+    before = (recorded or {}).get("tool_schema_hash")
+    after = (now or {}).get("tool_schema_hash")
+    if before is None or after is None or before == after:
+        return ""
+    return f"; it was recorded under tool schema {before[:40]!r}, now {after[:40]!r}."

@@ -54,7 +54,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 # Answers that mean "may or may not have happened": never a re-run, never a guess.
-UNCERTAIN = frozenset({"unknown", "reconcile_required", "needs_confirmation"})
+UNCERTAIN = frozenset({"unknown", "reconcile_required", "needs_confirmation", "version_drift"})
 # Recorded in place of a result that could not be encoded as JSON.
 UNRECORDED = "continuum_unrecorded_result"
 _REFUSED_HINTS = {

@@ -90,6 +90,11 @@ GUIDANCE = {
     "ask a person again).",
     "denied": "Not performed: a person denied this call{reason}. Do not perform it. Changed "
     "arguments ask a person again.",
+    "version_drift": "Not performed: this action was interrupted, and its contract would let it "
+    "run again, but the tool it was recorded with has changed since; under another "
+    "schema it may do something else. Do not perform it: ask a person to check the "
+    "external system and run `continuum reconcile` for it (not done: it may then run "
+    "again under the new schema)",
 }
 
 

@@ -48,6 +48,7 @@ Env = Annotated[
     ),
 ]
 Model = Annotated[str | None, Field(description="The model that will continue the run.")]
+Hash = Annotated[str | None, Field(min_length=1, max_length=200)]
 ActionKey = Annotated[
     str,
     Field(
@@ -363,6 +364,16 @@ class Tools:
         ] = None,
         env: Env = None,
         expected_model: Model = None,
+        prompt_hash: Annotated[
+            Hash, Field(description="A hash of the prompt (system prompt, instructions) now.")
+        ] = None,
+        tool_schema_hashes: Annotated[
+            dict[str, str] | None,
+            Field(
+                description="The tools' schemas now, as {action_type: hash}: open actions "
+                "recorded under another one are listed in version_drift."
+            ),
+        ] = None,
         ctx: Context | None = None,
     ) -> Recovery:
         rt = self.runtime(create=False)
@@ -378,7 +389,17 @@ class Tools:
                 progress=None,
                 contract=None,
             )
-        answer = self.reader(run_id).resume(run_id, env=env, expected_model=expected_model)
+        versions = {
+            "model": expected_model,
+            "prompt_hash": prompt_hash,
+            "tool_schema_hashes": tool_schema_hashes,
+        }
+        answer = self.reader(run_id).resume(
+            run_id,
+            env=env,
+            expected_model=expected_model,
+            versions={k: v for k, v in versions.items() if v is not None} or None,
+        )
         if answer.mode == "no_active_run":  # say how to start one, in the agent's own tools
             answer = answer.model_copy(update={"rationale": f"{answer.rationale}: {START_A_RUN}"})
         return answer
@@ -510,9 +531,22 @@ class Tools:
             Field(description="A stable business key, e.g. invoice:INV-001 (recommended)."),
         ] = None,
         replay: Literal["never", "safe", "idempotent", "reconcile"] | None = None,
+        tool_schema_hash: Annotated[
+            Hash,
+            Field(
+                description="A hash of the tool's input schema: an interrupted safe or "
+                "idempotent action is not re-run under another one without a person."
+            ),
+        ] = None,
+        prompt_hash: Annotated[Hash, Field(description="A hash of the prompt in use.")] = None,
+        model: Annotated[Hash, Field(description="The model making this call.")] = None,
     ) -> InterceptResult:
+        pins = {"tool_schema_hash": tool_schema_hash, "prompt_hash": prompt_hash, "model": model}
+        versions = {k: v for k, v in pins.items() if v is not None} or None
         with self.acting(ctx) as rt:
-            return rt.intercept(run_id, action_type, arguments, key=key, replay=replay)
+            return rt.intercept(
+                run_id, action_type, arguments, key=key, replay=replay, versions=versions
+            )
 
     def _action(self, run_id: str, rec: Any, guidance: str) -> ActionResult:
         return ActionResult(

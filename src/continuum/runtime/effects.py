@@ -5,7 +5,7 @@ notification outbox, over ``RunsFacade``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
@@ -51,6 +51,7 @@ class EffectsFacade(RunsFacade):
         approval_id: str | None = None,
         effect: str | None = None,
         approval_arguments: Any = None,
+        versions: Mapping[str, str] | None = None,
     ) -> InterceptResult:
         """Ask before a side effect; returns an ``InterceptResult``.
 
@@ -71,6 +72,10 @@ class EffectsFacade(RunsFacade):
         call (``decide``), then proceeds once; ``denied`` after a denial. ``effect``: the
         host effect rule a hook call came through (for ``effect = ...`` rules);
         ``approval_arguments``: what an approval binds to, if not all of ``arguments``.
+        ``versions``: what the effect runs under, any of ``prompt_hash``,
+        ``tool_schema_hash`` and ``model`` (kept with the action; ``resume`` reports drift
+        from the current ones); an interrupted ``safe``/``idempotent`` action met again
+        under another ``tool_schema_hash`` answers ``version_drift`` instead of running.
 
         Raises ``UsageError`` (``usage.bad_action_type``, ``usage.bad_key``,
         ``usage.bad_replay``, ``usage.not_json``), ``NotFoundError`` (``not_found.run``),
@@ -87,6 +92,7 @@ class EffectsFacade(RunsFacade):
             replay=replay,
             approval_id=approval_id,
             effect=effect,
+            versions=versions,
             **extra,
         )
 

@@ -22,6 +22,7 @@ from continuum.eventlog.events import EventType
 from continuum.recovery.checkpoints import checkpoint_through
 from continuum.recovery.contract import RecoveryContract
 from continuum.recovery.engine import build_contract, decide
+from continuum.recovery.versions import version_drift
 from continuum.runtime.effects import EffectsFacade
 from continuum.runtime.results import ConfirmResult, Evaluation, FileEvidence, Recovery
 from continuum.state.environment import Probe, file_checksum, observe
@@ -153,9 +154,14 @@ class Continuum(EffectsFacade):
         env: Mapping[str, str] | None = None,
         expected_model: str | None = None,
         tolerate_unknown: bool = False,
+        versions: Mapping[str, Any] | None = None,
     ) -> Recovery:
         """Read-only: may the run continue? Returns a ``Recovery``: the verdict (``mode``),
         why, what to do next and the sealed contract.
+
+        ``versions``: what the agent runs under now (``model``, ``prompt_hash``, and
+        ``tool_schema_hashes``: action type -> hash); each open action recorded under
+        other ones is listed in ``version_drift``.
 
         ``run_id`` defaults to the latest active run (none: ``mode`` ``no_active_run``).
         ``env`` gives current values of declared static dependencies; ``expected_model``
@@ -206,6 +212,7 @@ class Continuum(EffectsFacade):
             goal=state.goal.value if state.goal else None,
             contract=contract.model_dump(mode="json"),
             files=self.file_evidence(state),
+            version_drift=version_drift(state, versions),
         )
 
     def file_evidence(self, state: State, *, limit: int = 20) -> FileEvidence | None:

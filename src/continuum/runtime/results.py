@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.recovery.contract import RecoveryContract
 from continuum.recovery.engine import Decision
@@ -62,6 +62,10 @@ class Recovery(BaseModel):
     - ``contract``: the sealed recovery contract as JSON (``RecoveryContract``; check a
       saved one with ``Continuum.verify_contract``).
     - ``files``: files recorded as evidence compared with the disk, or None.
+    - ``version_drift``: for each open action (not completed or compensated) recorded
+      under other versions than the current ones given to ``resume(versions=...)``: its
+      ``action_key``, ``action_type``, the ``field`` (``prompt_hash``,
+      ``tool_schema_hash``, ``model``), ``recorded`` and ``current``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -77,6 +81,7 @@ class Recovery(BaseModel):
     goal: str | None = None
     contract: dict[str, Any] | None
     files: FileEvidence | None = None
+    version_drift: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class Evaluation(NamedTuple):

@@ -467,6 +467,8 @@ def _action_intercepted(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
         "settled_by": None,
         "settled_at": None,
     }
+    if "versions" in p:  # only then: the records of earlier logs stay as they were
+        acc["actions"][p["action_id"]]["versions"] = dict(p["versions"])
 
 
 def _malformed(acc: Acc, e: EventLike) -> None:
@@ -495,6 +497,8 @@ def _action_retried(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
         rec["owner"] = p.get("owner") if isinstance(p.get("owner"), dict) else {}
         if "approval_id" in p:  # this attempt runs under a (new) approval
             rec["approval_id"] = _str(p["approval_id"])
+        if "versions" in p:  # this attempt's versions (earlier ones are in the log)
+            rec["versions"] = dict(p["versions"])
 
 
 @_on(EventType.ACTION_COMPLETED)

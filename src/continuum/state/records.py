@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from continuum.types import ActionStatus, Origin, RunStatus
 
@@ -154,6 +154,18 @@ class ActionRecord(BaseModel):
     origin: Origin
     settled_by: Origin | None = None  # who recorded the last settlement (completed/failed/...)
     settled_at: str | None = None  # when (the settling event's timestamp)
+    # What the effect was intercepted under (its latest attempt): any of prompt_hash,
+    # tool_schema_hash, model; None when the caller gave none.
+    versions: dict[str, str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_versions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``versions`` key when none were given: the record of an action that pins
+        nothing stays exactly what earlier versions wrote (index rows, checkpoints)."""
+        data: dict[str, Any] = handler(self)
+        if self.versions is None:
+            data.pop("versions", None)
+        return data
 
     @property
     def failure_unconfirmed(self) -> bool:
