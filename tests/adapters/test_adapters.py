@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from continuum import Continuum, EffectUncertain, Origin
+from continuum.adapters.common import schema_versions
 from tests.adapters.conftest import require
 
 RUN = "r1"
@@ -105,6 +106,9 @@ def test_a_langchain_tool_keeps_its_schema_and_runs_once_sync_and_async(cx: Cont
     assert first.content == second.content == "sent A" and sent == ["A"]
     (action,) = cx.actions(RUN)
     assert action.arguments == {"invoice_id": "A", "amount": 1.0}
+    # the tool's input schema is pinned with the call (issue 24: version pinning)
+    assert action.versions == schema_versions(send.args)
+    assert str((action.versions or {}).get("tool_schema_hash")).startswith("sha256:")
 
 
 def test_the_openai_agents_hooks_record_the_answer_as_an_agents_claim(cx: Continuum) -> None:
@@ -136,3 +140,31 @@ def test_a_pydantic_ai_toolset_guards_only_the_tools_it_is_told_to(cx: Continuum
     tools = ContinuumToolset(FunctionToolset([lookup, send]), cx=cx, run_id=RUN, only=["send"])
     asyncio.run(Agent(TestModel(), toolsets=[tools]).run("go"))  # run_sync leaves a loop open
     assert [a.action_type for a in cx.actions(RUN)] == ["send"]
+    [action] = cx.actions(RUN)  # pinned to the JSON schema pydantic-ai gave the model
+    assert str((action.versions or {}).get("tool_schema_hash")).startswith("sha256:")
+
+
+def test_a_tool_whose_schema_changed_is_not_replayed_after_a_crash(cx: Continuum) -> None:
+    """The seam all adapters share: an interrupted safe effect, met again by a tool with
+    another input schema, raises EffectUncertain (version_drift) instead of running."""
+    from continuum.ledger.core import ActionLedger
+    from continuum.ledger.effect import Effect
+
+    gone = ActionLedger(cx.store, owner=_dead_owner())
+    old = Effect(gone, RUN, "fetch", replay="safe", versions=schema_versions({"a": "str"}))
+    old.begin("page-1", {"u": 1})  # intercepted, then its process died
+    new = Effect(cx.ledger, RUN, "fetch", replay="safe", versions=schema_versions({"b": "int"}))
+    with pytest.raises(EffectUncertain) as caught:
+        new.begin("page-1", {"u": 1})
+    assert caught.value.status == "version_drift"
+    same = Effect(cx.ledger, RUN, "fetch", replay="safe", versions=schema_versions({"a": "str"}))
+    assert same.begin("page-1", {"u": 1}).replayed is False  # control: same schema re-runs
+
+
+def _dead_owner() -> dict[str, Any]:
+    import socket
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return {"host": socket.gethostname(), "pid": proc.pid, "start": None}

@@ -33,6 +33,15 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def schema_versions(schema: Any) -> dict[str, str] | None:
+    """The ``versions`` of a tool whose input schema is ``schema`` (a JSON schema, or a
+    model/dict with a JSON form): ``tool_schema_hash`` = sha256 of its canonical JSON;
+    None for no schema."""
+    if schema is None:
+        return None
+    return {"tool_schema_hash": "sha256:" + digest(jsonable(schema))}
+
+
 def tool_effect(
     cx: Continuum,
     run_id: str,
@@ -43,8 +52,10 @@ def tool_effect(
     certain_on: tuple[type[BaseException], ...],
     encode: Callable[[Any], Any] | None = None,
     decode: Callable[[Any], Any] | None = None,
+    schema: Any = None,
 ) -> Effect:
-    """The effect for one tool: identity from the call's argument dict (its one argument)."""
+    """The effect for one tool: identity from the call's argument dict (its one argument);
+    ``schema``: the tool's input schema, pinned with each call (``schema_versions``)."""
 
     def key_of(tool_args: dict[str, Any], *_: Any) -> str | None:
         return key(tool_args) if key is not None else None
@@ -69,6 +80,7 @@ def tool_effect(
         encode=encode,
         decode=decode,
         origin=Origin.DETERMINISTIC,
+        versions=schema_versions(schema),
     )
 
 

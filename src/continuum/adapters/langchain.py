@@ -123,6 +123,7 @@ def guard_tool(
         certain_on=certain_on,
         encode=encode,
         decode=decode,
+        schema=tool.args,  # the input schema's properties, as LangChain gives them
     )
     return GuardedTool(
         name=tool.name,

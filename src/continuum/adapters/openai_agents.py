@@ -23,9 +23,10 @@ from typing import Any
 from agents import Agent, FunctionTool, RunContextWrapper, RunHooks, function_tool
 from agents.tool import default_tool_error_function
 
-from continuum.adapters.common import KeyFn, jsonable, record_claim, tool_effect
+from continuum.adapters.common import KeyFn, jsonable, record_claim, schema_versions, tool_effect
 from continuum.errors import EffectUncertain
 from continuum.eventlog.canonical import canonical_json
+from continuum.ledger.effect import Effect
 from continuum.runtime.facade import Continuum
 from continuum.types import ReplayContract
 
@@ -92,7 +93,7 @@ def guarded_function_tool(
 
             return await effect.arun(perform, _tool_args(signature, args, kwargs))
 
-        return function_tool(guarded_async, **function_tool_kwargs)
+        return _pinned(effect, function_tool(guarded_async, **function_tool_kwargs))
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -101,7 +102,13 @@ def guarded_function_tool(
 
         return effect.run(perform, _tool_args(signature, args, kwargs))
 
-    return function_tool(guarded, **function_tool_kwargs)
+    return _pinned(effect, function_tool(guarded, **function_tool_kwargs))
+
+
+def _pinned(effect: Effect, tool: FunctionTool) -> FunctionTool:
+    """``tool``, its effect pinned to the JSON schema the SDK built for the model."""
+    effect.versions = schema_versions(tool.params_json_schema)
+    return tool
 
 
 class ContinuumRunHooks(RunHooks[Any]):

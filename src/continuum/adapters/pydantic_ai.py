@@ -53,7 +53,7 @@ class ContinuumToolset(WrapperToolset[Any]):
     encode: Callable[[Any], Any] | None = field(default=jsonable, kw_only=True)
     decode: Callable[[Any], Any] | None = field(default=None, kw_only=True)
 
-    def effect_for(self, name: str) -> Effect:
+    def effect_for(self, name: str, schema: Any = None) -> Effect:
         return tool_effect(
             self.cx,
             self.run_id,
@@ -63,6 +63,7 @@ class ContinuumToolset(WrapperToolset[Any]):
             certain_on=self.certain_on,
             encode=self.encode,
             decode=self.decode,
+            schema=schema,
         )
 
     async def call_tool(
@@ -74,7 +75,8 @@ class ContinuumToolset(WrapperToolset[Any]):
         async def perform(_tool_args: dict[str, Any]) -> Any:
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
 
-        return await self.effect_for(name).arun(perform, jsonable(tool_args))
+        schema = getattr(getattr(tool, "tool_def", None), "parameters_json_schema", None)
+        return await self.effect_for(name, schema).arun(perform, jsonable(tool_args))
 
 
 def guard_functions(

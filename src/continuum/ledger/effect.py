@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
@@ -115,6 +115,9 @@ class Effect:
     result giving the external system's id for it.
     ``origin``: who records the transitions (default: the ledger's, ``deterministic``
     for a program's own code).
+    ``versions``: what the effect runs under (``tool_schema_hash``, ``prompt_hash``,
+    ``model``): recorded with each attempt; an interrupted ``safe``/``idempotent``
+    effect met under another tool schema raises ``EffectUncertain`` (``version_drift``).
     """
 
     def __init__(
@@ -131,6 +134,7 @@ class Effect:
         decode: Callable[[Any], Any] | None = None,
         external_id: Callable[[Any], str | None] | None = None,
         origin: Origin | None = None,
+        versions: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(certain_on, tuple) or not all(
             isinstance(t, type) and issubclass(t, BaseException) for t in certain_on
@@ -145,6 +149,7 @@ class Effect:
         self.key, self.arguments, self.replay = key, arguments, replay
         self.certain_on, self.encode, self.decode = certain_on, encode, decode
         self.external_id, self.origin = external_id, origin
+        self.versions = versions
 
     # -- intercept and settle ----------------------------------------------------------------
 
@@ -173,6 +178,7 @@ class Effect:
             key=key,
             replay=self.replay,
             origin=self.origin,
+            versions=self.versions,
         )
         if answer.proceed:
             return EffectScope(answer, self.run_id)

@@ -166,11 +166,13 @@ class EffectsFacade(RunsFacade):
         encode: Callable[[Any], Any] | None = None,
         decode: Callable[[Any], Any] | None = None,
         external_id: Callable[[Any], str | None] | None = None,
+        versions: Mapping[str, str] | None = None,
     ) -> Effect:
         """A side effect performed at most once: decorator, ``run``/``arun`` or ``with``.
 
         See ``continuum.ledger.effect.Effect``: a completed effect returns its recorded result, an
         interrupted one raises ``EffectUncertain``. Recorded with this facade's origin.
+        ``versions``: what it runs under (``tool_schema_hash``, ``prompt_hash``, ``model``).
         """
         return Effect(
             self.ledger,
@@ -183,6 +185,7 @@ class EffectsFacade(RunsFacade):
             encode=encode,
             decode=decode,
             external_id=external_id,
+            versions=versions,
         )
 
     def compensate(self, run_id: str, action: str, *, note: str | None = None) -> ActionRecord:
