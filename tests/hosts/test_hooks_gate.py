@@ -16,6 +16,7 @@ import pytest
 
 from tests.hosts.conftest import make_project
 from tests.hosts.harness import Host, Project
+from tests.hosts.host_codex import MODEL as CODEX_MODEL
 from tests.hosts.hosts_all import COMPACTING_HOSTS, HOOK_HOSTS
 from tests.hosts.scenarios import (
     KILL_MARKER,
@@ -56,6 +57,12 @@ def test_a_registered_effect_runs_once_and_the_model_reads_why_its_repeat_was_re
     assert "already happened" in repeat.text and "Do not run it again" in repeat.text, repeat
     (action,) = p.actions()
     assert action["status"] == "completed" and action["result"]["exit_code"] == 0, action
+    # Version pinning (issue 24): Codex's hook payloads name the model, pinned with the
+    # effect; the other hosts' do not, and nothing is made up for them.
+    if host.name == "codex":
+        assert action.get("versions") == {"model": CODEX_MODEL}, action
+    else:
+        assert action.get("versions") is None, action
 
 
 @pytest.mark.parametrize("host", HOOK_HOSTS, ids=lambda h: h.name)

@@ -206,6 +206,7 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
             replay=rule.replay,
             effect=rule.action_type,
             approval_arguments={k: arguments[k] for k in ("tool", "input", "cwd")},
+            versions=_versions(event),
         )
         if r.proceed:
             return 0  # allowed: print nothing, so the user's own permission rules still apply
@@ -213,6 +214,13 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
     finally:
         rt.close()
     return deny(refusal(args, project, rule, r, record, session=event.session_id))
+
+
+def _versions(event: HookEvent) -> dict[str, str] | None:
+    """What the host says the call runs under: its model, where its payload names one
+    (at most the length a version may have; a longer one is not pinned)."""
+    model = event.model
+    return {"model": model} if model and len(model) <= 200 and model.strip() else None
 
 
 def _record(rt: Continuum, run_id: str, action_id: str) -> ActionRecord | None:

@@ -157,6 +157,7 @@ class HookEvent:
         "cwd",
         "host",
         "kind",
+        "model",
         "outcome",
         "session_id",
         "source",
@@ -179,6 +180,7 @@ class HookEvent:
         source: str | None = None,
         agent_id: str | None = None,
         agent_type: str | None = None,
+        model: str | None = None,
     ) -> None:
         self.host = host
         self.kind = kind
@@ -193,6 +195,9 @@ class HookEvent:
         # host names the subagent; None in the main loop.
         self.agent_id = agent_id
         self.agent_type = agent_type
+        # The model the host says is making the call (Codex's payloads carry it), pinned
+        # with a gated effect; None where the host does not say.
+        self.model = model
 
 
 def _bad(host: str, kind: str, problem: str) -> UsageError:
@@ -244,6 +249,7 @@ def parse_event(host: str, kind: str, data: bytes) -> HookEvent:
         source=_text(payload.get("source")) or _text(payload.get("trigger")),
         agent_id=_text(payload.get("agent_id")),
         agent_type=_text(payload.get("agent_type")),
+        model=_text(payload.get("model")),
     )
 
 
