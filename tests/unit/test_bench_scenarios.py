@@ -18,7 +18,8 @@ import pytest
 
 from continuum.bench import SCENARIO_NAMES, STRATEGIES
 from continuum.bench.drift import IDENTITIES, run_drift
-from continuum.bench.report import DriftResult, ScenarioResult, checks
+from continuum.bench.report import DriftResult, ScenarioResult, SchemaResult, checks
+from continuum.bench.schema import run_schema
 from continuum.cli.main import run
 
 TOTAL = 6
@@ -162,6 +163,19 @@ def test_checks_fail_on_a_duplicate_or_a_missed_stale_dependency() -> None:
         matched_by=None,
     )
     assert not all(c.ok for c in checks([], [drift]))
+    replayed = SchemaResult(
+        strategy="pinned", status="started", attempts=2, runs_under_new_schema=1
+    )
+    assert not all(c.ok for c in checks([], [], [replayed]))
+
+
+def test_a_changed_tool_schema_is_not_replayed_when_pinned_and_is_when_not(tmp_path: Path) -> None:
+    results = {r.strategy: r for r in run_schema(tmp_path)}
+    pinned, unpinned = results["pinned"], results["unpinned"]
+    assert (pinned.status, pinned.runs_under_new_schema, pinned.attempts) == ("version_drift", 0, 1)
+    # Negative control: without the pin the contract re-runs it, under the new schema.
+    assert (unpinned.status, unpinned.runs_under_new_schema, unpinned.attempts) == ("started", 1, 2)
+    assert all(c.ok for c in checks([], [], list(results.values())))
 
 
 def test_the_cli_default_batch_size_is_the_library_default() -> None:

@@ -20,6 +20,7 @@ from continuum.bench.batch import STRATEGIES
 from continuum.bench.drift import run_drift
 from continuum.bench.report import BenchmarkReport, ScenarioResult, checks, render
 from continuum.bench.scenarios import SCENARIO_NAMES, SCENARIOS, run_all
+from continuum.bench.schema import run_schema
 
 __all__ = [
     "DEFAULT_TOTAL",
@@ -63,6 +64,7 @@ def run_benchmark(
     try:
         results = run_all(base / "scenarios", total, scenarios=scenarios, progress=progress)
         drift = run_drift(base / "drift", progress=progress)
+        schema_change = run_schema(base / "schema", progress=progress)
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -74,6 +76,7 @@ def run_benchmark(
         machine=machine,
         scenarios=results,
         drift=drift,
-        checks=checks(results, drift),
+        schema_change=schema_change,
+        checks=checks(results, drift, schema_change),
         seconds=round(time.perf_counter() - started, 2),
     )

@@ -57,6 +57,17 @@ class DriftResult(BaseModel):
     matched_by: str | None
 
 
+class SchemaResult(BaseModel):
+    """The tool-schema-change scenario (``bench/schema.py``) under one strategy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    strategy: str  # pinned | unpinned
+    status: str  # what the resumed intercept answered
+    attempts: int  # performed attempts (outbox lines)
+    runs_under_new_schema: int
+
+
 class Check(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -72,6 +83,7 @@ class BenchmarkReport(BaseModel):
     machine: dict[str, object]
     scenarios: list[ScenarioResult]
     drift: list[DriftResult]
+    schema_change: list[SchemaResult] = []
     checks: list[Check]
     seconds: float
 
@@ -81,8 +93,22 @@ class BenchmarkReport(BaseModel):
         return all(c.ok for c in self.checks)
 
 
-def checks(scenarios: list[ScenarioResult], drift: list[DriftResult]) -> list[Check]:
+def checks(
+    scenarios: list[ScenarioResult],
+    drift: list[DriftResult],
+    schema_change: list[SchemaResult] | None = None,
+) -> list[Check]:
     out: list[Check] = []
+    for sc in schema_change or []:
+        if sc.strategy == "pinned":
+            out.append(
+                Check(
+                    name="schema change: nothing re-runs under a changed tool schema",
+                    ok=sc.runs_under_new_schema == 0 and sc.status == "version_drift",
+                    detail=f"{sc.runs_under_new_schema} run(s) under the new schema; "
+                    f"the resumed intercept answered {sc.status}",
+                )
+            )
     for r in scenarios:
         if r.strategy != "continuum":
             continue
@@ -198,6 +224,19 @@ def render(report: BenchmarkReport) -> list[str]:
             )
         drows.append(row)
     lines += _table(["variant", "", *identities], drows)
+    if report.schema_change:
+        lines += [
+            "",
+            "Tool schema changed between crash and resume (a safe effect, interrupted):",
+            "",
+        ]
+        lines += _table(
+            ["strategy", "resumed intercept", "attempts", "runs under the new schema"],
+            [
+                [sc.strategy, sc.status, str(sc.attempts), str(sc.runs_under_new_schema)]
+                for sc in report.schema_change
+            ],
+        )
     lines += [""]
     for c in report.checks:
         if not c.ok:

@@ -49,7 +49,8 @@ def benchmark_cmd(
     Scenarios process_crash, dataset_change, unknown_side_effect, partial_completion
     and early_crash, each run with continuum, with full replay and with a naive
     checkpoint: a worker process is SIGKILLed at a chosen point and a fresh one
-    resumes; side effects are files in an outbox. Plus an argument-drift scenario.
+    resumes; side effects are files in an outbox. Plus an argument-drift scenario and a
+    tool whose schema changed between the crash and the resume.
     It builds its own stores and never touches yours. Exit 0 when continuum shows no
     duplicate side effect and detects every stale dependency, 1 otherwise.
 
