@@ -241,3 +241,15 @@ def test_an_action_a_hosts_subagent_ran_names_the_subagent_escaped(tmp_path: Pat
     assert raw_markup(html) == []
     assert html.count('<span class="label">subagent</span>') == 1  # k2 ran in the main loop
     assert "general-purpose" in html and "a1&lt;script&gt;" in html
+
+
+def test_an_actions_recorded_versions_are_shown_escaped(tmp_path: Path) -> None:
+    """Version pinning (issue 24): what the agent said it ran under is its word, escaped."""
+    with Continuum.open(str(tmp_path / "s.db"), origin=Origin.EXTERNAL_AGENT) as rt:
+        rt.start_run("r", "g")
+        rt.intercept("r", "send", {"n": 1}, key="k1", versions={"model": HOSTILE[:150]})
+        rt.intercept("r", "send", {"n": 2}, key="k2")
+        view = _view(rt, "r")
+    html = page.run_page("/ui", ACTOR, "csrf-token", view)
+    assert raw_markup(html) == []
+    assert html.count("recorded under") == 1 and "&lt;script&gt;alert(1)" in html

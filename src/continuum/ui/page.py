@@ -395,6 +395,9 @@ def _action_row(prefix: str, v: RunView, a: ActionRecord, csrf: str | None) -> s
         detail += f'<br><span class="label">note</span> {agent(a.note, limit=300)}'
     if a.external_id:
         detail += f'<br><span class="label">external id</span> {agent(a.external_id, limit=120)}'
+    if a.versions:  # what the agent said it ran under: its words, escaped
+        pinned = ", ".join(f"{text(k)} {agent(v, limit=80)}" for k, v in sorted(a.versions.items()))
+        detail += f'<br><span class="label">recorded under</span> {pinned}'
     form = (
         _reconcile_form(prefix, v.run_id, a, csrf) if csrf is not None and to_settle(v, a) else ""
     )
