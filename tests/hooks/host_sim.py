@@ -162,6 +162,8 @@ def base(host: str, session: str, project: Path, event: str) -> dict[str, Any]:
         payload["transcript_path"] = str(project / "transcript.jsonl")
     if host == "gemini":
         payload["timestamp"] = "2026-12-02T00:00:00Z"
+    if host == "codex" and os.environ.get("SIM_MODEL"):  # Codex's payloads name the model
+        payload["model"] = os.environ["SIM_MODEL"]
     return payload
 
 

@@ -7,7 +7,9 @@ invariant is 0 duplicate lines, whatever crashes.
 
 from __future__ import annotations
 
-from tests.hooks.conftest import Project
+from pathlib import Path
+
+from tests.hooks.conftest import Project, make_project
 
 
 def test_an_effect_runs_once_and_its_repeat_is_refused(project: Project) -> None:
@@ -88,3 +90,19 @@ def test_a_call_that_matches_no_rule_runs_and_is_not_recorded(project: Project) 
     )
     assert [s.pre(i)["blocked"] for i in (0, 1)] == [False, False]
     assert not project.db.exists()  # not even the store was created
+
+
+def test_the_briefing_says_when_an_unknown_effect_was_recorded_under_another_model(
+    tmp_path: Path,
+) -> None:
+    """Version pinning (issue 24): Codex's payloads name the model; an open effect pinned
+    under another one than the new session's is said so at session start."""
+    project = make_project(tmp_path, "codex", probe=False)
+    project.session("s1", [project.send("INV-5")], die_after_effect=0, env={"SIM_MODEL": "gpt-a"})
+    (action,) = project.actions()
+    assert action.versions == {"model": "gpt-a"}
+    other = project.session("s2", [], env={"SIM_MODEL": "gpt-b"})
+    same = project.session("s3", [], env={"SIM_MODEL": "gpt-a"})  # control: same model
+    assert other.context is not None and same.context is not None
+    assert 'recorded under model "gpt-a"; this session runs under "gpt-b"' in other.context
+    assert "recorded under model" not in same.context

@@ -11,7 +11,7 @@ Agent-written text (keys, goals, notes) is shown quoted and escaped, as everywhe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from continuum.hooks.advice import reconcile_commands, unknown_because
 from continuum.hooks.args import HookArgs
@@ -32,10 +32,14 @@ def briefing(
     project: str,
     registry: Registry | None,
     probes: Sequence[ProbeResult],
+    *,
+    model: Mapping[str, str] | None = None,
 ) -> str:
+    """``model``: the versions the host says this session runs under (its model, where
+    its payload names one); an open effect recorded under another is said so."""
     run = args.run
     actions = rt.actions(run)
-    recovery = rt.resume(run)
+    recovery = rt.resume(run, versions=model)
     files = recovery.files
     if not actions and files is None:
         return ""
@@ -73,6 +77,12 @@ def briefing(
             f"{probe.verdict.replace('_', ' ')}"
             + (" (recorded)" if probe.verdict != "unknown" else " (still unknown)")
             + "."
+        )
+    for d in recovery.version_drift:
+        lines.append(
+            f"{quoted(d['action_key'], limit=160)} was recorded under {d['field']} "
+            f"{quoted(d['recorded'], limit=80)}; this session runs under "
+            f"{quoted(d['current'], limit=80)}: weigh that before settling it."
         )
     done = [a for a in actions if a.status == ActionStatus.COMPLETED]
     if done:

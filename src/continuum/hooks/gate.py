@@ -425,7 +425,7 @@ def session_start(args: HookArgs, event: HookEvent, project: str, registry: Regi
                     probes.append(
                         ProbeResult(a.action_id, a.action_key, None, None, "unknown", e.message)
                     )
-        text = briefing(rt, args, project, registry, probes)
+        text = briefing(rt, args, project, registry, probes, model=_versions(event))
     finally:
         rt.close()
     if text:
@@ -446,7 +446,7 @@ def subagent_start(
     if rt is None:
         return 0
     try:
-        text = briefing(rt, args, project, registry, [])
+        text = briefing(rt, args, project, registry, [], model=_versions(event))
     finally:
         rt.close()
     if text:
