@@ -218,3 +218,31 @@ def test_an_export_and_its_import_keep_the_versions(
         assert [a.versions for a in ActionLedger(target).actions(RUN)] == [V1]
     finally:
         target.close()
+
+
+def test_a_rule_can_make_model_drift_block_the_replay_too(store: Storage, run: str) -> None:
+    gone = ActionLedger(store, origin=Origin.EXTERNAL_AGENT, owner=dead_owner())
+    gone.intercept(RUN, "deploy", {"v": 1}, key="d-1", replay="safe", versions=V1)
+    a = agent(store)
+    blocked = a.intercept(
+        RUN,
+        "deploy",
+        {"v": 1},
+        key="d-1",
+        replay="safe",
+        versions=V2_MODEL,
+        block_drift=("tool_schema_hash", "model"),
+    )
+    assert (blocked.proceed, blocked.status) == (False, "version_drift")
+    assert "model 'model-1', now 'model-2'" in blocked.guidance
+    default = a.intercept(RUN, "deploy", {"v": 1}, key="d-1", replay="safe", versions=V2_MODEL)
+    assert default.proceed  # control: by default only the tool schema blocks
+
+
+def test_a_block_drift_field_that_is_not_a_version_is_refused(store: Storage, run: str) -> None:
+    before = head(store)
+    for bad in (("colour",), "model"):
+        with pytest.raises(UsageError) as caught:
+            agent(store).intercept(RUN, "send", {"i": 1}, key="m-1", block_drift=bad)
+        assert caught.value.code == "usage.bad_versions"
+    assert head(store) == before

@@ -8,6 +8,7 @@ from importlib.resources import files
 
 import pytest
 
+from continuum.errors import UsageError
 from continuum.hooks.registry import Registry, parse_registry, shell_commands
 
 SHELLS = ("Bash", "run_shell_command", "bash")
@@ -140,3 +141,16 @@ def test_a_subagents_id_is_offered_to_key_templates() -> None:
         "r",
     ).rules[0]
     assert render_key(rule.key, template_values(event, rule)) == "general-purpose/a7: x"
+
+
+def test_a_rules_block_drift_is_read_and_validated_naming_the_rule() -> None:
+    """Version pinning (issue 24): a rule may say which drift blocks a replay."""
+    base = '[[effect]]\ntool = "Bash"\naction_type = "deploy"\nkey = "{command}"\n'
+    [default] = parse_registry(base, "effects.toml").rules
+    [strict] = parse_registry(base + 'block_drift = ["tool_schema_hash", "model"]\n', "e").rules
+    assert default.block_drift == ("tool_schema_hash",)
+    assert strict.block_drift == ("tool_schema_hash", "model")
+    for bad in ('block_drift = "model"\n', 'block_drift = ["colour"]\n'):
+        with pytest.raises(UsageError) as caught:
+            parse_registry(base + bad, "effects.toml")
+        assert caught.value.code == "hooks.bad_registry" and "effect #1" in caught.value.message

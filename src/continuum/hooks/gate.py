@@ -207,6 +207,7 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
             effect=rule.action_type,
             approval_arguments={k: arguments[k] for k in ("tool", "input", "cwd")},
             versions=_versions(event),
+            block_drift=rule.block_drift,
         )
         if r.proceed:
             return 0  # allowed: print nothing, so the user's own permission rules still apply

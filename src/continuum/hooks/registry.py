@@ -49,7 +49,10 @@ _FIELDS = {
     "replay",
     "probe",
     "description",
+    "block_drift",
 }
+# The version fields a rule may say block a replay when they drift (ledger/core.py).
+_VERSION_FIELDS = ("prompt_hash", "tool_schema_hash", "model")
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 KEY_LIMIT = 200  # longer rendered keys keep a prefix and a digest of the whole
@@ -65,6 +68,7 @@ class Rule:
 
     __slots__ = (
         "action_type",
+        "block_drift",
         "description",
         "index",
         "key",
@@ -91,6 +95,7 @@ class Rule:
         description: str | None = None,
         shell: tuple[tuple[str, ...], ...] = (),
         shell_options: frozenset[str] = frozenset(),
+        block_drift: tuple[str, ...] = ("tool_schema_hash",),
     ) -> None:
         self.index = index  # 1-based position among the rules
         self.line = line  # line of its [[effect]] header (0 if unknown)
@@ -105,6 +110,9 @@ class Rule:
         # `command` (shell_commands), and the options of theirs that take a value.
         self.shell = shell
         self.shell_options = shell_options
+        # Which recorded versions, changed, stop an interrupted safe/idempotent call from
+        # running again (the ledger's version_drift); the tool schema by default.
+        self.block_drift = block_drift
 
     def __repr__(self) -> str:
         return f"Rule({self.where}, {self.action_type!r})"
@@ -309,6 +317,13 @@ def _rule(path: str, entry: Entry) -> Rule:
         raise _bad(path, where, 'shell_options must be a list of options such as "-C"')
     if options and not shell:
         raise _bad(path, where, "shell_options needs shell")
+    block = table.get("block_drift", ["tool_schema_hash"])
+    if not isinstance(block, list) or not all(b in _VERSION_FIELDS for b in block):
+        raise _bad(
+            path,
+            where,
+            f"block_drift must be a list of any of {', '.join(map(repr, _VERSION_FIELDS))}",
+        )
     return Rule(
         index=index,
         line=line,
@@ -321,6 +336,7 @@ def _rule(path: str, entry: Entry) -> Rule:
         description=description,
         shell=tuple(tuple(c.split()) for c in shell),
         shell_options=frozenset(options),
+        block_drift=tuple(dict.fromkeys(block)),
     )
 
 

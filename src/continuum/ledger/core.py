@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -103,6 +103,9 @@ def _record(row: ActionRow) -> ActionRecord:
 # -- the ledger ---------------------------------------------------------------------------
 
 
+DEFAULT_BLOCK_DRIFT = ("tool_schema_hash",)  # a changed tool schema blocks a replay
+
+
 class ActionLedger:
     """The action ledger of one store (``Continuum.ledger``; use the facade's methods).
 
@@ -170,13 +173,15 @@ class ActionLedger:
         effect: str | None = None,
         approval_arguments: Any = _SAME,
         versions: Mapping[str, str] | None = None,
+        block_drift: Sequence[str] = DEFAULT_BLOCK_DRIFT,
     ) -> InterceptResult:
         """Ask before a side effect; ``proceed`` is true for exactly one caller per action.
 
         ``versions``: what the effect runs under (``prompt_hash``, ``tool_schema_hash``,
         ``model``), recorded with the action; an interrupted ``safe`` or ``idempotent``
-        action met again under another ``tool_schema_hash`` than it was recorded with is
-        not re-run (``version_drift``) until a person reconciles it.
+        action met again under another value of a field in ``block_drift`` (by default
+        ``tool_schema_hash`` alone; a rule may add ``model`` or ``prompt_hash``) than it
+        was recorded with is not re-run (``version_drift``) until a person reconciles it.
 
         A call an approval rule matches proceeds only under a person's grant: the first
         such intercept records an approval request and answers ``awaiting_approval``
@@ -190,6 +195,7 @@ class ActionLedger:
         """
         check_value(arguments, "arguments")  # limits.py: before identity walks it
         pinned = check_versions(versions)
+        blocking = check_block_drift(block_drift)
         given = (action_type, key)  # as the agent wrote them: the original hashed them so
         action_type = check_identifier(
             _text(action_type) if isinstance(action_type, str) else action_type,
@@ -310,6 +316,7 @@ class ActionLedger:
                     "key" if key is not None else "arguments",
                     gate,
                     pinned,
+                    blocking,
                 )
         if result.proceed:
             self.held.add((run_id, result.action_id))
@@ -375,6 +382,7 @@ class ActionLedger:
         matched: str,
         gate: ApprovalGate | None = None,
         pinned: dict[str, str] | None = None,
+        blocking: tuple[str, ...] = ("tool_schema_hash",),
     ) -> InterceptResult:
         rec = _record(row)
         stored = ReplayContract(rec.replay)
@@ -399,7 +407,7 @@ class ActionLedger:
         if rec.failure_unconfirmed and not rerunnable:
             return self._result(rec, False, "needs_confirmation", matched)
         lease = now + self.lease_seconds
-        drift = schema_drift(rec.versions, pinned)
+        drift = version_drift_words(rec.versions, pinned, blocking)
         if status != ActionStatus.FAILED and rerunnable and drift:
             # Re-running an interrupted effect is allowed by its contract for the tool it
             # was recorded with; under another schema it may do something else.
@@ -660,11 +668,33 @@ def check_versions(versions: Mapping[str, str] | None) -> dict[str, str] | None:
     return {k: out[k] for k in VERSION_FIELDS if k in out} or None
 
 
-def schema_drift(recorded: Mapping[str, str] | None, now: Mapping[str, str] | None) -> str:
-    """The words for a tool schema that changed since the action was recorded, or ""
-    (none recorded, none given, or the same)."""
-    before = (recorded or {}).get("tool_schema_hash")
-    after = (now or {}).get("tool_schema_hash")
-    if before is None or after is None or before == after:
+def check_block_drift(fields: Sequence[str]) -> tuple[str, ...]:
+    """The version fields whose drift blocks a replay, or ``UsageError``."""
+    if isinstance(fields, str) or not all(f in VERSION_FIELDS for f in fields):
+        raise UsageError(
+            f"block_drift {list(fields) if not isinstance(fields, str) else fields!r} names "
+            "a field that is not a version",
+            code="usage.bad_versions",
+            hint=f"a list of any of {', '.join(VERSION_FIELDS)}",
+        )
+    return tuple(dict.fromkeys(fields))
+
+
+_WHAT = {"tool_schema_hash": "tool schema", "model": "model", "prompt_hash": "prompt"}
+
+
+def version_drift_words(
+    recorded: Mapping[str, str] | None,
+    now: Mapping[str, str] | None,
+    fields: Sequence[str] = DEFAULT_BLOCK_DRIFT,
+) -> str:
+    """The words for the ``fields`` whose value changed since the action was recorded,
+    or "" (none recorded, none given, or the same)."""
+    changed = []
+    for name in fields:
+        before, after = (recorded or {}).get(name), (now or {}).get(name)
+        if before is not None and after is not None and before != after:
+            changed.append(f"{_WHAT[name]} {before[:40]!r}, now {after[:40]!r}")
+    if not changed:
         return ""
-    return f"; it was recorded under tool schema {before[:40]!r}, now {after[:40]!r}."
+    return f"; it was recorded under {'; '.join(changed)}."

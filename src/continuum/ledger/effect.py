@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
@@ -135,6 +135,7 @@ class Effect:
         external_id: Callable[[Any], str | None] | None = None,
         origin: Origin | None = None,
         versions: Mapping[str, str] | None = None,
+        block_drift: Sequence[str] = ("tool_schema_hash",),
     ) -> None:
         if not isinstance(certain_on, tuple) or not all(
             isinstance(t, type) and issubclass(t, BaseException) for t in certain_on
@@ -149,7 +150,7 @@ class Effect:
         self.key, self.arguments, self.replay = key, arguments, replay
         self.certain_on, self.encode, self.decode = certain_on, encode, decode
         self.external_id, self.origin = external_id, origin
-        self.versions = versions
+        self.versions, self.block_drift = versions, tuple(block_drift)
 
     # -- intercept and settle ----------------------------------------------------------------
 
@@ -179,6 +180,7 @@ class Effect:
             replay=self.replay,
             origin=self.origin,
             versions=self.versions,
+            block_drift=self.block_drift,
         )
         if answer.proceed:
             return EffectScope(answer, self.run_id)

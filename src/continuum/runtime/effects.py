@@ -16,6 +16,7 @@ from continuum.ledger.approvals import (
     list_approval_infos,
     record_decision,
 )
+from continuum.ledger.core import DEFAULT_BLOCK_DRIFT
 from continuum.ledger.effect import Effect
 from continuum.ledger.gate import InterceptResult
 from continuum.ledger.outbox import (
@@ -52,6 +53,7 @@ class EffectsFacade(RunsFacade):
         effect: str | None = None,
         approval_arguments: Any = None,
         versions: Mapping[str, str] | None = None,
+        block_drift: Sequence[str] = DEFAULT_BLOCK_DRIFT,
     ) -> InterceptResult:
         """Ask before a side effect; returns an ``InterceptResult``.
 
@@ -75,7 +77,9 @@ class EffectsFacade(RunsFacade):
         ``versions``: what the effect runs under, any of ``prompt_hash``,
         ``tool_schema_hash`` and ``model`` (kept with the action; ``resume`` reports drift
         from the current ones); an interrupted ``safe``/``idempotent`` action met again
-        under another ``tool_schema_hash`` answers ``version_drift`` instead of running.
+        under another ``tool_schema_hash`` answers ``version_drift`` instead of running;
+        ``block_drift`` names the fields whose drift blocks (default the tool schema
+        alone; add ``model`` or ``prompt_hash`` for effects that depend on them).
 
         Raises ``UsageError`` (``usage.bad_action_type``, ``usage.bad_key``,
         ``usage.bad_replay``, ``usage.not_json``), ``NotFoundError`` (``not_found.run``),
@@ -93,6 +97,7 @@ class EffectsFacade(RunsFacade):
             approval_id=approval_id,
             effect=effect,
             versions=versions,
+            block_drift=block_drift,
             **extra,
         )
 
@@ -167,6 +172,7 @@ class EffectsFacade(RunsFacade):
         decode: Callable[[Any], Any] | None = None,
         external_id: Callable[[Any], str | None] | None = None,
         versions: Mapping[str, str] | None = None,
+        block_drift: Sequence[str] = DEFAULT_BLOCK_DRIFT,
     ) -> Effect:
         """A side effect performed at most once: decorator, ``run``/``arun`` or ``with``.
 
@@ -186,6 +192,7 @@ class EffectsFacade(RunsFacade):
             decode=decode,
             external_id=external_id,
             versions=versions,
+            block_drift=block_drift,
         )
 
     def compensate(self, run_id: str, action: str, *, note: str | None = None) -> ActionRecord:
