@@ -30,6 +30,11 @@ from continuum.types import Origin
 
 RUN = "r"
 KEYS = ["k0", "k1", "k2", "k3"]
+VERSIONS = [
+    None,
+    {"tool_schema_hash": "sha256:v1", "model": "m1"},
+    {"tool_schema_hash": "sha256:v2", "model": "m1"},
+]
 op = st.one_of(
     st.tuples(st.just("work"), st.integers(0, 3)),
     st.tuples(
@@ -37,6 +42,7 @@ op = st.one_of(
         st.sampled_from(KEYS),
         st.sampled_from(["never", "safe"]),
         st.booleans(),
+        st.sampled_from(VERSIONS),  # version pinning (issue 24): none, v1, another schema
     ),
     st.tuples(st.just("complete"), st.sampled_from(KEYS)),
     st.tuples(st.just("fail"), st.sampled_from(KEYS), st.booleans(), st.booleans()),
@@ -104,7 +110,7 @@ def _apply(rt: Continuum, store: SQLiteStorage, step: tuple[Any, ...], pid: int)
         if kind == "work":
             rt.append(RUN, EventType.WORK_COMPLETED, {"item_id": f"w{step[1]}"})
         elif kind == "intercept":
-            _, key, replay, under_approval = step
+            _, key, replay, under_approval, versions = step
             _agent(store, pid, Origin.DETERMINISTIC).intercept(
                 RUN,
                 "send",
@@ -112,6 +118,7 @@ def _apply(rt: Continuum, store: SQLiteStorage, step: tuple[Any, ...], pid: int)
                 key=key,
                 replay=replay,
                 approval_id="ap" if under_approval else None,
+                versions=versions,
             )
         elif kind == "complete":
             _agent(store, pid, Origin.DETERMINISTIC).complete(RUN, f"send:{step[1]}")

@@ -86,9 +86,22 @@ def _opt(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries({}, optional=fields)
 
 
+_VERSIONS = st.none() | st.fixed_dictionaries(
+    {},
+    optional={
+        "tool_schema_hash": st.sampled_from(["sha256:a", "sha256:b"]),
+        "model": st.sampled_from(["m1", "m2"]),
+        "prompt_hash": st.just("sha256:p"),
+    },
+)
+
+
 def _intercept() -> st.SearchStrategy[dict[str, Any]]:
-    def build(action_id: str, approval: str | None, replay: str, args: Any) -> dict[str, Any]:
-        return {
+    def build(
+        action_id: str, approval: str | None, replay: str, args: Any, versions: Any
+    ) -> dict[str, Any]:
+        pinned = {"versions": versions} if versions is not None else {}
+        return pinned | {
             "action_id": action_id,
             "action_key": f"send:{action_id}",
             "action_type": "send",
@@ -108,6 +121,7 @@ def _intercept() -> st.SearchStrategy[dict[str, Any]]:
         st.none() | ids["ap"],
         st.sampled_from(["never", "safe", "idempotent", "reconcile"]),
         json_values,
+        _VERSIONS,
     )
 
 
@@ -195,7 +209,11 @@ PAYLOADS: list[tuple[str, st.SearchStrategy[dict[str, Any]]]] = [
     (EventType.ACTION_INTERCEPTED, _intercept()),
     (
         EventType.ACTION_RETRIED,
-        _on_action(attempt=st.integers(1, 5), owner=st.just({"host": "h2", "pid": 8})),
+        _on_action(
+            attempt=st.integers(1, 5),
+            owner=st.just({"host": "h2", "pid": 8}),
+            versions=_VERSIONS.filter(lambda v: v is not None),
+        ),
     ),
     (
         EventType.ACTION_COMPLETED,
