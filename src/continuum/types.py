@@ -148,6 +148,8 @@ class InterceptStatus(StrEnum):
     - ``denied``: a person denied this call (``approval_id``, ``denial_reason``).
     - ``version_drift``: an interrupted ``safe``/``idempotent`` action met again under
       another tool schema than it was recorded with: a person reconciles it first.
+    - ``revalidation_required``: the periodic check found a dependency changed: declare
+      it again (or a person acts) before a new effect starts.
     """
 
     STARTED = "started"
@@ -161,3 +163,4 @@ class InterceptStatus(StrEnum):
     AWAITING_APPROVAL = "awaiting_approval"
     DENIED = "denied"
     VERSION_DRIFT = "version_drift"
+    REVALIDATION_REQUIRED = "revalidation_required"

@@ -42,6 +42,7 @@ RANKS: dict[str, float] = {
     "continuum.state.validation": 4,
     "continuum.recovery.engine": 5,
     "continuum.recovery.versions": 5,  # drift of recorded versions at resume (pure)
+    "continuum.recovery.revalidation": 5,  # when the environment is checked during a run (pure)
     "continuum.store": 6,  # its modules import each other (one package), in no circle
     "continuum.ledger.approval_rules": 2,  # parsing approvals.toml: which calls need a person
     "continuum.ledger.approvals": 6.5,  # the per-call check against the log, under the ledger

@@ -81,6 +81,7 @@ def tool_effect(
         decode=decode,
         origin=Origin.DETERMINISTIC,
         versions=schema_versions(schema),
+        hold=lambda: cx.hold_for(run_id),
     )
 
 

@@ -93,6 +93,7 @@ def guard_node(
         encode=encode,
         decode=decode,
         origin=Origin.DETERMINISTIC,
+        hold=lambda: cx.hold_for(run_id),
     )
     return effect(fn)
 

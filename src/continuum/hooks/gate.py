@@ -426,6 +426,12 @@ def session_start(args: HookArgs, event: HookEvent, project: str, registry: Regi
                     probes.append(
                         ProbeResult(a.action_id, a.action_key, None, None, "unknown", e.message)
                     )
+        try:  # a new session is a context switch: the periodic check runs now
+            rt.switched(args.run)
+        except ContinuumError as e:  # it must never stop the briefing; intercepts still hold
+            import sys
+
+            sys.stderr.write(f"continuum: the environment check did not run: {e.message}\n")
         text = briefing(rt, args, project, registry, probes, model=_versions(event))
     finally:
         rt.close()

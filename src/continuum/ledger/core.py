@@ -174,8 +174,14 @@ class ActionLedger:
         approval_arguments: Any = _SAME,
         versions: Mapping[str, str] | None = None,
         block_drift: Sequence[str] = DEFAULT_BLOCK_DRIFT,
+        hold: str | None = None,
     ) -> InterceptResult:
         """Ask before a side effect; ``proceed`` is true for exactly one caller per action.
+
+        ``hold``: why no new attempt may start now (the facade's periodic revalidation
+        found the environment changed): a call that would proceed answers
+        ``revalidation_required`` instead, writing nothing; one already done or refused
+        answers as it would.
 
         ``versions``: what the effect runs under (``prompt_hash``, ``tool_schema_hash``,
         ``model``), recorded with the action; an interrupted ``safe`` or ``idempotent``
@@ -280,6 +286,16 @@ class ActionLedger:
             if verdict is not None and verdict.status != "allow":
                 assert gate is not None
                 result = gate.stopped(verdict, None)  # the approval request is all it writes
+            elif row is None and hold is not None:
+                result = InterceptResult(
+                    proceed=False,
+                    status="revalidation_required",
+                    action_id=ident.action_id,
+                    action_key=ident.action_key,
+                    attempt=0,
+                    replay=requested or ReplayContract.NEVER,
+                    guidance=GUIDANCE["revalidation_required"] + hold,
+                )
             elif row is None:
                 contract = requested or ReplayContract.NEVER
                 if verdict is not None:
@@ -317,6 +333,7 @@ class ActionLedger:
                     gate,
                     pinned,
                     blocking,
+                    hold,
                 )
         if result.proceed:
             self.held.add((run_id, result.action_id))
@@ -383,6 +400,7 @@ class ActionLedger:
         gate: ApprovalGate | None = None,
         pinned: dict[str, str] | None = None,
         blocking: tuple[str, ...] = ("tool_schema_hash",),
+        hold: str | None = None,
     ) -> InterceptResult:
         rec = _record(row)
         stored = ReplayContract(rec.replay)
@@ -412,6 +430,8 @@ class ActionLedger:
             # Re-running an interrupted effect is allowed by its contract for the tool it
             # was recorded with; under another schema it may do something else.
             return self._result(rec, False, "version_drift", matched, drift)
+        if (status == ActionStatus.FAILED or rerunnable) and hold is not None:
+            return self._result(rec, False, "revalidation_required", matched, hold)
         if status == ActionStatus.FAILED or rerunnable:
             # Certainly not done (a person or trusted code said so), or the contract allows
             # running it again: a new attempt (under a person's grant, where a rule says so).

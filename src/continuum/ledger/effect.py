@@ -136,6 +136,7 @@ class Effect:
         origin: Origin | None = None,
         versions: Mapping[str, str] | None = None,
         block_drift: Sequence[str] = ("tool_schema_hash",),
+        hold: Callable[[], str | None] | None = None,
     ) -> None:
         if not isinstance(certain_on, tuple) or not all(
             isinstance(t, type) and issubclass(t, BaseException) for t in certain_on
@@ -151,6 +152,9 @@ class Effect:
         self.certain_on, self.encode, self.decode = certain_on, encode, decode
         self.external_id, self.origin = external_id, origin
         self.versions, self.block_drift = versions, tuple(block_drift)
+        # Asked before each intercept: why a new attempt may not start now (the facade's
+        # periodic revalidation), or None.
+        self.hold = hold
 
     # -- intercept and settle ----------------------------------------------------------------
 
@@ -181,6 +185,7 @@ class Effect:
             origin=self.origin,
             versions=self.versions,
             block_drift=self.block_drift,
+            hold=self.hold() if self.hold is not None else None,
         )
         if answer.proceed:
             return EffectScope(answer, self.run_id)

@@ -90,6 +90,10 @@ GUIDANCE = {
     "ask a person again).",
     "denied": "Not performed: a person denied this call{reason}. Do not perform it. Changed "
     "arguments ask a person again.",
+    "revalidation_required": "Not performed: continuum's periodic check of the environment found "
+    "a dependency of this run changed since it was declared, so what was derived from it "
+    "is stale. Do not perform it yet: check the change; declare the dependency again to "
+    "accept it (or ask a person), then intercept again",
     "version_drift": "Not performed: this action was interrupted, and its contract would let it "
     "run again, but the tool it was recorded with has changed since; under another "
     "schema it may do something else. Do not perform it: ask a person to check the "

@@ -88,6 +88,7 @@ class EffectsFacade(RunsFacade):
         written when it raises.
         """
         extra = {} if approval_arguments is None else {"approval_arguments": approval_arguments}
+        hold = self.hold_for(run_id)
         return self.ledger.intercept(
             run_id,
             action_type,
@@ -98,6 +99,7 @@ class EffectsFacade(RunsFacade):
             effect=effect,
             versions=versions,
             block_drift=block_drift,
+            hold=hold,
             **extra,
         )
 
@@ -193,6 +195,7 @@ class EffectsFacade(RunsFacade):
             external_id=external_id,
             versions=versions,
             block_drift=block_drift,
+            hold=lambda: self.hold_for(run_id),
         )
 
     def compensate(self, run_id: str, action: str, *, note: str | None = None) -> ActionRecord:

@@ -24,9 +24,10 @@ from continuum.recovery.checkpoints import (
     seal_checkpoint,
     valid_checkpoint,
 )
+from continuum.recovery.revalidation import RevalidationPolicy, drifted, held_by
 from continuum.recovery.verification import bulk_reading
 from continuum.runtime.results import CheckpointInfo
-from continuum.state.environment import Probe, declarations
+from continuum.state.environment import Probe, declarations, observe
 from continuum.state.projection import project
 from continuum.state.records import State
 from continuum.store import (
@@ -84,6 +85,11 @@ class RunsFacade:
         # The last state computed per run (lean, verified): a later state() reads only the
         # events after it. A long-lived object (the MCP server's) resumes in constant time.
         self._states: OrderedDict[str, State] = OrderedDict()
+        # Periodic revalidation (recovery/revalidation.py): when, the steps counted per run
+        # since this object last looked, and the dependencies it found holding new effects.
+        self.revalidation = RevalidationPolicy()
+        self._steps: dict[str, int] = {}
+        self._held: dict[str, frozenset[str]] = {}
 
     @classmethod
     def open(
@@ -244,7 +250,63 @@ class RunsFacade:
         }
         if payload:
             self.append(run_id, EventType.PROGRESS_RECORDED, payload)
+            self._step(run_id)
         return self.state(run_id)
+
+    def _step(self, run_id: str) -> None:
+        """Count one step of ``run_id``; revalidate when the policy says it is due."""
+        every = self.revalidation.every_steps
+        if not every:
+            return
+        count = self._steps.get(run_id, 0) + 1
+        if count >= every:
+            self.revalidate(run_id)
+        else:
+            self._steps[run_id] = count
+
+    def revalidate(self, run_id: str, *, env: Mapping[str, str] | None = None) -> list[str]:
+        """Observe the run's declared dependencies now (files, git, callables; ``env`` for
+        static ones) and record each one changed or removed since it was declared
+        (``environment_changed``, this facade's origin): until it is declared again, a
+        new effect answers ``revalidation_required``. Returns the names found drifted.
+        One observation of each dependency; raises as ``state`` does."""
+        state = self.state(run_id)
+        given = dict(env or {})
+        observed = {n: observe(d, given, self.probes) for n, d in state.dependencies.items()}
+        found = drifted(state, observed)
+        for name, status in found:
+            self.append(run_id, EventType.ENVIRONMENT_CHANGED, {"name": name, "status": status})
+        self._steps[run_id] = 0
+        self._held[run_id] = held_by(self.state(run_id)) if found else held_by(state)
+        return [name for name, _ in found]
+
+    def switched(self, run_id: str, *, env: Mapping[str, str] | None = None) -> list[str]:
+        """An app or context switch (a new session, a compaction): ``revalidate`` now when
+        the policy's ``on_switch`` says so (it does by default); else nothing."""
+        return self.revalidate(run_id, env=env) if self.revalidation.on_switch else []
+
+    def hold_for(self, run_id: str) -> str | None:
+        """One step of ``run_id`` (revalidating when due), then why a new effect may not
+        start now, or None: what ``intercept`` and every effect ask first."""
+        self._step(run_id)
+        held = self.holding(run_id)
+        if not held:
+            return None
+        names = ", ".join(repr(n) for n in sorted(held)[:5])
+        return (
+            f" (changed: {names}; declare them again with declare_dependencies to accept "
+            "the change)"
+        )
+
+    def holding(self, run_id: str) -> frozenset[str]:
+        """The dependencies whose recorded change holds new effects of ``run_id``, as this
+        object last saw them (read from the state on first use, and again whenever it
+        holds something: another process may have declared it again since)."""
+        held = self._held.get(run_id)
+        if held is None or held:
+            held = held_by(self.state(run_id))
+            self._held[run_id] = held
+        return held
 
     def finish_run(self, run_id: str, *, aborted: bool = False, reason: str | None = None) -> Event:
         """Mark the run completed (a ``run_completed`` event) or, with ``aborted=True``,
@@ -318,7 +380,9 @@ class RunsFacade:
         decls = declarations(env=env, files=files, git=git, probes=self.probes, callables=callables)
         if not decls:
             return None
-        return self.append(run_id, EventType.DEPENDENCY_DECLARED, {"dependencies": decls})
+        event = self.append(run_id, EventType.DEPENDENCY_DECLARED, {"dependencies": decls})
+        self._held.pop(run_id, None)  # declared again: looked at afresh on the next step
+        return event
 
     def checkpoint(
         self, run_id: str, *, reason: str | None = None, env: Mapping[str, str] | None = None
