@@ -96,17 +96,36 @@ def test_an_interrupted_rerunnable_action_under_a_changed_tool_schema_waits_for_
     assert rec.versions == V2_SCHEMA  # this attempt's versions
 
 
-@pytest.mark.parametrize(
-    "now",
-    [V1, V2_MODEL, None, {"model": "model-9"}],
-    ids=["same", "model-changed", "none-given", "no-schema-given"],
-)
-def test_the_same_schema_another_model_or_none_given_reruns_as_the_contract_says(
-    store: Storage, run: str, now: dict[str, str] | None
+@pytest.mark.parametrize("now", [V1, V2_MODEL], ids=["same", "model-changed"])
+def test_the_same_schema_or_another_model_reruns_as_the_contract_says(
+    store: Storage, run: str, now: dict[str, str]
 ) -> None:
     interrupted(store, "safe")
     rerun = agent(store).intercept(RUN, "fetch", {"u": 1}, key="f-1", replay="safe", versions=now)
     assert (rerun.proceed, rerun.status, rerun.attempt) == (True, "started", 2)
+
+
+@pytest.mark.parametrize("now", [None, {"model": "model-9"}], ids=["none", "no-schema"])
+def test_a_caller_that_cannot_say_the_schema_is_the_same_does_not_rerun_it(
+    store: Storage, run: str, now: dict[str, str] | None
+) -> None:
+    """Fail closed: a pinned action met by a caller that gives no schema (a CLI, a hook)."""
+    interrupted(store, "safe")
+    met = agent(store).intercept(RUN, "fetch", {"u": 1}, key="f-1", replay="safe", versions=now)
+    assert (met.proceed, met.status) == (False, "version_drift")
+    assert "not given" in met.guidance
+
+
+def test_a_retry_keeps_the_pins_it_does_not_give_again(store: Storage, run: str) -> None:
+    key = interrupted(store, "safe")
+    person = ActionLedger(store, origin=Origin.HUMAN)
+    person.reconcile(RUN, key, occurred=False)
+    rerun = agent(store).intercept(
+        RUN, "fetch", {"u": 1}, key="f-1", replay="safe", versions={"model": "model-2"}
+    )
+    assert rerun.proceed
+    [rec] = agent(store).actions(RUN)
+    assert rec.versions == {**V1, "model": "model-2"}  # the schema pin is not erased
 
 
 def test_control_a_never_contract_is_unknown_whatever_the_versions(

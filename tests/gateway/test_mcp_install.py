@@ -184,3 +184,20 @@ async def test_codex_toml_has_only_that_servers_table_rewritten_and_restored(
     restored = _continuum(tmp_path, "--client", "codex", "--server", "billing", "--restore")
     assert restored.returncode == 0, restored
     assert tomllib.loads(config_path.read_text(encoding="utf-8")) == original
+
+
+def test_a_codex_server_name_that_names_another_table_is_refused_untouched(
+    tmp_path: Path,
+) -> None:
+    """``--server a.env`` would match server a's env table: the whole-file check refuses."""
+    (tmp_path / ".codex").mkdir()
+    path = tmp_path / ".codex" / "config.toml"
+    text = (
+        '[mcp_servers.a]\ncommand = "srv"\n\n[mcp_servers.a.env]\nTOKEN_FILE = "t"\n\n'
+        '[mcp_servers."a.env"]\ncommand = "other"\n'
+    )
+    path.write_text(text, encoding="utf-8")
+    out = _continuum(tmp_path, "--client", "codex", "--server", "a.env")
+    assert out.returncode == 1, out
+    assert json.loads(out.stdout)["error"]["code"] == "usage.bad_config_file"
+    assert path.read_text(encoding="utf-8") == text

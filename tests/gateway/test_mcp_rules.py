@@ -119,3 +119,13 @@ def test_a_damaged_pins_file_is_refused(tmp_path: Path) -> None:
 )
 def test_the_upstream_is_named_after_its_command(command: list[str], name: str) -> None:
     assert upstream_name(command) == name
+
+
+@pytest.mark.parametrize("probe", ['grep -q "{invoice_id}" sent.log', "grep -q '{invoice_id}' x"])
+def test_a_probe_placeholder_inside_quotes_is_refused(probe: str) -> None:
+    """Inside quotes the shell quoting of a value does not hold: "$(cmd)" would run."""
+    quoted = "'''" + probe + "'''"  # a TOML multi-line literal: the probe as written
+    text = RULES + f'\n[[effect]]\ntool = "x"\naction_type = "x"\nkey = "k"\nprobe = {quoted}\n'
+    with pytest.raises(UsageError) as e:
+        parse_rules(text, "g.toml")
+    assert e.value.code == "gateway.bad_rules" and "inside quotes" in e.value.message

@@ -154,3 +154,17 @@ def test_a_rules_block_drift_is_read_and_validated_naming_the_rule() -> None:
         with pytest.raises(UsageError) as caught:
             parse_registry(base + bad, "effects.toml")
         assert caught.value.code == "hooks.bad_registry" and "effect #1" in caught.value.message
+
+
+def test_a_probe_placeholder_inside_quotes_is_refused() -> None:
+    """Inside quotes the shell quoting of a value does not hold: "$(cmd)" would run."""
+    base = '[[effect]]\ntool = "Bash"\naction_type = "x"\nkey = "{command}"\n'
+    for probe in (
+        "probe = '''grep -q \"{command}\" log'''\n",
+        "probe = \"grep -q '{command}' log\"\n",
+    ):
+        with pytest.raises(UsageError) as caught:
+            parse_registry(base + probe, "effects.toml")
+        assert "inside quotes" in caught.value.message
+    [rule] = parse_registry(base + 'probe = "grep -qF -- {command} log"\n', "e").rules
+    assert rule.probe == "grep -qF -- {command} log"  # outside quotes: accepted

@@ -279,10 +279,10 @@ def _upstream_of(client: str, name: str, original: Any) -> list[str]:
     if not words or not all(isinstance(w, str) for w in words):
         raise UsageError(
             f"the server {quoted(name)} has no local command (a remote url or an "
-            "unknown form); the MCP gateway runs in front of a stdio server only",
+            "unknown form); gateway install rewrites stdio entries only",
             code="gateway.not_a_stdio_server",
-            hint="the gateway speaks stdio to its upstream; put a remote server behind a "
-            "local proxy first",
+            hint="for a remote server, write the entry by hand as a command: continuum "
+            "gateway mcp --url URL [--header 'NAME: VALUE'] (see references/mcp.md)",
         )
     return list(words)
 

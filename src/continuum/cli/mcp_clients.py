@@ -239,7 +239,7 @@ def render(
         check = tomllib.loads(out)
     except tomllib.TOMLDecodeError:
         check = {}
-    if check.get("mcp_servers", {}).get(name) != ours or not check:
+    if check != config:  # the whole file: nothing else may have moved or gone
         raise UsageError(
             f"could not place the {name!r} server in this TOML file safely (it defines "
             "mcp_servers in a form this command does not edit); it was left untouched",

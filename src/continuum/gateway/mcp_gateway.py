@@ -167,7 +167,7 @@ def parse_header(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
     name, value = name.strip(), value.strip()
     if not sep or not _HEADER_NAME.fullmatch(name):
         raise _bad_upstream(
-            f"--header {text[:80]!r} is not NAME: VALUE",
+            "a --header is not NAME: VALUE (its text is not shown: it may hold a secret)",
             "e.g. --header 'Authorization: Bearer $BILLING_TOKEN'",
         )
     found = _ENV_VALUE.fullmatch(value.removeprefix("Bearer ").strip())
@@ -199,7 +199,8 @@ class GatewayConfig:
     # Who may call a registered effect: continuum-mcp's allowlist and tokens (deny by
     # default: Policy() allows no client). Unregistered calls are the upstream's business.
     policy: Policy = field(default_factory=Policy)
-    headers: tuple[tuple[str, str], ...] = ()  # sent with every HTTP request to ``url``
+    # sent with every HTTP request to ``url``; never shown (a value may be a secret)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
 def _text_result(text: str, **meta: Any) -> types.CallToolResult:
@@ -455,9 +456,14 @@ class Gateway:
         status = str(decision.status)
         probed = ""
         if status == "unknown" and rule.probe is not None and probe:
-            verdict, said = await anyio.to_thread.run_sync(
-                lambda: self._probe(rt, rule, name, arguments, decision.action_id)
-            )
+            try:
+                verdict, said = await anyio.to_thread.run_sync(
+                    lambda: self._probe(rt, rule, name, arguments, decision.action_id)
+                )
+            except ContinuumError as e:  # another gateway settled it, or the store failed
+                if e.code.startswith("store."):
+                    self.drop_runtime()
+                verdict, said = "unknown", f"recording its verdict failed: {e.message} [{e.code}]"
             if verdict == "occurred":
                 return self._probe_found(name, ref, decision.action_id, said)
             if verdict == "not_occurred":  # settled as failed by continuum's own check
@@ -501,7 +507,7 @@ class Gateway:
 
         assert rule.probe is not None
         try:
-            command = render_probe(rule.probe, {"tool_name": name, **arguments})
+            command = render_probe(rule.probe, {**arguments, "tool_name": name})
         except UsageError as e:
             return "unknown", f"it could not be filled in: {e.message}"
         row = rt.store.get_action(self.config.run, action_id)
@@ -629,6 +635,14 @@ class Gateway:
         return result
 
 
+def _page(params: types.PaginatedRequestParams | None) -> types.PaginatedRequestParams | None:
+    """Only the host's cursor goes upstream: its ``_meta`` may hold its tokens for the
+    gateway itself."""
+    if params is None or params.cursor is None:
+        return None
+    return types.PaginatedRequestParams(cursor=params.cursor)
+
+
 class Passthrough:
     """Resources and prompts, forwarded as they are: reads that change nothing, so they
     are neither judged by the rules nor recorded (a prompt's or resource's text still
@@ -641,12 +655,12 @@ class Passthrough:
     async def list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return await self.session.list_resources(params=params)
+        return await self.session.list_resources(params=_page(params))
 
     async def list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return await self.session.list_resource_templates(params=params)
+        return await self.session.list_resource_templates(params=_page(params))
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
@@ -659,7 +673,7 @@ class Passthrough:
     async def list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        return await self.session.list_prompts(params=params)
+        return await self.session.list_prompts(params=_page(params))
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
@@ -725,6 +739,7 @@ async def _connect(config: GatewayConfig, stack: AsyncExitStack) -> tuple[Any, A
                 headers=dict(config.headers),
                 timeout=httpx2.Timeout(STARTUP_TIMEOUT, read=config.timeout + 5),
                 follow_redirects=False,  # a redirect could take the headers elsewhere
+                trust_env=False,  # no proxy from the environment: the headers go to url only
             )
         )
         read, write = await stack.enter_async_context(

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from continuum.errors import UsageError
-from continuum.hooks.registry import placeholders  # the key templates of the hooks' rules
+from continuum.hooks.registry import placeholders, quoted_placeholders  # the hooks' templates
 from continuum.rule_tables import Entry, as_text, rule_regex, rule_tables
 
 RULES_PATH = os.path.join(".continuum", "gateway.toml")
@@ -142,6 +142,14 @@ def _rule(path: str, entry: Entry) -> EffectRule:
             placeholders(probe)
         except ValueError as e:
             raise _bad(path, where, f"probe: {e}") from e
+        inside = quoted_placeholders(probe)
+        if inside:
+            raise _bad(
+                path,
+                where,
+                f"probe: {', '.join('{' + n + '}' for n in inside)} inside quotes; write "
+                "each placeholder outside quotes (the gateway shell-quotes every value)",
+            )
     return EffectRule(
         index=entry.number,
         line=entry.line,

@@ -93,9 +93,9 @@ def refusal(
         )
     if r.status == "version_drift":
         return (
-            f"{what} was interrupted, and the tool it was recorded with has changed since: "
-            f"it is not run again under another schema. Do not run it. A person checks "
-            f"whether it happened, then settles it: {settle}."
+            f"{what} was interrupted, and what it was recorded under (the model, or the "
+            f"tool's schema) is different now: it is not run again under another version. "
+            f"Do not run it. A person checks whether it happened, then settles it: {settle}."
         )
     if r.status == "needs_confirmation":
         return (

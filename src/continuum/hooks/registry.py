@@ -277,6 +277,41 @@ def placeholders(template: str) -> list[str]:
     return out
 
 
+def quoted_placeholders(template: str) -> list[str]:
+    """The placeholders of a shell ``template`` that stand inside single or double quotes,
+    where the shell quoting of their values does not hold (``"{x}"`` with ``x = $(cmd)``
+    runs ``cmd``): a probe must put each one outside quotes."""
+    found: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(template):
+        c = template[i]
+        if quote != "'" and c == "\\":
+            i += 2
+            continue
+        if c in "'\"" and quote in (None, c):
+            quote = None if quote == c else c
+        elif c == "{" and quote is not None:
+            m = _PLACEHOLDER.match(template, i)
+            if m is not None and m.group(1) is not None:
+                found.append(m.group(1))
+        i += 1
+    return found
+
+
+def _probe(path: str, where: str, value: Any) -> str:
+    template = _template(path, where, "probe", value)
+    inside = quoted_placeholders(template)
+    if inside:
+        raise _bad(
+            path,
+            where,
+            f"probe: {', '.join('{' + n + '}' for n in inside)} inside quotes; write each "
+            "placeholder outside quotes (continuum shell-quotes every value itself)",
+        )
+    return template
+
+
 def _template(path: str, where: str, what: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _bad(path, where, f"{what} must be a non-empty template string")
@@ -332,7 +367,7 @@ def _rule(path: str, entry: Entry) -> Rule:
         key=_template(path, where, "key", table["key"]),
         replay=replay,
         match={str(k): _regex(path, where, f"match.{k}", v) for k, v in match.items()},
-        probe=None if probe is None else _template(path, where, "probe", probe),
+        probe=None if probe is None else _probe(path, where, probe),
         description=description,
         shell=tuple(tuple(c.split()) for c in shell),
         shell_options=frozenset(options),

@@ -690,10 +690,13 @@ def check_versions(versions: Mapping[str, str] | None) -> dict[str, str] | None:
 
 def check_block_drift(fields: Sequence[str]) -> tuple[str, ...]:
     """The version fields whose drift blocks a replay, or ``UsageError``."""
-    if isinstance(fields, str) or not all(f in VERSION_FIELDS for f in fields):
+    if (
+        isinstance(fields, str)
+        or not isinstance(fields, Sequence)
+        or not all(isinstance(f, str) and f in VERSION_FIELDS for f in fields)
+    ):
         raise UsageError(
-            f"block_drift {list(fields) if not isinstance(fields, str) else fields!r} names "
-            "a field that is not a version",
+            f"block_drift {str(fields)[:80]!r} is not a list of version fields",
             code="usage.bad_versions",
             hint=f"a list of any of {', '.join(VERSION_FIELDS)}",
         )
@@ -708,13 +711,16 @@ def version_drift_words(
     now: Mapping[str, str] | None,
     fields: Sequence[str] = DEFAULT_BLOCK_DRIFT,
 ) -> str:
-    """The words for the ``fields`` whose value changed since the action was recorded,
-    or "" (none recorded, none given, or the same)."""
+    """The words for the ``fields`` recorded with the action whose value is different now,
+    or not given now (the caller cannot say it is the same: fail closed), or "" (none
+    recorded, or each the same)."""
     changed = []
     for name in fields:
         before, after = (recorded or {}).get(name), (now or {}).get(name)
-        if before is not None and after is not None and before != after:
-            changed.append(f"{_WHAT[name]} {before[:40]!r}, now {after[:40]!r}")
+        if before is None or before == after:
+            continue
+        shown = f"{after[:40]!r}" if after is not None else "not given"
+        changed.append(f"{_WHAT[name]} {before[:40]!r}, now {shown}")
     if not changed:
         return ""
     return f"; it was recorded under {'; '.join(changed)}."

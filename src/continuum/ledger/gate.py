@@ -95,10 +95,10 @@ GUIDANCE = {
     "is stale. Do not perform it yet: check the change; declare the dependency again to "
     "accept it (or ask a person), then intercept again",
     "version_drift": "Not performed: this action was interrupted, and its contract would let it "
-    "run again, but the tool it was recorded with has changed since; under another "
-    "schema it may do something else. Do not perform it: ask a person to check the "
-    "external system and run `continuum reconcile` for it (not done: it may then run "
-    "again under the new schema)",
+    "run again, but what it was recorded under (its tool's schema, or the model or prompt "
+    "a rule pins) is different now or not given; under another version it may do "
+    "something else. Do not perform it: ask a person to check the external system and "
+    "run `continuum reconcile` for it (not done: it may then run again as it is now)",
 }
 
 

@@ -21,6 +21,12 @@ _RUN_WIDE = ("model", "prompt_hash")
 
 def _current(versions: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     """(run-wide values, tool schema hash per action type), or ``UsageError``."""
+    if not isinstance(versions, Mapping):
+        raise UsageError(
+            "versions must be an object: model, prompt_hash, tool_schema_hashes",
+            code="usage.bad_versions",
+            hint='e.g. {"model": "claude-sonnet-4", "tool_schema_hashes": {"send": "sha256:..."}}',
+        )
     unknown = sorted(set(versions) - {*_RUN_WIDE, "tool_schema_hashes"})
     if unknown:
         raise UsageError(

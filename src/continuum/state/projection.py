@@ -497,8 +497,8 @@ def _action_retried(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
         rec["owner"] = p.get("owner") if isinstance(p.get("owner"), dict) else {}
         if "approval_id" in p:  # this attempt runs under a (new) approval
             rec["approval_id"] = _str(p["approval_id"])
-        if "versions" in p:  # this attempt's versions (earlier ones are in the log)
-            rec["versions"] = dict(p["versions"])
+        if "versions" in p:  # this attempt's versions over the earlier ones (kept if not given)
+            rec["versions"] = {**(rec.get("versions") or {}), **p["versions"]}
 
 
 @_on(EventType.ACTION_COMPLETED)
