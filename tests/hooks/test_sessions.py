@@ -106,3 +106,28 @@ def test_the_briefing_says_when_an_unknown_effect_was_recorded_under_another_mod
     assert other.context is not None and same.context is not None
     assert 'recorded under model "gpt-a"; this session runs under "gpt-b"' in other.context
     assert "recorded under model" not in same.context
+
+
+def test_a_new_session_checks_the_environment_and_holds_effects_on_a_changed_file(
+    tmp_path: Path,
+) -> None:
+    """Periodic revalidation (issue 24): a session start is a switch; the declared file,
+    changed since, is recorded and the next registered effect is held until declared
+    again. Negative control: the same change without a new session is not held (the
+    hook processes are too short-lived to count 25 steps)."""
+    project = make_project(tmp_path, "claude-code", probe=False)
+    data = project.dir / "invoices.csv"
+    data.write_text("INV-1\n", encoding="utf-8")
+    assert project.session("s1", [project.send("INV-1")]).code == 0
+    declared = project.continuum("declare", project.run, "--file", str(data))
+    assert declared.returncode == 0, declared.stderr
+    data.write_text("INV-1\nINV-2\n", encoding="utf-8")  # the batch file changed
+    same = project.session("s1", [project.send("INV-2")], session_start=False)
+    assert same.pre(0).get("blocked") is not True  # control: no switch, not checked yet
+    held = project.session("s2", [project.send("INV-3")])  # a new session: checked
+    assert held.pre(0)["blocked"] is True, held.steps
+    assert "environment" in held.pre(0)["reason"], held.pre(0)
+    project.continuum("declare", project.run, "--file", str(data))  # accepted
+    after = project.session("s3", [project.send("INV-3")], session_start=False)
+    assert after.pre(0).get("blocked") is not True
+    assert project.outbox() == ["INV-1", "INV-2", "INV-3"]
