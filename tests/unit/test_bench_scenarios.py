@@ -18,7 +18,8 @@ import pytest
 
 from continuum.bench import SCENARIO_NAMES, STRATEGIES
 from continuum.bench.drift import IDENTITIES, run_drift
-from continuum.bench.report import DriftResult, ScenarioResult, SchemaResult, checks
+from continuum.bench.midrun import run_midrun
+from continuum.bench.report import DriftResult, MidRunResult, ScenarioResult, SchemaResult, checks
 from continuum.bench.schema import run_schema
 from continuum.cli.main import run
 
@@ -167,6 +168,21 @@ def test_checks_fail_on_a_duplicate_or_a_missed_stale_dependency() -> None:
         strategy="pinned", status="started", attempts=2, runs_under_new_schema=1
     )
     assert not all(c.ok for c in checks([], [], [replayed]))
+
+
+def test_a_mid_run_drift_is_caught_within_an_interval_and_without_the_check_not_at_all(
+    tmp_path: Path,
+) -> None:
+    results = {r.strategy: r for r in run_midrun(tmp_path)}
+    periodic, off = results["periodic"], results["resume_only"]
+    assert periodic.stopped_at is not None and periodic.sent_after_change <= 25
+    assert (off.stopped_at, off.sent_after_change) == (None, 40)  # negative control
+    assert periodic.caught_at_resume and off.caught_at_resume  # resume sees it either way
+    assert all(c.ok for c in checks([], [], None, list(results.values())))
+    late = MidRunResult(
+        strategy="periodic", sent_after_change=40, stopped_at=None, caught_at_resume=True
+    )
+    assert not all(c.ok for c in checks([], [], None, [late]))
 
 
 def test_a_changed_tool_schema_is_not_replayed_when_pinned_and_is_when_not(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from continuum.bench.batch import STRATEGIES
 from continuum.bench.drift import run_drift
+from continuum.bench.midrun import run_midrun
 from continuum.bench.report import BenchmarkReport, ScenarioResult, checks, render
 from continuum.bench.scenarios import SCENARIO_NAMES, SCENARIOS, run_all
 from continuum.bench.schema import run_schema
@@ -65,6 +66,7 @@ def run_benchmark(
         results = run_all(base / "scenarios", total, scenarios=scenarios, progress=progress)
         drift = run_drift(base / "drift", progress=progress)
         schema_change = run_schema(base / "schema", progress=progress)
+        mid_run = run_midrun(base / "midrun", progress=progress)
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -77,6 +79,7 @@ def run_benchmark(
         scenarios=results,
         drift=drift,
         schema_change=schema_change,
-        checks=checks(results, drift, schema_change),
+        mid_run=mid_run,
+        checks=checks(results, drift, schema_change, mid_run),
         seconds=round(time.perf_counter() - started, 2),
     )

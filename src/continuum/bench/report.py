@@ -68,6 +68,17 @@ class SchemaResult(BaseModel):
     runs_under_new_schema: int
 
 
+class MidRunResult(BaseModel):
+    """The drift-during-a-run scenario (``bench/midrun.py``) under one strategy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    strategy: str  # periodic | resume_only
+    sent_after_change: int  # invoices sent after the input file changed
+    stopped_at: int | None  # the step the batch was stopped at (None: never)
+    caught_at_resume: bool  # whether a resume afterwards sees the change
+
+
 class Check(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -84,6 +95,7 @@ class BenchmarkReport(BaseModel):
     scenarios: list[ScenarioResult]
     drift: list[DriftResult]
     schema_change: list[SchemaResult] = []
+    mid_run: list[MidRunResult] = []
     checks: list[Check]
     seconds: float
 
@@ -97,8 +109,19 @@ def checks(
     scenarios: list[ScenarioResult],
     drift: list[DriftResult],
     schema_change: list[SchemaResult] | None = None,
+    mid_run: list[MidRunResult] | None = None,
 ) -> list[Check]:
     out: list[Check] = []
+    for m in mid_run or []:
+        if m.strategy == "periodic":
+            out.append(
+                Check(
+                    name="drift mid-run: caught within one interval of the periodic check",
+                    ok=m.stopped_at is not None and m.sent_after_change <= 25,
+                    detail=f"{m.sent_after_change} sent after the change; stopped at step "
+                    f"{m.stopped_at}",
+                )
+            )
     for sc in schema_change or []:
         if sc.strategy == "pinned":
             out.append(
@@ -235,6 +258,24 @@ def render(report: BenchmarkReport) -> list[str]:
             [
                 [sc.strategy, sc.status, str(sc.attempts), str(sc.runs_under_new_schema)]
                 for sc in report.schema_change
+            ],
+        )
+    if report.mid_run:
+        lines += [
+            "",
+            "The batch's input file changed mid-run (invoices sent after the change):",
+            "",
+        ]
+        lines += _table(
+            ["strategy", "sent after the change", "stopped at step", "seen at resume"],
+            [
+                [
+                    m.strategy,
+                    str(m.sent_after_change),
+                    "-" if m.stopped_at is None else str(m.stopped_at),
+                    "yes" if m.caught_at_resume else "no",
+                ]
+                for m in report.mid_run
             ],
         )
     lines += [""]
