@@ -51,18 +51,6 @@ _INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT")
 AGENT = "gateway-test-agent"  # the clientInfo.name the tests' client declares
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / ".continuum").mkdir()
-    (tmp_path / ".continuum" / "gateway.toml").write_text(RULES, encoding="utf-8")
-    return tmp_path
-
-
 def _env(project: Path, **extra: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
     env["UPSTREAM_EFFECTS"] = str(project / "effects.txt")
@@ -295,23 +283,30 @@ async def test_a_changed_tool_definition_is_refused_until_a_person_accepts_it(
 # -- bad input ------------------------------------------------------------------------------
 
 
-def test_a_malformed_rules_file_refuses_to_start_naming_the_rule_and_line(
-    project: Path,
-) -> None:
-    bad = RULES + '\n[[effect]]\ntool = "x"\naction_type = "x"\nkey = "{not a name}"\n'
-    (project / ".continuum" / "gateway.toml").write_text(bad, encoding="utf-8")
+def refused_start(project: Path, command: list[str], **env: str) -> dict[str, Any]:
+    """The error a gateway that may not start prints (``continuum --json``: exit 1)."""
     out = subprocess.run(
-        [sys.executable, "-m", "continuum", "--json", *gateway_command()[3:]],
+        [sys.executable, "-m", "continuum", "--json", *command],
         cwd=project,
-        env=_env(project),
+        env=_env(project, **env),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=BOUND,
         check=False,
     )
-    assert out.returncode == 1
+    assert out.returncode == 1, out.stdout + out.stderr
     error = json.loads(out.stdout)["error"]
+    assert isinstance(error, dict)
+    return error
+
+
+def test_a_malformed_rules_file_refuses_to_start_naming_the_rule_and_line(
+    project: Path,
+) -> None:
+    bad = RULES + '\n[[effect]]\ntool = "x"\naction_type = "x"\nkey = "{not a name}"\n'
+    (project / ".continuum" / "gateway.toml").write_text(bad, encoding="utf-8")
+    error = refused_start(project, gateway_command()[3:])
     line = bad.splitlines().index("[[effect]]", 12) + 1
     assert error["code"] == "gateway.bad_rules"
     assert f"effect #3 (line {line})" in error["message"]
@@ -359,18 +354,7 @@ async def test_an_upstream_sending_invalid_json_rpc_is_reported_not_crashed_on(
 
 def test_an_upstream_that_does_not_start_refuses_start_up(project: Path) -> None:
     command = [*gateway_command()[3:-2], str(project / "no-such-server")]
-    out = subprocess.run(
-        [sys.executable, "-m", "continuum", "--json", *command],
-        cwd=project,
-        env=_env(project),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=BOUND,
-        check=False,
-    )
-    assert out.returncode == 1
-    assert json.loads(out.stdout)["error"]["code"] == "gateway.upstream_failed"
+    assert refused_start(project, command)["code"] == "gateway.upstream_failed"
 
 
 async def test_an_approval_rule_holds_a_registered_call_until_a_person_decides(
@@ -424,18 +408,10 @@ async def test_with_tokens_set_a_registered_call_needs_the_clients_token(project
 
 
 def test_a_malformed_policy_refuses_to_start(project: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "continuum", "--json", *gateway_command()[3:]],
-        cwd=project,
-        env=_env(project, CONTINUUM_MCP_TOKEN="x", CONTINUUM_MCP_CLIENT_TOKENS="a:b"),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=BOUND,
-        check=False,
+    error = refused_start(
+        project, gateway_command()[3:], CONTINUUM_MCP_TOKEN="x", CONTINUUM_MCP_CLIENT_TOKENS="a:b"
     )
-    assert out.returncode == 1
-    assert json.loads(out.stdout)["error"]["code"] == "mcp.bad_token_setting"
+    assert error["code"] == "mcp.bad_token_setting"
 
 
 def test_a_malformed_line_from_the_host_gets_an_error_answer_and_serving_goes_on(

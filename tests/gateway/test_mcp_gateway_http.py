@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,31 +33,11 @@ from .test_mcp_gateway import (
     connect,
     effects,
     ledger_meta,
+    refused_start,
     text,
 )
 
 pytestmark = pytest.mark.anyio
-RULES = """\
-run = "billing"
-read_only = ["read_.*"]
-
-[[effect]]
-tool = "send_invoice"
-action_type = "send_invoice"
-key = "invoice:{invoice_id}"
-"""
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / ".continuum").mkdir()
-    (tmp_path / ".continuum" / "gateway.toml").write_text(RULES, encoding="utf-8")
-    return tmp_path
 
 
 @contextmanager
@@ -161,7 +142,7 @@ async def test_headers_name_their_secret_by_environment_variable(project: Path) 
         command = gateway(url, "--header", "Authorization: Bearer $BILLING_TOKEN")
         async with connect(project, command, BILLING_TOKEN="s3cret-token") as session:
             sent = await call(session, "send_invoice", invoice_id="INV-2", amount=2)
-        refused = _start(project, gateway(url), timeout=BOUND)  # no header: 401 at start
+        refused = _start(project, gateway(url))  # no header: 401 at start
         unset = _start(project, command)  # BILLING_TOKEN not in its environment
     assert not sent.is_error and effects(project) == ["invoice INV-2 2"]
     assert refused["code"] == "gateway.upstream_failed" and "did not answer" in refused["message"]
@@ -175,22 +156,9 @@ async def test_headers_name_their_secret_by_environment_variable(project: Path) 
     assert "s3cret" not in log
 
 
-def _start(project: Path, command: list[str], timeout: float = BOUND) -> dict[str, str]:
+def _start(project: Path, command: list[str]) -> dict[str, Any]:
     """The error a gateway that cannot start prints (``--json``)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "continuum", "--json", *command[3:]],
-        cwd=project,
-        env=_env(project),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert out.returncode == 1, out.stdout + out.stderr
-    error = json.loads(out.stdout)["error"]
-    assert isinstance(error, dict)
-    return error
+    return refused_start(project, command[3:])
 
 
 def test_an_upstream_url_and_a_command_together_or_neither_are_refused(project: Path) -> None:

@@ -15,7 +15,7 @@ from mcp import types
 from continuum.runtime.facade import Continuum
 from tests.contract import pg_support
 
-from .test_mcp_gateway import RULES, call, connect, effects, gateway_command, ledger_meta
+from .test_mcp_gateway import call, connect, effects, gateway_command, ledger_meta
 
 pg_support.require_driver()  # skip, or fail in CI, before anything imports psycopg
 pytestmark = pytest.mark.anyio
@@ -23,21 +23,9 @@ INVOICES = [f"INV-{i}" for i in range(1, 7)]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def pg(tmp_path: Path) -> Iterator[str]:
     with pg_support.fresh_database("continuum_gateway") as url:
         yield url
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / ".continuum").mkdir()
-    (tmp_path / ".continuum" / "gateway.toml").write_text(RULES, encoding="utf-8")
-    return tmp_path
 
 
 async def test_two_agents_through_two_gateways_on_one_store_forward_each_call_once(

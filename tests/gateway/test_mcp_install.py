@@ -26,11 +26,6 @@ UPSTREAM = str(Path(__file__).with_name("mcp_upstream.py"))
 RULES = '[[effect]]\ntool = "send_invoice"\naction_type = "send_invoice"\nkey = "{invoice_id}"\n'
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _continuum(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
     env["CONTINUUM_DB"] = str(project / "continuum.db")

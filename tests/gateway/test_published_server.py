@@ -41,11 +41,6 @@ key = "move:{source}:{destination}"
 """
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def server_binary() -> Path:
     """The installed server; a missing one fails the test (``make hosts`` installs it)."""
     with (Path(__file__).with_name("servers.toml")).open("rb") as f:

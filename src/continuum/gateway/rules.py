@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from continuum.errors import UsageError
-from continuum.hooks.registry import placeholders, quoted_placeholders  # the hooks' templates
+from continuum.hooks.registry import probe_field, template_field  # the hooks'
 from continuum.rule_tables import Entry, as_text, rule_regex, rule_tables
 
 RULES_PATH = os.path.join(".continuum", "gateway.toml")
@@ -127,29 +127,10 @@ def _rule(path: str, entry: Entry) -> EffectRule:
     description = table.get("description")
     if description is not None and not isinstance(description, str):
         raise _bad(path, where, "description must be a string")
-    key = table["key"]
-    if not isinstance(key, str) or not key.strip():
-        raise _bad(path, where, "key must be a non-empty template string")
-    try:
-        placeholders(key)
-    except ValueError as e:
-        raise _bad(path, where, f"key: {e}") from e
+    key = template_field(_bad, path, where, "key", table["key"])
     probe = table.get("probe")
     if probe is not None:
-        if not isinstance(probe, str) or not probe.strip():
-            raise _bad(path, where, "probe must be a non-empty shell command template")
-        try:
-            placeholders(probe)
-        except ValueError as e:
-            raise _bad(path, where, f"probe: {e}") from e
-        inside = quoted_placeholders(probe)
-        if inside:
-            raise _bad(
-                path,
-                where,
-                f"probe: {', '.join('{' + n + '}' for n in inside)} inside quotes; write "
-                "each placeholder outside quotes (the gateway shell-quotes every value)",
-            )
+        probe = probe_field(_bad, path, where, probe)
     return EffectRule(
         index=entry.number,
         line=entry.line,

@@ -28,7 +28,7 @@ import os
 import re
 
 from continuum.errors import UsageError
-from continuum.rule_tables import Entry, as_text, rule_regex, rule_tables
+from continuum.rule_tables import Bad, Entry, as_text, rule_regex, rule_tables
 
 TYPE_CHECKING = False  # no typing, dataclasses, pathlib or hashlib on the hot path
 if TYPE_CHECKING:
@@ -299,11 +299,24 @@ def quoted_placeholders(template: str) -> list[str]:
     return found
 
 
-def _probe(path: str, where: str, value: Any) -> str:
-    template = _template(path, where, "probe", value)
+def template_field(bad: Bad, path: str, where: str, what: str, value: Any) -> str:
+    """A rule's template field (a key, a probe), or ``bad(...)`` saying what is wrong."""
+    if not isinstance(value, str) or not value.strip():
+        raise bad(path, where, f"{what} must be a non-empty template string")
+    try:
+        placeholders(value)
+    except ValueError as e:
+        raise bad(path, where, f"{what}: {e}") from e
+    return value
+
+
+def probe_field(bad: Bad, path: str, where: str, value: Any) -> str:
+    """A rule's probe: a template whose every placeholder stands outside quotes (there the
+    shell quoting of the values holds), or ``bad(...)``. Shared with the gateways."""
+    template = template_field(bad, path, where, "probe", value)
     inside = quoted_placeholders(template)
     if inside:
-        raise _bad(
+        raise bad(
             path,
             where,
             f"probe: {', '.join('{' + n + '}' for n in inside)} inside quotes; write each "
@@ -313,13 +326,7 @@ def _probe(path: str, where: str, value: Any) -> str:
 
 
 def _template(path: str, where: str, what: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _bad(path, where, f"{what} must be a non-empty template string")
-    try:
-        placeholders(value)
-    except ValueError as e:
-        raise _bad(path, where, f"{what}: {e}") from e
-    return value
+    return template_field(_bad, path, where, what, value)
 
 
 def _rule(path: str, entry: Entry) -> Rule:
@@ -367,7 +374,7 @@ def _rule(path: str, entry: Entry) -> Rule:
         key=_template(path, where, "key", table["key"]),
         replay=replay,
         match={str(k): _regex(path, where, f"match.{k}", v) for k, v in match.items()},
-        probe=None if probe is None else _probe(path, where, probe),
+        probe=None if probe is None else probe_field(_bad, path, where, probe),
         description=description,
         shell=tuple(tuple(c.split()) for c in shell),
         shell_options=frozenset(options),
