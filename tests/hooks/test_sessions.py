@@ -131,3 +131,30 @@ def test_a_new_session_checks_the_environment_and_holds_effects_on_a_changed_fil
     after = project.session("s3", [project.send("INV-3")], session_start=False)
     assert after.pre(0).get("blocked") is not True
     assert project.outbox() == ["INV-1", "INV-2", "INV-3"]
+
+
+def test_a_new_session_checkpoints_a_run_that_grew_so_each_hook_reads_little(
+    tmp_path: Path,
+) -> None:
+    """Each pre-tool hook reads the run's state once (the revalidation hold): a session
+    start bounds that read by checkpointing a run grown past CHECKPOINT_AFTER_EVENTS."""
+    from continuum.eventlog.events import EventType
+    from continuum.hooks.gate import CHECKPOINT_AFTER_EVENTS
+
+    project = make_project(tmp_path, "claude-code", probe=False)
+    assert project.session("s1", [project.send("INV-1")]).code == 0
+    rt = project.runtime()
+    try:
+        for i in range(CHECKPOINT_AFTER_EVENTS + 5):
+            rt.append(project.run, EventType.WORK_COMPLETED, {"item_id": f"w{i}"})
+        assert rt.store.list_checkpoints(project.run) == []
+    finally:
+        rt.close()
+    project.session("s2", [])
+    rt = project.runtime()
+    try:
+        [latest] = rt.store.list_checkpoints(project.run)[:1]
+        head = rt.store.get_run(project.run).head_sequence
+        assert head - latest.event_sequence <= 2  # checkpointed at the session start
+    finally:
+        rt.close()

@@ -428,6 +428,7 @@ def session_start(args: HookArgs, event: HookEvent, project: str, registry: Regi
                     )
         try:  # a new session is a context switch: the periodic check runs now
             rt.switched(args.run)
+            _bound_the_fold(rt, args.run)
         except ContinuumError as e:  # it must never stop the briefing; intercepts still hold
             import sys
 
@@ -440,6 +441,19 @@ def session_start(args: HookArgs, event: HookEvent, project: str, registry: Regi
 
         sys.stdout.write(session_context(text, args.host) + "\n")
     return 0
+
+
+# Each pre-tool hook is a new process that reads the run's state once (whether a changed
+# dependency holds new effects): from the latest checkpoint and the events after it. A new
+# session checkpoints a run that grew past this many events since its last one.
+CHECKPOINT_AFTER_EVENTS = 200
+
+
+def _bound_the_fold(rt: Continuum, run_id: str) -> None:
+    head = rt.store.get_run(run_id).head_sequence
+    latest = next(iter(rt.store.list_checkpoints(run_id)), None)
+    if head - (latest.event_sequence if latest is not None else 0) > CHECKPOINT_AFTER_EVENTS:
+        rt.checkpoint(run_id, reason="at a session start: the run grew since its last one")
 
 
 def subagent_start(
