@@ -441,22 +441,25 @@ def test_a_malformed_line_from_the_host_gets_an_error_answer_and_serving_goes_on
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        text=True,
     )
     assert proc.stdin is not None and proc.stdout is not None
     answers: list[dict[str, Any]] = []
+    pending = b""
     try:
-        proc.stdin.write("\n".join(lines) + "\n")
+        proc.stdin.write(("\n".join(lines) + "\n").encode())
         proc.stdin.flush()
         deadline = time.monotonic() + BOUND
+        fd = proc.stdout.fileno()
         while not any(a.get("id") == 2 for a in answers):  # read until tools/list's answer
-            ready, _, _ = select.select(
-                [proc.stdout], [], [], max(0.0, deadline - time.monotonic())
-            )
+            # Raw reads of the pipe, split here: a buffered readline() could hold answers
+            # that select() then no longer sees.
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
             assert ready, f"no answer to tools/list in {BOUND} s: {answers}"
-            line = proc.stdout.readline()
-            assert line, f"the gateway closed stdout: {answers}"
-            answers.append(json.loads(line))
+            chunk = os.read(fd, 65536)
+            assert chunk, f"the gateway closed stdout: {answers}"
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            answers += [json.loads(line) for line in complete if line.strip()]
     finally:
         proc.stdin.close()
         proc.wait(timeout=BOUND)
