@@ -41,7 +41,14 @@ if TYPE_CHECKING:
     from continuum.recovery.contract import RecoveryContract
     from continuum.recovery.engine import Decision, decide
     from continuum.runtime.facade import Continuum
-    from continuum.runtime.results import ActionsPage, CheckpointInfo, ConfirmResult, Recovery
+    from continuum.runtime.results import (
+        ActionsPage,
+        BranchVerdict,
+        CheckpointInfo,
+        ConfirmResult,
+        Observed,
+        Recovery,
+    )
     from continuum.state.projection import project
     from continuum.state.records import ActionRecord, State
     from continuum.state.validation import ValidationReport
@@ -74,6 +81,8 @@ _HOMES = {
     "ActionsPage": "continuum.runtime.results",
     "CheckpointInfo": "continuum.runtime.results",
     "ConfirmResult": "continuum.runtime.results",
+    "Observed": "continuum.runtime.results",
+    "BranchVerdict": "continuum.runtime.results",
     "Continuum": "continuum.runtime.facade",
     "Recovery": "continuum.runtime.results",
     "Run": "continuum.store",
@@ -94,6 +103,7 @@ __all__ = [
     "ActionRecord",
     "ActionStatus",
     "ActionsPage",
+    "BranchVerdict",
     "CheckpointInfo",
     "ConfirmResult",
     "Continuum",
@@ -110,6 +120,7 @@ __all__ = [
     "LedgerError",
     "Mode",
     "NotFoundError",
+    "Observed",
     "Origin",
     "Recovery",
     "RecoveryContract",

@@ -173,6 +173,8 @@ def test_the_examples_work_as_printed_on_a_scratch_store(
     assert "invoice-batch" in ok(example("runs"))
     assert str(tmp_path / "continuum.db") in ok(example("where"))
     ok(example("event-types"))
+    assert "unverified" in ok(example("observe"))
+    assert "pay button label" in ok(example("observations"))
     ok(example("finish"))
 
 

@@ -41,6 +41,8 @@ def _store(db: str, tmp_path: Path) -> dict[str, str]:
         assert waiting.approval_id is not None, waiting
         rt.checkpoint(RUN, reason="test")
         rt.append(RUN, EventType.WORK_COMPLETED, {"item_id": "w1"})
+        rt.observe(RUN, "button", "Pay", signal="dom")
+        rt.resolve_branch(RUN, "pay", choice="click", observations=["button"], risk="high")
         anchor = rt.anchor(RUN)["anchor"]
         contract = rt.resume(RUN, tolerate_unknown=True).contract
         assert contract is not None
@@ -129,6 +131,9 @@ CASES: dict[str, Callable[[dict[str, str]], list[str]]] = {
     "hooks try": lambda v: ["hooks", "try", "--client", "claude-code", "--dir", v["project"], "ls"],
     "approvals": lambda v: ["approvals", RUN],
     "decide": lambda v: ["decide", v["approval"], "--allow", "--reason", "checked", "--yes"],
+    "observe": lambda v: ["observe", RUN, "button", "--value", "Pay", "--signal", "ocr"],
+    "observations": lambda v: ["observations", RUN],
+    "resolve-branch": lambda v: ["resolve-branch", RUN, "pay", "--choice", "click", "--yes"],
     "outbox": lambda v: ["outbox"],
     "outbox deliver": lambda v: ["outbox", "deliver"],
     "outbox retry": lambda v: ["outbox", "retry", "--all"],

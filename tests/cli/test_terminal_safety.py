@@ -63,6 +63,20 @@ def plant(db: Path) -> dict[str, Any]:
                 f"action key {key!r}", lambda key=key: agent.intercept(RUN, "send", {}, key=key)
             )
         attempt("action type", lambda: agent.intercept(RUN, "send\x1b[2K", {}, key="k2"))
+        attempt(
+            "observation",
+            lambda: agent.observe(RUN, "pay button", ERROR, signal="dom", source=REASON),
+        )
+        attempt(
+            "observation subject",
+            lambda: agent.observe(RUN, "pay\x1b[2K button", ERROR, signal="dom"),
+        )
+        attempt(
+            "branch",
+            lambda: agent.resolve_branch(
+                RUN, "pay", choice="pay", observations=["pay button"], risk="high"
+            ),
+        )
     finally:
         agent.close()
     return refused
@@ -103,6 +117,11 @@ COMMANDS = [
     (["validate", RUN], 20, ["\\u202e"]),
     (["show-contract", RUN], 20, ['dependency "data\\u202eset\\x1b[8m"']),
     (["verify", RUN], 0, []),
+    (
+        ["observations", RUN],
+        20,  # the high-risk branch on the agent's lone reading waits for a person
+        ['saw "timeout\\x0d\\x1b[2Kverdict: resume', "\\x1b]0;pwned\\x07"],
+    ),
 ]
 
 
@@ -135,6 +154,51 @@ def test_confirm_prompt_shows_the_goal_that_is_confirmed_quoted_and_labelled(
     result = term.text()
     assert "as human:" in result and "verdict now: request_human" in result
     assert_nothing_spoofed(term)
+
+
+def test_resolve_branch_shows_the_branch_and_its_readings_escaped_and_records_a_person(
+    hostile: Path, tmp_path: Path
+) -> None:
+    term = Terminal(hostile, "resolve-branch", RUN, "pay", "--choice", "pay", cwd=tmp_path)
+    term.wait_for("at this branch?")
+    prompt = term.text()
+    assert "written by an agent" in prompt
+    assert 'branch "pay"' in prompt and "high risk" in prompt
+    assert 'saw "timeout\\x0d\\x1b[2Kverdict: resume' in prompt
+    assert "[agent-supplied: external_agent" in prompt
+    term.send("y\r")
+    assert term.finish() == 0
+    assert "(recorded as human)" in term.text()
+    assert_nothing_spoofed(term)
+    rt = Continuum(open_store(str(hostile)))
+    try:
+        last = rt.events(RUN)[-1]
+        assert last.type == EventType.BRANCH_RESOLVED and last.source == Origin.HUMAN
+        assert rt.state(RUN).branches["pay"].status == "resolved"
+    finally:
+        rt.close()
+
+
+def test_resolve_branch_without_a_terminal_is_refused(hostile: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "continuum", "--db", str(hostile), "resolve-branch", RUN, "pay"]
+        + ["--choice", "pay"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 1 and "usage.not_a_terminal" in out.stderr + out.stdout
+    rt = Continuum(open_store(str(hostile)))
+    try:
+        assert rt.state(RUN).branches["pay"].status == "needs_human"  # nothing recorded
+    finally:
+        rt.close()
 
 
 def test_error_messages_echoing_agent_text_are_escaped(hostile: Path, tmp_path: Path) -> None:

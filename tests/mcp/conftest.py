@@ -58,6 +58,8 @@ TOOL_NAMES = (
     "continuum_fail_action",
     "continuum_reconcile_action",
     "continuum_confirm",
+    "continuum_observe",  # issue 24: observations and plan branches
+    "continuum_resolve_branch",
 )
 READ_ONLY_TOOLS = ("continuum_validate", "continuum_resume", "continuum_list_actions")
 MUTATING_TOOLS = tuple(name for name in TOOL_NAMES if name not in READ_ONLY_TOOLS)

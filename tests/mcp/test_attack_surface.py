@@ -538,6 +538,23 @@ def _base_arguments(action_key: str) -> dict[str, dict[str, Any]]:
             "note": "n",
         },
         "continuum_confirm": {"run_id": "r1"},
+        "continuum_observe": {
+            "run_id": "r1",
+            "subject": "button",
+            "value": "Pay",
+            "signal": "dom",
+            "observation_id": "b1",
+            "kind": "ui",
+            "source": "page",
+        },
+        "continuum_resolve_branch": {
+            "run_id": "r1",
+            "branch_id": "pay",
+            "choice": "click",
+            "observations": ["b1"],
+            "risk": "high",
+            "reason": "r",
+        },
     }
 
 
@@ -844,6 +861,13 @@ async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_
         "continuum_fail_action": {"run_id": "r1", "action_key": action_key},
         "continuum_reconcile_action": {"run_id": "r1", "action_key": action_key, "occurred": True},
         "continuum_confirm": {"run_id": "r1"},
+        "continuum_observe": {"run_id": "r1", "subject": "button", "value": "Pay", "signal": "dom"},
+        "continuum_resolve_branch": {
+            "run_id": "r1",
+            "branch_id": "pay",
+            "choice": "click",
+            "observations": ["button"],
+        },
     }
     assert sorted(calls) == sorted(MUTATING_TOOLS)
     tally = Tally()

@@ -71,6 +71,8 @@ ALLOWED = {
         "continuum_intercept_action",
         "continuum_complete_action",
         "continuum_fail_action",
+        "continuum_observe",
+        "continuum_resolve_branch",
     },
     "approve": READ | {"continuum_reconcile_action", "continuum_confirm"},
     "admin": set(TOOL_NAMES),
@@ -125,6 +127,18 @@ def denied_call_arguments(key: str) -> dict[str, dict[str, Any]]:
             "external_id": "x-1",
         },
         "continuum_confirm": {"run_id": "seeded"},
+        "continuum_observe": {
+            "run_id": "seeded",
+            "subject": "button",
+            "value": "Pay",
+            "signal": "dom",
+        },
+        "continuum_resolve_branch": {
+            "run_id": "seeded",
+            "branch_id": "pay",
+            "choice": "click",
+            "observations": ["button"],
+        },
     }
 
 
@@ -175,6 +189,14 @@ async def run_allowed(client: Client, role: str, seeded_key: str) -> list[str]:
         )
         await ok("continuum_fail_action", {"run_id": run, "action_key": second["action_key"]})
         unknown = second["action_key"]
+        await ok(
+            "continuum_observe", {"run_id": run, "subject": "b", "value": "Pay", "signal": "dom"}
+        )
+        branch = await ok(
+            "continuum_resolve_branch",
+            {"run_id": run, "branch_id": "p", "choice": "c", "observations": ["b"], "risk": "high"},
+        )
+        assert branch["mode"] == "request_human"  # one agent signal verifies nothing
     else:
         run, unknown = "seeded", seeded_key
     if "continuum_reconcile_action" in ALLOWED[role]:
@@ -210,7 +232,7 @@ async def test_each_role_may_call_exactly_its_tools_in_both_eras(
                 async with official_client(server.url, TOKENS[role], mode) as client:
                     assert set(await run_allowed(client, role, key)) == ALLOWED[role]
     assert sorted(denials) == sorted((r, t) for r in ROLES for t in set(TOOL_NAMES) - ALLOWED[r])
-    assert len(denials) == 14
+    assert len(denials) == 18  # read: 9 mutating tools, submit: 2, approve: 7
     stderr = server.stderr()
     logged = [json.loads(row) for row in stderr.splitlines() if '"mcp.call_denied"' in row]
     assert sorted((d["role"], d["tool"]) for d in logged) == sorted(denials)

@@ -145,6 +145,14 @@ async def test_every_tool_answers_structured_content_that_matches_its_output_sch
             {"run_id": "r1", "action_key": b["action_key"], "occurred": True, "note": "checked"},
         )
         await s.ok("continuum_list_actions", {"run_id": "r1"})
+        await s.ok(
+            "continuum_observe",
+            {"run_id": "r1", "subject": "button", "value": "Pay", "signal": "dom"},
+        )
+        await s.ok(
+            "continuum_resolve_branch",
+            {"run_id": "r1", "branch_id": "pay", "choice": "click", "observations": ["button"]},
+        )
         await s.ok("continuum_validate", {"run_id": "r1", "env": {"dataset": "v1"}})
         await s.ok("continuum_confirm", {"run_id": "r1"}, meta={"confirmToken": CONFIRM_SECRET})
         resumed = await s.ok("continuum_resume", {"run_id": "r1", "env": {"dataset": "v1"}})

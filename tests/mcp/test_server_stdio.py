@@ -69,6 +69,13 @@ def valid_arguments(action_key: str) -> dict[str, dict[str, Any]]:
         "continuum_fail_action": {"run_id": "r1", "action_key": action_key, "error": "e"},
         "continuum_reconcile_action": {"run_id": "r1", "action_key": action_key, "occurred": True},
         "continuum_confirm": {"run_id": "r1"},
+        "continuum_observe": {"run_id": "r1", "subject": "button", "value": "Pay", "signal": "dom"},
+        "continuum_resolve_branch": {
+            "run_id": "r1",
+            "branch_id": "pay",
+            "choice": "click",
+            "observations": ["button"],
+        },
     }
 
 

@@ -76,7 +76,7 @@ def test_canonical_json_does_not_depend_on_key_insertion_order(
 
 ids = {
     prefix: st.sampled_from([f"{prefix}{i}" for i in range(1, 4)])
-    for prefix in ("w", "e", "f", "d", "ap", "a", "act_", "ds", "m")
+    for prefix in ("w", "e", "f", "d", "ap", "a", "act_", "ds", "m", "o", "b")
 }
 small_ints = st.integers(min_value=-2, max_value=20) | st.booleans()
 short_text = st.text(alphabet="abcxyz é", max_size=6)
@@ -184,6 +184,25 @@ PAYLOADS: list[tuple[str, st.SearchStrategy[dict[str, Any]]]] = [
     (
         EventType.ENVIRONMENT_CHANGED,
         _opt(name=ids["ds"], status=st.sampled_from(["changed", "removed"])),
+    ),
+    (
+        EventType.PERCEPTION_OBSERVED,
+        _opt(
+            observation_id=ids["o"] | ids["ds"],
+            subject=st.sampled_from(["button", "page"]),
+            signal=st.sampled_from(["dom", "ocr", "api"]),
+            value=st.sampled_from(["Pay", "Pay!", 1, None]) | json_values,
+            kind=st.sampled_from(["environment", "ui", "content", "tool"]),
+        ),
+    ),
+    (
+        EventType.BRANCH_RESOLVED,
+        _opt(
+            branch_id=ids["b"],
+            choice=st.sampled_from(["go", "stop"]),
+            observations=st.lists(ids["o"] | ids["ds"], max_size=2),
+            risk=st.sampled_from(["low", "high"]),
+        ),
     ),
     (EventType.APPROVAL_REQUESTED, _opt(approval_id=ids["ap"])),
     (EventType.APPROVAL_GRANTED, _opt(approval_id=ids["ap"])),

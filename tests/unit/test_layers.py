@@ -38,6 +38,7 @@ RANKS: dict[str, float] = {
     "continuum.safe_files": 1.5,  # private files written whole or not at all
     "continuum.eventlog.chain": 3,
     "continuum.state.records": 2.8,  # the state's models (frozen pydantic)
+    "continuum.state.perception": 2.9,  # how far an observation is verified (pure)
     "continuum.state.projection": 3,
     "continuum.state.validation": 4,
     "continuum.recovery.engine": 5,
@@ -68,6 +69,7 @@ RANKS: dict[str, float] = {
     "continuum.runtime.results": 7.7,  # what the facade returns (models)
     "continuum.runtime.runs": 7.8,  # the facade's first layer: runs, events, state, checkpoints
     "continuum.runtime.effects": 7.9,  # its second: the ledger, approvals, the outbox
+    "continuum.runtime.perception": 7.95,  # its third: observations and plan branches
     "continuum.runtime.facade": 8,  # Continuum: the two layers plus recovery
     "continuum.bench": 8.5,
     "continuum.hooks": 8.7,  # host hooks: used by the CLI and by their own lean entry point
@@ -139,6 +141,7 @@ PURE = (
     "continuum.eventlog.events",
     "continuum.eventlog.chain",
     "continuum.state.records",
+    "continuum.state.perception",
     "continuum.state.projection",
     "continuum.state.validation",
     "continuum.recovery.contract",

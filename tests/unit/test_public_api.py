@@ -37,6 +37,8 @@ PINNED = {
     # the types the facade returns (issue 12), and the intercept statuses
     "ActionRecord",
     "ActionsPage",
+    "BranchVerdict",
+    "Observed",
     "CheckpointInfo",
     "ConfirmResult",
     "InterceptStatus",

@@ -157,6 +157,11 @@ def approvals_cmd(s: Settings, run_id: str | None, show_all: bool, rules: bool, 
                         "effect": r.effect,
                         "match": {".".join(p): pat.pattern for p, pat in r.match},
                         "description": r.description,
+                        **(
+                            {"branch": r.branch.pattern, "risk": r.risk}
+                            if r.branch is not None
+                            else {}
+                        ),
                     }
                     for r in loaded.rules
                 ],

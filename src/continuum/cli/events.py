@@ -224,6 +224,14 @@ SUMMARIES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     EventType.FINDING_INVALIDATED: _item("finding_id", "finding", "reason"),
     EventType.DEPENDENCY_DECLARED: _dependencies,
     EventType.ENVIRONMENT_CHANGED: _with("name", "status"),
+    EventType.PERCEPTION_OBSERVED: lambda p: (
+        [f"observation {token(p.get('observation_id'))}"]
+        + _fields(p, "subject", "signal", "value", "kind", "status", free=("subject", "value"))
+    ),
+    EventType.BRANCH_RESOLVED: lambda p: (
+        [f"branch {token(p.get('branch_id'))}"]
+        + _fields(p, "choice", "risk", "observations", "verdict", "reason", free=("reason",))
+    ),
     EventType.APPROVAL_REQUESTED: _item("approval_id", "approval", "action_type", "key", "rule"),
     EventType.APPROVAL_GRANTED: _item("approval_id", "approval", "scope", "reason"),
     EventType.APPROVAL_DENIED: _item("approval_id", "approval", "reason"),

@@ -43,11 +43,28 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Side effects and the ledger", ("intercept", "complete", "fail", "actions", "compensate")),
     (
         "Recovery",
-        ("resume", "validate", "checkpoint", "declare", "show-contract", "verify-contract"),
+        (
+            "resume",
+            "validate",
+            "checkpoint",
+            "declare",
+            "observe",
+            "observations",
+            "show-contract",
+            "verify-contract",
+        ),
     ),
     (
         "People",
-        ("confirm", "reconcile", "decide", "approvals", "outbox", "confirm-token"),
+        (
+            "confirm",
+            "reconcile",
+            "decide",
+            "resolve-branch",
+            "approvals",
+            "outbox",
+            "confirm-token",
+        ),
     ),
     (
         "Store operations",
@@ -170,6 +187,14 @@ HELP: Mapping[str, Entry] = {
         "Declare what the run depends on (re-checked on resume)",
         f"continuum declare {RUN} --env dataset=v2 --file invoices.csv",
     ),
+    "observe": _e(
+        "Record one signal's reading of an observation",
+        f'continuum observe {RUN} "pay button label" --value "Pay 120 EUR" --signal dom --kind ui',
+    ),
+    "observations": _e(
+        "Observations and plan branches (exit 20 if one waits)",
+        f"continuum observations {RUN}",
+    ),
     "show-contract": _e(
         "The sealed recovery contract, or its JSON in a file",
         f"continuum show-contract {RUN} --env dataset=v2 -o contract.json",
@@ -192,6 +217,10 @@ HELP: Mapping[str, Entry] = {
     "decide": _e(
         "As a person, allow or deny a call that waits for approval",
         'continuum decide apr_3f9a2c41 --allow --reason "amount checked with ACME"',
+    ),
+    "resolve-branch": _e(
+        "As a person, resolve a plan branch that waits",
+        f'continuum resolve-branch {RUN} pay-invoice --choice pay --reason "amount checked"',
     ),
     "approvals": _e(
         "Calls waiting for a person's decision (exit 20 if any)",

@@ -47,6 +47,9 @@ class EventType(StrEnum):
     DEPENDENCY_DECLARED = "dependency_declared"
     ENVIRONMENT_CHANGED = "environment_changed"
     VALIDATION_RECORDED = "validation_recorded"
+    # observations with their signals, and plan branches gated on them
+    PERCEPTION_OBSERVED = "perception_observed"
+    BRANCH_RESOLVED = "branch_resolved"
     # approvals
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_GRANTED = "approval_granted"

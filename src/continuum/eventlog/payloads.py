@@ -55,6 +55,17 @@ def _strings(v: Any) -> str | None:
     return None if ok else "must be a list of strings"
 
 
+OBSERVATION_KINDS = ("environment", "ui", "content", "tool")
+RISKS = ("low", "high")
+PERCEPTION_STATUSES = ("verified", "unverified", "contested")
+BRANCH_VERDICTS = ("resume", "request_human")
+
+
+def _names(v: Any) -> str | None:
+    ok = isinstance(v, list) and v and all(isinstance(x, str) and x.strip() for x in v)
+    return None if ok else "must be a non-empty list of non-empty strings"
+
+
 VERSION_FIELDS = ("prompt_hash", "tool_schema_hash", "model")  # what an action may pin
 VERSION_CHARS = 200
 
@@ -82,6 +93,7 @@ _KINDS: dict[Check, tuple[frozenset[type] | None, bool]] = {
     _object: (frozenset({dict}), True),
     _anything: (None, True),
     _strings: (frozenset({list}), False),
+    _names: (frozenset({list}), False),
     _versions: (frozenset({dict}), False),
 }
 
@@ -150,6 +162,24 @@ SCHEMAS: dict[str, Schema] = {
     EventType.ENVIRONMENT_CHANGED: {
         "name": (True, _name),
         "status": (False, _nullable(_one_of("changed", "removed"))),
+    },
+    EventType.PERCEPTION_OBSERVED: {
+        "observation_id": (True, _name),
+        "subject": (True, _name),
+        "signal": (True, _name),
+        "value": (True, _anything),
+        "kind": (False, _one_of(*OBSERVATION_KINDS)),
+        "source": (False, _s),
+        "status": (False, _one_of(*PERCEPTION_STATUSES)),  # as judged then (for readers)
+    },
+    EventType.BRANCH_RESOLVED: {
+        "branch_id": (True, _name),
+        "choice": (True, _name),
+        "observations": (True, _names),
+        "risk": (False, _one_of(*RISKS)),
+        "rule": (False, _s),
+        "reason": (False, _s),
+        "verdict": (False, _one_of(*BRANCH_VERDICTS)),  # as judged then (for readers)
     },
     EventType.APPROVAL_REQUESTED: {
         "approval_id": (True, _name),

@@ -11,6 +11,17 @@ Each ``[[approval]]`` table is one rule::
     effect = "git_push"                        # a host effect rule's action_type (hooks)
     match = { input.command = "--force" }      # optional: argument path -> regex (search)
 
+Each ``[[branch]]`` table declares the risk of plan branches (``Continuum.resolve_branch``,
+``continuum_resolve_branch``)::
+
+    [[branch]]
+    branch = "pay_.*"                          # regex (full match) on the branch id
+    risk = "high"                              # high | low
+    description = "anything that moves money"
+
+A branch's risk is the highest of what the call declares, what any matching rule says and
+what the branch was declared before: a call cannot lower it.
+
 A call needs approval when any rule matches it: its action type is the rule's
 ``action_type`` (or, for ``effect``, the call came through the host hook gate under the
 effect rule with that action type), every ``match`` pattern is found in the text of that
@@ -64,6 +75,8 @@ from continuum.untrusted import check_identifier
 
 APPROVALS_FILE = os.path.join(".continuum", "approvals.toml")
 _FIELDS = {"action_type", "effect", "match", "when", "description"}
+_BRANCH_FIELDS = {"branch", "risk", "description"}
+RISKS = ("low", "high")
 _MISSING = object()
 AS_GIVEN: Any = object()  # ``canonical`` not given: judge the arguments as given only
 
@@ -127,13 +140,21 @@ class ApprovalRule:
     match: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = ()
     description: str | None = None
     when: tuple[tuple[tuple[str, ...], tuple[Condition, ...]], ...] = ()
+    # A [[branch]] table: which branches (a full-match regex on the id) and their risk.
+    # It gates no call (``matches`` is False for it).
+    branch: re.Pattern[str] | None = None
+    risk: str | None = None
 
     @property
     def where(self) -> str:
-        return f"{self.path} rule #{self.index}" + (f" (line {self.line})" if self.line else "")
+        label = "branch rule" if self.branch is not None else "rule"
+        return f"{self.path} {label} #{self.index}" + (f" (line {self.line})" if self.line else "")
 
     def describe(self) -> str:
         """What the rule gates, in one line (recorded with each approval it asks for)."""
+        if self.branch is not None:
+            text = f"branches /{self.branch.pattern}/ are {self.risk} risk"
+            return f"{self.where}: {text}" + (f" ({self.description})" if self.description else "")
         what = (
             f"action type {self.action_type}"
             if self.effect is None
@@ -155,6 +176,8 @@ class ApprovalRule:
         """Whether this rule asks a person to decide the call. ``canonical``: the arguments
         as the ledger normalizes them for the action's identity; each condition holding on
         them or on ``arguments`` is enough (two spellings of one action are judged alike)."""
+        if self.branch is not None:
+            return False  # a branch rule declares risk, it gates no call
         if self.effect is not None:
             if effect != self.effect or action_type != self.effect:
                 return False
@@ -192,6 +215,12 @@ class ApprovalRules:
             if rule.matches(action_type, arguments, effect, canonical=canonical):
                 return rule
         return None
+
+    def branch_rule(self, branch_id: str) -> ApprovalRule | None:
+        """The first ``[[branch]]`` rule that makes ``branch_id`` high risk, else the first
+        that matches it at all, else None."""
+        found = [r for r in self.rules if r.branch is not None and r.branch.fullmatch(branch_id)]
+        return next((r for r in found if r.risk == "high"), found[0] if found else None)
 
     def explain(self) -> list[str]:
         if not self.rules:
@@ -358,12 +387,50 @@ def _when(
     return tuple(out)
 
 
-def parse_rules(text: str, path: str) -> tuple[ApprovalRule, ...]:
-    """Compile one file's rules; ``UsageError`` (``approvals.bad_rules``) names the line."""
-    return tuple(
-        _rule(path, e)
-        for e in rule_tables(text, path, "approval", _bad, label="rule", fields=_FIELDS)
+def _branch_rule(path: str, entry: Entry) -> ApprovalRule:
+    where, table = entry.where, entry.table
+    pattern, risk = table.get("branch"), table.get("risk")
+    if not isinstance(pattern, str) or not pattern:
+        raise _bad(path, where, 'name the branches: branch = "regex" (full match on the id)')
+    try:
+        compiled = re.compile(pattern)
+    except re.error as e:
+        raise _bad(
+            path, where, f"branch {pattern!r} is not a valid regular expression ({e})"
+        ) from e
+    if risk not in RISKS:
+        raise _bad(path, where, f"risk must be one of {', '.join(RISKS)} (got {risk!r})")
+    description = table.get("description")
+    if description is not None and not isinstance(description, str):
+        raise _bad(path, where, "description must be a string")
+    return ApprovalRule(
+        path=path,
+        index=entry.number,
+        line=entry.line,
+        action_type=None,
+        effect=None,
+        description=description,
+        branch=compiled,
+        risk=str(risk),
     )
+
+
+def parse_rules(text: str, path: str) -> tuple[ApprovalRule, ...]:
+    """Compile one file's rules (``[[approval]]``, then ``[[branch]]``); ``UsageError``
+    (``approvals.bad_rules``) names the line."""
+    approvals = rule_tables(
+        text, path, "approval", _bad, label="rule", fields=_FIELDS, top_level=frozenset({"branch"})
+    )
+    branches = rule_tables(
+        text,
+        path,
+        "branch",
+        _bad,
+        label="branch rule",
+        fields=_BRANCH_FIELDS,
+        top_level=frozenset({"approval"}),
+    )
+    return tuple(_rule(path, e) for e in approvals) + tuple(_branch_rule(path, e) for e in branches)
 
 
 Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
@@ -549,3 +616,20 @@ class RuleFiles:
                         action_type=action_type,
                     )
         return None
+
+    def branch_rule(self, branch_id: str) -> ApprovalRule | None:
+        """``ApprovalRules.branch_rule`` on the rules now (refused while a file is
+        malformed); a branch a vanished file's rule named counts as that rule said (its
+        risk stays until the file is back or rewritten)."""
+        rule = self.current().branch_rule(branch_id)
+        if rule is not None and rule.risk == "high":
+            return rule
+        for lost in self._gone.values():
+            for old in lost:
+                if (
+                    old.branch is not None
+                    and old.branch.fullmatch(branch_id)
+                    and old.risk == "high"
+                ):
+                    return old
+        return rule

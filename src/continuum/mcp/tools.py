@@ -1,4 +1,4 @@
-"""The ten continuum tools: thin wrappers over the runtime facade.
+"""The twelve continuum tools: thin wrappers over the runtime facade.
 
 Each mutating tool first authorizes the caller (deny by default, see ``auth.py``);
 a denial or a domain error becomes an error result the agent can read. Everything
@@ -31,7 +31,7 @@ from continuum.mcp.host_arguments import without_control_arguments
 from continuum.mcp.owners import OwnedRuntimes
 from continuum.mcp.roles import authorize_call, grant_from_context, log_role_denial
 from continuum.runtime.facade import Continuum
-from continuum.runtime.results import Recovery
+from continuum.runtime.results import BranchVerdict, Observed, Recovery
 from continuum.serving.auth import Caller, Policy, caller_from_context, log_denial
 from continuum.store import DEFAULT_PAGE, MAX_PAGE, open_store
 from continuum.types import Origin
@@ -500,6 +500,99 @@ class Tools:
     ) -> CheckpointResult:
         info = self.writer().checkpoint(run_id, reason=reason, env=env)
         return CheckpointResult(**info.model_dump())
+
+    @tool(
+        "continuum_observe",
+        read_only=False,
+        description=(
+            "Record what one signal saw of the world before a plan branch rests on it (a UI "
+            "element's label, a page's content, a tool's report, an environment value): "
+            "subject, value, signal (how it was seen: dom, screenshot_ocr, an API). Two "
+            "agreeing independent signals verify an observation, disagreement contests it; "
+            "your own readings count as one signal however many you give. For an "
+            "environment observation named after a declared dependency, continuum reads it "
+            "itself too."
+        ),
+    )
+    def observe(
+        self,
+        run_id: RunId,
+        subject: Annotated[
+            str, Field(min_length=1, max_length=500, description="What was observed.")
+        ],
+        value: Annotated[
+            Any,
+            Field(description="What this signal saw (any JSON)."),
+            AfterValidator(_shallow_json),
+        ],
+        signal: Annotated[
+            str,
+            Field(min_length=1, max_length=200, description="How it was seen (dom, ocr, api)."),
+        ],
+        ctx: Context,
+        observation_id: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="The observation this reading belongs to (default: the subject).",
+            ),
+        ] = None,
+        kind: Literal["environment", "ui", "content", "tool"] = "content",
+        source: Annotated[
+            str | None, Field(max_length=2000, description="Where it was read (URL, tool).")
+        ] = None,
+    ) -> Observed:
+        with self.acting(ctx) as rt:
+            return rt.observe(
+                run_id,
+                subject,
+                value,
+                signal=signal,
+                observation_id=observation_id,
+                kind=kind,
+                source=source,
+            )
+
+    @tool(
+        "continuum_resolve_branch",
+        read_only=False,
+        description=(
+            "Call BEFORE taking a plan branch that rests on observations (record them with "
+            "continuum_observe first). mode 'resume': take it. mode 'request_human': do NOT "
+            "take it (a high-risk branch on an observation that is not verified, or a "
+            "contested environment observation); reason names the observation, and a "
+            "person resolves the branch. risk: low or high; rules may raise it, never lower it."
+        ),
+    )
+    def resolve_branch(
+        self,
+        run_id: RunId,
+        branch_id: Annotated[
+            str, Field(min_length=1, max_length=200, description="The plan branch's id.")
+        ],
+        choice: Annotated[
+            str, Field(min_length=1, max_length=200, description="The option you would take.")
+        ],
+        observations: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=200)]],
+            Field(min_length=1, max_length=100, description="Observation ids it rests on."),
+        ],
+        ctx: Context,
+        risk: Literal["low", "high"] | None = None,
+        reason: Annotated[
+            str | None, Field(max_length=2000, description="Why this choice.")
+        ] = None,
+    ) -> BranchVerdict:
+        with self.acting(ctx) as rt:
+            return rt.resolve_branch(
+                run_id,
+                branch_id,
+                choice=choice,
+                observations=observations,
+                risk=risk,
+                reason=reason,
+            )
 
     @tool(
         "continuum_intercept_action",

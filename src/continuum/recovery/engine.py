@@ -131,7 +131,9 @@ def decide(
 
     Each real condition in ``state``, its ``validation`` and the ``chain`` report makes a
     proposal: a damaged chain ``abort``; a finished run ``not_resumable``; unresolved
-    actions, pending approvals, unconfirmed self-reported state or a dependency that
+    actions, pending approvals, a plan branch waiting for a person (a high-risk branch on
+    an observation not verified, a contested environment observation), unconfirmed
+    self-reported state or a dependency that
     cannot be checked (unless ``tolerate_unknown``) ``request_human``; a removed
     dependency ``replan``; stale or conflicted derived state ``repair_and_resume``; an
     action whose owner is alive (``in_flight``) ``wait``. Without any, ``resume``.
@@ -174,6 +176,15 @@ def decide(
                     mode=Mode.REQUEST_HUMAN,
                     reason=f"approval {ap.id} awaits a person's decision",
                     actions=[f"await_approval:{ap.id}"],
+                )
+            )
+    for b in sorted(state.branches.values(), key=lambda x: (x.provenance.sequence, x.id)):
+        if b.waiting:  # only a person resolves it: `continuum resolve-branch RUN ID`
+            proposals.append(
+                Proposal(
+                    mode=Mode.REQUEST_HUMAN,
+                    reason=f"branch {quoted(b.id, limit=120)} waits for a person: {b.reason}",
+                    actions=[f"resolve_branch:{b.id}"],
                 )
             )
     review = validation.with_status(ComponentStatus.REQUIRES_REVIEW)

@@ -1,9 +1,10 @@
 """The one facade the edges (CLI, MCP server, adapters) use: ``Continuum``.
 
 It composes the store, the ledger, checkpoints, environment observation and the
-recovery engine, in three layers of one class each: ``RunsFacade`` (``runtime.runs``:
+recovery engine, in four layers of one class each: ``RunsFacade`` (``runtime.runs``:
 runs, events, state, checkpoints, verification, long-lived stores), ``EffectsFacade``
-(``runtime.effects``: the ledger, approvals, the outbox) and ``Continuum`` here (recovery:
+(``runtime.effects``: the ledger, approvals, the outbox), ``PerceptionFacade``
+(``runtime.perception``: observations and plan branches) and ``Continuum`` here (recovery:
 validate, evaluate, resume, confirm, the recovery contract). The origin given at
 construction is stamped on everything this facade writes (``external_agent`` for the MCP
 server, ``deterministic`` for the CLI); ``confirm`` always writes as ``human`` and belongs
@@ -23,7 +24,7 @@ from continuum.recovery.checkpoints import checkpoint_through
 from continuum.recovery.contract import RecoveryContract
 from continuum.recovery.engine import build_contract, decide
 from continuum.recovery.versions import version_drift
-from continuum.runtime.effects import EffectsFacade
+from continuum.runtime.perception import PerceptionFacade
 from continuum.runtime.results import ConfirmResult, Evaluation, FileEvidence, Recovery
 from continuum.state.environment import Probe, file_checksum, observe
 from continuum.state.projection import project
@@ -32,7 +33,7 @@ from continuum.state.validation import Observation, ValidationReport, validate_s
 from continuum.types import Origin
 
 
-class Continuum(EffectsFacade):
+class Continuum(PerceptionFacade):
     """Crash recovery for one store: runs, events, the action ledger, checkpoints,
     verification and the recovery verdict (references/api.md).
 

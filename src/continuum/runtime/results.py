@@ -117,3 +117,52 @@ class ConfirmResult(BaseModel):
     event_sequence: int
     through_hash: str | None = None
     head_sequence: int = 0
+
+
+class Observed(BaseModel):
+    """What ``Continuum.observe`` recorded and where the observation stands now.
+
+    ``status``: ``verified`` (at least two independent signals, all agreeing),
+    ``unverified`` or ``contested`` (two readings disagree); ``independent_signals``
+    counts them (an agent's own readings count once); ``readings``: each signal's latest
+    reading (``signal``, ``origin``, ``value``, ``source``, ``sequence``);
+    ``continuum_checked``: continuum read the declared dependency itself and recorded that
+    reading too (an environment observation of a declared file, git tree or probe).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    observation_id: str
+    subject: str
+    kind: str
+    status: str
+    independent_signals: int
+    readings: list[dict[str, Any]]
+    continuum_checked: bool = False
+    sequence: int
+
+
+class BranchVerdict(BaseModel):
+    """What ``Continuum.resolve_branch`` answers: ``mode`` is ``resume`` (take the branch)
+    or ``request_human`` (do not: ``reason`` names the observation and why; ``note`` is
+    the reason the last caller gave; a person
+    resolves it with ``continuum resolve-branch RUN BRANCH``); ``risk`` as judged (the
+    highest of the call's, the rules' and earlier calls'); ``observations``: each one the
+    branch rests on with its ``status`` and ``kind``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    branch_id: str
+    choice: str
+    risk: str
+    mode: Mode
+    status: str
+    reason: str | None
+    note: str | None
+    rule: str | None
+    observations: list[dict[str, Any]]
+    resolved_by: str | None
+    next_allowed_action: str
+    sequence: int

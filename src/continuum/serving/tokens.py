@@ -50,6 +50,8 @@ SUBMIT_TOOLS = (
     "continuum_intercept_action",
     "continuum_complete_action",
     "continuum_fail_action",
+    "continuum_observe",
+    "continuum_resolve_branch",
 )
 """What an agent reports about its own work."""
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from continuum.eventlog.canonical import digest
 from continuum.eventlog.events import EventLike, EventType
 from continuum.eventlog.limits import clip_nested
 from continuum.eventlog.payloads import payload_problem
+from continuum.state.perception import branch_hold, higher_risk, reading_key, status_of
 from continuum.state.records import (
     ALL_COMPONENTS,
     DEFAULT_CONFIRM_SCOPE,
@@ -229,6 +231,72 @@ def _env_changed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
         dep["recorded_change"] = _str(p.get("status")) or "changed"
 
 
+@_on(EventType.PERCEPTION_OBSERVED)
+def _perception(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    """One signal's reading of an observation: it replaces that (origin, signal)'s earlier
+    reading, and the observation's status is judged again (``state.perception``)."""
+    observations = acc.setdefault("observations", {})
+    ident, subject = p["observation_id"], p["subject"]
+    obs = observations.get(ident)
+    if obs is None:
+        obs = observations[ident] = {
+            "id": ident,
+            "subject": subject,
+            "kind": "content",
+            "status": "unverified",
+            "readings": {},
+            "conflicting_subject": False,
+            "provenance": _prov(e),
+            "last_sequence": e.sequence,
+        }
+    elif obs["subject"] != subject:
+        obs["conflicting_subject"] = True  # readings of different things verify nothing
+    kind = _str(p.get("kind"))
+    if kind == "environment" or obs["kind"] == "content" and kind is not None:
+        obs["kind"] = kind  # an environment reading makes it one (the stricter rule)
+    value = clip_nested(p["value"])
+    origin, signal = str(e.source), p["signal"]
+    obs["readings"][reading_key(origin, signal)] = {
+        "signal": signal,
+        "origin": origin,
+        "value": value,
+        "digest": digest(value),
+        "source": _str(p.get("source")),
+        "sequence": e.sequence,
+        "event_id": e.event_id,
+    }
+    obs["last_sequence"] = e.sequence
+    obs["status"] = status_of(obs["readings"], conflicting_subject=obs["conflicting_subject"])
+
+
+@_on(EventType.BRANCH_RESOLVED)
+def _branch(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    """A branch resolution, judged here from the observations as they stand at this event
+    (what the payload says it was judged is for readers): a person's resolves it; anyone
+    else's resolves it only when ``branch_hold`` finds nothing. Its risk never goes down."""
+    branches = acc.setdefault("branches", {})
+    observations = acc.get("observations", {})
+    ident = p["branch_id"]
+    before = branches.get(ident)
+    risk = higher_risk(_str(p.get("risk")), before["risk"] if before else None)
+    names = [o for o in p["observations"] if isinstance(o, str)]
+    human = e.source == Origin.HUMAN
+    hold = None if human else branch_hold(risk, [(o, observations.get(o)) for o in names])
+    branches[ident] = {
+        "id": ident,
+        "choice": p["choice"],
+        "risk": risk,
+        "observations": names,
+        "status": "needs_human" if hold else "resolved",
+        "reason": hold,  # continuum's words (agent values in them quoted)
+        "note": _str(p.get("reason")),  # the caller's words, as given
+        "rule": _str(p.get("rule")) or (before["rule"] if before else None),
+        "resolved_by": None if hold else str(e.source),
+        "attempts": (before["attempts"] + 1) if before else 1,
+        "provenance": _prov(e),
+    }
+
+
 _DECIDED = {
     str(EventType.APPROVAL_GRANTED): "granted",
     str(EventType.APPROVAL_DENIED): "denied",
@@ -421,6 +489,30 @@ def _history_imported(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     marks = acc["self_certified"]
     for component in _held(acc):  # imported state is self-certified: a person confirms it
         marks[component] = max(marks.get(component, 0), through)
+    _distrust_perception(acc, through)
+
+
+def _distrust_perception(acc: Acc, through: int) -> None:
+    """Readings a person or continuum recorded through ``through`` count as imported (one
+    signal at most, as an agent's), and a branch resolved through it is judged again on
+    what is left: an unsigned file's word verifies nothing and resolves nothing."""
+    observations = acc.get("observations", {})
+    for obs in observations.values():
+        kept: dict[str, Any] = {}
+        for key, r in obs["readings"].items():
+            if r["sequence"] <= through and r["origin"] in _COUNTING:
+                r = {**r, "origin": _IMPORTED}
+                key = reading_key(_IMPORTED, r["signal"])
+            if key not in kept or kept[key]["sequence"] < r["sequence"]:
+                kept[key] = r
+        obs["readings"] = kept
+        obs["status"] = status_of(kept, conflicting_subject=obs["conflicting_subject"])
+    for b in acc.get("branches", {}).values():
+        if b["status"] != "resolved" or b["provenance"]["sequence"] > through:
+            continue
+        hold = branch_hold(b["risk"], [(o, observations.get(o)) for o in b["observations"]])
+        if hold:
+            b.update(status="needs_human", reason=hold, resolved_by=None)
 
 
 # -- action ledger transitions ---------------------------------------------------------

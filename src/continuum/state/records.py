@@ -179,6 +179,63 @@ class ActionRecord(BaseModel):
         return self.status.unresolved or self.failure_unconfirmed
 
 
+class Reading(BaseModel):
+    """One signal's latest reading of an observation: what it saw (``value``, cut at the
+    entry limits; ``digest`` is of the value as recorded), by whom and from where."""
+
+    model_config = ConfigDict(frozen=True)
+
+    signal: str
+    origin: Origin
+    value: Any = None
+    digest: str
+    source: str | None = None
+    sequence: int
+    event_id: str
+
+
+class Perception(BaseModel):
+    """An observation of the world with its readings (``perception_observed``): its
+    ``status`` is ``verified`` (two agreeing independent signals), ``unverified`` or
+    ``contested`` (``state.perception``); ``kind`` is environment | ui | content | tool."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    subject: str
+    kind: str = "content"
+    status: str = "unverified"
+    readings: dict[str, Reading] = Field(default_factory=dict)
+    conflicting_subject: bool = False
+    provenance: Provenance  # its first reading
+    last_sequence: int
+
+
+class Branch(BaseModel):
+    """A plan branch gated on observations (``branch_resolved``): ``resolved`` (it may go
+    on) or ``needs_human`` (``reason`` says why: a high-risk branch on an observation not
+    verified, an environment observation contested) until a person resolves it;
+    ``note`` is the reason its last caller gave."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    choice: str
+    risk: str = "low"
+    observations: list[str] = Field(default_factory=list)
+    status: str  # resolved | needs_human
+    reason: str | None = None  # why it waits (continuum's words; agent values quoted)
+    note: str | None = None  # the reason the caller gave (agent or person text, as given)
+    rule: str | None = None
+    resolved_by: Origin | None = None  # who resolved it (when resolved)
+    attempts: int = 1
+    provenance: Provenance  # the latest branch_resolved event
+
+    @property
+    def waiting(self) -> bool:
+        return self.status == "needs_human"
+
+
 class Confirmation(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -213,11 +270,24 @@ class State(BaseModel):
     model_assumptions: list[Item] = Field(default_factory=list)
     actions: dict[str, ActionRecord] = Field(default_factory=dict)
     confirmations: list[Confirmation] = Field(default_factory=list)
+    observations: dict[str, Perception] = Field(default_factory=dict)
+    branches: dict[str, Branch] = Field(default_factory=dict)
     self_certified: dict[str, int] = Field(default_factory=dict)
     last_checkpoint: int | None = None
     unknown_event_types: int = 0
     malformed_events: int = 0
     first_malformed: int | None = None  # sequence of the first event counted as malformed
+
+    @model_serializer(mode="wrap")
+    def _without_empty_perception(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``observations``/``branches`` keys while a run has none: the state (and the
+        checkpoints and contracts built from it) of a run that uses neither stays exactly
+        what earlier versions wrote."""
+        data: dict[str, Any] = handler(self)
+        for name in ("observations", "branches"):
+            if not data.get(name):
+                data.pop(name, None)
+        return data
 
     @property
     def pending_work(self) -> list[Item]:
