@@ -17,9 +17,17 @@ from typing import Any
 import pytest
 
 from continuum.bench import SCENARIO_NAMES, STRATEGIES
+from continuum.bench.contested import run_contested
 from continuum.bench.drift import IDENTITIES, run_drift
 from continuum.bench.midrun import run_midrun
-from continuum.bench.report import DriftResult, MidRunResult, ScenarioResult, SchemaResult, checks
+from continuum.bench.report import (
+    ContestedResult,
+    DriftResult,
+    MidRunResult,
+    ScenarioResult,
+    SchemaResult,
+    checks,
+)
 from continuum.bench.schema import run_schema
 from continuum.cli.main import run
 
@@ -200,3 +208,19 @@ def test_the_cli_default_batch_size_is_the_library_default() -> None:
 
     total = next(p for p in benchmark_cmd.params if p.name == "total")
     assert total.default == DEFAULT_TOTAL
+
+
+def test_a_contested_observation_on_a_high_risk_branch_asks_a_person_and_ungated_pays(
+    tmp_path: Path,
+) -> None:
+    results = {r.strategy: r for r in run_contested(tmp_path)}
+    gated, ungated = results["gated"], results["ungated"]
+    assert (gated.observation, gated.answer, gated.payments) == ("contested", "request_human", 0)
+    assert gated.asked_a_person
+    # Negative control: the agent alone takes the branch on one reading, and pays.
+    assert (ungated.payments, ungated.asked_a_person) == (1, False)
+    assert all(c.ok for c in checks([], [], None, None, list(results.values())))
+    paid = ContestedResult(
+        strategy="gated", observation="verified", answer="resume", payments=1, asked_a_person=False
+    )
+    assert not all(c.ok for c in checks([], [], None, None, [paid]))

@@ -253,3 +253,26 @@ def test_an_actions_recorded_versions_are_shown_escaped(tmp_path: Path) -> None:
     html = page.run_page("/ui", ACTOR, "csrf-token", view)
     assert raw_markup(html) == []
     assert html.count("recorded under") == 1 and "&lt;script&gt;alert(1)" in html
+
+
+def test_observations_and_waiting_branches_are_shown_escaped(tmp_path: Path) -> None:
+    """Observations and plan branches (issue 24): every reading with its origin, a waiting
+    branch first with the command that resolves it, agent values escaped."""
+    with Continuum.open(str(tmp_path / "s.db"), origin=Origin.EXTERNAL_AGENT) as rt:
+        rt.start_run("r", "g")
+        rt.observe("r", "pay button", HOSTILE, signal="dom", source=HOSTILE)
+        rt.observe("r", "banner", {"text": HOSTILE}, signal="dom")
+        rt.resolve_branch("r", "look", choice="read", observations=["banner"], reason=HOSTILE)
+        rt.resolve_branch("r", "pay", choice="pay", observations=["pay button"], risk="high")
+        view = _view(rt, "r")
+    html = page.run_page("/ui", ACTOR, "csrf-token", view)
+    assert raw_markup(html) == []
+    assert "Plan branches (1 waiting for a person)" in html and "Observations (2)" in html
+    assert html.index('id="branch-pay"') < html.index('id="branch-look"')  # waiting first
+    assert "continuum resolve-branch r pay --choice ..." in html
+    assert "&lt;script&gt;alert(1)" in html and "[agent-supplied: external_agent" in html
+    # control: a run without any shows neither section
+    with Continuum.open(str(tmp_path / "t.db")) as rt:
+        rt.start_run("q", "g")
+        plain = page.run_page("/ui", ACTOR, "csrf-token", _view(rt, "q"))
+    assert "Plan branches" not in plain and "Observations (" not in plain

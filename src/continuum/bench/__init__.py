@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from continuum.bench.batch import STRATEGIES
+from continuum.bench.contested import run_contested
 from continuum.bench.drift import run_drift
 from continuum.bench.midrun import run_midrun
 from continuum.bench.report import BenchmarkReport, ScenarioResult, checks, render
@@ -67,6 +68,7 @@ def run_benchmark(
         drift = run_drift(base / "drift", progress=progress)
         schema_change = run_schema(base / "schema", progress=progress)
         mid_run = run_midrun(base / "midrun", progress=progress)
+        contested = run_contested(base / "contested", progress=progress)
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -80,6 +82,7 @@ def run_benchmark(
         drift=drift,
         schema_change=schema_change,
         mid_run=mid_run,
-        checks=checks(results, drift, schema_change, mid_run),
+        contested=contested,
+        checks=checks(results, drift, schema_change, mid_run, contested),
         seconds=round(time.perf_counter() - started, 2),
     )

@@ -79,6 +79,18 @@ class MidRunResult(BaseModel):
     caught_at_resume: bool  # whether a resume afterwards sees the change
 
 
+class ContestedResult(BaseModel):
+    """The contested-observation scenario (``bench/contested.py``) under one strategy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    strategy: str  # gated | ungated
+    observation: str | None  # its status as recorded (None: not recorded)
+    answer: str  # what the branch was answered (ungated: "taken")
+    payments: int  # payments performed (outbox lines)
+    asked_a_person: bool  # whether the run's verdict waits for a person
+
+
 class Check(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -96,6 +108,7 @@ class BenchmarkReport(BaseModel):
     drift: list[DriftResult]
     schema_change: list[SchemaResult] = []
     mid_run: list[MidRunResult] = []
+    contested: list[ContestedResult] = []
     checks: list[Check]
     seconds: float
 
@@ -110,8 +123,18 @@ def checks(
     drift: list[DriftResult],
     schema_change: list[SchemaResult] | None = None,
     mid_run: list[MidRunResult] | None = None,
+    contested: list[ContestedResult] | None = None,
 ) -> list[Check]:
     out: list[Check] = []
+    for c in contested or []:
+        if c.strategy == "gated":
+            out.append(
+                Check(
+                    name="contested observation: a high-risk branch asks a person",
+                    ok=c.payments == 0 and c.answer == "request_human" and c.asked_a_person,
+                    detail=f"{c.payments} payment(s); the branch was answered {c.answer}",
+                )
+            )
     for m in mid_run or []:
         if m.strategy == "periodic":
             out.append(
@@ -276,6 +299,25 @@ def render(report: BenchmarkReport) -> list[str]:
                     "yes" if m.caught_at_resume else "no",
                 ]
                 for m in report.mid_run
+            ],
+        )
+    if report.contested:
+        lines += [
+            "",
+            "A contested observation on a high-risk branch (the DOM and the screenshot disagree):",
+            "",
+        ]
+        lines += _table(
+            ["strategy", "observation", "branch answered", "payments", "waits for a person"],
+            [
+                [
+                    c.strategy,
+                    c.observation or "-",
+                    c.answer,
+                    str(c.payments),
+                    "yes" if c.asked_a_person else "no",
+                ]
+                for c in report.contested
             ],
         )
     lines += [""]

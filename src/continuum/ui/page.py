@@ -312,6 +312,61 @@ def _items(title: str, items: Iterable[Item]) -> str:
     return f"<h3>{text(title)}</h3><table>{rows}</table>" if rows else ""
 
 
+def _perception(state: State) -> str:
+    """Plan branches (those waiting first) and the observations they rest on, each reading
+    with its origin; agent values quoted and escaped. Read-only here: a person resolves a
+    waiting branch with the CLI's ``continuum resolve-branch`` (it shows every reading)."""
+    out: list[str] = []
+    branches = sorted(
+        state.branches.values(), key=lambda b: (not b.waiting, b.provenance.sequence, b.id)
+    )
+    waiting = sum(1 for b in branches if b.waiting)
+    if branches:
+        out.append(f'<h2 id="branches">Plan branches ({waiting} waiting for a person)</h2>')
+    for b in branches:
+        rests = ", ".join(
+            agent(o, limit=120)
+            + f" ({text(state.observations[o].status if o in state.observations else 'not recorded')})"
+            for o in b.observations
+        )
+        out.append(
+            f'<div class="card branch" id="branch-{attr(b.id)}">{agent(b.id, limit=120)}: '
+            f"choice {agent(b.choice, limit=120)}, {text(b.risk)} risk, "
+            + (
+                f'<span class="bad">waits for a person</span>: {text(b.reason)}'
+                f"<br>resolve: {text(f'continuum resolve-branch {as_typed(state.run_id)} ')}"
+                f"{text(as_typed(b.id))} --choice ..."
+                if b.waiting
+                else '<span class="ok">resolved</span>'
+                + origin_label(str(b.resolved_by) if b.resolved_by else None, b.provenance.sequence)
+            )
+            + f"<br>rests on: {rests}"
+            + (f"<br>note: {agent(b.note, limit=SHOW_CHARS)}" if b.note else "")
+            + "</div>"
+        )
+    observations = sorted(state.observations.values(), key=lambda o: o.provenance.sequence)
+    if observations:
+        out.append(f'<h2 id="observations">Observations ({len(observations)})</h2>')
+        rows = "".join(
+            f"<tr><td>{agent(o.id, limit=120)}<br>{agent(o.subject, limit=SHOW_CHARS)}</td>"
+            f"<td>{text(o.status)} ({text(o.kind)})</td><td>"
+            + "<br>".join(
+                f"{agent(r.signal, limit=80)} saw "
+                + (
+                    agent(r.value, limit=SHOW_CHARS)
+                    if isinstance(r.value, str)
+                    else agent_json(r.value, limit=SHOW_CHARS)
+                )
+                + origin_label(str(r.origin), r.sequence)
+                for r in sorted(o.readings.values(), key=lambda r: r.sequence)
+            )
+            + "</td></tr>"
+            for o in observations
+        )
+        out.append(f"<table>{rows}</table>")
+    return "".join(out)
+
+
 def _progress(state: State) -> str:
     p = state.progress
     total = "?" if p.total is None else str(p.total)
@@ -517,6 +572,7 @@ def run_page(
     pending = [a for a in v.approvals if a.pending]
     body.append(f'<h2 id="approvals">Approvals waiting ({len(pending)})</h2>')
     body += [_approval(prefix, a, act) for a in pending] or ["<p>None.</p>"]
+    body.append(_perception(s))
     settled = [a for a in v.actions if a not in unresolved]
     if settled:
         rows = "".join(
