@@ -21,6 +21,7 @@ from continuum.runtime.results import BranchVerdict
 from continuum.state.projection import project
 from continuum.store import Storage
 from continuum.types import Mode, Origin
+from tests.contract.conftest import StoreFactory
 
 RUN = "run_perception"
 
@@ -308,7 +309,7 @@ def test_a_finished_run_refuses_observations(store: Storage, code: Continuum) ->
 
 
 def test_checkpoint_then_fold_equals_the_full_fold_and_a_new_handle_sees_the_same(
-    store_factory: object, store: Storage, code: Continuum
+    store_factory: StoreFactory, store: Storage, code: Continuum
 ) -> None:
     agent = facade(store, Origin.EXTERNAL_AGENT)
     agent.observe(RUN, "button", "Pay", signal="dom", kind="ui")
@@ -319,7 +320,7 @@ def test_checkpoint_then_fold_equals_the_full_fold_and_a_new_handle_sees_the_sam
     agent.observe(RUN, "banner", "Sale", signal="dom")
     events = store.read_events(RUN)
     full = project(RUN, events)
-    other = facade(store_factory.open())  # type: ignore[attr-defined]
+    other = facade(store_factory.open())
     restored = other.state(RUN)  # from the checkpoint plus the later events
     assert checkpoint_through(other.store, RUN, restored.last_checkpoint) is not None
     assert restored == full
@@ -400,3 +401,21 @@ def test_a_signed_import_keeps_what_the_readings_and_the_person_settled(
     assert state.observations["button"].status == "verified"
     assert state.branches["pay"].status == "resolved"
     assert state.branches["promo"].resolved_by == Origin.HUMAN
+
+
+def test_archiving_the_history_of_observations_keeps_them_and_a_waiting_branch(
+    store_factory: StoreFactory, store: Storage, code: Continuum, tmp_path: Path
+) -> None:
+    agent = facade(store, Origin.EXTERNAL_AGENT)
+    code.observe(RUN, "button", "Pay", signal="dom")
+    code.observe(RUN, "button", "Pay", signal="ocr")
+    agent.observe(RUN, "banner", "Sale", signal="dom")
+    assert branch(agent, "promo", obs="banner").mode == Mode.REQUEST_HUMAN
+    before = code.state(RUN)
+    code.archive(RUN, before=store.get_run(RUN).head_sequence + 1, to=tmp_path / "old.jsonl")
+    other = facade(store_factory.open())  # a new process: the live log starts at the marker
+    after = other.state(RUN)
+    assert after.observations == before.observations and after.branches == before.branches
+    assert other.resume(RUN).mode == Mode.REQUEST_HUMAN
+    assert branch(facade(other.store, Origin.EXTERNAL_AGENT)).mode == Mode.RESUME  # verified
+    assert other.verify(RUN).ok

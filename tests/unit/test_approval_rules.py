@@ -77,6 +77,11 @@ def test_an_effect_rule_gates_only_calls_through_that_host_effect() -> None:
         ("[[aproval]]\naction_type = 'x'\n", "unknown key"),
         ("[[approval]\n", "not valid TOML"),
         ("[[approval]]\naction_type = 7\n", "must be a string"),
+        ("[[branch]]\nrisk = 'high'\n", "name the branches"),
+        ("[[branch]]\nbranch = '('\nrisk = 'high'\n", "not a valid regular expression"),
+        ("[[branch]]\nbranch = 'pay'\nrisk = 'maybe'\n", "risk must be one of low, high"),
+        ("[[branch]]\nbranch = 'pay'\n", "risk must be one of low, high"),
+        ("[[branch]]\nbranch = 'pay'\nrisk = 'high'\nwho = 1\n", "unknown field"),
     ],
 )
 def test_a_malformed_file_is_refused_naming_what_is_wrong(text: str, problem: str) -> None:
@@ -235,3 +240,31 @@ def test_a_bad_condition_is_refused_naming_the_rule_and_its_line(when: str, prob
     message = e.value.message
     assert "/p/.continuum/approvals.toml" in message and "rule #2 (line 4)" in message
     assert problem in message and '">= 10000"' in message  # says how to write one
+
+
+def test_branch_rules_declare_risk_and_gate_no_call() -> None:
+    text = RULES + (
+        '\n[[branch]]\nbranch = "pay_.*"\nrisk = "low"\n'
+        '\n[[branch]]\nbranch = "pay_wire"\nrisk = "high"\ndescription = "money"\n'
+    )
+    rules = ApprovalRules(rules=parse_rules(text, "f.toml"), sources=("f.toml",))
+    high = rules.branch_rule("pay_wire")
+    assert high is not None and high.risk == "high"  # a high rule wins over an earlier low
+    assert high.where == "f.toml branch rule #2 (line 16)"
+    assert "branches /pay_wire/ are high risk (money)" in high.describe()
+    low = rules.branch_rule("pay_card")
+    assert low is not None and low.risk == "low"
+    assert rules.branch_rule("read_page") is None and rules.branch_rule("pay") is None
+    assert rules.find("pay_wire", {}) is None  # a branch rule is no approval rule
+    assert any("branch rule #1" in line for line in rules.explain())
+
+
+def test_a_vanished_files_high_risk_branch_rule_still_applies(tmp_path: Path) -> None:
+    path = rules_in(tmp_path, '[[branch]]\nbranch = "wire_.*"\nrisk = "high"\n')
+    files = RuleFiles((path,))
+    rule = files.branch_rule("wire_acme")
+    assert rule is not None and rule.risk == "high"
+    os.remove(path)
+    kept = files.branch_rule("wire_acme")  # gone: its risk stays until the file is back
+    assert kept is not None and kept.risk == "high"
+    assert files.branch_rule("read_page") is None
