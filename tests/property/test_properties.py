@@ -130,7 +130,11 @@ def _on_action(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, 
 
 
 PAYLOADS: list[tuple[str, st.SearchStrategy[dict[str, Any]]]] = [
-    (EventType.RUN_STARTED, _opt(goal=short_text, total=small_ints, model=ids["m"])),
+    (
+        EventType.RUN_STARTED,
+        _opt(goal=short_text, total=small_ints, model=ids["m"], parent=st.none() | ids["b"]),
+    ),
+    (EventType.CHILD_STARTED, _opt(child_run_id=ids["b"], goal=short_text)),
     (EventType.GOAL_SET, _opt(goal=short_text | st.integers())),
     (EventType.RUN_COMPLETED, st.just({})),
     (EventType.RUN_ABORTED, _opt(reason=short_text)),

@@ -208,8 +208,9 @@ _REASON = _with("reason", free=("reason",))
 
 # The few fields that matter, per known type (the action events also lead with the action).
 SUMMARIES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-    EventType.RUN_STARTED: _with("goal", "total", "model", free=("goal",)),
+    EventType.RUN_STARTED: _with("goal", "total", "model", "parent", free=("goal",)),
     EventType.GOAL_SET: _with("goal", free=("goal",)),
+    EventType.CHILD_STARTED: _with("child_run_id", "goal", free=("goal",)),
     EventType.RUN_COMPLETED: _REASON,
     EventType.RUN_ABORTED: _REASON,
     EventType.PROGRESS_RECORDED: _progress,

@@ -27,7 +27,7 @@ from continuum.runtime.results import ConfirmResult, Recovery
 from continuum.state.records import Item, Provenance, State
 from continuum.store import RunInfo
 from continuum.types import ActionStatus, Origin, RunStatus
-from continuum.untrusted import quoted
+from continuum.untrusted import as_typed, quoted
 
 ENV_HELP = (
     "Current environment as name=value (repeatable): the value a declared dependency has now."
@@ -63,6 +63,21 @@ def _recovery_lines(r: Recovery) -> list[Line]:
             f"system, then `continuum reconcile {r.run_id} {a['action_id']} "
             "--occurred|--not-occurred`"
         )
+    for child in r.children:
+        for a in child["unresolved"]:
+            fix = (
+                "a live process is performing it: wait"
+                if a["status"] == "in_progress"
+                else f"check the external system, then `continuum reconcile "
+                f"{as_typed(child['run_id'])} {a['action_id']} --occurred|--not-occurred`"
+            )
+            lines.append(
+                f"child run {shown(child['path'])}: action {shown(a['action_key'])} "
+                f"{a['status']}; {fix}"
+            )
+    if r.children:
+        active = sum(1 for c in r.children if c["status"] == "active")
+        lines.append(f"child runs: {len(r.children)} ({active} active)")
     if r.progress:
         p = r.progress
         lines.append(

@@ -23,7 +23,13 @@ from continuum.errors import UsageError
 from continuum.eventlog.events import EventType
 from continuum.state.projection import project
 from continuum.state.records import State
-from continuum.store import is_postgres_url, redact_url, resolve_url, sqlite_path_from_url
+from continuum.store import (
+    RunInfo,
+    is_postgres_url,
+    redact_url,
+    resolve_url,
+    sqlite_path_from_url,
+)
 from continuum.types import RunStatus
 from continuum.untrusted import quoted
 
@@ -73,15 +79,25 @@ def init_cmd(s: Settings) -> None:
 @click.option("--goal", required=True, help="What the run is for.")
 @click.option("--total", type=click.IntRange(min=0), default=None, help="Number of work items.")
 @click.option("--model", default=None, help="The model driving the run.")
+@click.option(
+    "--parent",
+    metavar="RUN",
+    default=None,
+    help="Start it as a child of RUN (a subagent's run): RUN's resume then waits on its "
+    "unsettled effects, and RUN is not finished before it.",
+)
 @common
-def start_cmd(s: Settings, run_id: str, goal: str, total: int | None, model: str | None) -> None:
+def start_cmd(
+    s: Settings, run_id: str, goal: str, total: int | None, model: str | None, parent: str | None
+) -> None:
     """Start a run RUN_ID with a goal (creates the store if needed)."""
     rt = runtime(s, create=True)
-    info = rt.start_run(run_id, goal, total=total, model=model)
+    info = rt.start_run(run_id, goal, total=total, model=model, parent=parent)
+    under = f" under {quoted(parent)}" if parent else ""
     emit(
         s,
-        {"run": info.model_dump(mode="json")},
-        [f"started run {run_id} (goal {quoted(goal)}) in {rt.store.url}"],
+        {"run": info.model_dump(mode="json"), "parent": parent},
+        [f"started run {run_id}{under} (goal {quoted(goal)}) in {rt.store.url}"],
     )
 
 
@@ -182,18 +198,46 @@ def record_progress_cmd(
     )
 
 
+def _tree(runs: list[RunInfo], parents: dict[str, str | None]) -> list[tuple[int, RunInfo]]:
+    """Runs in creation order, each child right under its parent (depth, run); a run whose
+    parent is not in the store is a root."""
+    known = {r.run_id for r in runs}
+    kids: dict[str | None, list[RunInfo]] = {}
+    for r in runs:
+        parent = parents.get(r.run_id)
+        kids.setdefault(parent if parent in known else None, []).append(r)
+    out: list[tuple[int, RunInfo]] = []
+    stack = [(0, r) for r in reversed(kids.get(None, []))]
+    seen: set[str] = set()
+    while stack:
+        depth, r = stack.pop()
+        if r.run_id in seen:
+            continue
+        seen.add(r.run_id)
+        out.append((depth, r))
+        stack += [(depth + 1, c) for c in reversed(kids.get(r.run_id, []))]
+    return out + [(0, r) for r in runs if r.run_id not in seen]  # a cycle: shown flat
+
+
 @click.command("runs")
+@click.option("--tree", is_flag=True, help="Show each child run under its parent.")
 @common
-def runs_cmd(s: Settings) -> None:
-    """List the runs in the store."""
+def runs_cmd(s: Settings, tree: bool) -> None:
+    """List the runs in the store (with --tree, child runs under their parents)."""
     rt = runtime(s)
     runs = rt.runs()
+    parents = rt.parents() if tree else {}
+    placed = _tree(runs, parents) if tree else [(0, r) for r in runs]
     # Run ids and goals come from whoever started the run (often an agent): quoted.
     lines = [
-        f"{quoted(r.run_id):<26} {r.status:<10} events={r.head_sequence:<8} {shown(r.goal)}"
-        for r in runs
+        f"{'  ' * depth + quoted(r.run_id):<26} {r.status:<10} events={r.head_sequence:<8} "
+        f"{shown(r.goal)}"
+        for depth, r in placed
     ]
-    emit(s, {"runs": [r.model_dump(mode="json") for r in runs]}, lines or ["no runs"])
+    data: dict[str, Any] = {"runs": [r.model_dump(mode="json") for r in runs]}
+    if tree:
+        data["parents"] = parents
+    emit(s, data, lines or ["no runs"])
 
 
 @click.command("inspect")

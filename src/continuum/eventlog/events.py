@@ -31,6 +31,8 @@ class EventType(StrEnum):
     RUN_COMPLETED = "run_completed"
     RUN_ABORTED = "run_aborted"
     GOAL_SET = "goal_set"
+    # a child run (a subagent's) was started under this one: its id (run families)
+    CHILD_STARTED = "child_started"
     # task progress and work items
     PROGRESS_RECORDED = "progress_recorded"
     PLAN_SET = "plan_set"

@@ -123,7 +123,13 @@ _ITEM = {"text": (False, _s), "model": (False, _s)}
 _ACTION = {"action_id": (True, _name)}
 
 SCHEMAS: dict[str, Schema] = {
-    EventType.RUN_STARTED: {"goal": (False, _s), "total": (False, _n), "model": (False, _s)},
+    EventType.RUN_STARTED: {
+        "goal": (False, _s),
+        "total": (False, _n),
+        "model": (False, _s),
+        "parent": (False, _nullable(_name)),
+    },
+    EventType.CHILD_STARTED: {"child_run_id": (True, _name), "goal": (False, _s)},
     EventType.GOAL_SET: {"goal": (True, _ns)},
     EventType.RUN_COMPLETED: {"reason": (False, _s)},
     EventType.RUN_ABORTED: {"reason": (False, _s)},

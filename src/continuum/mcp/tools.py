@@ -464,10 +464,19 @@ class Tools:
             str | None, Field(description="The run's goal; creates the run on first use.")
         ] = None,
         failed: Count = None,
+        parent: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="On first use only: the run this one is started under (a "
+                "subagent's run under its parent's).",
+            ),
+        ] = None,
     ) -> ProgressResult:
         rt = self.writer()
         state = rt.record_progress(
-            run_id, completed=completed, total=total, failed=failed, goal=goal
+            run_id, completed=completed, total=total, failed=failed, goal=goal, parent=parent
         )
         return ProgressResult(
             run_id=run_id,

@@ -28,6 +28,46 @@ class Proposal(BaseModel):
     actions: list[str] = Field(default_factory=list)
 
 
+class ChildView(BaseModel):
+    """What a parent's verdict needs of one run below it (a child, or a child's child):
+    its ``path`` from the parent (``a/b``), its ``status``, its open actions (those a
+    person must settle, and those still performed: ``in_flight``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    path: str
+    status: RunStatus
+    open_actions: list[ActionRecord] = Field(default_factory=list)
+    in_flight: frozenset[str] = frozenset()
+
+
+def _child_proposals(children: list[ChildView]) -> list[Proposal]:
+    out: list[Proposal] = []
+    for child in children:
+        for a in sorted(child.open_actions, key=lambda x: (x.intercepted_sequence, x.action_id)):
+            where = f"child run {quoted(child.path, limit=200)}"
+            if a.status == ActionStatus.STARTED and a.action_id in child.in_flight:
+                out.append(
+                    Proposal(
+                        mode=Mode.WAIT,
+                        reason=f"{where}: action {quoted(a.action_key, limit=120)} is being "
+                        "performed by a live process",
+                        actions=[f"wait_for_child:{child.run_id}"],
+                    )
+                )
+            elif a.needs_human:
+                out.append(
+                    Proposal(
+                        mode=Mode.REQUEST_HUMAN,
+                        reason=f"{where}: action {quoted(a.action_key, limit=120)} may have "
+                        "happened and is not settled; a person settles it in the child run",
+                        actions=[f"reconcile_child_action:{child.run_id}:{a.action_id}"],
+                    )
+                )
+    return out
+
+
 class Decision(BaseModel):
     """What ``decide`` returns: the verdict ``mode`` (the most severe proposal), every
     ``proposals`` that led to it, the ``required_actions`` in order, the
@@ -126,13 +166,16 @@ def decide(
     *,
     in_flight: set[str] | None = None,
     tolerate_unknown: bool = False,
+    children: list[ChildView] | None = None,
 ) -> Decision:
     """Turn the inputs into proposals and pick the most severe one (pure).
 
     Each real condition in ``state``, its ``validation`` and the ``chain`` report makes a
     proposal: a damaged chain ``abort``; a finished run ``not_resumable``; unresolved
     actions, pending approvals, a plan branch waiting for a person (a high-risk branch on
-    an observation not verified, a contested environment observation), unconfirmed
+    an observation not verified, a contested environment observation), an unsettled
+    action in a child run (``children``; ``wait`` while a live process performs it),
+    unconfirmed
     self-reported state or a dependency that
     cannot be checked (unless ``tolerate_unknown``) ``request_human``; a removed
     dependency ``replan``; stale or conflicted derived state ``repair_and_resume``; an
@@ -169,6 +212,7 @@ def decide(
         )
     action_props, uncertain = _action_proposals(state, in_flight or set())
     proposals += action_props
+    proposals += _child_proposals(children or [])
     for ap in sorted(state.approvals.values(), key=lambda x: x.id):
         if ap.pending:  # only a person decides: `continuum decide ID --allow|--deny`
             proposals.append(

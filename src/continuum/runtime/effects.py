@@ -26,10 +26,9 @@ from continuum.ledger.outbox import (
     load_notify,
     notify_paths,
 )
-from continuum.ledger.owners import owner_alive
 from continuum.runtime.results import ActionsPage
 from continuum.runtime.runs import RunsFacade
-from continuum.state.records import ActionRecord, State
+from continuum.state.records import ActionRecord
 from continuum.store import DEFAULT_PAGE, MAX_PAGE
 from continuum.store.base import OutboxRow
 from continuum.types import ActionStatus, Origin
@@ -227,17 +226,6 @@ class EffectsFacade(RunsFacade):
         return {
             a.action_id for a in self.actions(run_id) if a.status == ActionStatus.STARTED
         } - self._in_flight(run_id, self.state(run_id))
-
-    def _in_flight(self, run_id: str, state: State) -> set[str]:
-        """Ids of the run's started actions whose owner is still alive (lease, process)."""
-        now = self.ledger.clock()
-        started = [a for a in state.actions.values() if a.status == ActionStatus.STARTED]
-        out: set[str] = set()
-        for a in started:
-            row = self.store.get_action(run_id, a.action_id)
-            if owner_alive(a.owner, row.lease_expires if row else None, now):
-                out.add(a.action_id)
-        return out
 
     # -- approvals (references/operators.md, "Approvals") -------------------------------------
 

@@ -136,6 +136,7 @@ class Continuum(PerceptionFacade):
             chain,
             in_flight=self._in_flight(run_id, state),
             tolerate_unknown=tolerate_unknown,
+            children=self.family(run_id) if state.children else None,
         )
         contract = build_contract(
             state,
@@ -188,6 +189,25 @@ class Continuum(PerceptionFacade):
         state, _, decision, contract = self.evaluate(
             run_id, env=env, expected_model=expected_model, tolerate_unknown=tolerate_unknown
         )
+        children = [
+            {
+                "run_id": c.run_id,
+                "path": c.path,
+                "status": str(c.status),
+                "unresolved": [
+                    {
+                        "action_id": a.action_id,
+                        "action_key": a.action_key,
+                        "status": "in_progress" if a.action_id in c.in_flight else str(a.status),
+                        "next": f"wait_for_child:{c.run_id}"
+                        if a.action_id in c.in_flight
+                        else f"reconcile_child_action:{c.run_id}:{a.action_id}",
+                    }
+                    for a in c.open_actions
+                ],
+            }
+            for c in (self.family(run_id) if state.children else [])
+        ]
         uncertain = [
             {
                 "action_id": a.action_id,
@@ -214,6 +234,7 @@ class Continuum(PerceptionFacade):
             contract=contract.model_dump(mode="json"),
             files=self.file_evidence(state),
             version_drift=version_drift(state, versions),
+            children=children,
         )
 
     def file_evidence(self, state: State, *, limit: int = 20) -> FileEvidence | None:

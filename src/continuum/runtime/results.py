@@ -66,6 +66,9 @@ class Recovery(BaseModel):
       under other versions than the current ones given to ``resume(versions=...)``: its
       ``action_key``, ``action_type``, the ``field`` (``prompt_hash``,
       ``tool_schema_hash``, ``model``), ``recorded`` and ``current``.
+    - ``children``: the runs started under this one (any depth, ``path`` from it), each
+      with its ``status`` and ``unresolved`` actions (``action_key``, ``status``, ``next``):
+      the verdict is ``request_human`` while one of them may have happened unsettled.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -82,6 +85,7 @@ class Recovery(BaseModel):
     contract: dict[str, Any] | None
     files: FileEvidence | None = None
     version_drift: list[dict[str, Any]] = Field(default_factory=list)
+    children: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class Evaluation(NamedTuple):

@@ -18,12 +18,14 @@ from continuum.eventlog.chain import VerifyReport
 from continuum.eventlog.events import Event, EventType
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
 from continuum.ledger.core import DEFAULT_LEASE_SECONDS, ActionLedger
+from continuum.ledger.owners import owner_alive
 from continuum.ops.operations import anchor_of, verify_history
 from continuum.recovery.checkpoints import (
     lean_state,
     seal_checkpoint,
     valid_checkpoint,
 )
+from continuum.recovery.engine import ChildView
 from continuum.recovery.revalidation import RevalidationPolicy, drifted, held_by
 from continuum.recovery.verification import bulk_reading
 from continuum.runtime.results import CheckpointInfo
@@ -37,11 +39,13 @@ from continuum.store import (
     open_store,
     resolve_url,
 )
-from continuum.types import Origin, RunStatus
+from continuum.store.base import check_run_id
+from continuum.types import ActionStatus, Origin, RunStatus
 
 if TYPE_CHECKING:  # imported when used: archiving is rare, a resume never needs it
     from continuum.ops.archive import ArchiveResult
 
+MAX_FAMILY = 1000  # runs below one parent that its verdict looks at (children, theirs, ...)
 STATE_CACHE_RUNS = 64  # runs whose last state a Continuum object keeps
 
 
@@ -138,22 +142,65 @@ class RunsFacade:
         total: int | None = None,
         metadata: dict[str, Any] | None = None,
         model: str | None = None,
+        parent: str | None = None,
     ) -> RunInfo:
         """Create run ``run_id`` and record its ``run_started`` event (``goal``, ``total``
         work items, ``model``); returns the run's ``RunInfo``.
 
+        ``parent``: start it as a child of that run (a subagent's run, any depth): the
+        parent records ``child_started`` first, then the child names its parent, so a
+        crash between leaves a parent listing a child that never started (no effect can
+        have run in it), never a child its parent does not know. The parent's resume
+        waits on the child's unsettled effects, and the parent cannot be finished while
+        the child is active.
+
         Raises ``UsageError``: ``usage.run_exists`` when the run exists (resume it, or
         choose another id), ``usage.bad_run_id`` for an id that is not 1-200 printable
-        characters without spaces.
+        characters without spaces, ``usage.run_finished`` for a finished parent;
+        ``not_found.run`` for an unknown parent.
         """
+        if parent is not None:
+            self._adopt(parent, run_id, goal)
         self.store.create_run(Run(run_id=run_id, goal=goal, metadata=metadata or {}))
         payload: dict[str, Any] = {"goal": goal} if goal is not None else {}
         if total is not None:
             payload["total"] = total
         if model is not None:
             payload["model"] = model
+        if parent is not None:
+            payload["parent"] = parent
         self.store.append_event(run_id, EventType.RUN_STARTED, payload, source=self.origin)
         return self.store.get_run(run_id)
+
+    def _adopt(self, parent: str, child: str, goal: str | None) -> None:
+        """Record ``child`` in ``parent`` before the child exists (``start_run``)."""
+        check_run_id(child)
+        if parent == child:
+            raise UsageError(
+                f"run {child!r} cannot be its own parent",
+                code="usage.bad_parent",
+                hint="give the id of the run it is started under; nothing was written",
+            )
+        try:
+            self.store.get_run(child)
+        except NotFoundError:
+            pass
+        else:
+            raise UsageError(
+                f"run {child!r} already exists",
+                code="usage.run_exists",
+                hint="resume it, or start the child under another id; nothing was written",
+            )
+        if self.state(parent).status != RunStatus.ACTIVE:
+            raise UsageError(
+                f"run {parent!r} is {self.state(parent).status}: it takes no new child run",
+                code="usage.run_finished",
+                hint="start the child under an active run; nothing was written",
+            )
+        body: dict[str, Any] = {"child_run_id": child}
+        if goal is not None:
+            body["goal"] = goal
+        self.append(parent, EventType.CHILD_STARTED, body)
 
     def runs(self) -> list[RunInfo]:
         """Every run in the store (``RunInfo``: id, goal, status, head), oldest first."""
@@ -207,9 +254,11 @@ class RunsFacade:
         total: int | None = None,
         failed: int | None = None,
         goal: str | None = None,
+        parent: str | None = None,
     ) -> State:
         """Record absolute progress; creates the run on first use (references/contract.md
-        §9). Returns the run's ``State`` after it.
+        §9), as a child of ``parent`` when given (ignored once the run exists). Returns the
+        run's ``State`` after it.
 
         Raises ``UsageError`` (``usage.bad_progress``) for a negative or non-integer number,
         or for completed + failed beyond the total; nothing is recorded then.
@@ -229,7 +278,7 @@ class RunsFacade:
         except NotFoundError:
             if total is not None and completed is not None and completed + (failed or 0) > total:
                 _progress_past_total(completed, failed or 0, total)
-            self.start_run(run_id, goal, total=total)
+            self.start_run(run_id, goal, total=total, parent=parent)
             goal = None
         else:
             now = self.state(run_id).progress
@@ -314,7 +363,77 @@ class RunsFacade:
         effects (``intercept`` raises ``ledger.run_finished``); settling earlier ones works.
         """
         type_ = EventType.RUN_ABORTED if aborted else EventType.RUN_COMPLETED
+        if not aborted:
+            open_children = [c for c in self.family(run_id) if c.status == RunStatus.ACTIVE]
+            if open_children:
+                names = ", ".join(repr(c.path) for c in open_children[:10])
+                raise UsageError(
+                    f"run {run_id!r} has {len(open_children)} child run(s) still active "
+                    f"({names}); a parent is finished after its children",
+                    code="usage.open_children",
+                    hint="finish or abort each child first (continuum finish CHILD); "
+                    "nothing was written",
+                    children=[c.run_id for c in open_children],
+                )
         return self.append(run_id, type_, {"reason": reason} if reason else {})
+
+    def parents(self) -> dict[str, str | None]:
+        """Each run's parent as its ``run_started`` event names it (None: a root), for
+        ``continuum runs --tree``; reads one event per run, verified as read."""
+        out: dict[str, str | None] = {}
+        for info in self.store.list_runs():
+            parent = None
+            for event in self.store.iter_events(info.run_id):
+                if event.type == EventType.RUN_STARTED:
+                    value = event.payload.get("parent")
+                    parent = value if isinstance(value, str) and value else None
+                break  # the first event only
+            out[info.run_id] = parent
+        return out
+
+    def family(self, run_id: str, *, limit: int = MAX_FAMILY) -> list[ChildView]:
+        """Every run below ``run_id`` (children, their children, ...; at most ``limit``),
+        each a ``ChildView``: its path, status and the open actions of its lean state.
+        A listed child that never started, or whose ``run_started`` names another parent,
+        is not one."""
+        out: list[ChildView] = []
+        seen = {run_id}
+        queue = [(run_id, c, c) for c in self.state(run_id).children]
+        while queue and len(out) < limit:
+            parent, child, path = queue.pop(0)
+            if child in seen:
+                continue
+            seen.add(child)
+            try:
+                state = self.state(child)
+            except NotFoundError:
+                continue  # listed, never started: nothing can have run in it
+            if state.parent != parent:
+                continue  # it does not say it is this run's child
+            open_actions = [a for a in state.actions.values() if a.needs_human]
+            in_flight = frozenset(self._in_flight(child, state))
+            out.append(
+                ChildView(
+                    run_id=child,
+                    path=path,
+                    status=state.status,
+                    open_actions=open_actions,
+                    in_flight=in_flight,
+                )
+            )
+            queue += [(child, c, f"{path}/{c}") for c in state.children]
+        return out
+
+    def _in_flight(self, run_id: str, state: State) -> set[str]:
+        """Ids of the run's started actions whose owner is still alive (lease, process)."""
+        now = self.ledger.clock()
+        started = [a for a in state.actions.values() if a.status == ActionStatus.STARTED]
+        out: set[str] = set()
+        for a in started:
+            row = self.store.get_action(run_id, a.action_id)
+            if owner_alive(a.owner, row.lease_expires if row else None, now):
+                out.add(a.action_id)
+        return out
 
     # -- state and checkpoints ---------------------------------------------------------------
 

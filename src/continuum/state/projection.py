@@ -84,6 +84,16 @@ def _run_started(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     model = _str(p.get("model"))
     if model is not None:
         acc["model"], acc["model_provenance"] = model, _prov(e)
+    parent = _str(p.get("parent"))
+    if parent and e.type == EventType.RUN_STARTED:
+        acc["parent"] = parent
+
+
+@_on(EventType.CHILD_STARTED)
+def _child_started(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    children = acc.setdefault("children", [])
+    if p["child_run_id"] not in children:
+        children.append(p["child_run_id"])
 
 
 @_on(EventType.RUN_COMPLETED)

@@ -272,6 +272,8 @@ class State(BaseModel):
     confirmations: list[Confirmation] = Field(default_factory=list)
     observations: dict[str, Perception] = Field(default_factory=dict)
     branches: dict[str, Branch] = Field(default_factory=dict)
+    parent: str | None = None  # the run this one was started under (run_started)
+    children: list[str] = Field(default_factory=list)  # runs started under it (child_started)
     self_certified: dict[str, int] = Field(default_factory=dict)
     last_checkpoint: int | None = None
     unknown_event_types: int = 0
@@ -280,11 +282,12 @@ class State(BaseModel):
 
     @model_serializer(mode="wrap")
     def _without_empty_perception(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No ``observations``/``branches`` keys while a run has none: the state (and the
+        """No ``observations``/``branches``/``parent``/``children`` keys while a run has
+        none: the state (and the
         checkpoints and contracts built from it) of a run that uses neither stays exactly
         what earlier versions wrote."""
         data: dict[str, Any] = handler(self)
-        for name in ("observations", "branches"):
+        for name in ("observations", "branches", "parent", "children"):
             if not data.get(name):
                 data.pop(name, None)
         return data
