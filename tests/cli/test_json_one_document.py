@@ -131,6 +131,7 @@ CASES: dict[str, Callable[[dict[str, str]], list[str]]] = {
     "hooks try": lambda v: ["hooks", "try", "--client", "claude-code", "--dir", v["project"], "ls"],
     "approvals": lambda v: ["approvals", RUN],
     "decide": lambda v: ["decide", v["approval"], "--allow", "--reason", "checked", "--yes"],
+    "handoff": lambda v: ["handoff", RUN, "--note", "next: INV-3"],
     "observe": lambda v: ["observe", RUN, "button", "--value", "Pay", "--signal", "ocr"],
     "observations": lambda v: ["observations", RUN],
     "resolve-branch": lambda v: ["resolve-branch", RUN, "pay", "--choice", "click", "--yes"],

@@ -192,3 +192,26 @@ def test_record_progress_starts_a_child_on_first_use_only(
     agent.record_progress("sub", goal="a subagent's part", total=2, parent=PARENT)
     agent.record_progress("sub", completed=1, parent="ignored-now")
     assert agent.state("sub").parent == PARENT and parent.state(PARENT).children == ["sub"]
+
+
+def test_a_handoff_note_is_shown_first_with_who_wrote_it_and_the_latest_wins(
+    store: Storage, parent: Continuum
+) -> None:
+    agent = facade(store, Origin.EXTERNAL_AGENT)
+    assert parent.resume(PARENT).handoff is None
+    agent.handoff(PARENT, "INV-2 bounced: fix the address first")
+    first = parent.resume(PARENT).handoff
+    assert first is not None and first["origin"] == "external_agent"
+    assert first["note"] == "INV-2 bounced: fix the address first"
+    parent.handoff(PARENT, "address fixed; resend INV-2")
+    latest = facade(store).resume(PARENT).handoff
+    assert latest is not None and (latest["note"], latest["origin"]) == (
+        "address fixed; resend INV-2",
+        "deterministic",
+    )
+    before = store.get_run(PARENT).head_sequence
+    for bad in ("", "   ", "x" * 8001):
+        with pytest.raises(UsageError) as e:
+            agent.handoff(PARENT, bad)
+        assert e.value.code == "usage.bad_note"
+    assert store.get_run(PARENT).head_sequence == before

@@ -158,3 +158,21 @@ def test_a_new_session_checkpoints_a_run_that_grew_so_each_hook_reads_little(
         assert head - latest.event_sequence <= 2  # checkpointed at the session start
     finally:
         rt.close()
+
+
+def test_a_handoff_note_is_the_first_thing_the_next_session_is_told(tmp_path: Path) -> None:
+    """A reset with a handoff (issue 25): the note a session leaves (the CLI here, as a
+    person's script would) opens the next session's briefing, labelled with who wrote it;
+    agent text in it stays inert. Control: without a note the briefing has none."""
+    project = make_project(tmp_path, "claude-code", probe=False)
+    assert project.session("s1", [project.send("INV-1")]).code == 0
+    before = project.session("s2", [])
+    assert before.context is not None and "Handoff note" not in before.context
+    note = "INV-2 bounced\x1b[2K: fix the address first"
+    left = project.continuum("handoff", project.run, "--note", note)
+    assert left.returncode == 0, left.stderr
+    after = project.session("s3", [])
+    assert after.context is not None
+    lines = after.context.splitlines()
+    assert lines[1].startswith("Handoff note from an earlier session (recorded by local code")
+    assert '"INV-2 bounced\\x1b[2K: fix the address first"' in lines[1]

@@ -60,6 +60,7 @@ TOOL_NAMES = (
     "continuum_confirm",
     "continuum_observe",  # issue 24: observations and plan branches
     "continuum_resolve_branch",
+    "continuum_handoff",  # issue 25: a note for the next session
 )
 READ_ONLY_TOOLS = ("continuum_validate", "continuum_resume", "continuum_list_actions")
 MUTATING_TOOLS = tuple(name for name in TOOL_NAMES if name not in READ_ONLY_TOOLS)

@@ -538,6 +538,7 @@ def _base_arguments(action_key: str) -> dict[str, dict[str, Any]]:
             "note": "n",
         },
         "continuum_confirm": {"run_id": "r1"},
+        "continuum_handoff": {"run_id": "r1", "note": "next: INV-3"},
         "continuum_observe": {
             "run_id": "r1",
             "subject": "button",
@@ -862,6 +863,7 @@ async def test_f18_unauthorized_callers_are_denied_in_both_eras_and_each_denial_
         "continuum_reconcile_action": {"run_id": "r1", "action_key": action_key, "occurred": True},
         "continuum_confirm": {"run_id": "r1"},
         "continuum_observe": {"run_id": "r1", "subject": "button", "value": "Pay", "signal": "dom"},
+        "continuum_handoff": {"run_id": "r1", "note": "next: INV-3"},
         "continuum_resolve_branch": {
             "run_id": "r1",
             "branch_id": "pay",

@@ -73,6 +73,7 @@ ALLOWED = {
         "continuum_fail_action",
         "continuum_observe",
         "continuum_resolve_branch",
+        "continuum_handoff",
     },
     "approve": READ | {"continuum_reconcile_action", "continuum_confirm"},
     "admin": set(TOOL_NAMES),
@@ -127,6 +128,7 @@ def denied_call_arguments(key: str) -> dict[str, dict[str, Any]]:
             "external_id": "x-1",
         },
         "continuum_confirm": {"run_id": "seeded"},
+        "continuum_handoff": {"run_id": "seeded", "note": "denied?"},
         "continuum_observe": {
             "run_id": "seeded",
             "subject": "button",
@@ -197,6 +199,7 @@ async def run_allowed(client: Client, role: str, seeded_key: str) -> list[str]:
             {"run_id": run, "branch_id": "p", "choice": "c", "observations": ["b"], "risk": "high"},
         )
         assert branch["mode"] == "request_human"  # one agent signal verifies nothing
+        await ok("continuum_handoff", {"run_id": run, "note": "next: INV-3"})
     else:
         run, unknown = "seeded", seeded_key
     if "continuum_reconcile_action" in ALLOWED[role]:
@@ -232,7 +235,7 @@ async def test_each_role_may_call_exactly_its_tools_in_both_eras(
                 async with official_client(server.url, TOKENS[role], mode) as client:
                     assert set(await run_allowed(client, role, key)) == ALLOWED[role]
     assert sorted(denials) == sorted((r, t) for r in ROLES for t in set(TOOL_NAMES) - ALLOWED[r])
-    assert len(denials) == 18  # read: 9 mutating tools, submit: 2, approve: 7
+    assert len(denials) == 20  # read: 10 mutating tools, submit: 2, approve: 8
     stderr = server.stderr()
     logged = [json.loads(row) for row in stderr.splitlines() if '"mcp.call_denied"' in row]
     assert sorted((d["role"], d["tool"]) for d in logged) == sorted(denials)

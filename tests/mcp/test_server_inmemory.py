@@ -153,6 +153,7 @@ async def test_every_tool_answers_structured_content_that_matches_its_output_sch
             "continuum_resolve_branch",
             {"run_id": "r1", "branch_id": "pay", "choice": "click", "observations": ["button"]},
         )
+        await s.ok("continuum_handoff", {"run_id": "r1", "note": "next: INV-3"})
         await s.ok("continuum_validate", {"run_id": "r1", "env": {"dataset": "v1"}})
         await s.ok("continuum_confirm", {"run_id": "r1"}, meta={"confirmToken": CONFIRM_SECRET})
         resumed = await s.ok("continuum_resume", {"run_id": "r1", "env": {"dataset": "v1"}})

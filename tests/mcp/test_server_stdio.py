@@ -70,6 +70,7 @@ def valid_arguments(action_key: str) -> dict[str, dict[str, Any]]:
         "continuum_reconcile_action": {"run_id": "r1", "action_key": action_key, "occurred": True},
         "continuum_confirm": {"run_id": "r1"},
         "continuum_observe": {"run_id": "r1", "subject": "button", "value": "Pay", "signal": "dom"},
+        "continuum_handoff": {"run_id": "r1", "note": "next: INV-3"},
         "continuum_resolve_branch": {
             "run_id": "r1",
             "branch_id": "pay",

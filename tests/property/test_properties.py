@@ -135,6 +135,7 @@ PAYLOADS: list[tuple[str, st.SearchStrategy[dict[str, Any]]]] = [
         _opt(goal=short_text, total=small_ints, model=ids["m"], parent=st.none() | ids["b"]),
     ),
     (EventType.CHILD_STARTED, _opt(child_run_id=ids["b"], goal=short_text)),
+    (EventType.HANDOFF_RECORDED, _opt(note=short_text)),
     (EventType.GOAL_SET, _opt(goal=short_text | st.integers())),
     (EventType.RUN_COMPLETED, st.just({})),
     (EventType.RUN_ABORTED, _opt(reason=short_text)),

@@ -33,7 +33,8 @@ SPEC_TOOLS = [
     "continuum_reconcile_action",
     "continuum_confirm",
 ]
-ADDED_TOOLS = ["continuum_observe", "continuum_resolve_branch"]  # issue 24, after the spec's ten
+# issues 24 and 25, after the spec's ten
+ADDED_TOOLS = ["continuum_observe", "continuum_resolve_branch", "continuum_handoff"]
 
 
 def command_paths(group: click.Group, prefix: str = "") -> list[str]:

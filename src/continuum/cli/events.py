@@ -211,6 +211,7 @@ SUMMARIES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     EventType.RUN_STARTED: _with("goal", "total", "model", "parent", free=("goal",)),
     EventType.GOAL_SET: _with("goal", free=("goal",)),
     EventType.CHILD_STARTED: _with("child_run_id", "goal", free=("goal",)),
+    EventType.HANDOFF_RECORDED: _with("note", free=("note",)),
     EventType.RUN_COMPLETED: _REASON,
     EventType.RUN_ABORTED: _REASON,
     EventType.PROGRESS_RECORDED: _progress,

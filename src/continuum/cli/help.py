@@ -37,7 +37,17 @@ RUN = "invoice-batch"
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "Run lifecycle",
-        ("start", "record-progress", "append", "finish", "abort", "runs", "status", "inspect"),
+        (
+            "start",
+            "record-progress",
+            "handoff",
+            "append",
+            "finish",
+            "abort",
+            "runs",
+            "status",
+            "inspect",
+        ),
     ),
     ("The log", ("events", "watch", "history", "diff", "replay", "event-types")),
     ("Side effects and the ledger", ("intercept", "complete", "fail", "actions", "compensate")),
@@ -107,6 +117,10 @@ HELP: Mapping[str, Entry] = {
     "record-progress": _e(
         "Record progress in absolute numbers",
         f"continuum record-progress {RUN} --completed 1",
+    ),
+    "handoff": _e(
+        "Leave a note the next session reads first",
+        f'continuum handoff {RUN} --note "INV-2 bounced: fix the address before resending"',
     ),
     "append": _e(
         "Append one event of a known type (trusted local origin)",

@@ -48,6 +48,11 @@ def _recovery_lines(r: Recovery) -> list[Line]:
         f"next allowed action: {r.next_allowed_action}",
         f"why: {r.rationale}",
     ]
+    if r.handoff is not None:
+        lines.insert(
+            1,
+            f"handoff note: {shown(r.handoff['note'], r.handoff['origin'], r.handoff['sequence'], limit=4000)}",
+        )
     if len(r.required_actions) > 1:
         lines.append("required, in order:")
         lines += [f"  {i}. {a}" for i, a in enumerate(r.required_actions, 1)]

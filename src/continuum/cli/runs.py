@@ -198,6 +198,21 @@ def record_progress_cmd(
     )
 
 
+@click.command("handoff")
+@click.argument("run_id")
+@click.option("--note", required=True, help="What the next session must know first.")
+@common
+def handoff_cmd(s: Settings, run_id: str, note: str) -> None:
+    """Record a handoff note for RUN's next session (a reset): the next briefing and
+    resume show it first, with who wrote it."""
+    event = runtime(s).handoff(run_id, note)
+    emit(
+        s,
+        {"run_id": run_id, "sequence": event.sequence, "note": note},
+        [f"handoff note recorded in run {quoted(run_id)} (event #{event.sequence})"],
+    )
+
+
 def _tree(runs: list[RunInfo], parents: dict[str, str | None]) -> list[tuple[int, RunInfo]]:
     """Runs in creation order, each child right under its parent (depth, run); a run whose
     parent is not in the store is a root."""
@@ -390,6 +405,7 @@ COMMANDS = [
     finish_cmd,
     abort_cmd,
     record_progress_cmd,
+    handoff_cmd,
     runs_cmd,
     inspect_cmd,
     status_cmd,

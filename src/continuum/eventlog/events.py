@@ -33,6 +33,8 @@ class EventType(StrEnum):
     GOAL_SET = "goal_set"
     # a child run (a subagent's) was started under this one: its id (run families)
     CHILD_STARTED = "child_started"
+    # a note for the next session (a reset with a handoff): the briefing shows it first
+    HANDOFF_RECORDED = "handoff_recorded"
     # task progress and work items
     PROGRESS_RECORDED = "progress_recorded"
     PLAN_SET = "plan_set"

@@ -130,6 +130,7 @@ SCHEMAS: dict[str, Schema] = {
         "parent": (False, _nullable(_name)),
     },
     EventType.CHILD_STARTED: {"child_run_id": (True, _name), "goal": (False, _s)},
+    EventType.HANDOFF_RECORDED: {"note": (True, _name)},
     EventType.GOAL_SET: {"goal": (True, _ns)},
     EventType.RUN_COMPLETED: {"reason": (False, _s)},
     EventType.RUN_ABORTED: {"reason": (False, _s)},

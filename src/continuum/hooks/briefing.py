@@ -21,7 +21,7 @@ from continuum.hooks.registry import Registry
 from continuum.runtime.facade import Continuum
 from continuum.state.records import ActionRecord
 from continuum.types import ActionStatus
-from continuum.untrusted import quoted
+from continuum.untrusted import origin_words, quoted
 
 MAX_DONE = 10  # completed effects listed; the rest are counted
 
@@ -41,13 +41,19 @@ def briefing(
     actions = rt.actions(run)
     recovery = rt.resume(run, versions=model)
     files = recovery.files
-    if not actions and files is None:
+    if not actions and files is None and recovery.handoff is None:
         return ""
     interrupted = rt.interrupted(run)
     lines = [
         f"continuum crash-recovery briefing for run {quoted(run)} "
         f"(side effects in this project go through its ledger): verdict {recovery.mode}."
     ]
+    if recovery.handoff is not None:
+        h = recovery.handoff
+        lines.append(
+            f"Handoff note from an earlier session ({origin_words(h['origin'], h['sequence'])}): "
+            f"{quoted(h['note'], limit=4000)}"
+        )
     p = recovery.progress or {}
     if p.get("total") is not None or p.get("completed"):
         total = "?" if p.get("total") is None else p["total"]

@@ -1,4 +1,4 @@
-"""The twelve continuum tools: thin wrappers over the runtime facade.
+"""The thirteen continuum tools: thin wrappers over the runtime facade.
 
 Each mutating tool first authorizes the caller (deny by default, see ``auth.py``);
 a denial or a domain error becomes an error result the agent can read. Everything
@@ -89,6 +89,12 @@ READ_ONLY = ToolAnnotations(
 MUTATING = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
 )
+
+
+class HandoffResult(BaseModel):
+    run_id: str
+    sequence: int = Field(description="The handoff_recorded event's sequence")
+    note: str
 
 
 class ValidateResult(BaseModel):
@@ -509,6 +515,28 @@ class Tools:
     ) -> CheckpointResult:
         info = self.writer().checkpoint(run_id, reason=reason, env=env)
         return CheckpointResult(**info.model_dump())
+
+    @tool(
+        "continuum_handoff",
+        read_only=False,
+        description=(
+            "Before a reset, a context switch or handing the run to another session: leave "
+            "a note the next session's resume and briefing show first (what to do next, "
+            "what not to redo). The note is your word, shown as such."
+        ),
+    )
+    def handoff(
+        self,
+        run_id: RunId,
+        note: Annotated[
+            str,
+            Field(min_length=1, max_length=8000, description="What the next session must know."),
+        ],
+        ctx: Context,
+    ) -> HandoffResult:
+        with self.acting(ctx) as rt:
+            event = rt.handoff(run_id, note)
+        return HandoffResult(run_id=run_id, sequence=event.sequence, note=note)
 
     @tool(
         "continuum_observe",

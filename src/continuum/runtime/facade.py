@@ -235,6 +235,13 @@ class Continuum(PerceptionFacade):
             files=self.file_evidence(state),
             version_drift=version_drift(state, versions),
             children=children,
+            handoff=None
+            if state.handoff is None
+            else {
+                "note": state.handoff.value,
+                "origin": str(state.handoff.provenance.origin),
+                "sequence": state.handoff.provenance.sequence,
+            },
         )
 
     def file_evidence(self, state: State, *, limit: int = 20) -> FileEvidence | None:

@@ -66,6 +66,8 @@ class Recovery(BaseModel):
       under other versions than the current ones given to ``resume(versions=...)``: its
       ``action_key``, ``action_type``, the ``field`` (``prompt_hash``,
       ``tool_schema_hash``, ``model``), ``recorded`` and ``current``.
+    - ``handoff``: the latest handoff note for this session (``note``, ``origin``,
+      ``sequence``), or None: read it first (an agent's note is its word).
     - ``children``: the runs started under this one (any depth, ``path`` from it), each
       with its ``status`` and ``unresolved`` actions (``action_key``, ``status``, ``next``):
       the verdict is ``request_human`` while one of them may have happened unsettled.
@@ -86,6 +88,7 @@ class Recovery(BaseModel):
     files: FileEvidence | None = None
     version_drift: list[dict[str, Any]] = Field(default_factory=list)
     children: list[dict[str, Any]] = Field(default_factory=list)
+    handoff: dict[str, Any] | None = None
 
 
 class Evaluation(NamedTuple):

@@ -45,6 +45,7 @@ from continuum.types import ActionStatus, Origin, RunStatus
 if TYPE_CHECKING:  # imported when used: archiving is rare, a resume never needs it
     from continuum.ops.archive import ArchiveResult
 
+MAX_NOTE_CHARS = 8000  # a handoff note: a few lines, not a transcript
 MAX_FAMILY = 1000  # runs below one parent that its verdict looks at (children, theirs, ...)
 STATE_CACHE_RUNS = 64  # runs whose last state a Continuum object keeps
 
@@ -356,6 +357,19 @@ class RunsFacade:
             held = held_by(self.state(run_id))
             self._held[run_id] = held
         return held
+
+    def handoff(self, run_id: str, note: str) -> Event:
+        """Record a note for the next session of the run (a reset with a handoff: what to
+        do next, what not to redo); the next briefing and ``resume`` show it first, with
+        who wrote it (an agent's note is its word). Raises ``usage.bad_note`` for an empty
+        or over-long note, ``not_found.run``; nothing is written then."""
+        if not isinstance(note, str) or not note.strip() or len(note) > MAX_NOTE_CHARS:
+            raise UsageError(
+                f"a handoff note is non-empty text of at most {MAX_NOTE_CHARS} characters",
+                code="usage.bad_note",
+                hint="say in a few lines what the next session must know; nothing was written",
+            )
+        return self.append(run_id, EventType.HANDOFF_RECORDED, {"note": note})
 
     def finish_run(self, run_id: str, *, aborted: bool = False, reason: str | None = None) -> Event:
         """Mark the run completed (a ``run_completed`` event) or, with ``aborted=True``,

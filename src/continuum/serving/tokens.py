@@ -52,6 +52,7 @@ SUBMIT_TOOLS = (
     "continuum_fail_action",
     "continuum_observe",
     "continuum_resolve_branch",
+    "continuum_handoff",
 )
 """What an agent reports about its own work."""
 

@@ -89,6 +89,11 @@ def _run_started(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
         acc["parent"] = parent
 
 
+@_on(EventType.HANDOFF_RECORDED)
+def _handoff(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    acc["handoff"] = {"value": p["note"], "provenance": _prov(e)}
+
+
 @_on(EventType.CHILD_STARTED)
 def _child_started(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     children = acc.setdefault("children", [])

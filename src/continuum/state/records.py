@@ -272,6 +272,7 @@ class State(BaseModel):
     confirmations: list[Confirmation] = Field(default_factory=list)
     observations: dict[str, Perception] = Field(default_factory=dict)
     branches: dict[str, Branch] = Field(default_factory=dict)
+    handoff: GoalFact | None = None  # the latest handoff note, with who wrote it
     parent: str | None = None  # the run this one was started under (run_started)
     children: list[str] = Field(default_factory=list)  # runs started under it (child_started)
     self_certified: dict[str, int] = Field(default_factory=dict)
@@ -287,7 +288,7 @@ class State(BaseModel):
         checkpoints and contracts built from it) of a run that uses neither stays exactly
         what earlier versions wrote."""
         data: dict[str, Any] = handler(self)
-        for name in ("observations", "branches", "parent", "children"):
+        for name in ("observations", "branches", "parent", "children", "handoff"):
             if not data.get(name):
                 data.pop(name, None)
         return data
