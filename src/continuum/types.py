@@ -150,6 +150,9 @@ class InterceptStatus(StrEnum):
       another tool schema than it was recorded with: a person reconciles it first.
     - ``revalidation_required``: the periodic check found a dependency changed: declare
       it again (or a person acts) before a new effect starts.
+    - ``retry_cap_reached``: a new attempt would pass a ``[[retry]]`` rule's
+      ``max_attempts`` for the action type, or the run's ``run_retries``; nothing was
+      written (a person looks, or a new run starts).
     """
 
     STARTED = "started"
@@ -164,3 +167,4 @@ class InterceptStatus(StrEnum):
     DENIED = "denied"
     VERSION_DRIFT = "version_drift"
     REVALIDATION_REQUIRED = "revalidation_required"
+    RETRY_CAP_REACHED = "retry_cap_reached"

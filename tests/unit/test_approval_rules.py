@@ -82,6 +82,12 @@ def test_an_effect_rule_gates_only_calls_through_that_host_effect() -> None:
         ("[[branch]]\nbranch = 'pay'\nrisk = 'maybe'\n", "risk must be one of low, high"),
         ("[[branch]]\nbranch = 'pay'\n", "risk must be one of low, high"),
         ("[[branch]]\nbranch = 'pay'\nrisk = 'high'\nwho = 1\n", "unknown field"),
+        ("[[retry]]\naction_type = 'send'\n", "say one limit"),
+        ("[[retry]]\nmax_attempts = 3\n", "needs the action_type"),
+        ("[[retry]]\naction_type = 'send'\nrun_retries = 3\n", "leave out action_type"),
+        ("[[retry]]\naction_type = 'send'\nmax_attempts = true\n", "whole number >= 1"),
+        ("[[retry]]\nrun_retries = -1\n", "whole number >= 0"),
+        ("[[retry]]\nrun_retries = 1\nmax_attempts = 2\naction_type = 'x'\n", "say one limit"),
     ],
 )
 def test_a_malformed_file_is_refused_naming_what_is_wrong(text: str, problem: str) -> None:

@@ -19,6 +19,19 @@ Each ``[[branch]]`` table declares the risk of plan branches (``Continuum.resolv
     risk = "high"                              # high | low
     description = "anything that moves money"
 
+Each ``[[retry]]`` table caps new attempts (a retried or re-run action)::
+
+    [[retry]]
+    action_type = "send_invoice"
+    max_attempts = 3                           # attempts of one action, the first included
+
+    [[retry]]
+    run_retries = 10                           # new attempts in one run, all types together
+
+An intercept that would start an attempt past a cap answers ``retry_cap_reached`` and
+writes nothing; the counts are the ledger's (an action's identity, not its spelling), so
+they hold across crashes and processes. The tightest matching rule applies.
+
 A branch's risk is the highest of what the call declares, what any matching rule says and
 what the branch was declared before: a call cannot lower it.
 
@@ -76,6 +89,7 @@ from continuum.untrusted import check_identifier
 APPROVALS_FILE = os.path.join(".continuum", "approvals.toml")
 _FIELDS = {"action_type", "effect", "match", "when", "description"}
 _BRANCH_FIELDS = {"branch", "risk", "description"}
+_RETRY_FIELDS = {"action_type", "max_attempts", "run_retries", "description"}
 RISKS = ("low", "high")
 _MISSING = object()
 AS_GIVEN: Any = object()  # ``canonical`` not given: judge the arguments as given only
@@ -144,16 +158,28 @@ class ApprovalRule:
     # It gates no call (``matches`` is False for it).
     branch: re.Pattern[str] | None = None
     risk: str | None = None
+    # A [[retry]] table: at most ``max_attempts`` attempts of its action type, or at most
+    # ``run_retries`` new attempts in a run (all types). It gates no call either.
+    retry: bool = False
+    max_attempts: int | None = None
+    run_retries: int | None = None
 
     @property
     def where(self) -> str:
-        label = "branch rule" if self.branch is not None else "rule"
+        label = "branch rule" if self.branch is not None else "retry rule" if self.retry else "rule"
         return f"{self.path} {label} #{self.index}" + (f" (line {self.line})" if self.line else "")
 
     def describe(self) -> str:
         """What the rule gates, in one line (recorded with each approval it asks for)."""
         if self.branch is not None:
             text = f"branches /{self.branch.pattern}/ are {self.risk} risk"
+            return f"{self.where}: {text}" + (f" ({self.description})" if self.description else "")
+        if self.retry:
+            text = (
+                f"at most {self.max_attempts} attempt(s) of {self.action_type}"
+                if self.max_attempts is not None
+                else f"at most {self.run_retries} new attempt(s) in a run"
+            )
             return f"{self.where}: {text}" + (f" ({self.description})" if self.description else "")
         what = (
             f"action type {self.action_type}"
@@ -176,8 +202,8 @@ class ApprovalRule:
         """Whether this rule asks a person to decide the call. ``canonical``: the arguments
         as the ledger normalizes them for the action's identity; each condition holding on
         them or on ``arguments`` is enough (two spellings of one action are judged alike)."""
-        if self.branch is not None:
-            return False  # a branch rule declares risk, it gates no call
+        if self.branch is not None or self.retry:
+            return False  # a branch or retry rule declares limits, it gates no call
         if self.effect is not None:
             if effect != self.effect or action_type != self.effect:
                 return False
@@ -221,6 +247,11 @@ class ApprovalRules:
         that matches it at all, else None."""
         found = [r for r in self.rules if r.branch is not None and r.branch.fullmatch(branch_id)]
         return next((r for r in found if r.risk == "high"), found[0] if found else None)
+
+    def retry_caps(self, action_type: str) -> tuple[ApprovalRule | None, ApprovalRule | None]:
+        """The tightest ``[[retry]]`` rule for ``action_type`` (``max_attempts``) and the
+        tightest run-wide one (``run_retries``), each None when no rule says."""
+        return _tightest(self.rules, action_type)
 
     def explain(self) -> list[str]:
         if not self.rules:
@@ -415,22 +446,74 @@ def _branch_rule(path: str, entry: Entry) -> ApprovalRule:
     )
 
 
+def _tightest(
+    rules: Sequence[ApprovalRule], action_type: str
+) -> tuple[ApprovalRule | None, ApprovalRule | None]:
+    per_type = [
+        r for r in rules if r.retry and r.max_attempts is not None and r.action_type == action_type
+    ]
+    run_wide = [r for r in rules if r.retry and r.run_retries is not None]
+    return (
+        min(per_type, key=lambda r: r.max_attempts or 0, default=None),
+        min(run_wide, key=lambda r: r.run_retries or 0, default=None),
+    )
+
+
+def _retry_rule(path: str, entry: Entry) -> ApprovalRule:
+    where, table = entry.where, entry.table
+
+    def count(name: str, least: int) -> int | None:
+        value = table.get(name)
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise _bad(path, where, f"{name} must be a whole number >= {least} (got {value!r})")
+        return value
+
+    max_attempts, run_retries = count("max_attempts", 1), count("run_retries", 0)
+    action_type = (
+        _name(path, where, "action_type", table["action_type"]) if "action_type" in table else None
+    )
+    if (max_attempts is None) == (run_retries is None):
+        raise _bad(
+            path,
+            where,
+            "say one limit: max_attempts = N (with action_type) or run_retries = N (a run)",
+        )
+    if max_attempts is not None and action_type is None:
+        raise _bad(path, where, 'max_attempts needs the action_type it limits: action_type = "..."')
+    if run_retries is not None and action_type is not None:
+        raise _bad(path, where, "run_retries limits a whole run: leave out action_type")
+    description = table.get("description")
+    if description is not None and not isinstance(description, str):
+        raise _bad(path, where, "description must be a string")
+    return ApprovalRule(
+        path=path,
+        index=entry.number,
+        line=entry.line,
+        action_type=action_type,
+        effect=None,
+        description=description,
+        retry=True,
+        max_attempts=max_attempts,
+        run_retries=run_retries,
+    )
+
+
 def parse_rules(text: str, path: str) -> tuple[ApprovalRule, ...]:
     """Compile one file's rules (``[[approval]]``, then ``[[branch]]``); ``UsageError``
     (``approvals.bad_rules``) names the line."""
-    approvals = rule_tables(
-        text, path, "approval", _bad, label="rule", fields=_FIELDS, top_level=frozenset({"branch"})
+    tables = ("approval", "branch", "retry")
+
+    def entries(table: str, label: str, fields: set[str]) -> list[Entry]:
+        others = frozenset(t for t in tables if t != table)
+        return rule_tables(text, path, table, _bad, label=label, fields=fields, top_level=others)
+
+    return (
+        tuple(_rule(path, e) for e in entries("approval", "rule", _FIELDS))
+        + tuple(_branch_rule(path, e) for e in entries("branch", "branch rule", _BRANCH_FIELDS))
+        + tuple(_retry_rule(path, e) for e in entries("retry", "retry rule", _RETRY_FIELDS))
     )
-    branches = rule_tables(
-        text,
-        path,
-        "branch",
-        _bad,
-        label="branch rule",
-        fields=_BRANCH_FIELDS,
-        top_level=frozenset({"approval"}),
-    )
-    return tuple(_rule(path, e) for e in approvals) + tuple(_branch_rule(path, e) for e in branches)
 
 
 Stamp = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
@@ -602,6 +685,8 @@ class RuleFiles:
             return rule
         for path, lost in self._gone.items():
             for old in lost:
+                if old.branch is not None or old.retry:
+                    continue  # limits, not decisions: branch_rule and retry_caps keep them
                 if old.action_type == action_type or (
                     old.effect is not None and old.effect in (action_type, effect)
                 ):
@@ -633,3 +718,9 @@ class RuleFiles:
                 ):
                     return old
         return rule
+
+    def retry_caps(self, action_type: str) -> tuple[ApprovalRule | None, ApprovalRule | None]:
+        """``ApprovalRules.retry_caps`` on the rules now and those of a vanished file (its
+        caps stay until it is back or rewritten: a missing file never lifts a limit)."""
+        kept = [r for lost in self._gone.values() for r in lost]
+        return _tightest([*self.current().rules, *kept], action_type)

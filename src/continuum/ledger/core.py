@@ -349,6 +349,25 @@ class ActionLedger:
             key = normalize_key(action_type, key)
         return action_identity(run_id, action_type, arguments, key, self.cwd)
 
+    def _retry_capped(self, tx: WriteTx, rec: ActionRecord) -> str | None:
+        """Why a new attempt of ``rec`` passes a ``[[retry]]`` cap, or None. Counted in the
+        write transaction from the ledger: exact under concurrent intercepts."""
+        per_type, run_wide = self.approvals.retry_caps(rec.action_type)
+        limit = per_type.max_attempts if per_type is not None else None
+        if per_type is not None and limit is not None and rec.attempt + 1 > limit:
+            return (
+                f" It has had {rec.attempt} attempt(s); {per_type.where} allows at most "
+                f"{limit} for {rec.action_type}."
+            )
+        if run_wide is not None and run_wide.run_retries is not None:
+            used = sum(max(0, int(row.record.get("attempt", 1)) - 1) for row in tx.actions())
+            if used + 1 > run_wide.run_retries:
+                return (
+                    f" This run has made {used} new attempt(s); {run_wide.where} allows at "
+                    f"most {run_wide.run_retries} in a run."
+                )
+        return None
+
     def _possible_duplicate(self, rec: ActionRecord) -> InterceptResult:
         return InterceptResult(
             proceed=False,
@@ -434,7 +453,11 @@ class ActionLedger:
             return self._result(rec, False, "revalidation_required", matched, hold)
         if status == ActionStatus.FAILED or rerunnable:
             # Certainly not done (a person or trusted code said so), or the contract allows
-            # running it again: a new attempt (under a person's grant, where a rule says so).
+            # running it again: a new attempt (under a person's grant, where a rule says so),
+            # unless a retry cap says this attempt is one too many.
+            capped = self._retry_capped(tx, rec)
+            if capped is not None:
+                return self._result(rec, False, "retry_cap_reached", matched, capped)
             retry: dict[str, Any] = {
                 "action_id": rec.action_id,
                 "attempt": rec.attempt + 1,

@@ -90,6 +90,9 @@ GUIDANCE = {
     "ask a person again).",
     "denied": "Not performed: a person denied this call{reason}. Do not perform it. Changed "
     "arguments ask a person again.",
+    "retry_cap_reached": "Not performed: a new attempt would pass a retry cap of this run's "
+    "rules (.continuum/approvals.toml [[retry]]), so it is not tried again; retrying in a "
+    "loop amplifies a failing system's load. Do not perform it: tell a person what failed.",
     "revalidation_required": "Not performed: continuum's periodic check of the environment found "
     "a dependency of this run changed since it was declared, so what was derived from it "
     "is stale. Do not perform it yet: check the change; declare the dependency again to "

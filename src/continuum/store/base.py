@@ -183,6 +183,10 @@ class WriteTx(Protocol):
 
     def put_action(self, row: ActionRow) -> None: ...
 
+    def actions(self) -> list[ActionRow]:
+        """Every action of the run as this transaction sees it."""
+        ...
+
     def put_checkpoint(self, row: CheckpointRow) -> None: ...
 
     def drop_archived(self, marker: Event) -> tuple[int, int]:

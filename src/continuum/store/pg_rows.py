@@ -131,6 +131,10 @@ class PgWriteTx(CoreTx):
             rows = action_rows(self._pc.conn, self._run.run_id, column, value)
         return rows[0] if rows else None
 
+    def _all_action_rows(self) -> list[tuple[Any, ...]]:
+        with self._errors():
+            return action_rows(self._pc.conn, self._run.run_id, None, None)
+
     def _put_action(self, row: ActionRow) -> None:
         with self._errors():
             put_action(self._pc.conn, row)

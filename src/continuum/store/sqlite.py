@@ -131,6 +131,9 @@ class _Tx(CoreTx):
         rows = _action_query(self._conn, self._run.run_id, column, value)
         return rows[0] if rows else None
 
+    def _all_action_rows(self) -> list[tuple[Any, ...]]:
+        return _action_query(self._conn, self._run.run_id, None, None)
+
     def _put_action(self, row: ActionRow) -> None:
         self._conn.execute(_PUT_ACTION, action_values(row))
 

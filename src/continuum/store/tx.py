@@ -138,6 +138,10 @@ class CoreTx:
     def put_action(self, row: ActionRow) -> None:
         self._put_action(row)
 
+    def actions(self) -> list[ActionRow]:
+        """Every action of the run as this transaction sees it (the run-wide retry cap)."""
+        return [action_from_row(row) for row in self._all_action_rows()]
+
     def put_checkpoint(self, row: CheckpointRow) -> None:
         self._put_checkpoint(row)
 
@@ -206,6 +210,9 @@ class CoreTx:
         raise NotImplementedError
 
     def _action_row(self, column: str, value: str) -> tuple[Any, ...] | None:
+        raise NotImplementedError
+
+    def _all_action_rows(self) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
     def _put_action(self, row: ActionRow) -> None:
