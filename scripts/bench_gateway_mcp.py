@@ -11,7 +11,9 @@ so a busy machine slows all of them alike. Figures (median latency per call, qua
 and the gateway's CPU per call from /proc):
 
 - unregistered: ``read_balance`` direct vs through the gateway, and their ratio
-  (target: at most 1.3x);
+  (target: at most 1.3x). With the upstream on stdio such a call takes the gateway's
+  byte relay (``gateway/relay.py``: the host's line and the upstream's answer line pass
+  verbatim, past the SDK); over HTTP it still goes through the SDK's client session;
 - registered: ``send_invoice`` with a new invoice each time through the gateway
   (intercept, forward, complete: two committed SQLite transactions) vs the unregistered
   call through the same gateway; the difference is what the ledger adds (target: at most

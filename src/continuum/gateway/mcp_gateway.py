@@ -5,7 +5,9 @@ server it starts as a subprocess. It lists the upstream's tools, exposes those w
 definition matches its pin (``pins.py``), and judges every ``tools/call`` by the rules
 (``rules.py``):
 
-- a call no effect rule matches is forwarded untouched and its answer returned as is;
+- a call no effect rule matches is forwarded untouched and its answer returned as is
+  (with an upstream on stdio, as bytes: ``relay.py`` relays the host's line and the
+  upstream's answer line verbatim, past the SDK; with ``--url`` through the SDK);
 - a registered call is intercepted first (``Continuum.intercept``: one transaction,
   durable before anything is forwarded) and forwarded only when it may proceed; then the
   upstream's answer settles it: a result is ``completed`` (the result is stored), an
@@ -31,7 +33,7 @@ business, as without the gateway.
 
 The host side is ``continuum-mcp``'s hardened stdio transport (``serving/transport.py``):
 a malformed or oversized line from the host gets a JSON-RPC error answer, not silence,
-and at most ``DEFAULT_MAX_IN_FLIGHT`` requests are in flight.
+and at most ``DEFAULT_MAX_IN_FLIGHT`` requests are in flight (relayed ones included).
 
 The store may be unusable (a locked, full, damaged or unreachable one): registered calls
 are then refused (fail closed), unregistered ones still pass. The upstream may send
@@ -57,7 +59,6 @@ import anyio
 import anyio.to_thread
 from mcp import types
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -66,6 +67,7 @@ from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.eventlog.canonical import canonical_json, sha256_hex
 from continuum.faults import fault_point
 from continuum.gateway.pins import Pins
+from continuum.gateway.relay import Relay, open_stdio_upstream
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
 from continuum.log import get_logger
 from continuum.runtime.facade import Continuum
@@ -317,6 +319,35 @@ class Gateway:
             self._lost(e)
         return types.ListToolsResult(tools=list(self.tools.values()))
 
+    # -- the relay's questions (relay.Route): unregistered calls on a stdio upstream ----------
+
+    def relays(self, name: str, arguments: dict[str, Any]) -> bool:
+        """Whether the call may go upstream as bytes: what ``call_tool`` would forward
+        untouched (an exposed tool, no effect rule, the upstream not gone)."""
+        return (
+            self.upstream_gone is None
+            and name in self.tools
+            and name not in self.changed
+            and self.config.rules.find(name, arguments) is None
+        )
+
+    def no_answer(self, name: str, error: Exception) -> types.CallToolResult:
+        self._lost(error)
+        if self.upstream_gone is not None:
+            return self._gone_result(name)
+        return _text_result(
+            f"The upstream server {self.config.server!r} gave no valid answer to "
+            f"{name!r} ({type(error).__name__}: {error})"[:2000],
+            refused="upstream_bad_answer",
+            tool=name,
+        )
+
+    def gone(self, name: str) -> types.CallToolResult:
+        return self._gone_result(name)
+
+    def lost(self, error: BaseException) -> None:
+        self._lost(error)
+
     def _lost(self, e: BaseException) -> None:
         """Report an upstream failure; a closed connection (the upstream exited, or closed
         its stdout) marks it gone for good, anything else (a timeout, an answer that is not
@@ -392,15 +423,7 @@ class Gateway:
         try:
             return await self._forward(name, arguments)
         except Exception as e:
-            self._lost(e)
-            if self.upstream_gone is not None:
-                return self._gone_result(name)
-            return _text_result(
-                f"The upstream server {self.config.server!r} gave no valid answer to "
-                f"{name!r} ({type(e).__name__}: {e})"[:2000],
-                refused="upstream_bad_answer",
-                tool=name,
-            )
+            return self.no_answer(name, e)
 
     def _gone_result(self, name: str) -> types.CallToolResult:
         return _text_result(
@@ -728,8 +751,9 @@ def _upstream_failed(config: GatewayConfig, e: BaseException) -> UsageError:
     )
 
 
-async def _connect(config: GatewayConfig, stack: AsyncExitStack) -> tuple[Any, Any]:
-    """The upstream's two streams: a subprocess on stdio, or a streamable HTTP endpoint."""
+async def _connect(config: GatewayConfig, stack: AsyncExitStack) -> tuple[Any, Any, Relay | None]:
+    """The upstream's two streams, and for a subprocess on stdio its relay (a streamable
+    HTTP endpoint has none)."""
     if config.url is not None:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
@@ -745,15 +769,16 @@ async def _connect(config: GatewayConfig, stack: AsyncExitStack) -> tuple[Any, A
         read, write = await stack.enter_async_context(
             streamable_http_client(config.url, http_client=client)
         )
-        return read, write
-    params = StdioServerParameters(
-        command=config.upstream[0], args=list(config.upstream[1:]), env=dict(os.environ)
-    )
+        return read, write, None
     try:
-        read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+        relay = await stack.enter_async_context(
+            open_stdio_upstream(
+                config.upstream, timeout=config.timeout, env=os.environ, errlog=sys.stderr
+            )
+        )
     except (OSError, ValueError) as e:  # not found, not executable, a NUL in an argument
         raise _upstream_failed(config, e) from e
-    return read, write
+    return relay.read_stream, relay.write_stream, relay
 
 
 async def serve(config: GatewayConfig) -> None:
@@ -763,7 +788,7 @@ async def serve(config: GatewayConfig) -> None:
     not answer the handshake."""
     log.info("gateway.policy", server=config.server, **config.policy.describe())
     async with AsyncExitStack() as stack:
-        up_read, up_write = await _connect(config, stack)
+        up_read, up_write, relay = await _connect(config, stack)
         session = await stack.enter_async_context(
             ClientSession(
                 up_read,
@@ -790,11 +815,15 @@ async def serve(config: GatewayConfig) -> None:
             on_call_tool=gateway.call_tool,
             **Passthrough(session).handlers(hello.capabilities),
         )
+        if relay is not None:
+            relay.bind(gateway)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_renew, gateway)
                 async with hardened_stdio_server(
-                    DEFAULT_MAX_MESSAGE_BYTES, max_in_flight=DEFAULT_MAX_IN_FLIGHT
+                    DEFAULT_MAX_MESSAGE_BYTES,
+                    max_in_flight=DEFAULT_MAX_IN_FLIGHT,
+                    divert=relay.divert if relay is not None else None,
                 ) as (read, write):
                     await server.run(read, write, server.create_initialization_options())
                 tg.cancel_scope.cancel()

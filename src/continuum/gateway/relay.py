@@ -1,0 +1,445 @@
+"""The upstream on stdio for ``continuum gateway mcp``, with a byte relay for the calls
+the ledger has no business with.
+
+Why: a ``tools/call`` no effect rule matches is the upstream's own business, yet through
+the SDK it cost as much again as the call itself: parsed and validated by the gateway's
+server, rebuilt as a request, sent by ``ClientSession``, its answer parsed, validated and
+encoded again (2.06 ms against 1.09 ms straight to the upstream). Such a call's line now
+goes to the upstream as the host wrote it, and the upstream's answer line back to the
+host as the upstream wrote it.
+
+What this module owns:
+
+- the upstream subprocess, started and stopped as the SDK's ``stdio_client`` does (its
+  own process group; at the end its stdin closed, a grace period, then the group
+  terminated), its stdin (one lock for every write) and its stdout (one reader), and the
+  pair of memory streams the gateway's ``ClientSession`` runs over;
+- two id spaces on the upstream's wire: each request of the gateway's own session goes
+  out with the id ``continuum-gateway:<n>`` (restored on its answer; its cancels and
+  progress tokens likewise), and a host request whose id has that prefix is never
+  relayed. So the host's ids, relayed as they are, never meet the gateway's own: an
+  upstream answer without the prefix is a relayed call's, or a stray one, never the
+  session's;
+- the relay: ``Relay.divert`` is the hook of the hardened host transport
+  (``serving/transport.py``). It takes a host ``tools/call`` once the host finished its
+  handshake, when the params hold only ``name``, ``arguments`` and ``_meta``, and the
+  gateway (the ``Route``) says so: the tool is exposed, the upstream not gone, no effect
+  rule matches. ``_meta`` keeps only ``progressToken`` (its other keys may be the host's
+  token for the gateway; the SDK path dropped them all), which re-encodes that line;
+  any other line goes verbatim. A taken request still counts against the host's
+  in-flight limit until its answer is written;
+- the answers: the upstream's JSON-RPC 2.0 answer (a result or an error) to a relayed id
+  goes to the host verbatim, and so does its ``notifications/progress`` for a relayed
+  call's token (results are not checked against a schema: the host checks what it gets,
+  as without the gateway). A host's cancel of a relayed call is forwarded and the call
+  settled with no answer, as the SDK does. A relayed call with no answer in the
+  gateway's timeout gets the answer the SDK path gives (``upstream_bad_answer``) and the
+  upstream a cancel, as the SDK sends; when the upstream's stdout ends, every relayed
+  call still open gets the ``upstream_gone`` answer. None can hang;
+- everything else the upstream sends is validated into JSON-RPC for the session, as
+  ``stdio_client`` does (an invalid line reaches it as an exception, which the gateway
+  logs).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import IO, Any, Protocol, TypeGuard
+
+import anyio
+from anyio.abc import Process
+from mcp import types
+from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from continuum.log import get_logger
+from continuum.serving.transport import BoundedLineReader, HostLink, OversizedLine
+
+__all__ = ["RESERVED_ID_PREFIX", "Relay", "Route", "open_stdio_upstream"]
+
+log = get_logger("continuum.gateway")
+
+RESERVED_ID_PREFIX = "continuum-gateway:"
+"""The ids of the gateway's own requests to the upstream; never relayed from the host."""
+
+GRACE_SECONDS = 2.0  # the upstream's time to exit once its stdin closes (as stdio_client)
+KILL_SECONDS = 2.0  # after SIGTERM to its process group, before SIGKILL
+FLUSH_SECONDS = 0.5  # the session's last messages' time to reach the upstream at the end
+_CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
+_NO_LIMIT = sys.maxsize  # the upstream's lines are not bounded (nor were they by stdio_client)
+
+
+class Route(Protocol):
+    """What the relay asks the gateway: which calls pass, and the answers it gives."""
+
+    def relays(self, name: str, arguments: dict[str, Any]) -> bool:
+        """Whether a call of this exposed, unregistered tool may go upstream untouched."""
+        ...
+
+    def no_answer(self, name: str, error: Exception) -> types.CallToolResult:
+        """The answer to a relayed call the upstream did not validly answer."""
+        ...
+
+    def gone(self, name: str) -> types.CallToolResult:
+        """The answer to a relayed call whose upstream is gone."""
+        ...
+
+    def lost(self, error: BaseException) -> None:
+        """The upstream's connection failed: report it (a closed one is gone for good)."""
+        ...
+
+
+@dataclass
+class _Pending:
+    request_id: types.RequestId  # as the host sent it
+    name: str
+    deadline: float
+    host: HostLink
+    token: types.RequestId | None  # its progressToken, coerced
+
+
+def _is_id(value: object) -> TypeGuard[types.RequestId]:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _reserved(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and value.startswith(RESERVED_ID_PREFIX)
+
+
+def _own(value: str) -> types.RequestId:
+    """The session's id behind a reserved one (anything else stays as it is: no match)."""
+    rest = value[len(RESERVED_ID_PREFIX) :]
+    return int(rest) if rest.isascii() and rest.isdigit() else value
+
+
+def _is_answer(data: Mapping[str, Any]) -> bool:
+    if data.get("jsonrpc") != "2.0" or ("result" in data) == ("error" in data):
+        return False
+    if "result" in data:
+        return isinstance(data["result"], dict)
+    error = data["error"]
+    code = error.get("code") if isinstance(error, dict) else None
+    return type(code) is int and isinstance(error.get("message"), str)
+
+
+def _session_line(message: types.JSONRPCMessage) -> bytes:
+    """A message of the session as it goes upstream: its own ids in the reserved form,
+    encoded as the SDK's stdio client does."""
+    if isinstance(message, types.JSONRPCRequest):
+        update: dict[str, Any] = {"id": f"{RESERVED_ID_PREFIX}{message.id}"}
+        meta = (message.params or {}).get("_meta")
+        if isinstance(meta, dict) and meta.get("progressToken") == message.id:
+            params = dict(message.params or {})
+            params["_meta"] = {**meta, "progressToken": update["id"]}
+            update["params"] = params
+        message = message.model_copy(update=update)
+    elif isinstance(message, types.JSONRPCNotification) and message.method == (
+        "notifications/cancelled"
+    ):
+        params = dict(message.params or {})
+        if isinstance(params.get("requestId"), int):
+            params["requestId"] = f"{RESERVED_ID_PREFIX}{params['requestId']}"
+            message = message.model_copy(update={"params": params})
+    return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+
+
+def _cancel_line(request_id: types.RequestId, reason: str) -> bytes:
+    cancel = {"requestId": request_id, "reason": reason}
+    notification = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+    return json.dumps(notification, separators=(",", ":")).encode()
+
+
+def _call_line(request_id: types.RequestId, params: Mapping[str, Any], token: Any) -> bytes:
+    """The call re-encoded with ``_meta`` cut down to its progress token."""
+    kept: dict[str, Any] = {k: v for k, v in params.items() if k != "_meta"}
+    if token is not None:
+        kept["_meta"] = {"progressToken": token}
+    request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": kept}
+    return json.dumps(request, separators=(",", ":")).encode()
+
+
+class Relay:
+    """One upstream subprocess: the session's streams, and the relay of host calls."""
+
+    def __init__(self, process: Process, timeout: float) -> None:
+        self._process = process
+        self._timeout = timeout
+        self._route: Route | None = None
+        self._stdin_lock = anyio.Lock(fast_acquire=True)
+        self._pending: dict[types.RequestId, _Pending] = {}  # by coerced id: deadline order
+        self._tokens: dict[types.RequestId, types.RequestId] = {}  # coerced token -> its key
+        self._wake = anyio.Event()
+        self._host_ready = False  # the host sent notifications/initialized
+        self._closed = False  # the upstream's stdout ended
+        self._shutting_down = False
+        self._writer_done = anyio.Event()
+        self._to_session, self.read_stream = anyio.create_memory_object_stream[
+            SessionMessage | Exception
+        ](0)
+        self.write_stream, self._from_session = anyio.create_memory_object_stream[SessionMessage](0)
+
+    def bind(self, route: Route) -> None:
+        """Start relaying: before this, every host message takes the SDK path."""
+        self._route = route
+
+    # -- the host side: the hardened transport's hook --------------------------------------
+
+    async def divert(
+        self,
+        message: types.JSONRPCRequest | types.JSONRPCNotification,
+        line: bytes,
+        host: HostLink,
+    ) -> bool:
+        if isinstance(message, types.JSONRPCNotification):
+            return await self._host_notification(message, line, host)
+        route = self._route
+        if message.method != "tools/call" or not self._host_ready or self._closed or not route:
+            return False
+        key = coerce_request_id(message.id)
+        if _reserved(message.id) or key in self._pending:
+            return False  # one of the gateway's own ids, or a reused one: the SDK path
+        params = message.params or {}
+        name, arguments = params.get("name"), params.get("arguments")
+        arguments = {} if arguments is None else arguments
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            return False
+        if not params.keys() <= _CALL_PARAMS:
+            return False  # e.g. a task-augmented call: the SDK path, as before
+        meta, token = params.get("_meta"), None
+        line = line.removesuffix(b"\r")
+        if meta is not None:
+            if not isinstance(meta, dict):
+                return False
+            token = meta.get("progressToken")
+            if token is not None and (
+                not _is_id(token) or coerce_request_id(token) in self._tokens
+            ):
+                return False  # a token the SDK path must judge, or one already relayed
+            if meta.keys() - {"progressToken"}:
+                line = _call_line(message.id, params, token)
+        try:
+            if not route.relays(name, arguments):
+                return False
+        except Exception:  # a rule that cannot judge these arguments: the SDK path decides
+            return False
+        coerced = None if token is None else coerce_request_id(token)
+        deadline = anyio.current_time() + self._timeout
+        self._pending[key] = _Pending(message.id, name, deadline, host, coerced)
+        if coerced is not None:
+            self._tokens[coerced] = key
+        self._wake.set()
+        if not await self._send_upstream(line + b"\n"):
+            lost = self._pending.pop(key, None)
+            if lost is not None:  # not answered meanwhile by the reader's end
+                self._forget_token(lost)
+                route.lost(MCPError(types.CONNECTION_CLOSED, "Connection closed"))
+                await self._answer(lost, route.gone(name))
+        return True
+
+    async def _host_notification(
+        self, message: types.JSONRPCNotification, line: bytes, host: HostLink
+    ) -> bool:
+        if message.method == "notifications/initialized":
+            self._host_ready = True
+            return False  # the SDK's server needs it too
+        if message.method != "notifications/cancelled" or not self._pending:
+            return False
+        request_id = (message.params or {}).get("requestId")
+        if not _is_id(request_id) or _reserved(request_id):
+            return False
+        pending = self._pending.pop(coerce_request_id(request_id), None)
+        if pending is None:
+            return False
+        self._forget_token(pending)
+        host.settle(pending.request_id)  # a cancelled request is not answered (MCP)
+        await self._send_upstream(line.removesuffix(b"\r") + b"\n")
+        return True
+
+    def _forget_token(self, pending: _Pending) -> None:
+        if pending.token is not None:
+            self._tokens.pop(pending.token, None)
+
+    async def _answer(self, pending: _Pending, result: types.CallToolResult) -> None:
+        """An answer the gateway makes, shaped as its SDK server shapes a tool's result."""
+        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        await pending.host.answer(
+            types.JSONRPCResponse(jsonrpc="2.0", id=pending.request_id, result=dumped)
+        )
+
+    # -- the upstream side ---------------------------------------------------------------
+
+    async def _send_upstream(self, data: bytes) -> bool:
+        """One whole line to the upstream's stdin; False when it cannot take it."""
+        stdin = self._process.stdin
+        assert stdin is not None
+        async with self._stdin_lock:
+            try:
+                await stdin.send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                return False
+        return True
+
+    async def _deliver(self, item: SessionMessage | Exception) -> None:
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self._to_session.send(item)
+
+    async def _read_upstream(self) -> None:
+        stdout = self._process.stdout
+        assert stdout is not None
+        reader = BoundedLineReader(stdout, _NO_LIMIT)
+        try:
+            while (line := await reader.next_line()) is not None:
+                if not isinstance(line, OversizedLine):  # (none: there is no limit)
+                    await self._upstream_line(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # closed under the read: the end, as an end of stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._upstream_ended()
+
+    async def _upstream_line(self, line: bytes) -> None:
+        try:
+            data = json.loads(line)
+        except ValueError as e:  # not JSON (nor UTF-8): for the session, which reports it
+            await self._deliver(e)
+            return
+        if isinstance(data, dict):
+            if "method" not in data:
+                answer_id = data.get("id")
+                if _reserved(answer_id):
+                    data["id"] = _own(answer_id)
+                elif _is_id(answer_id):
+                    await self._relayed_answer(answer_id, data, line)
+                    return
+            elif data["method"] == "notifications/progress":
+                params = data.get("params")
+                params = params if isinstance(params, dict) else {}
+                token = params.get("progressToken")
+                if _reserved(token):
+                    params["progressToken"] = _own(token)
+                elif _is_id(token) and (key := self._tokens.get(coerce_request_id(token))):
+                    await self._pending[key].host.send_line(line)
+                    return
+        try:
+            message = types.jsonrpc_message_adapter.validate_python(data, by_name=False)
+        except ValidationError as e:
+            await self._deliver(e)
+            return
+        await self._deliver(SessionMessage(message))
+
+    async def _relayed_answer(
+        self, answer_id: types.RequestId, data: Mapping[str, Any], line: bytes
+    ) -> None:
+        pending = self._pending.pop(coerce_request_id(answer_id), None)
+        if pending is None:  # late, for a call cancelled or timed out: nobody waits for it
+            log.warning("gateway.upstream_stray_answer", id=answer_id)
+            return
+        self._forget_token(pending)
+        if _is_answer(data):
+            await pending.host.answer_line(pending.request_id, line)
+        elif self._route is not None:
+            problem = ValueError("the answer is not a JSON-RPC 2.0 result or error")
+            await self._answer(pending, self._route.no_answer(pending.name, problem))
+
+    async def _upstream_ended(self) -> None:
+        """The upstream's stdout ended: the session's connection closes, and every relayed
+        call still open gets the gone answer (unless the gateway itself is stopping)."""
+        self._closed = True
+        self._to_session.close()
+        route = self._route
+        if self._shutting_down or route is None:
+            return
+        route.lost(MCPError(types.CONNECTION_CLOSED, "Connection closed"))
+        pending = list(self._pending.values())
+        self._pending.clear()
+        self._tokens.clear()
+        for each in pending:
+            await self._answer(each, route.gone(each.name))
+
+    async def _write_session(self) -> None:
+        try:
+            async with self._from_session:
+                async for item in self._from_session:
+                    if not await self._send_upstream(_session_line(item.message)):
+                        # As stdio_client: the session's requests must not wait forever.
+                        self._to_session.close()
+                        return
+        finally:
+            self._writer_done.set()
+
+    async def _sweep(self) -> None:
+        """Answer relayed calls past their deadline. All have the same timeout, so the
+        first in ``_pending`` (insertion order) is always the next to expire."""
+        while True:
+            if not self._pending:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+                continue
+            key, first = next(iter(self._pending.items()))
+            if first.deadline > anyio.current_time():
+                await anyio.sleep_until(first.deadline)
+                continue
+            del self._pending[key]
+            self._forget_token(first)
+            reason = f"timed out after {self._timeout}s"
+            await self._send_upstream(_cancel_line(first.request_id, reason) + b"\n")
+            if self._route is not None:
+                error = MCPError(types.REQUEST_TIMEOUT, "Request 'tools/call' timed out")
+                await self._answer(first, self._route.no_answer(first.name, error))
+
+    async def _stop(self) -> None:
+        """As stdio_client: let the session's last messages out, close stdin, give the
+        upstream its grace period, then terminate its process group."""
+        self._shutting_down = True
+        self.read_stream.close()
+        self.write_stream.close()
+        with anyio.move_on_after(FLUSH_SECONDS):
+            await self._writer_done.wait()
+        process = self._process
+        if process.stdin is not None:
+            with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await process.stdin.aclose()
+        if not await _exited(process, GRACE_SECONDS):
+            await terminate_posix_process_tree(process, KILL_SECONDS)
+            if not await _exited(process, KILL_SECONDS):
+                log.warning("gateway.upstream_survived_kill", pid=process.pid)
+        with anyio.move_on_after(KILL_SECONDS):
+            await process.aclose()
+
+
+async def _exited(process: Process, seconds: float) -> bool:
+    # Polled, not process.wait(): that also waits for the pipes, which a child of the
+    # upstream may hold open.
+    with anyio.move_on_after(seconds):
+        while process.returncode is None:
+            await anyio.sleep(0.01)
+    return process.returncode is not None
+
+
+@asynccontextmanager
+async def open_stdio_upstream(
+    command: Sequence[str], *, timeout: float, env: Mapping[str, str], errlog: IO[Any]
+) -> AsyncIterator[Relay]:
+    """Start the upstream (raises ``OSError`` or ``ValueError`` when it cannot be) and
+    serve its pipes until the block ends; then stop it."""
+    process = await anyio.open_process(
+        list(command), env=dict(env), stderr=errlog, start_new_session=True
+    )
+    relay = Relay(process, timeout)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(relay._read_upstream)
+        tg.start_soon(relay._write_session)
+        tg.start_soon(relay._sweep)
+        try:
+            yield relay
+        finally:
+            with anyio.CancelScope(shield=True):
+                await relay._stop()
+            tg.cancel_scope.cancel()

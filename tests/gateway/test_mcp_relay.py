@@ -1,0 +1,339 @@
+"""The byte relay of ``continuum gateway mcp`` (``gateway/relay.py``), through real
+subprocesses: this test is the host, writing and reading raw JSON-RPC lines on the
+gateway's stdio, and the upstream is ``mcp_relay_upstream.py``, which logs every line it
+receives and answers in a byte form no SDK encoder produces.
+
+No sleeps: every read is bounded with ``anyio.fail_after(BOUND)``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import Process
+
+from continuum.gateway.relay import RESERVED_ID_PREFIX
+from continuum.serving.flags import SERVER_BUSY
+from continuum.serving.transport import DEFAULT_MAX_IN_FLIGHT
+
+from .test_mcp_gateway import AGENT, BOUND, _env, gateway_command
+
+pytestmark = pytest.mark.anyio
+
+RELAY_UPSTREAM = str(Path(__file__).with_name("mcp_relay_upstream.py"))
+
+
+def relay_gateway(*options: str) -> list[str]:
+    return [*gateway_command(*options)[:-1], RELAY_UPSTREAM]
+
+
+def request(request_id: Any, method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def call(request_id: Any, tool: str, **arguments: Any) -> dict[str, Any]:
+    return request(request_id, "tools/call", name=tool, arguments=arguments)
+
+
+def cancel(request_id: Any) -> dict[str, Any]:
+    params = {"requestId": request_id, "reason": "the host gave up"}
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+
+
+class Host:
+    """The host's end of one stdio connection: raw lines out, raw lines in."""
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        self.received: list[bytes] = []  # every line read so far, in order
+        self._buffer = b""
+
+    async def send(self, *messages: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        data = b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+        await self.process.stdin.send(data)
+
+    async def line(self) -> bytes:
+        assert self.process.stdout is not None
+        while b"\n" not in self._buffer:
+            self._buffer += await self.process.stdout.receive()
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        self.received.append(line)
+        return line
+
+    async def until(self, done: Callable[[dict[str, Any]], bool]) -> bytes:
+        """Read lines until one satisfies ``done``; that line, raw."""
+        with anyio.fail_after(BOUND):
+            while True:
+                line = await self.line()
+                if done(json.loads(line)):
+                    return line
+
+    async def answer(self, request_id: Any) -> bytes:
+        return await self.until(lambda m: "method" not in m and m.get("id") == request_id)
+
+    async def answers(self, *ids: Any) -> dict[str, dict[str, Any]]:
+        """The answers to all of ``ids`` (in any order), by ``json.dumps(id)``."""
+        wanted = {json.dumps(i) for i in ids}
+        found: dict[str, dict[str, Any]] = {}
+        with anyio.fail_after(BOUND):
+            while wanted - found.keys():
+                message = json.loads(await self.line())
+                key = json.dumps(message.get("id"))
+                if "method" not in message and key in wanted:
+                    assert key not in found, f"answered twice: {message}"
+                    found[key] = message
+        return found
+
+    def answered(self, request_id: Any) -> bool:
+        lines = (json.loads(line) for line in self.received)
+        return any("method" not in m and m.get("id") == request_id for m in lines)
+
+    async def initialize(self) -> None:
+        hello = {"name": AGENT, "version": "1"}
+        await self.send(
+            request(
+                "init",
+                "initialize",
+                protocolVersion="2025-06-18",
+                capabilities={},
+                clientInfo=hello,
+            )
+        )
+        answer = json.loads(await self.answer("init"))
+        assert "result" in answer, answer
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+@asynccontextmanager
+async def host(project: Path, command: list[str], **env: str) -> AsyncIterator[Host]:
+    with (project / "stderr.log").open("a", encoding="utf-8") as errlog:
+        process = await anyio.open_process(
+            command, cwd=project, env=_env(project, **env), stderr=errlog
+        )
+        try:
+            connection = Host(process)
+            await connection.initialize()
+            yield connection
+        finally:
+            assert process.stdin is not None
+            await process.stdin.aclose()
+            with anyio.move_on_after(BOUND):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            await process.aclose()
+
+
+def upstream_log(project: Path) -> list[dict[str, Any]]:
+    lines = (project / "upstream.log").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def ledger(answer: dict[str, Any]) -> dict[str, Any]:
+    found = answer["result"].get("_meta", {}).get("continuum/ledger", {})
+    assert isinstance(found, dict)
+    return found
+
+
+def text(answer: dict[str, Any]) -> str:
+    return " ".join(c["text"] for c in answer["result"]["content"])
+
+
+def log_env(project: Path) -> dict[str, str]:
+    return {"UPSTREAM_LOG": str(project / "upstream.log")}
+
+
+# -- byte identity ---------------------------------------------------------------------------
+
+
+async def test_an_unregistered_calls_answer_reaches_the_host_byte_identical_to_the_upstreams(
+    project: Path,
+) -> None:
+    message = call(7, "echo", said="hello")
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(message)
+        through = await gateway.answer(7)
+    async with host(project, [sys.executable, RELAY_UPSTREAM], **log_env(project)) as direct:
+        await direct.send(message)
+        straight = await direct.answer(7)
+    assert through == straight  # byte for byte what the upstream wrote
+    assert b"caf\\u00e9" in through and through.startswith(b'{"result" : ')
+    relayed = [m for m in upstream_log(project) if m.get("id") == 7]
+    assert relayed == [message, message]  # the host's request reached the upstream as sent
+
+
+async def test_negative_control_a_call_on_the_sdk_path_is_re_encoded_not_byte_identical(
+    project: Path,
+) -> None:
+    """The byte check above can fail: a host id with the gateway's reserved prefix is never
+    relayed, so the same call goes through the SDK and its answer is encoded again."""
+    own = f"{RESERVED_ID_PREFIX}7"
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(call(7, "echo", said="hello"))
+        relayed = await gateway.answer(7)
+        await gateway.send(call(own, "echo", said="hello"))
+        re_encoded = await gateway.answer(own)
+    assert json.loads(re_encoded)["result"]["content"] == json.loads(relayed)["result"]["content"]
+    assert re_encoded.replace(json.dumps(own).encode(), b"7") != relayed
+    assert "café".encode() in re_encoded and b"caf\\u00e9" not in re_encoded
+    seen = [m["id"] for m in upstream_log(project) if m.get("method") == "tools/call"]
+    assert seen[0] == 7 and seen[1] != own and str(seen[1]).startswith(RESERVED_ID_PREFIX)
+
+
+async def test_the_hosts_token_in_meta_is_not_relayed_but_its_progress_token_is(
+    project: Path,
+) -> None:
+    secret = "host-token-for-the-gateway-0123456789"
+    message = call(3, "echo", said="x")
+    message["params"]["_meta"] = {"authToken": secret, "progressToken": "p-3"}
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(message)
+        answer = json.loads(await gateway.answer(3))
+    assert answer["result"]["isError"] is False
+    [sent] = [m for m in upstream_log(project) if m.get("id") == 3]
+    assert sent["params"]["_meta"] == {"progressToken": "p-3"}
+    assert secret not in (project / "upstream.log").read_text(encoding="utf-8")
+
+
+# -- ids ------------------------------------------------------------------------------------
+
+
+async def test_host_ids_that_collide_with_the_gateways_own_are_each_answered_correctly(
+    project: Path,
+) -> None:
+    own = [f"{RESERVED_ID_PREFIX}{n}" for n in range(3)]
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(
+            request(own[0], "tools/list"),  # the SDK path: the gateway lists upstream itself
+            call(0, "echo", said="zero"),
+            call(1, "echo", said="one"),
+            call(own[1], "echo", said="own one"),  # the SDK path: sent with a fresh own id
+            call(2, "echo", said="two"),
+            call("2", "echo", said="string two"),  # the same id to the SDK: not relayed
+            call(own[2], "send_invoice", invoice_id="INV-1", amount=5),  # registered
+            request(3, "tools/list"),
+            call(4, "send_invoice", invoice_id="INV-2", amount=6),  # registered
+        )
+        found = await gateway.answers(0, 1, 2, "2", 3, 4, *own)
+    assert text(found["0"]) == 'echo café {"said": "zero"}'
+    assert text(found["1"]) == 'echo café {"said": "one"}'
+    assert text(found["2"]) == 'echo café {"said": "two"}'
+    assert text(found['"2"']) == 'echo café {"said": "string two"}'
+    assert text(found[json.dumps(own[1])]) == 'echo café {"said": "own one"}'
+    assert (
+        text(found[json.dumps(own[2])]) == 'send_invoice café {"amount": 5, "invoice_id": "INV-1"}'
+    )
+    assert text(found["4"]) == 'send_invoice café {"amount": 6, "invoice_id": "INV-2"}'
+    for listed in (found[json.dumps(own[0])], found["3"]):
+        assert {t["name"] for t in listed["result"]["tools"]} >= {"echo", "hang"}
+    # What went upstream: the relayed calls with the host's ids, everything else with ids
+    # of the gateway's own reserved form, each once (the host's reserved ids never went up
+    # as its own, though the gateway used the same strings there at the same time).
+    sent = [m for m in upstream_log(project) if "id" in m]
+    relayed = [m["id"] for m in sent if not str(m["id"]).startswith(RESERVED_ID_PREFIX)]
+    assert sorted(relayed, key=str) == [0, 1, 2]
+    gateways = [m["id"] for m in sent if str(m["id"]).startswith(RESERVED_ID_PREFIX)]
+    assert len(gateways) == len(set(gateways)) and set(own) & set(gateways)
+
+
+# -- no answer, a dead upstream --------------------------------------------------------------
+
+
+async def test_an_unregistered_call_the_upstream_never_answers_gets_the_error_after_the_timeout(
+    project: Path,
+) -> None:
+    async with host(project, relay_gateway("--timeout", "0.5"), **log_env(project)) as gateway:
+        await gateway.send(call(1, "hang"))
+        late = json.loads(await gateway.answer(1))
+        await gateway.send(call(2, "echo", said="after"))  # the upstream reads in order:
+        after = json.loads(await gateway.answer(2))  # by now it has read the cancel
+    assert late["result"]["isError"] is True
+    assert ledger(late)["refused"] == "upstream_bad_answer" and ledger(late)["tool"] == "hang"
+    assert "gave no valid answer to 'hang'" in text(late)
+    assert text(after) == 'echo café {"said": "after"}'
+    cancels = [m for m in upstream_log(project) if m.get("method") == "notifications/cancelled"]
+    assert [c["params"]["requestId"] for c in cancels] == [1]
+    assert [json.loads(line).get("id") for line in gateway.received].count(1) == 1
+    log = (project / "stderr.log").read_text(encoding="utf-8")
+    assert "gateway.upstream_bad_answer" in log
+
+
+async def test_the_upstream_dying_with_relayed_calls_open_answers_each_with_gone(
+    project: Path,
+) -> None:
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(call(1, "hang"), call("b", "hang"), call(3, "echo", said="x"))
+        await gateway.answer(3)  # the upstream has both hanging calls by now
+        await gateway.send(call(4, "die"))
+        found = await gateway.answers(1, "b", 4)
+        await gateway.send(call(5, "echo", said="later"), request(6, "tools/list"))
+        later = await gateway.answers(5, 6)
+    for answer in (*found.values(), later["5"]):
+        assert answer["result"]["isError"] is True
+        assert ledger(answer)["refused"] == "upstream_gone"
+    assert {ledger(a)["tool"] for a in found.values()} == {"hang", "die"}
+    assert "echo" in {t["name"] for t in later["6"]["result"]["tools"]}  # still serving
+    log = (project / "stderr.log").read_text(encoding="utf-8")
+    assert "gateway.upstream_lost" in log
+
+
+# -- progress, cancel, the in-flight limit ---------------------------------------------------
+
+
+async def test_progress_notifications_of_a_relayed_call_reach_the_host_as_sent(
+    project: Path,
+) -> None:
+    message = call(9, "progress", steps=2)
+    message["params"]["_meta"] = {"progressToken": "tok-9"}
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(message)
+        answer = json.loads(await gateway.answer(9))
+        progress = [
+            json.loads(line) for line in gateway.received if b"notifications/progress" in line
+        ]
+        raw = [line for line in gateway.received if b"notifications/progress" in line]
+    assert text(answer) == "progressed"
+    assert [p["params"]["progress"] for p in progress] == [1, 2]
+    assert {p["params"]["progressToken"] for p in progress} == {"tok-9"}  # not the stray one
+    assert all(line.startswith(b'{"method":"notifications/progress", ') for line in raw)
+
+
+async def test_a_host_cancel_of_a_relayed_call_is_forwarded_and_the_call_never_answered(
+    project: Path,
+) -> None:
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(call(5, "hang"))
+        await gateway.send(cancel(5))  # the upstream answers it anyway, late
+        await gateway.send(call(6, "echo", said="next"))
+        await gateway.answer(6)  # the upstream wrote its late answer to 5 before this one
+        assert not gateway.answered(5)
+    cancels = [m for m in upstream_log(project) if m.get("method") == "notifications/cancelled"]
+    assert cancels == [cancel(5)]
+    log = (project / "stderr.log").read_text(encoding="utf-8")
+    assert "gateway.upstream_stray_answer" in log  # the late answer was dropped
+
+
+async def test_relayed_calls_count_against_the_in_flight_limit_until_settled(
+    project: Path,
+) -> None:
+    limit = DEFAULT_MAX_IN_FLIGHT
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(*(call(n, "hang") for n in range(limit)))
+        await gateway.send(call("over", "echo", said="over"))
+        busy = json.loads(await gateway.answer("over"))
+        await gateway.send(cancel(0))  # one slot free again
+        await gateway.send(call("room", "echo", said="room"))
+        room = json.loads(await gateway.answer("room"))
+    assert busy["error"]["code"] == SERVER_BUSY and busy["error"]["data"]["limit"] == limit
+    assert text(room) == 'echo café {"said": "room"}'
+    calls = [m for m in upstream_log(project) if m.get("method") == "tools/call"]
+    assert len(calls) == limit + 1  # the refused one never went upstream
