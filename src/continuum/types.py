@@ -153,6 +153,8 @@ class InterceptStatus(StrEnum):
     - ``retry_cap_reached``: a new attempt would pass a ``[[retry]]`` rule's
       ``max_attempts`` for the action type, or the run's ``run_retries``; nothing was
       written (a person looks, or a new run starts).
+    - ``budget_exceeded``: this attempt's estimated cost would pass the run's budget
+      (spent, plus what effects in flight or unknown reserve); nothing was written.
     """
 
     STARTED = "started"
@@ -168,3 +170,4 @@ class InterceptStatus(StrEnum):
     VERSION_DRIFT = "version_drift"
     REVALIDATION_REQUIRED = "revalidation_required"
     RETRY_CAP_REACHED = "retry_cap_reached"
+    BUDGET_EXCEEDED = "budget_exceeded"

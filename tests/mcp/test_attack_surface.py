@@ -569,6 +569,11 @@ def _names_field(text: str, field: str) -> bool:
 # JSON null is taken as "not given", as many LLM hosts send null for every optional field.
 NULL_MEANS_OMITTED = {
     ("continuum_record_progress", name) for name in ("completed", "total", "failed")
+} | {  # so are the costs (issue 25)
+    ("continuum_intercept_action", "estimate_usd"),
+    ("continuum_intercept_action", "estimate_tokens"),
+    ("continuum_complete_action", "cost_usd"),
+    ("continuum_complete_action", "cost_tokens"),
 }
 
 

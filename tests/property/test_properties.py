@@ -96,11 +96,18 @@ _VERSIONS = st.none() | st.fixed_dictionaries(
 )
 
 
+_COST = st.none() | st.fixed_dictionaries(
+    {}, optional={"usd_micros": st.integers(0, 10**6), "tokens": st.integers(0, 5000)}
+)
+
+
 def _intercept() -> st.SearchStrategy[dict[str, Any]]:
     def build(
-        action_id: str, approval: str | None, replay: str, args: Any, versions: Any
+        action_id: str, approval: str | None, replay: str, args: Any, versions: Any, cost: Any
     ) -> dict[str, Any]:
         pinned = {"versions": versions} if versions is not None else {}
+        if cost is not None:
+            pinned["estimate"] = cost
         return pinned | {
             "action_id": action_id,
             "action_key": f"send:{action_id}",
@@ -122,6 +129,7 @@ def _intercept() -> st.SearchStrategy[dict[str, Any]]:
         st.sampled_from(["never", "safe", "idempotent", "reconcile"]),
         json_values,
         _VERSIONS,
+        _COST,
     )
 
 
@@ -136,6 +144,10 @@ PAYLOADS: list[tuple[str, st.SearchStrategy[dict[str, Any]]]] = [
     ),
     (EventType.CHILD_STARTED, _opt(child_run_id=ids["b"], goal=short_text)),
     (EventType.HANDOFF_RECORDED, _opt(note=short_text)),
+    (
+        EventType.BUDGET_SET,
+        _opt(usd_micros=st.none() | st.integers(0, 10**6), tokens=st.none() | small_ints),
+    ),
     (EventType.GOAL_SET, _opt(goal=short_text | st.integers())),
     (EventType.RUN_COMPLETED, st.just({})),
     (EventType.RUN_ABORTED, _opt(reason=short_text)),
@@ -237,11 +249,16 @@ PAYLOADS: list[tuple[str, st.SearchStrategy[dict[str, Any]]]] = [
             attempt=st.integers(1, 5),
             owner=st.just({"host": "h2", "pid": 8}),
             versions=_VERSIONS.filter(lambda v: v is not None),
+            estimate=_COST.filter(lambda v: v is not None),
         ),
     ),
     (
         EventType.ACTION_COMPLETED,
-        _on_action(external_id=st.none() | short_text, result=json_values),
+        _on_action(
+            external_id=st.none() | short_text,
+            result=json_values,
+            actual=_COST.filter(lambda v: v is not None),
+        ),
     ),
     (EventType.ACTION_FAILED, _on_action(error=st.none() | short_text, certain=st.booleans())),
     (EventType.ACTION_MARKED_UNKNOWN, _on_action(reason=short_text)),

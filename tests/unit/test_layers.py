@@ -45,6 +45,7 @@ RANKS: dict[str, float] = {
     "continuum.recovery.versions": 5,  # drift of recorded versions at resume (pure)
     "continuum.recovery.revalidation": 5,  # when the environment is checked during a run (pure)
     "continuum.store": 6,  # its modules import each other (one package), in no circle
+    "continuum.ledger.budget": 6.25,  # what effects cost and a run's limits (pure)
     "continuum.ledger.approval_rules": 2,  # parsing approvals.toml: which calls need a person
     "continuum.ledger.approvals": 6.5,  # the per-call check against the log, under the ledger
     "continuum.ledger.owners": 6.1,  # who performs an action, alive or not (/proc, leases)
@@ -63,6 +64,7 @@ RANKS: dict[str, float] = {
     "continuum.ops.operations": 7.6,  # what the facade does for long-lived stores
     "continuum.ops.transfer": 7.22,  # export/import (over checkpoints: an import marker seals one)
     "continuum.ops.prune": 7.3,  # archive then delete finished runs (over transfer)
+    "continuum.ops.fork": 7.3,  # a new run from a verified prefix of another (over transfer)
     "continuum.ops.migrate_original": 7.5,  # the original project's runs (over ledger, transfer)
     "continuum.state.environment": 7,
     "continuum.ledger.effect": 7.5,  # the effect seam over the ledger, under the facade and adapters

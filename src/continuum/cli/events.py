@@ -212,6 +212,7 @@ SUMMARIES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     EventType.GOAL_SET: _with("goal", free=("goal",)),
     EventType.CHILD_STARTED: _with("child_run_id", "goal", free=("goal",)),
     EventType.HANDOFF_RECORDED: _with("note", free=("note",)),
+    EventType.BUDGET_SET: _with("usd_micros", "tokens", "reason", free=("reason",)),
     EventType.RUN_COMPLETED: _REASON,
     EventType.RUN_ABORTED: _REASON,
     EventType.PROGRESS_RECORDED: _progress,
@@ -248,6 +249,9 @@ SUMMARIES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     EventType.HISTORY_ARCHIVED: _archived,
     EventType.HISTORY_IMPORTED: lambda p: (
         [f"through {token(p.get('through_sequence'))}"] + _fields(p, "signed_by", "source")
+    ),
+    EventType.RUN_FORKED: lambda p: (
+        [f"from {token(p.get('from_run'))} through {token(p.get('through_sequence'))}"]
     ),
     EventType.ACTION_INTERCEPTED: lambda p: (
         ["attempt 1"]

@@ -50,7 +50,10 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("The log", ("events", "watch", "history", "diff", "replay", "event-types")),
-    ("Side effects and the ledger", ("intercept", "complete", "fail", "actions", "compensate")),
+    (
+        "Side effects and the ledger",
+        ("intercept", "complete", "fail", "actions", "compensate", "usage"),
+    ),
     (
         "Recovery",
         (
@@ -71,6 +74,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "reconcile",
             "decide",
             "resolve-branch",
+            "budget",
             "approvals",
             "outbox",
             "confirm-token",
@@ -89,6 +93,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "restore",
             "archive",
             "prune",
+            "fork",
             "export",
             "import",
             "migrate",
@@ -183,6 +188,10 @@ HELP: Mapping[str, Entry] = {
         "Record that a completed action was undone outside",
         f'continuum compensate {RUN} send_invoice:invoice:INV-1 --note "credit note CN-7"',
     ),
+    "usage": _e(
+        "The run's costs: one row per attempt, spent and reserved",
+        f"continuum usage {RUN}",
+    ),
     # recovery
     "resume": _e(
         "May the run continue? The verdict and its contract",
@@ -235,6 +244,10 @@ HELP: Mapping[str, Entry] = {
     "resolve-branch": _e(
         "As a person, resolve a plan branch that waits",
         f'continuum resolve-branch {RUN} pay-invoice --choice pay --reason "amount checked"',
+    ),
+    "budget": _e(
+        "As a person, set or raise a run's limits (USD, tokens)",
+        f'continuum budget {RUN} --usd 25.00 --reason "three invoices, two retries"',
     ),
     "approvals": _e(
         "Calls waiting for a person's decision (exit 20 if any)",
@@ -298,6 +311,10 @@ HELP: Mapping[str, Entry] = {
     "prune": _e(
         "Archive finished runs, then delete them from the store",
         "continuum prune --finished --before 2026-01-31 --to archive/ --dry-run",
+    ),
+    "fork": _e(
+        "Start a new run from a verified prefix of another",
+        f"continuum fork {RUN} --at 40 --as {RUN}-retry",
     ),
     "export": _e(
         "Write runs, exactly as sealed, to a JSONL file",

@@ -35,6 +35,8 @@ class EventType(StrEnum):
     CHILD_STARTED = "child_started"
     # a note for the next session (a reset with a handoff): the briefing shows it first
     HANDOFF_RECORDED = "handoff_recorded"
+    # the run's limits in USD and tokens (raising them is a person's act)
+    BUDGET_SET = "budget_set"
     # task progress and work items
     PROGRESS_RECORDED = "progress_recorded"
     PLAN_SET = "plan_set"
@@ -75,6 +77,8 @@ class EventType(StrEnum):
     # an import: the events before this one came in a file no key this store trusts signed,
     # so what their human or deterministic origin decided counts as imported (transfer.py)
     HISTORY_IMPORTED = "history_imported"
+    # a fork: this run began as a copy of another run's events 1..through_sequence (fork.py)
+    RUN_FORKED = "run_forked"
     # action ledger transitions
     ACTION_INTERCEPTED = "action_intercepted"
     ACTION_RETRIED = "action_retried"

@@ -66,6 +66,25 @@ def _names(v: Any) -> str | None:
     return None if ok else "must be a non-empty list of non-empty strings"
 
 
+COST_FIELDS = ("usd_micros", "tokens")  # a recorded cost (continuum.ledger.budget)
+
+
+def cost_problem(value: Any) -> str | None:
+    """What is wrong with a recorded cost (an estimate or an actual), or None."""
+    if not isinstance(value, dict):
+        return "must be a JSON object"
+    for k, v in value.items():
+        if k not in COST_FIELDS:
+            return f"has an unknown field {str(k)[:40]!r} (fields: {', '.join(COST_FIELDS)})"
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            return f"field {k!r} must be a whole number >= 0"
+    return None
+
+
+def _cost(v: Any) -> str | None:
+    return cost_problem(v)
+
+
 VERSION_FIELDS = ("prompt_hash", "tool_schema_hash", "model")  # what an action may pin
 VERSION_CHARS = 200
 
@@ -95,6 +114,7 @@ _KINDS: dict[Check, tuple[frozenset[type] | None, bool]] = {
     _strings: (frozenset({list}), False),
     _names: (frozenset({list}), False),
     _versions: (frozenset({dict}), False),
+    _cost: (frozenset({dict}), False),
 }
 
 
@@ -131,6 +151,11 @@ SCHEMAS: dict[str, Schema] = {
     },
     EventType.CHILD_STARTED: {"child_run_id": (True, _name), "goal": (False, _s)},
     EventType.HANDOFF_RECORDED: {"note": (True, _name)},
+    EventType.BUDGET_SET: {
+        "usd_micros": (False, _nullable(_count)),
+        "tokens": (False, _nullable(_count)),
+        "reason": (False, _s),
+    },
     EventType.GOAL_SET: {"goal": (True, _ns)},
     EventType.RUN_COMPLETED: {"reason": (False, _s)},
     EventType.RUN_ABORTED: {"reason": (False, _s)},
@@ -237,6 +262,11 @@ SCHEMAS: dict[str, Schema] = {
         "signed_by": (False, _s),
         "source": (False, _s),
     },
+    EventType.RUN_FORKED: {
+        "from_run": (True, _name),
+        "through_sequence": (True, _nn),
+        "through_hash": (True, _name),
+    },
     EventType.REVIEW_CONFIRMED: {
         "through_sequence": (True, _nn),
         "through_hash": (False, _s),
@@ -256,6 +286,7 @@ SCHEMAS: dict[str, Schema] = {
         "approval_id": (False, _s),
         "arguments": (False, _anything),
         "versions": (False, _versions),
+        "estimate": (False, _cost),
     },
     EventType.ACTION_RETRIED: {
         **_ACTION,
@@ -264,13 +295,20 @@ SCHEMAS: dict[str, Schema] = {
         "reason": (False, _s),
         "approval_id": (False, _s),
         "versions": (False, _versions),
+        "estimate": (False, _cost),
     },
     EventType.ACTION_COMPLETED: {
         **_ACTION,
         "external_id": (False, _s),
         "result": (False, _anything),
+        "actual": (False, _cost),
     },
-    EventType.ACTION_FAILED: {**_ACTION, "error": (False, _s), "certain": (False, _flag)},
+    EventType.ACTION_FAILED: {
+        **_ACTION,
+        "error": (False, _s),
+        "certain": (False, _flag),
+        "actual": (False, _cost),
+    },
     EventType.ACTION_MARKED_UNKNOWN: {**_ACTION, "reason": (False, _s)},
     EventType.ACTION_RECONCILED: {
         **_ACTION,

@@ -31,6 +31,7 @@ from continuum.eventlog.limits import check_value
 from continuum.eventlog.payloads import VERSION_CHARS, VERSION_FIELDS, payload_problem
 from continuum.faults import fault_point
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
+from continuum.ledger.budget import charged, over_budget
 from continuum.ledger.gate import (
     GUIDANCE,
     ApprovalGate,
@@ -175,8 +176,16 @@ class ActionLedger:
         versions: Mapping[str, str] | None = None,
         block_drift: Sequence[str] = DEFAULT_BLOCK_DRIFT,
         hold: str | None = None,
+        estimate: Mapping[str, int] | None = None,
+        budget: Mapping[str, int | None] | None = None,
     ) -> InterceptResult:
         """Ask before a side effect; ``proceed`` is true for exactly one caller per action.
+
+        ``estimate``: what this attempt may cost (``continuum.ledger.budget``: ``usd_micros``,
+        ``tokens``), recorded with it; ``budget``: the run's limits (the facade reads them
+        from the run): an attempt whose estimate would pass them answers
+        ``budget_exceeded`` with the figures and writes nothing, judged inside the write
+        transaction (concurrent intercepts at the edge never overspend).
 
         ``hold``: why no new attempt may start now (the facade's periodic revalidation
         found the environment changed): a call that would proceed answers
@@ -296,6 +305,16 @@ class ActionLedger:
                     replay=requested or ReplayContract.NEVER,
                     guidance=GUIDANCE["revalidation_required"] + hold,
                 )
+            elif row is None and (over := self._over_budget(tx, budget, estimate)) is not None:
+                result = InterceptResult(
+                    proceed=False,
+                    status="budget_exceeded",
+                    action_id=ident.action_id,
+                    action_key=ident.action_key,
+                    attempt=0,
+                    replay=requested or ReplayContract.NEVER,
+                    guidance=GUIDANCE["budget_exceeded"] + over,
+                )
             elif row is None:
                 contract = requested or ReplayContract.NEVER
                 if verdict is not None:
@@ -317,6 +336,7 @@ class ActionLedger:
                         "owner": self.owner,
                         "approval_id": approval_id,
                         **({"versions": pinned} if pinned else {}),
+                        **({"estimate": dict(estimate)} if estimate else {}),
                     },
                     origin,
                     now + self.lease_seconds,
@@ -334,6 +354,8 @@ class ActionLedger:
                     pinned,
                     blocking,
                     hold,
+                    estimate,
+                    budget,
                 )
         if result.proceed:
             self.held.add((run_id, result.action_id))
@@ -348,6 +370,20 @@ class ActionLedger:
         if key is not None:
             key = normalize_key(action_type, key)
         return action_identity(run_id, action_type, arguments, key, self.cwd)
+
+    def _over_budget(
+        self,
+        tx: WriteTx,
+        budget: Mapping[str, int | None] | None,
+        estimate: Mapping[str, int] | None,
+    ) -> str | None:
+        """Why this attempt's ``estimate`` passes the run's ``budget`` (counted from the
+        ledger in this write transaction: every attempt's actual, else its estimate), or
+        None. No limits: nothing is read."""
+        if not budget or all(v is None for v in budget.values()):
+            return None
+        spent = charged(row.record for row in tx.actions())
+        return over_budget(budget, spent, estimate)
 
     def _retry_capped(self, tx: WriteTx, rec: ActionRecord) -> str | None:
         """Why a new attempt of ``rec`` passes a ``[[retry]]`` cap, or None. Counted in the
@@ -420,6 +456,8 @@ class ActionLedger:
         pinned: dict[str, str] | None = None,
         blocking: tuple[str, ...] = ("tool_schema_hash",),
         hold: str | None = None,
+        estimate: Mapping[str, int] | None = None,
+        budget: Mapping[str, int | None] | None = None,
     ) -> InterceptResult:
         rec = _record(row)
         stored = ReplayContract(rec.replay)
@@ -458,12 +496,16 @@ class ActionLedger:
             capped = self._retry_capped(tx, rec)
             if capped is not None:
                 return self._result(rec, False, "retry_cap_reached", matched, capped)
+            over = self._over_budget(tx, budget, estimate)
+            if over is not None:
+                return self._result(rec, False, "budget_exceeded", matched, over)
             retry: dict[str, Any] = {
                 "action_id": rec.action_id,
                 "attempt": rec.attempt + 1,
                 "owner": self.owner,
                 "reason": "failed" if status == ActionStatus.FAILED else f"replay={contract}",
                 **({"versions": pinned} if pinned else {}),
+                **({"estimate": dict(estimate)} if estimate else {}),
             }
             if gate is not None:
                 verdict = gate.judge(rec)
@@ -557,16 +599,23 @@ class ActionLedger:
         external_id: str | None = None,
         result: Any = None,
         origin: Origin | None = None,
+        actual: Mapping[str, int] | None = None,
     ) -> ActionRecord:
-        """Record that the effect happened. Only the owner may complete a started action
-        while the owner is alive (``ledger.owner_alive`` otherwise)."""
+        """Record that the effect happened (``actual``: what it cost, as
+        ``continuum.ledger.budget`` counts it).
+        Only the owner may complete a started action while the owner is alive
+        (``ledger.owner_alive`` otherwise)."""
         canonical_json(result)
         return self._transition(
             run_id,
             action_ref,
             {ActionStatus.STARTED},
             EventType.ACTION_COMPLETED,
-            {"external_id": external_id, "result": result},
+            {
+                "external_id": external_id,
+                "result": result,
+                **({"actual": dict(actual)} if actual else {}),
+            },
             origin,
             "complete",
         )
@@ -579,8 +628,10 @@ class ActionLedger:
         error: str | None = None,
         certain: bool = False,
         origin: Origin | None = None,
+        actual: Mapping[str, int] | None = None,
     ) -> ActionRecord:
-        """Record a failure; without ``certain`` the effect may have happened: ``unknown``.
+        """Record a failure; without ``certain`` the effect may have happened: ``unknown``
+        (its estimate stays reserved); a certain one may carry what it cost (``actual``).
 
         A certain failure from a self-certified origin (an agent) is recorded, but the
         action may not run again until a person confirms it (``needs_confirmation``).
@@ -591,7 +642,7 @@ class ActionLedger:
                 action_ref,
                 {ActionStatus.STARTED, ActionStatus.UNKNOWN},
                 EventType.ACTION_FAILED,
-                {"error": error, "certain": True},
+                {"error": error, "certain": True, **({"actual": dict(actual)} if actual else {})},
                 origin,
                 "fail",
             )

@@ -90,6 +90,10 @@ GUIDANCE = {
     "ask a person again).",
     "denied": "Not performed: a person denied this call{reason}. Do not perform it. Changed "
     "arguments ask a person again.",
+    "budget_exceeded": "Not performed: this effect's estimated cost would take the run past "
+    "its budget (what is spent, and what effects in flight or unknown reserve at their "
+    "estimate). Do not perform it: raising the budget is a person's act "
+    "(`continuum budget RUN --usd ...`).",
     "retry_cap_reached": "Not performed: a new attempt would pass a retry cap of this run's "
     "rules (.continuum/approvals.toml [[retry]]), so it is not tried again; retrying in a "
     "loop amplifies a failing system's load. Do not perform it: tell a person what failed.",

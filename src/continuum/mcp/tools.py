@@ -64,6 +64,23 @@ Count = Annotated[
     int | None, Field(ge=0, strict=True), WithJsonSchema({"type": "integer", "minimum": 0})
 ]
 
+Usd = Annotated[
+    float | None,
+    Field(ge=0, strict=True, description="US dollars (what the effect costs, e.g. 0.02)."),
+    WithJsonSchema({"type": "number", "minimum": 0}),
+]
+Tokens = Annotated[
+    int | None,
+    Field(ge=0, strict=True, description="Tokens."),
+    WithJsonSchema({"type": "integer", "minimum": 0}),
+]
+
+
+def _cost(usd: float | None, tokens: int | None) -> dict[str, Any] | None:
+    given = {"usd": usd, "tokens": tokens}
+    return {k: v for k, v in given.items() if v is not None} or None
+
+
 MAX_JSON_DEPTH = MAX_DEPTH
 """Deepest JSON value kept from an agent (``arguments``, ``result``): the store's one
 limit for every entry (``limits.py``), checked here first so the error names the MCP
@@ -670,12 +687,21 @@ class Tools:
         ] = None,
         prompt_hash: Annotated[Hash, Field(description="A hash of the prompt in use.")] = None,
         model: Annotated[Hash, Field(description="The model making this call.")] = None,
+        estimate_usd: Usd = None,
+        estimate_tokens: Tokens = None,
     ) -> InterceptResult:
         pins = {"tool_schema_hash": tool_schema_hash, "prompt_hash": prompt_hash, "model": model}
         versions = {k: v for k, v in pins.items() if v is not None} or None
+        cost = _cost(estimate_usd, estimate_tokens)
         with self.acting(ctx) as rt:
             return rt.intercept(
-                run_id, action_type, arguments, key=key, replay=replay, versions=versions
+                run_id,
+                action_type,
+                arguments,
+                key=key,
+                replay=replay,
+                versions=versions,
+                cost=cost,
             )
 
     def _action(self, run_id: str, rec: Any, guidance: str) -> ActionResult:
@@ -708,9 +734,17 @@ class Tools:
         result: Annotated[
             Any, Field(description="Any JSON result to keep."), AfterValidator(_shallow_json)
         ] = None,
+        cost_usd: Usd = None,
+        cost_tokens: Tokens = None,
     ) -> ActionResult:
         with self.acting(ctx) as rt:
-            rec = rt.complete(run_id, action_key, external_id=external_id, result=result)
+            rec = rt.complete(
+                run_id,
+                action_key,
+                external_id=external_id,
+                result=result,
+                cost=_cost(cost_usd, cost_tokens),
+            )
         return self._action(
             run_id,
             rec,

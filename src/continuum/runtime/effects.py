@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from continuum.errors import UsageError
+from continuum.eventlog.events import EventType
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
 from continuum.ledger.approvals import (
     ApprovalInfo,
@@ -16,6 +18,7 @@ from continuum.ledger.approvals import (
     list_approval_infos,
     record_decision,
 )
+from continuum.ledger.budget import cost_of, row_charge
 from continuum.ledger.core import DEFAULT_BLOCK_DRIFT
 from continuum.ledger.effect import Effect
 from continuum.ledger.gate import InterceptResult
@@ -53,6 +56,7 @@ class EffectsFacade(RunsFacade):
         approval_arguments: Any = None,
         versions: Mapping[str, str] | None = None,
         block_drift: Sequence[str] = DEFAULT_BLOCK_DRIFT,
+        cost: Mapping[str, Any] | None = None,
     ) -> InterceptResult:
         """Ask before a side effect; returns an ``InterceptResult``.
 
@@ -79,6 +83,9 @@ class EffectsFacade(RunsFacade):
         under another ``tool_schema_hash`` answers ``version_drift`` instead of running;
         ``block_drift`` names the fields whose drift blocks (default the tool schema
         alone; add ``model`` or ``prompt_hash`` for effects that depend on them).
+        ``cost``: this attempt's estimate, ``{"usd": 0.02, "tokens": 1500}`` (either);
+        under a budget (``set_budget``) an attempt whose estimate would pass it answers
+        ``budget_exceeded`` (an effect in flight or unknown reserves its estimate).
 
         Raises ``UsageError`` (``usage.bad_action_type``, ``usage.bad_key``,
         ``usage.bad_replay``, ``usage.not_json``), ``NotFoundError`` (``not_found.run``),
@@ -87,6 +94,12 @@ class EffectsFacade(RunsFacade):
         written when it raises.
         """
         extra = {} if approval_arguments is None else {"approval_arguments": approval_arguments}
+        estimate = cost_of(**_cost_fields(cost, "cost"), what="cost")
+        limits = self.state(run_id).budget
+        if limits is not None:
+            extra["budget"] = {k: limits.get(k) for k in ("usd_micros", "tokens")}
+        if estimate is not None:
+            extra["estimate"] = estimate
         hold = self.hold_for(run_id)
         return self.ledger.intercept(
             run_id,
@@ -103,7 +116,13 @@ class EffectsFacade(RunsFacade):
         )
 
     def complete(
-        self, run_id: str, action: str, *, external_id: str | None = None, result: Any = None
+        self,
+        run_id: str,
+        action: str,
+        *,
+        external_id: str | None = None,
+        result: Any = None,
+        cost: Mapping[str, Any] | None = None,
     ) -> ActionRecord:
         """Record that the side effect of ``action`` (its ``action_key`` or ``action_id``)
         happened, with the external system's id and a JSON ``result`` (returned to a later
@@ -111,12 +130,22 @@ class EffectsFacade(RunsFacade):
 
         Raises ``NotFoundError`` (``not_found.action``), ``LedgerError``:
         ``ledger.invalid_transition`` (the action is not ``started``) and
-        ``ledger.owner_alive`` (another live process is performing it).
+        ``ledger.owner_alive`` (another live process is performing it). ``cost``: what it
+        really cost (``{"usd": ..., "tokens": ...}``), in place of its estimate.
         """
-        return self.ledger.complete(run_id, action, external_id=external_id, result=result)
+        actual = cost_of(**_cost_fields(cost, "cost"), what="cost")
+        return self.ledger.complete(
+            run_id, action, external_id=external_id, result=result, actual=actual
+        )
 
     def fail(
-        self, run_id: str, action: str, *, error: str | None = None, certain: bool = False
+        self,
+        run_id: str,
+        action: str,
+        *,
+        error: str | None = None,
+        certain: bool = False,
+        cost: Mapping[str, Any] | None = None,
     ) -> ActionRecord:
         """Record that the side effect of ``action`` failed; returns the ``ActionRecord``.
 
@@ -125,8 +154,86 @@ class EffectsFacade(RunsFacade):
         again, but an agent's word (origin ``llm``/``external_agent``) needs a person's
         confirmation first (``needs_confirmation``). Raises as ``complete`` does:
         ``not_found.action``, ``ledger.invalid_transition``, ``ledger.owner_alive``.
+        ``cost`` (with ``certain`` only): what the failed attempt cost.
         """
-        return self.ledger.fail(run_id, action, error=error, certain=certain)
+        actual = cost_of(**_cost_fields(cost, "cost"), what="cost")
+        if actual is not None and not certain:
+            raise UsageError(
+                "an uncertain failure has no actual cost: its estimate stays reserved",
+                code="usage.bad_cost",
+                hint="give cost with certain=True, or settle it with reconcile; nothing was "
+                "written",
+            )
+        return self.ledger.fail(run_id, action, error=error, certain=certain, actual=actual)
+
+    # -- budgets and usage (ledger/budget.py) ---------------------------------------------------
+
+    def set_budget(
+        self,
+        run_id: str,
+        *,
+        usd: Any = None,
+        tokens: int | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Set the run's limits (``usd``: dollars, ``tokens``; None: no limit of that
+        kind). Anyone may set a first limit or lower one; raising one (or removing it) is
+        a person's act: from any other origin it raises ``budget.raise_needs_person`` and
+        writes nothing. Returns the limits now."""
+        limits = cost_of(usd, tokens, what="budget") or {}
+        now = self.state(run_id).budget
+        if now is not None and self.origin != Origin.HUMAN:
+            for k in ("usd_micros", "tokens"):
+                old = now.get(k)
+                if old is not None and (limits.get(k) is None or limits[k] > old):
+                    raise UsageError(
+                        f"raising the run's {k.replace('_micros', '')} limit is a person's act",
+                        code="budget.raise_needs_person",
+                        hint=f"a person runs `continuum budget {run_id} ...` at a terminal; "
+                        "nothing was written",
+                    )
+        payload: dict[str, Any] = {
+            "usd_micros": limits.get("usd_micros"),
+            "tokens": limits.get("tokens"),
+        }
+        if reason is not None:
+            payload["reason"] = reason
+        self.append(run_id, EventType.BUDGET_SET, payload)
+        state = self.state(run_id)
+        return dict(state.budget or {})
+
+    def usage(self, run_id: str) -> dict[str, Any]:
+        """The run's usage ledger: one row per attempt that carried a cost (``action_key``,
+        ``attempt``, ``estimate``, ``actual``, ``by``, what it ``counts``), the totals
+        (``spent``: actuals; ``reserved``: estimates of attempts without one) and the
+        limits."""
+        rows: list[dict[str, Any]] = []
+        spent = [0, 0]
+        reserved = [0, 0]
+        for a in self.actions(run_id):
+            for row in a.usage or ():
+                counted = row_charge(row)
+                into = spent if row.get("actual") is not None else reserved
+                into[0] += counted[0]
+                into[1] += counted[1]
+                rows.append(
+                    {
+                        "action_key": a.action_key,
+                        "status": str(a.status),
+                        **row,
+                        "counts": {"usd_micros": counted[0], "tokens": counted[1]},
+                    }
+                )
+        limits = self.state(run_id).budget
+        return {
+            "run_id": run_id,
+            "rows": rows,
+            "spent": {"usd_micros": spent[0], "tokens": spent[1]},
+            "reserved": {"usd_micros": reserved[0], "tokens": reserved[1]},
+            "limits": None
+            if limits is None
+            else {k: limits.get(k) for k in ("usd_micros", "tokens")},
+        }
 
     def reconcile(
         self,
@@ -319,3 +426,16 @@ class EffectsFacade(RunsFacade):
     def retry_outbox(self, delivery_ids: Sequence[str] | None = None) -> int:
         """Put failed notifications (these, or all) back to pending; returns how many."""
         return self.store.requeue_outbox(delivery_ids)
+
+
+def _cost_fields(cost: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+    """``{"usd": ..., "tokens": ...}`` as keyword arguments of ``cost_of``."""
+    if cost is None:
+        return {}
+    if not isinstance(cost, Mapping) or set(cost) - {"usd", "tokens"}:
+        raise UsageError(
+            f'{what} must be an object of usd and tokens, e.g. {{"usd": 0.02}}',
+            code="usage.bad_cost",
+            hint="give usd (dollars) and/or tokens; nothing was written",
+        )
+    return {"usd": cost.get("usd"), "tokens": cost.get("tokens")}

@@ -44,6 +44,7 @@ from continuum.types import ActionStatus, Origin, RunStatus
 
 if TYPE_CHECKING:  # imported when used: archiving is rare, a resume never needs it
     from continuum.ops.archive import ArchiveResult
+    from continuum.ops.fork import ForkResult
 
 MAX_NOTE_CHARS = 8000  # a handoff note: a few lines, not a transcript
 MAX_FAMILY = 1000  # runs below one parent that its verdict looks at (children, theirs, ...)
@@ -615,6 +616,19 @@ class RunsFacade:
         return archive_run(
             self.store, run_id, before, Path(to), origin=self.origin, progress=progress
         )
+
+    def fork(self, run_id: str, *, at: int, new_run_id: str) -> ForkResult:
+        """Start run ``new_run_id`` as a copy of ``run_id``'s events 1..``at`` (read
+        verified), re-chained under the new id and followed by a ``run_forked`` marker
+        (``State.forked_from``), one ``action_marked_unknown`` per action open at the fork
+        point, and a checkpoint; all in one transaction, ``run_id`` untouched
+        (``fork.py``). Effects completed in the prefix stay completed in the fork.
+        Returns a ``fork.ForkResult``. Raises ``NotFoundError`` (``not_found.run``) and
+        ``UsageError`` (``usage.bad_sequence``, ``usage.run_exists``,
+        ``usage.bad_run_id``, ``usage.fork_archived``, ``usage.fork_imported``)."""
+        from continuum.ops.fork import fork_run
+
+        return fork_run(self.store, run_id, at, new_run_id, origin=self.origin)
 
 
 def _progress_past_total(completed: int, failed: int, total: int) -> None:

@@ -89,6 +89,23 @@ def _run_started(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
         acc["parent"] = parent
 
 
+@_on(EventType.BUDGET_SET)
+def _budget(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    """The run's limits. Only a person raises one (a limit above the current, or none
+    where there was one); anyone may set a first limit or lower one. A raise by anyone
+    else changes nothing and is counted (``ignored``)."""
+    now = acc.get("budget")
+    new = {k: _int(p.get(k)) for k in ("usd_micros", "tokens")}
+    if now is not None and e.source != Origin.HUMAN:
+        for k in ("usd_micros", "tokens"):
+            old = now.get(k)
+            raised = old is not None and (new[k] is None or new[k] > old)
+            if raised:
+                acc["budget"] = {**now, "ignored": now.get("ignored", 0) + 1}
+                return
+    acc["budget"] = {**new, "provenance": _prov(e), "ignored": now.get("ignored", 0) if now else 0}
+
+
 @_on(EventType.HANDOFF_RECORDED)
 def _handoff(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     acc["handoff"] = {"value": p["note"], "provenance": _prov(e)}
@@ -99,6 +116,15 @@ def _child_started(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     children = acc.setdefault("children", [])
     if p["child_run_id"] not in children:
         children.append(p["child_run_id"])
+
+
+@_on(EventType.RUN_FORKED)
+def _run_forked(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
+    acc["forked_from"] = {
+        "run": p["from_run"],
+        "sequence": p["through_sequence"],
+        "hash": p["through_hash"],
+    }
 
 
 @_on(EventType.RUN_COMPLETED)
@@ -576,6 +602,28 @@ def _action_intercepted(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     }
     if "versions" in p:  # only then: the records of earlier logs stay as they were
         acc["actions"][p["action_id"]]["versions"] = dict(p["versions"])
+    if "estimate" in p:
+        acc["actions"][p["action_id"]]["usage"] = [_usage_row(1, p["estimate"], e)]
+
+
+def _usage_row(attempt: int, estimate: dict[str, Any] | None, e: EventLike) -> dict[str, Any]:
+    return {
+        "attempt": attempt,
+        "estimate": dict(estimate) if estimate else None,
+        "actual": None,
+        "by": str(e.source),
+    }
+
+
+def _settle_usage(rec: dict[str, Any], p: dict[str, Any], e: EventLike) -> None:
+    """The attempt's actual cost (a new list: records are copied shallowly)."""
+    if "actual" not in p:
+        return
+    rows = list(rec.get("usage") or ())
+    if not rows or rows[-1]["attempt"] != rec["attempt"]:
+        rows.append(_usage_row(rec["attempt"], None, e))
+    rows[-1] = {**rows[-1], "actual": dict(p["actual"])}
+    rec["usage"] = rows
 
 
 def _malformed(acc: Acc, e: EventLike) -> None:
@@ -606,6 +654,8 @@ def _action_retried(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
             rec["approval_id"] = _str(p["approval_id"])
         if "versions" in p:  # this attempt's versions over the earlier ones (kept if not given)
             rec["versions"] = {**(rec.get("versions") or {}), **p["versions"]}
+        if "estimate" in p:
+            rec["usage"] = [*(rec.get("usage") or ()), _usage_row(rec["attempt"], p["estimate"], e)]
 
 
 @_on(EventType.ACTION_COMPLETED)
@@ -618,6 +668,7 @@ def _action_completed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
             settled_at=e.timestamp,
         )
         rec["result"] = clip_nested(p.get("result"))
+        _settle_usage(rec, p, e)
 
 
 @_on(EventType.ACTION_FAILED)
@@ -629,6 +680,7 @@ def _action_failed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
             settled_by=str(e.source),
             settled_at=e.timestamp,
         )
+        _settle_usage(rec, p, e)
 
 
 @_on(EventType.ACTION_MARKED_UNKNOWN)

@@ -157,14 +157,20 @@ class ActionRecord(BaseModel):
     # What the effect was intercepted under (its latest attempt): any of prompt_hash,
     # tool_schema_hash, model; None when the caller gave none.
     versions: dict[str, str] | None = None
+    # One row per attempt that carried a cost (``ledger.budget``): attempt, estimate,
+    # actual, by; None when no attempt did.
+    usage: list[dict[str, Any]] | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_versions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No ``versions`` key when none were given: the record of an action that pins
-        nothing stays exactly what earlier versions wrote (index rows, checkpoints)."""
+        """No ``versions``/``usage`` key when none were given: the record of an action
+        that pins and costs nothing stays exactly what earlier versions wrote (index rows,
+        checkpoints)."""
         data: dict[str, Any] = handler(self)
         if self.versions is None:
             data.pop("versions", None)
+        if self.usage is None:
+            data.pop("usage", None)
         return data
 
     @property
@@ -246,6 +252,17 @@ class Confirmation(BaseModel):
     counted: bool
 
 
+class ForkedFrom(BaseModel):
+    """Where a fork came from (its ``run_forked`` event): run ``run``'s events
+    1..``sequence``, the last of which had hash ``hash`` there."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run: str
+    sequence: int
+    hash: str
+
+
 class State(BaseModel):
     """The projected state of one run at ``sequence``."""
 
@@ -273,8 +290,12 @@ class State(BaseModel):
     observations: dict[str, Perception] = Field(default_factory=dict)
     branches: dict[str, Branch] = Field(default_factory=dict)
     handoff: GoalFact | None = None  # the latest handoff note, with who wrote it
+    # the run's limits (``usd_micros``, ``tokens``, ``provenance``, ``ignored``: raises
+    # recorded by anyone but a person, which changed nothing); None: no limits
+    budget: dict[str, Any] | None = None
     parent: str | None = None  # the run this one was started under (run_started)
     children: list[str] = Field(default_factory=list)  # runs started under it (child_started)
+    forked_from: ForkedFrom | None = None  # the run and prefix it was forked from (run_forked)
     self_certified: dict[str, int] = Field(default_factory=dict)
     last_checkpoint: int | None = None
     unknown_event_types: int = 0
@@ -288,9 +309,11 @@ class State(BaseModel):
         checkpoints and contracts built from it) of a run that uses neither stays exactly
         what earlier versions wrote."""
         data: dict[str, Any] = handler(self)
-        for name in ("observations", "branches", "parent", "children", "handoff"):
+        for name in ("observations", "branches", "parent", "children", "handoff", "budget"):
             if not data.get(name):
                 data.pop(name, None)
+        if data.get("forked_from") is None:  # a run that is no fork
+            data.pop("forked_from", None)
         return data
 
     @property

@@ -1,0 +1,108 @@
+"""What effects cost, and whether one more fits a run's budget (pure).
+
+A cost is ``{"usd_micros": N, "tokens": N}`` (either may be absent): US dollars in
+millionths, so sums are exact. An intercept may carry its estimate, ``complete`` or a
+certain ``fail`` the actual; each attempt of an action is one usage row (``estimate``,
+``actual``, ``by``). A row counts its actual once given (0 included), else its estimate:
+an effect in flight or unknown is reserved at its estimate, never counted as zero. An
+intercept whose estimate would take the run past a limit is refused before the effect
+(``budget_exceeded``), inside the write transaction, so concurrent intercepts at the edge
+never overspend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from continuum.errors import UsageError
+
+MICROS = 1_000_000
+MAX_USD = Decimal(10) ** 12  # a trillion dollars: past this it is a typo
+MAX_TOKENS = 10**15
+
+
+def usd_micros(value: Any, what: str) -> int:
+    """``value`` (dollars: ``"0.02"``, ``0.02``, ``2``) as whole millionths, rounded up;
+    ``UsageError`` (``usage.bad_cost``) for anything else."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+            raise ValueError
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError
+        amount = Decimal(repr(value) if isinstance(value, float) else str(value).strip())
+        if not amount.is_finite() or amount < 0 or amount > MAX_USD:
+            raise ValueError
+    except (ValueError, InvalidOperation):
+        raise UsageError(
+            f"{what} {str(value)[:40]!r} is not an amount of US dollars",
+            code="usage.bad_cost",
+            hint=f'give {what} as a number of dollars >= 0, e.g. 0.02 or "12.50"; nothing '
+            "was written",
+        ) from None
+    return int((amount * MICROS).to_integral_value(rounding="ROUND_CEILING"))
+
+
+def cost_of(usd: Any = None, tokens: Any = None, *, what: str = "cost") -> dict[str, int] | None:
+    """A cost as recorded (None when neither is given)."""
+    out: dict[str, int] = {}
+    if usd is not None:
+        out["usd_micros"] = usd_micros(usd, f"{what} usd")
+    if tokens is not None:
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_TOKENS:
+            raise UsageError(
+                f"{what} tokens {str(tokens)[:40]!r} is not a count of tokens",
+                code="usage.bad_cost",
+                hint="give tokens as a whole number >= 0; nothing was written",
+            )
+        out["tokens"] = tokens
+    return out or None
+
+
+def row_charge(row: Mapping[str, Any]) -> tuple[int, int]:
+    """What one usage row counts: its actual once given, else its estimate."""
+    cost = row.get("actual") if row.get("actual") is not None else row.get("estimate")
+    if not isinstance(cost, dict):
+        return 0, 0
+    return int(cost.get("usd_micros", 0)), int(cost.get("tokens", 0))
+
+
+def charged(records: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """The total the actions ``records`` count (spent and reserved), in micros and tokens."""
+    usd = tokens = 0
+    for record in records:
+        for row in record.get("usage") or ():
+            u, t = row_charge(row)
+            usd, tokens = usd + u, tokens + t
+    return usd, tokens
+
+
+def dollars(micros: int) -> str:
+    """Millionths of a dollar as dollars for a person: at least two places
+    (``12500000`` -> ``"12.50"``, ``1`` -> ``"0.000001"``)."""
+    whole, frac = divmod(micros, MICROS)
+    digits = f"{frac:06d}".rstrip("0").ljust(2, "0")
+    return f"{whole}.{digits}"
+
+
+def over_budget(
+    limits: Mapping[str, int | None], spent: tuple[int, int], estimate: Mapping[str, int] | None
+) -> str | None:
+    """Why ``estimate`` on top of ``spent`` passes ``limits`` (``usd_micros``, ``tokens``),
+    or None."""
+    add_usd = int((estimate or {}).get("usd_micros", 0))
+    add_tokens = int((estimate or {}).get("tokens", 0))
+    usd_limit, token_limit = limits.get("usd_micros"), limits.get("tokens")
+    if usd_limit is not None and spent[0] + add_usd > usd_limit:
+        return (
+            f" The run has spent or reserved {dollars(spent[0])} USD of {dollars(usd_limit)}; "
+            f"this effect's estimate of {dollars(add_usd)} USD would pass it."
+        )
+    if token_limit is not None and spent[1] + add_tokens > token_limit:
+        return (
+            f" The run has spent or reserved {spent[1]} tokens of {token_limit}; this "
+            f"effect's estimate of {add_tokens} would pass it."
+        )
+    return None

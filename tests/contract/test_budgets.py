@@ -1,0 +1,225 @@
+"""Budgets with reservations (issue 25, item 5), on both backends.
+
+A run's limits in USD and tokens; an attempt's estimate is reserved until its actual is
+recorded (an effect in flight or unknown counts its estimate, never zero); an intercept
+that would pass a limit is refused before the effect (``budget_exceeded``) with the
+figures; raising a limit is a person's act. The edge under concurrency is real: 4
+processes, a budget for exactly N effects, each effect left in flight (the processes are
+SIGKILLed after their effects): N proceed, the rest are refused. Negative control: the
+same processes with a budget check that counts unknown as zero overspend.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from continuum.errors import UsageError
+from continuum.eventlog.events import EventType
+from continuum.runtime.facade import Continuum
+from continuum.store import Storage
+from continuum.types import InterceptStatus, Origin
+from tests.contract.conftest import StoreFactory
+
+RUN = "run_budget"
+# Each worker intercepts PER effects of 0.25 USD each, performs those that proceed (a line
+# on stdout) and is SIGKILLed before completing any: all of them stay in flight, then
+# unknown. With BROKEN set, the worker's ledger counts only actuals (unknown as zero).
+WORKER = r"""
+import os, signal, sys, threading
+import continuum.ledger.core as core
+from continuum.ledger.budget import charged
+from continuum.runtime.facade import Continuum
+url, worker, per, broken, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
+if broken:
+    def only_actuals(records):
+        return charged(
+            {**r, "usage": [u for u in (r.get("usage") or ()) if u.get("actual") is not None]}
+            for r in records
+        )
+    core.charged = only_actuals
+while not os.path.exists(go):  # all four start together
+    pass
+cx = Continuum.open(url, origin="external_agent")
+for i in range(per):
+    r = cx.intercept("run_budget", "llm_call", {"w": worker, "i": i}, key=f"{worker}-{i}",
+                     cost={"usd": "0.25"})
+    print(r.status, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def facade(store: Storage, origin: Origin = Origin.DETERMINISTIC) -> Continuum:
+    return Continuum(store, origin=origin)
+
+
+@pytest.fixture
+def cx(store: Storage) -> Continuum:
+    rt = facade(store)
+    rt.start_run(RUN, "answer the tickets")
+    return rt
+
+
+def head(store: Storage) -> int:
+    return store.get_run(RUN).head_sequence
+
+
+def test_estimates_reserve_actuals_settle_and_a_passing_estimate_is_refused(
+    store: Storage, cx: Continuum
+) -> None:
+    cx.set_budget(RUN, usd="1.00", tokens=10_000)
+    a = cx.intercept(RUN, "llm_call", {"q": 1}, key="q1", cost={"usd": 0.4, "tokens": 3000})
+    b = cx.intercept(RUN, "llm_call", {"q": 2}, key="q2", cost={"usd": "0.40"})
+    assert a.proceed and b.proceed
+    before = head(store)
+    refused = cx.intercept(RUN, "llm_call", {"q": 3}, key="q3", cost={"usd": 0.3})
+    assert (refused.proceed, refused.status) == (False, InterceptStatus.BUDGET_EXCEEDED)
+    assert "spent or reserved 0.80 USD of 1.00" in refused.guidance
+    assert "estimate of 0.30 USD" in refused.guidance
+    assert head(store) == before  # nothing written
+    cx.complete(RUN, a.action_key, cost={"usd": 0.05, "tokens": 800})  # cheaper than feared
+    assert cx.intercept(RUN, "llm_call", {"q": 3}, key="q3", cost={"usd": 0.3}).proceed
+    usage = cx.usage(RUN)
+    assert usage["spent"] == {"usd_micros": 50_000, "tokens": 800}
+    assert usage["reserved"] == {"usd_micros": 700_000, "tokens": 0}
+    assert [(r["action_key"], r["attempt"], r["estimate"], r["actual"]) for r in usage["rows"]] == [
+        (
+            "llm_call:q1",
+            1,
+            {"usd_micros": 400_000, "tokens": 3000},
+            {"usd_micros": 50_000, "tokens": 800},
+        ),
+        ("llm_call:q2", 1, {"usd_micros": 400_000}, None),
+        ("llm_call:q3", 1, {"usd_micros": 300_000}, None),
+    ]
+    tokens = cx.intercept(RUN, "llm_call", {"q": 4}, key="q4", cost={"tokens": 9_500})
+    assert tokens.status == "budget_exceeded" and "800 tokens of 10000" in tokens.guidance
+
+
+def test_an_unknown_effect_keeps_its_estimate_reserved(store: Storage, cx: Continuum) -> None:
+    cx.set_budget(RUN, usd="0.50")
+    a = cx.intercept(RUN, "send", {"n": 1}, key="n1", cost={"usd": 0.3})
+    cx.fail(RUN, a.action_key, error="timeout")  # unknown: it may have happened
+    assert cx.intercept(RUN, "send", {"n": 2}, key="n2", cost={"usd": 0.3}).status == (
+        "budget_exceeded"
+    )
+    with pytest.raises(UsageError) as e:  # an uncertain failure has no actual
+        cx.fail(RUN, a.action_key, error="x", cost={"usd": 0})
+    assert e.value.code == "usage.bad_cost"
+
+
+def test_each_attempt_is_one_row_and_a_retry_reserves_again(store: Storage, cx: Continuum) -> None:
+    cx.set_budget(RUN, usd="1.00")
+    first = cx.intercept(RUN, "fetch", {"p": 1}, key="p1", replay="safe", cost={"usd": 0.4})
+    cx.fail(RUN, first.action_key, error="503", certain=True, cost={"usd": 0.1})
+    again = cx.intercept(RUN, "fetch", {"p": 1}, key="p1", replay="safe", cost={"usd": 0.4})
+    assert (again.proceed, again.attempt) == (True, 2)
+    rows = cx.usage(RUN)["rows"]
+    assert [(r["attempt"], r["counts"]["usd_micros"]) for r in rows] == [(1, 100_000), (2, 400_000)]
+    cx.fail(RUN, again.action_key, error="503", certain=True)  # no actual: estimate counts
+    third = cx.intercept(RUN, "fetch", {"p": 1}, key="p1", replay="safe", cost={"usd": 0.6})
+    assert third.status == "budget_exceeded"  # 0.1 + 0.4 + 0.6 > 1.00
+
+
+def test_raising_a_limit_is_a_persons_act(store: Storage, cx: Continuum) -> None:
+    agent = facade(store, Origin.EXTERNAL_AGENT)
+    agent.set_budget(RUN, usd="2.00")  # a first limit: anyone
+    agent.set_budget(RUN, usd="1.00")  # lower: anyone
+    before = head(store)
+    for usd in ("5.00", None):
+        with pytest.raises(UsageError) as e:
+            agent.set_budget(RUN, usd=usd)
+        assert e.value.code == "budget.raise_needs_person"
+    assert head(store) == before
+    # past the API, an agent's raise changes nothing in the fold and is counted
+    agent.append(RUN, EventType.BUDGET_SET, {"usd_micros": 9_000_000})
+    state = cx.state(RUN)
+    assert state.budget is not None
+    assert (state.budget["usd_micros"], state.budget["ignored"]) == (1_000_000, 1)
+    person = facade(store, Origin.HUMAN)
+    assert person.set_budget(RUN, usd="5.00")["usd_micros"] == 5_000_000
+
+
+@pytest.mark.parametrize(
+    "cost",
+    [
+        {"usd": -1},
+        {"usd": "lots"},
+        {"usd": float("nan")},
+        {"tokens": -3},
+        {"tokens": 1.5},
+        {"eur": 1},
+    ],
+)
+def test_a_bad_cost_is_refused_and_writes_nothing(
+    store: Storage, cx: Continuum, cost: dict[str, object]
+) -> None:
+    before = head(store)
+    with pytest.raises(UsageError) as e:
+        cx.intercept(RUN, "send", {"n": 1}, key="n1", cost=cost)
+    assert e.value.code == "usage.bad_cost"
+    assert head(store) == before
+
+
+def test_a_bad_recorded_cost_is_refused_at_append_naming_the_field(
+    store: Storage, cx: Continuum
+) -> None:
+    r = cx.intercept(RUN, "send", {"n": 1}, key="n1")
+    with pytest.raises(UsageError) as e:
+        cx.append(
+            RUN,
+            EventType.ACTION_COMPLETED,
+            {"action_id": r.action_id, "actual": {"usd_micros": -5}},
+        )
+    assert e.value.code == "usage.bad_payload" and "field 'actual'" in e.value.message
+
+
+def _race(store_factory: StoreFactory, tmp_path_go: str, broken: bool) -> list[str]:
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                store_factory.url,
+                f"w{w}",
+                "3",
+                "1" if broken else "0",
+                tmp_path_go,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(4)
+    ]
+    with open(tmp_path_go, "w"):
+        pass
+    statuses: list[str] = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == -signal.SIGKILL, err[-2000:]
+        statuses += out.split()
+    return statuses
+
+
+@pytest.mark.parametrize(
+    "broken", [False, True], ids=["ledger", "negative_control_unknown_as_zero"]
+)
+def test_concurrent_intercepts_at_the_budget_edge_never_overspend(
+    store_factory: StoreFactory, store: Storage, cx: Continuum, tmp_path: object, broken: bool
+) -> None:
+    cx.set_budget(RUN, usd="1.25")  # exactly five effects of 0.25
+    statuses = _race(store_factory, f"{tmp_path}/go", broken)
+    assert len(statuses) == 12
+    proceeded = statuses.count("started")
+    if not broken:
+        assert proceeded == 5 and statuses.count("budget_exceeded") == 7
+        assert cx.usage(RUN)["reserved"]["usd_micros"] == 1_250_000
+    else:  # counting the unknown effects as zero: every one of them went ahead
+        assert proceeded == 12
+    print(json.dumps({"broken": broken, "proceeded": proceeded}))
