@@ -66,7 +66,7 @@ from mcp.shared.exceptions import MCPError
 from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.eventlog.canonical import canonical_json, sha256_hex
 from continuum.faults import fault_point
-from continuum.gateway.pins import Pins
+from continuum.gateway.pins import Pins, tool_digest
 from continuum.gateway.relay import Relay, open_stdio_upstream
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
 from continuum.log import get_logger
@@ -433,6 +433,17 @@ class Gateway:
             tool=name,
         )
 
+    def _versions(self, name: str) -> dict[str, str] | None:
+        """The call's tool definition as the action's ``tool_schema_hash`` (its pin: name,
+        description, input schema): an interrupted safe/idempotent call is not run again
+        under a tool that changed since (``version_drift``)."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return None
+        return {
+            "tool_schema_hash": "sha256:" + tool_digest(name, tool.description, tool.input_schema)
+        }
+
     def _record_arguments(self, rule: EffectRule, name: str, arguments: dict[str, Any]) -> Any:
         text = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
         kept: Any = (
@@ -462,6 +473,8 @@ class Gateway:
                     self._record_arguments(rule, name, arguments),
                     key=key,
                     replay=rule.replay,
+                    versions=self._versions(name),
+                    block_drift=rule.block_drift,
                 )
             )
         except ContinuumError as e:

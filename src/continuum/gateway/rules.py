@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from continuum.errors import UsageError
-from continuum.hooks.registry import probe_field, template_field  # the hooks'
+from continuum.hooks.registry import block_drift_field, probe_field, template_field  # the hooks'
 from continuum.rule_tables import Entry, as_text, rule_regex, rule_tables
 
 RULES_PATH = os.path.join(".continuum", "gateway.toml")
 REPLAYS = ("never", "safe", "idempotent", "reconcile")
-_FIELDS = {"tool", "match", "action_type", "key", "replay", "description", "probe"}
+_FIELDS = {"tool", "match", "action_type", "key", "replay", "description", "probe", "block_drift"}
 _TOP_LEVEL = frozenset({"run", "read_only"})
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 KEY_LIMIT = 200  # a longer rendered key keeps a prefix and a digest of the whole
@@ -66,6 +66,9 @@ class EffectRule:
     # A shell command template over the call's arguments (each value shell-quoted) that
     # checks the upstream's world for an unknown call: exit 0 it happened, 1 it did not.
     probe: str | None = None
+    # Which recorded versions, changed, stop an interrupted safe/idempotent call from
+    # running again (the gateway pins each call's tool definition as tool_schema_hash).
+    block_drift: tuple[str, ...] = ("tool_schema_hash",)
 
     @property
     def where(self) -> str:
@@ -141,6 +144,9 @@ def _rule(path: str, entry: Entry) -> EffectRule:
         match={str(k): _regex(path, where, f"match.{k}", v) for k, v in match.items()},
         description=description,
         probe=probe,
+        block_drift=tuple(
+            dict.fromkeys(block_drift_field(_bad, path, where, table.get("block_drift")))
+        ),
     )
 
 

@@ -310,6 +310,19 @@ def template_field(bad: Bad, path: str, where: str, what: str, value: Any) -> st
     return value
 
 
+def block_drift_field(bad: Bad, path: str, where: str, value: Any) -> tuple[str, ...]:
+    """A rule's ``block_drift``: which recorded versions, changed, stop a re-run (shared
+    with the gateway's rules). Default: the tool's schema alone."""
+    block = ["tool_schema_hash"] if value is None else value
+    if not isinstance(block, list) or not all(b in _VERSION_FIELDS for b in block):
+        raise bad(
+            path,
+            where,
+            f"block_drift must be a list of any of {', '.join(map(repr, _VERSION_FIELDS))}",
+        )
+    return tuple(block)
+
+
 def probe_field(bad: Bad, path: str, where: str, value: Any) -> str:
     """A rule's probe: a template whose every placeholder stands outside quotes (there the
     shell quoting of the values holds), or ``bad(...)``. Shared with the gateways."""
@@ -359,13 +372,7 @@ def _rule(path: str, entry: Entry) -> Rule:
         raise _bad(path, where, 'shell_options must be a list of options such as "-C"')
     if options and not shell:
         raise _bad(path, where, "shell_options needs shell")
-    block = table.get("block_drift", ["tool_schema_hash"])
-    if not isinstance(block, list) or not all(b in _VERSION_FIELDS for b in block):
-        raise _bad(
-            path,
-            where,
-            f"block_drift must be a list of any of {', '.join(map(repr, _VERSION_FIELDS))}",
-        )
+    block = block_drift_field(_bad, path, where, table.get("block_drift"))
     return Rule(
         index=index,
         line=line,
