@@ -276,3 +276,29 @@ def test_observations_and_waiting_branches_are_shown_escaped(tmp_path: Path) -> 
         rt.start_run("q", "g")
         plain = page.run_page("/ui", ACTOR, "csrf-token", _view(rt, "q"))
     assert "Plan branches" not in plain and "Observations (" not in plain
+
+
+def test_the_family_handoff_and_budget_are_shown_escaped(tmp_path: Path) -> None:
+    """Run structure (issue 25): parent and children linked, the handoff note as the
+    agent's word, the budget's spent and reserved figures."""
+    with Continuum.open(str(tmp_path / "s.db"), origin=Origin.EXTERNAL_AGENT) as rt:
+        rt.start_run("root", "g")
+        rt.start_run("kid", "g", parent="root")
+        rt.handoff("root", HOSTILE)
+        rt.set_budget("root", usd="1.00")
+        done = rt.intercept("root", "llm", {"q": 1}, key="q1", cost={"usd": 0.4})
+        rt.complete("root", done.action_key, cost={"usd": 0.1})
+        rt.intercept("root", "llm", {"q": 2}, key="q2", cost={"usd": 0.3})  # in flight
+        root, kid = _view(rt, "root"), _view(rt, "kid")
+    html = page.run_page("/ui", ACTOR, "csrf-token", root)
+    assert raw_markup(html) == []
+    family = html.split('id="family"')[1].split("</table>")[0]
+    assert 'href="/ui/run?id=kid"' in family and "&lt;script&gt;alert(1)" in family
+    assert "spent 0.10 USD and 0 tokens; reserved (in flight or unknown) 0.30 USD" in family
+    assert "limits: 1.00 USD, no token limit" in family
+    child = page.run_page("/ui", ACTOR, "csrf-token", kid)
+    assert 'href="/ui/run?id=root"' in child.split('id="family"')[1]
+    # control: a run with none of it shows no such table
+    with Continuum.open(str(tmp_path / "t.db")) as rt:
+        rt.start_run("q", "g")
+        assert 'id="family"' not in page.run_page("/ui", ACTOR, "csrf-token", _view(rt, "q"))

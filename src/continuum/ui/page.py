@@ -29,6 +29,7 @@ from urllib.parse import quote as url_quote
 
 from continuum.hooks.hosts import subagent_of
 from continuum.ledger.approvals import ApprovalInfo
+from continuum.ledger.budget import charged, dollars
 from continuum.state.records import ActionRecord, Item, Provenance, State
 from continuum.types import ActionStatus
 from continuum.ui.sessions import Principal
@@ -151,6 +152,10 @@ def run_url(prefix: str, run_id: str) -> str:
 
 def run_link(prefix: str, run_id: str) -> str:
     return attr(run_url(prefix, run_id))
+
+
+def _run_anchor(prefix: str, run_id: str) -> str:
+    return f'<a href="{run_link(prefix, run_id)}">{agent(run_id, limit=80)}</a>'
 
 
 def _hidden(name: str, value: str) -> str:
@@ -367,6 +372,43 @@ def _perception(state: State) -> str:
     return "".join(out)
 
 
+def _family_and_budget(prefix: str, v: RunView) -> str:
+    """The run's place in its family (parent, children, handoff note) and its budget:
+    limits, what is spent and what is reserved (``ledger.budget``)."""
+    s, rows = v.state, []
+    if s.parent:
+        rows.append(f"<tr><th>parent run</th><td>{_run_anchor(prefix, s.parent)}</td></tr>")
+    if s.children:
+        links = ", ".join(_run_anchor(prefix, c) for c in s.children)
+        rows.append(f"<tr><th>child runs</th><td>{links}</td></tr>")
+    if s.handoff is not None:
+        rows.append(
+            f"<tr><th>handoff note</th><td>{agent(s.handoff.value, limit=SHOW_CHARS)}"
+            f"{provenance(s.handoff.provenance)}</td></tr>"
+        )
+    if s.budget is not None or any(a.usage for a in v.actions):
+        spent = charged(
+            {"usage": [u for u in (a.usage or ()) if u.get("actual") is not None]}
+            for a in v.actions
+        )
+        total = charged({"usage": a.usage or []} for a in v.actions)
+        limits = s.budget or {}
+        usd_limit, token_limit = limits.get("usd_micros"), limits.get("tokens")
+        rows.append(
+            "<tr><th>budget</th><td>"
+            + text(
+                f"spent {dollars(spent[0])} USD and {spent[1]} tokens; reserved (in flight "
+                f"or unknown) {dollars(total[0] - spent[0])} USD and {total[1] - spent[1]} "
+                "tokens; limits: "
+                + (f"{dollars(usd_limit)} USD" if usd_limit is not None else "no USD limit")
+                + ", "
+                + (f"{token_limit} tokens" if token_limit is not None else "no token limit")
+            )
+            + "</td></tr>"
+        )
+    return f'<table id="family">{"".join(rows)}</table>' if rows else ""
+
+
 def _progress(state: State) -> str:
     p = state.progress
     total = "?" if p.total is None else str(p.total)
@@ -560,6 +602,7 @@ def run_page(
         )
     elif act is not None and s.sequence:
         body.append(_confirm_form(prefix, v, act))
+    body.append(_family_and_budget(prefix, v))
     body.append("<h2>Evidence, findings, decisions</h2>")
     body.append(
         _items("evidence", s.evidence.values())
