@@ -223,3 +223,39 @@ def test_concurrent_intercepts_at_the_budget_edge_never_overspend(
     else:  # counting the unknown effects as zero: every one of them went ahead
         assert proceeded == 12
     print(json.dumps({"broken": broken, "proceeded": proceeded}))
+
+
+def test_an_unsigned_import_does_not_keep_a_raise_and_a_signed_one_does(
+    store: Storage, tmp_path: object
+) -> None:
+    from contextlib import closing
+    from pathlib import Path
+
+    from continuum.ops.signing import generate_keypair
+    from continuum.ops.transfer import import_runs
+    from continuum.store import open_store
+    from tests.contract.transfer_support import export_file
+
+    base = Path(str(tmp_path))
+    url = str(base / "source.db")
+    with closing(open_store(url)) as source:
+        agent = facade(source, Origin.EXTERNAL_AGENT)
+        agent.start_run(RUN, "g")
+        agent.set_budget(RUN, usd="1.00")
+        facade(source, Origin.HUMAN).set_budget(RUN, usd="50.00")  # a person raised it
+    key = base / "k.key"
+    generate_keypair(key, base / "k.key.pub")
+    unsigned = export_file(url, base / "plain.jsonl", [RUN])
+    with open(unsigned, encoding="utf-8") as f:
+        import_runs(store, f)
+    budget = facade(store).state(RUN).budget
+    assert budget is not None and budget["usd_micros"] == 1_000_000  # the lowest ever set
+    assert budget["provenance"]["origin"] == "imported"
+    # control: signed by a key this store trusts, the person's raise stands
+    other_url = str(base / "other.db")
+    with closing(open_store(other_url, create=True)) as other:
+        signed = export_file(url, base / "signed.jsonl", [RUN], sign=key)
+        with open(signed, encoding="utf-8") as f:
+            import_runs(other, f, public_key=base / "k.key.pub")
+        kept = facade(other).state(RUN).budget
+        assert kept is not None and kept["usd_micros"] == 50_000_000

@@ -103,7 +103,16 @@ def _budget(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
             if raised:
                 acc["budget"] = {**now, "ignored": now.get("ignored", 0) + 1}
                 return
-    acc["budget"] = {**new, "provenance": _prov(e), "ignored": now.get("ignored", 0) if now else 0}
+    lowest = dict(now.get("lowest") or {}) if now else {}
+    for k, v in new.items():  # the lowest limit ever set (None: none), for an unsigned import
+        if v is not None and (lowest.get(k) is None or v < lowest[k]):
+            lowest[k] = v
+    acc["budget"] = {
+        **new,
+        "provenance": _prov(e),
+        "ignored": now.get("ignored", 0) if now else 0,
+        "lowest": lowest,
+    }
 
 
 @_on(EventType.HANDOFF_RECORDED)
@@ -548,6 +557,19 @@ def _distrust_perception(acc: Acc, through: int) -> None:
                 kept[key] = r
         obs["readings"] = kept
         obs["status"] = status_of(kept, conflicting_subject=obs["conflicting_subject"])
+    budget = acc.get("budget")
+    if (
+        budget is not None
+        and budget["provenance"]["sequence"] <= through
+        and budget["provenance"]["origin"] in _COUNTING
+    ):  # a limit a file no trusted key signed says a person set: the lowest ever set holds
+        lowest = budget.get("lowest") or {}
+        acc["budget"] = {
+            **budget,
+            "usd_micros": lowest.get("usd_micros"),
+            "tokens": lowest.get("tokens"),
+            "provenance": {**budget["provenance"], "origin": _IMPORTED},
+        }
     for b in acc.get("branches", {}).values():
         if b["status"] != "resolved" or b["provenance"]["sequence"] > through:
             continue
