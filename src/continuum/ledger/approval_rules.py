@@ -368,9 +368,7 @@ def _rule(path: str, entry: Entry) -> ApprovalRule:
             raise _bad(
                 path, where, f"match.{name} {pattern!r} is not a valid regular expression ({e})"
             ) from e
-    description = table.get("description")
-    if description is not None and not isinstance(description, str):
-        raise _bad(path, where, "description must be a string")
+    description = _description(path, where, table)
     return ApprovalRule(
         path=path,
         index=index,
@@ -418,6 +416,13 @@ def _when(
     return tuple(out)
 
 
+def _description(path: str, where: str, table: Mapping[str, Any]) -> str | None:
+    description = table.get("description")
+    if description is not None and not isinstance(description, str):
+        raise _bad(path, where, "description must be a string")
+    return description
+
+
 def _branch_rule(path: str, entry: Entry) -> ApprovalRule:
     where, table = entry.where, entry.table
     pattern, risk = table.get("branch"), table.get("risk")
@@ -431,9 +436,7 @@ def _branch_rule(path: str, entry: Entry) -> ApprovalRule:
         ) from e
     if risk not in RISKS:
         raise _bad(path, where, f"risk must be one of {', '.join(RISKS)} (got {risk!r})")
-    description = table.get("description")
-    if description is not None and not isinstance(description, str):
-        raise _bad(path, where, "description must be a string")
+    description = _description(path, where, table)
     return ApprovalRule(
         path=path,
         index=entry.number,
@@ -484,9 +487,7 @@ def _retry_rule(path: str, entry: Entry) -> ApprovalRule:
         raise _bad(path, where, 'max_attempts needs the action_type it limits: action_type = "..."')
     if run_retries is not None and action_type is not None:
         raise _bad(path, where, "run_retries limits a whole run: leave out action_type")
-    description = table.get("description")
-    if description is not None and not isinstance(description, str):
-        raise _bad(path, where, "description must be a string")
+    description = _description(path, where, table)
     return ApprovalRule(
         path=path,
         index=entry.number,

@@ -296,25 +296,9 @@ class ActionLedger:
                 assert gate is not None
                 result = gate.stopped(verdict, None)  # the approval request is all it writes
             elif row is None and hold is not None:
-                result = InterceptResult(
-                    proceed=False,
-                    status="revalidation_required",
-                    action_id=ident.action_id,
-                    action_key=ident.action_key,
-                    attempt=0,
-                    replay=requested or ReplayContract.NEVER,
-                    guidance=GUIDANCE["revalidation_required"] + hold,
-                )
+                result = _not_started(ident, requested, "revalidation_required", hold)
             elif row is None and (over := self._over_budget(tx, budget, estimate)) is not None:
-                result = InterceptResult(
-                    proceed=False,
-                    status="budget_exceeded",
-                    action_id=ident.action_id,
-                    action_key=ident.action_key,
-                    attempt=0,
-                    replay=requested or ReplayContract.NEVER,
-                    guidance=GUIDANCE["budget_exceeded"] + over,
-                )
+                result = _not_started(ident, requested, "budget_exceeded", over)
             elif row is None:
                 contract = requested or ReplayContract.NEVER
                 if verdict is not None:
@@ -798,3 +782,18 @@ def version_drift_words(
     if not changed:
         return ""
     return f"; it was recorded under {'; '.join(changed)}."
+
+
+def _not_started(
+    ident: ActionIdentity, requested: ReplayContract | None, status: str, why: str
+) -> InterceptResult:
+    """A new action refused before anything is written (``status``, and why)."""
+    return InterceptResult(
+        proceed=False,
+        status=status,
+        action_id=ident.action_id,
+        action_key=ident.action_key,
+        attempt=0,
+        replay=requested or ReplayContract.NEVER,
+        guidance=GUIDANCE[status] + why,
+    )
