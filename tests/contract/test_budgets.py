@@ -259,3 +259,49 @@ def test_an_unsigned_import_does_not_keep_a_raise_and_a_signed_one_does(
             import_runs(other, f, public_key=base / "k.key.pub")
         kept = facade(other).state(RUN).budget
         assert kept is not None and kept["usd_micros"] == 50_000_000
+
+
+def test_at_its_limit_a_run_starts_nothing_more_even_without_an_estimate_or_through_effect(
+    store: Storage, cx: Continuum
+) -> None:
+    """Review findings: leaving the estimate out, or going through ``cx.effect``, is no way
+    past a budget that is used up."""
+    cx.set_budget(RUN, tokens=10)
+    a = cx.intercept(RUN, "llm", {"q": 1}, key="q1", cost={"tokens": 10})
+    cx.complete(RUN, a.action_key, cost={"tokens": 10})
+    assert cx.intercept(RUN, "llm", {"q": 2}, key="q2").status == "budget_exceeded"
+    ran: list[int] = []
+
+    @cx.effect(RUN, "llm", key=lambda n: f"n{n}")
+    def ask(n: int) -> int:
+        ran.append(n)
+        return n
+
+    from continuum.errors import LedgerError
+
+    with pytest.raises(LedgerError):
+        ask(3)
+    assert ran == []
+
+
+def test_a_new_call_past_the_budget_is_refused_before_a_person_is_asked(
+    store: Storage, project_rules: None, cx: Continuum
+) -> None:
+    cx.set_budget(RUN, usd="0.10")
+    r = cx.intercept(RUN, "wire_money", {"amount": 5}, key="w1", cost={"usd": 0.5})
+    assert r.status == "budget_exceeded" and r.approval_id is None
+    assert cx.approvals(RUN) == []  # nobody was asked to approve what cannot run
+    within = cx.intercept(RUN, "wire_money", {"amount": 6}, key="w2", cost={"usd": 0.05})
+    assert within.status == "awaiting_approval"  # control: the rule is read and asks
+
+
+@pytest.fixture
+def project_rules(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    base = Path(str(tmp_path))
+    (base / ".continuum").mkdir(exist_ok=True)
+    (base / ".continuum" / "approvals.toml").write_text(
+        '[[approval]]\naction_type = "wire_money"\n', encoding="utf-8"
+    )
+    monkeypatch.chdir(base)

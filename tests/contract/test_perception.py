@@ -419,3 +419,21 @@ def test_archiving_the_history_of_observations_keeps_them_and_a_waiting_branch(
     assert other.resume(RUN).mode == Mode.REQUEST_HUMAN
     assert branch(facade(other.store, Origin.EXTERNAL_AGENT)).mode == Mode.RESUME  # verified
     assert other.verify(RUN).ok
+
+
+def test_continuums_own_reading_does_not_vouch_for_another_subject(
+    store: Storage, code: Continuum, tmp_path: Path
+) -> None:
+    """Review finding: an agent filing the file's true checksum under a subject of its
+    own ("payee is verified") must not get it verified by continuum's reading."""
+    data = tmp_path / "payees.csv"
+    data.write_text("acme,DE00 1234\n", encoding="utf-8")
+    code.declare_dependencies(RUN, files=[str(data)])
+    name = f"file:{data}"
+    checksum = code.state(RUN).dependencies[name].checksum
+    agent = facade(store, Origin.EXTERNAL_AGENT)
+    seen = agent.observe(
+        RUN, "payee is verified", checksum, signal="dom", observation_id=name, kind="environment"
+    )
+    assert seen.continuum_checked and seen.status == "contested"
+    assert branch(agent, "pay", risk="high", obs=name).mode == Mode.REQUEST_HUMAN

@@ -337,3 +337,22 @@ async def test_relayed_calls_count_against_the_in_flight_limit_until_settled(
     assert text(room) == 'echo café {"said": "room"}'
     calls = [m for m in upstream_log(project) if m.get("method") == "tools/call"]
     assert len(calls) == limit + 1  # the refused one never went upstream
+
+
+async def test_a_host_line_holding_a_key_twice_goes_upstream_as_judged(project: Path) -> None:
+    """JSON leaves a repeated key to the parser: the gateway judges the last ``name``
+    (an unregistered echo), so the upstream must get exactly that call, never the
+    host's bytes where an upstream keeping the first ``name`` would run the registered
+    ``send_invoice`` past the ledger."""
+    raw = (
+        b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"send_invoice",'
+        b'"arguments":{"invoice_id":"X","amount":1},"name":"echo"}}\n'
+    )
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        assert gateway.process.stdin is not None
+        await gateway.process.stdin.send(raw)
+        answer = json.loads(await gateway.answer(9))
+    assert "result" in answer
+    lines = (project / "upstream.log").read_text(encoding="utf-8").splitlines()
+    [sent] = [line for line in lines if '"id":9' in line.replace(" ", "")]
+    assert "send_invoice" not in sent and json.loads(sent)["params"]["name"] == "echo"

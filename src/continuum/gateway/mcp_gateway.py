@@ -6,8 +6,8 @@ definition matches its pin (``pins.py``), and judges every ``tools/call`` by the
 (``rules.py``):
 
 - a call no effect rule matches is forwarded untouched and its answer returned as is
-  (with an upstream on stdio, as bytes: ``relay.py`` relays the host's line and the
-  upstream's answer line verbatim, past the SDK; with ``--url`` through the SDK);
+  (with an upstream on stdio past the SDK: ``relay.py`` sends the call as judged and
+  relays the upstream's answer line verbatim; with ``--url`` through the SDK);
 - a registered call is intercepted first (``Continuum.intercept``: one transaction,
   durable before anything is forwarded) and forwarded only when it may proceed; then the
   upstream's answer settles it: a result is ``completed`` (the result is stored), an

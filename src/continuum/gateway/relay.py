@@ -24,9 +24,11 @@ What this module owns:
   (``serving/transport.py``). It takes a host ``tools/call`` once the host finished its
   handshake, when the params hold only ``name``, ``arguments`` and ``_meta``, and the
   gateway (the ``Route``) says so: the tool is exposed, the upstream not gone, no effect
-  rule matches. ``_meta`` keeps only ``progressToken`` (its other keys may be the host's
-  token for the gateway; the SDK path dropped them all), which re-encodes that line;
-  any other line goes verbatim. A taken request still counts against the host's
+  rule matches. The call goes upstream re-encoded from what was judged (the host's bytes
+  could hold a key twice, and an upstream keeping the first one would run another call
+  than the rules saw), ``_meta`` cut down to ``progressToken`` (its other keys may be the
+  host's token for the gateway; the SDK path dropped them all). A progress token with the
+  reserved prefix is not relayed. A taken request still counts against the host's
   in-flight limit until its answer is written;
 - the answers: the upstream's JSON-RPC 2.0 answer (a result or an error) to a relayed id
   goes to the host verbatim, and so does its ``notifications/progress`` for a relayed
@@ -157,7 +159,8 @@ def _cancel_line(request_id: types.RequestId, reason: str) -> bytes:
 
 
 def _call_line(request_id: types.RequestId, params: Mapping[str, Any], token: Any) -> bytes:
-    """The call re-encoded with ``_meta`` cut down to its progress token."""
+    """The call as the gateway parsed and judged it, re-encoded, with ``_meta`` cut down
+    to its progress token."""
     kept: dict[str, Any] = {k: v for k, v in params.items() if k != "_meta"}
     if token is not None:
         kept["_meta"] = {"progressToken": token}
@@ -213,17 +216,18 @@ class Relay:
         if not params.keys() <= _CALL_PARAMS:
             return False  # e.g. a task-augmented call: the SDK path, as before
         meta, token = params.get("_meta"), None
-        line = line.removesuffix(b"\r")
         if meta is not None:
             if not isinstance(meta, dict):
                 return False
             token = meta.get("progressToken")
             if token is not None and (
-                not _is_id(token) or coerce_request_id(token) in self._tokens
+                not _is_id(token) or _reserved(token) or coerce_request_id(token) in self._tokens
             ):
                 return False  # a token the SDK path must judge, or one already relayed
-            if meta.keys() - {"progressToken"}:
-                line = _call_line(message.id, params, token)
+        # Always the call as judged, re-encoded: the host's own bytes could hold a key twice
+        # (JSON leaves duplicates to the parser), and an upstream that keeps the first of
+        # them would run another tool, or other arguments, than the rules looked at.
+        line = _call_line(message.id, params, token)
         try:
             if not route.relays(name, arguments):
                 return False

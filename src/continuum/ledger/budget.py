@@ -95,12 +95,14 @@ def over_budget(
     add_usd = int((estimate or {}).get("usd_micros", 0))
     add_tokens = int((estimate or {}).get("tokens", 0))
     usd_limit, token_limit = limits.get("usd_micros"), limits.get("tokens")
-    if usd_limit is not None and spent[0] + add_usd > usd_limit:
+    # A run at its limit starts nothing more, not even an effect that gives no estimate
+    # (an estimate of 0 is a claim, and leaving it out must not be a way past the limit).
+    if usd_limit is not None and (spent[0] >= usd_limit or spent[0] + add_usd > usd_limit):
         return (
             f" The run has spent or reserved {dollars(spent[0])} USD of {dollars(usd_limit)}; "
             f"this effect's estimate of {dollars(add_usd)} USD would pass it."
         )
-    if token_limit is not None and spent[1] + add_tokens > token_limit:
+    if token_limit is not None and (spent[1] >= token_limit or spent[1] + add_tokens > token_limit):
         return (
             f" The run has spent or reserved {spent[1]} tokens of {token_limit}; this "
             f"effect's estimate of {add_tokens} would pass it."

@@ -291,13 +291,17 @@ class ActionLedger:
                     self.store, tx, rule, ident, action_type, key, bound, effect, origin, requested
                 )
             )
-            verdict = gate.judge(None) if gate is not None and row is None else None
+            # Past the budget, a new call is refused before a person is asked to approve it.
+            over = self._over_budget(tx, budget, estimate) if row is None else None
+            verdict = (
+                gate.judge(None) if gate is not None and row is None and over is None else None
+            )
             if verdict is not None and verdict.status != "allow":
                 assert gate is not None
                 result = gate.stopped(verdict, None)  # the approval request is all it writes
             elif row is None and hold is not None:
                 result = _not_started(ident, requested, "revalidation_required", hold)
-            elif row is None and (over := self._over_budget(tx, budget, estimate)) is not None:
+            elif row is None and over is not None:
                 result = _not_started(ident, requested, "budget_exceeded", over)
             elif row is None:
                 contract = requested or ReplayContract.NEVER

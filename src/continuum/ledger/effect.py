@@ -137,6 +137,7 @@ class Effect:
         versions: Mapping[str, str] | None = None,
         block_drift: Sequence[str] = ("tool_schema_hash",),
         hold: Callable[[], str | None] | None = None,
+        budget: Callable[[], Mapping[str, int | None] | None] | None = None,
     ) -> None:
         if not isinstance(certain_on, tuple) or not all(
             isinstance(t, type) and issubclass(t, BaseException) for t in certain_on
@@ -155,6 +156,8 @@ class Effect:
         # Asked before each intercept: why a new attempt may not start now (the facade's
         # periodic revalidation), or None.
         self.hold = hold
+        # Asked before each intercept: the run's limits (a budget), or None.
+        self.budget = budget
 
     # -- intercept and settle ----------------------------------------------------------------
 
@@ -186,6 +189,7 @@ class Effect:
             versions=self.versions,
             block_drift=self.block_drift,
             hold=self.hold() if self.hold is not None else None,
+            budget=self.budget() if self.budget is not None else None,
         )
         if answer.proceed:
             return EffectScope(answer, self.run_id)

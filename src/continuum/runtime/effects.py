@@ -95,9 +95,9 @@ class EffectsFacade(RunsFacade):
         """
         extra = {} if approval_arguments is None else {"approval_arguments": approval_arguments}
         estimate = cost_of(**_cost_fields(cost, "cost"), what="cost")
-        limits = self.state(run_id).budget
+        limits = self._limits(run_id)
         if limits is not None:
-            extra["budget"] = {k: limits.get(k) for k in ("usd_micros", "tokens")}
+            extra["budget"] = limits
         if estimate is not None:
             extra["estimate"] = estimate
         hold = self.hold_for(run_id)
@@ -167,6 +167,11 @@ class EffectsFacade(RunsFacade):
         return self.ledger.fail(run_id, action, error=error, certain=certain, actual=actual)
 
     # -- budgets and usage (ledger/budget.py) ---------------------------------------------------
+
+    def _limits(self, run_id: str) -> dict[str, int | None] | None:
+        """The run's limits as the ledger checks them, or None (no budget)."""
+        budget = self.state(run_id).budget
+        return None if budget is None else {k: budget.get(k) for k in ("usd_micros", "tokens")}
 
     def set_budget(
         self,
@@ -302,6 +307,7 @@ class EffectsFacade(RunsFacade):
             versions=versions,
             block_drift=block_drift,
             hold=lambda: self.hold_for(run_id),
+            budget=lambda: self._limits(run_id),
         )
 
     def compensate(self, run_id: str, action: str, *, note: str | None = None) -> ActionRecord:

@@ -92,7 +92,10 @@ class PerceptionFacade(EffectsFacade):
         count as one signal however many there are. For an ``environment`` observation
         whose id names a declared dependency that continuum can observe itself (a file, a
         git tree, a registered probe), continuum records its own reading too
-        (``continuum_checked``): what the agent says is then checked against the world.
+        (``continuum_checked``): what the agent says is then checked against the world. That
+        reading's subject is the dependency's name: give the same subject, or the
+        observation is contested (continuum vouches for the value, not for a caller's
+        description of it).
 
         Raises ``not_found.run``, ``usage.bad_identifier``, ``usage.bad_kind``,
         ``usage.conflicting_subject`` (the id is used for another subject),
@@ -153,9 +156,12 @@ class PerceptionFacade(EffectsFacade):
         if seen is None:
             return None
         value = None if not seen.present else seen.checksum or seen.version
+        # Continuum vouches for the dependency's value, not for what a caller says it means:
+        # its reading's subject is the dependency itself, so a reading filed under another
+        # subject is contested, never verified by this one.
         return {
             "observation_id": ident,
-            "subject": subject,
+            "subject": dep.name,
             "signal": f"{CONTINUUM_SIGNAL}:{dep.provider}",
             "value": value,
             "kind": "environment",
