@@ -171,3 +171,21 @@ def test_a_registered_shell_commands_redirect_is_recorded_and_an_unregistered_on
     }
     receipt = (p.dir / "receipt.txt").read_bytes()
     assert files == {str(p.dir / "receipt.txt"): "sha256:" + hashlib.sha256(receipt).hexdigest()}
+
+
+@pytest.mark.parametrize("host", HOOK_HOSTS, ids=lambda h: h.name)
+def test_a_handoff_note_reaches_the_next_sessions_first_model_request(
+    host: Host, tmp_path: Path
+) -> None:
+    """A reset with a handoff (issue 25) through the real host: the note a person leaves
+    opens the briefing the host puts before the next session's first model request."""
+    p = gated(host, tmp_path)
+    s1 = p.session([[host.shell("./send INV-004")]])
+    assert s1.code == 0 and p.outbox() == ["INV-004"], s1.describe()
+    note = "INV-005 bounced: fix the address before sending it"
+    assert p.continuum("handoff", p.run, "--note", note, check=False).returncode == 0
+    s2 = p.session([[host.shell("echo hi")]])
+    assert s2.code == 0 and not s2.model.problems, s2.describe()
+    first = s2.model.main_turns()[0]
+    assert "Handoff note from an earlier session" in first.text, first.text[-3000:]
+    assert note in first.text
