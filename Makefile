@@ -13,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,postgres,adapters]'
+	$(PY) -m pip install --quiet -e '.[dev,postgres,adapters,otel]'
 	touch $(STAMP)
 
 # The operator page's tests drive Debian's chromium through chromedriver (Selenium): installed

@@ -168,3 +168,71 @@ def _dead_owner() -> dict[str, Any]:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return {"host": socket.gethostname(), "pid": proc.pid, "start": None}
+
+
+def test_adapters_carry_cost_and_stop_at_the_budget_of_the_run_and_its_parent(
+    cx: Continuum,
+) -> None:
+    """Issue 25, item 6: a tool's estimate is recorded and judged against the budget of
+    the run and of its parent, through each adapter; at the edge the tool does not run.
+    (Before this, the adapters' effects were not judged against any budget at all.)"""
+    from continuum.errors import LedgerError
+
+    cx.set_budget(RUN, usd="0.05")
+    cx.start_run("child", "a part", parent=RUN)
+    ran: list[str] = []
+
+    def attempt(call: Any) -> str:
+        try:
+            call()
+            return "ran"
+        except LedgerError as e:
+            assert e.code == "ledger.effect_budget_exceeded", e.code
+            return "refused"
+
+    outcomes: list[str] = []
+    require("langchain")
+    from langchain_core.tools import tool
+
+    from continuum.adapters.langchain import guard_tool
+
+    @tool
+    def ask(q: str) -> str:
+        """Ask a model."""
+        ran.append(q)
+        return q
+
+    guarded = guard_tool(ask, cx, "child", cost=lambda args: {"usd": "0.02"})
+    for q in ("a", "b", "c"):  # 0.02 + 0.02 fit under 0.05; the third would pass it
+        outcomes.append(attempt(lambda q=q: guarded.invoke({"q": q})))
+    assert outcomes == ["ran", "ran", "refused"] and ran == ["a", "b"]
+    usage = {a.action_key: a.usage for a in cx.actions("child")}
+    assert [(u or [{}])[0].get("estimate") for u in usage.values()] == [{"usd_micros": 20_000}] * 2
+
+    require("langgraph")
+    from continuum.adapters.langgraph import guard_node
+
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        ran.append("node")
+        return {"n": 1}
+
+    guarded_node = guard_node(node, cx, "child", key=lambda s: "n1", cost={"usd": "0.02"})
+    assert attempt(lambda: guarded_node({"x": 1})) == "refused" and "node" not in ran
+
+    # cx.effect: the estimate at intercept and the actual from the result
+    cx.start_run("tokens", "count tokens")
+    cx.set_budget("tokens", tokens=100)
+
+    @cx.effect(
+        "tokens",
+        "llm",
+        key=lambda n: f"t{n}",
+        cost=lambda n: {"tokens": 41},
+        actual_cost=lambda result: {"tokens": result},
+    )
+    def spend(n: int) -> int:
+        return n
+
+    assert [spend(10), spend(20), spend(30)] == [10, 20, 30]  # actuals 10 + 20 + 30 = 60
+    assert attempt(lambda: spend(99)) == "refused"  # 60 + an estimate of 41 would pass 100
+    assert cx.usage("tokens")["spent"]["tokens"] == 60

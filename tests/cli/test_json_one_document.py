@@ -61,6 +61,7 @@ def _store(db: str, tmp_path: Path) -> dict[str, str]:
         "backup": str(tmp_path / "backup.tar"),
         "archive": str(tmp_path / "old.jsonl"),
         "key": str(tmp_path / "signing.key"),
+        "audit": str(tmp_path / "audit.jsonl"),
     }
 
 
@@ -100,6 +101,8 @@ CASES: dict[str, Callable[[dict[str, str]], list[str]]] = {
     "abort": lambda v: ["abort", RUN, "--reason", "stop"],
     "record-progress": lambda v: ["record-progress", RUN, "--completed", "2"],
     "export": lambda v: ["export", RUN, "--output", v["export"]],
+    "audit": lambda v: ["audit", RUN, "--out", v["audit"]],
+    "verify-audit": lambda v: ["verify-audit", v["audit"]],
     "import": lambda v: ["import", v["export"]],
     "prune": lambda v: ["prune", "--finished", "--before", "2999-01-01", "--dry-run"],
     "fork": lambda v: ["fork", RUN, "--at", "1", "--as", "r-fork"],
@@ -208,6 +211,8 @@ def test_json_prints_exactly_one_document(
     values = _store(db, tmp_path)
     if name in ("verify-backup", "restore"):  # a backup of the store to check or restore
         assert cli("--json", "backup", values["backup"]).code == 0
+    if name == "verify-audit":  # an audit file of the run to check
+        assert cli("--json", "audit", RUN, "--out", values["audit"]).code == 0
     if name == "restore":
         result = cli(
             "--db", str(tmp_path / "restored.db"), "--json", *CASES[name](values), with_db=False
@@ -240,6 +245,7 @@ _PLACEHOLDERS = {
     "backup": "b",
     "archive": "a",
     "key": "k",
+    "audit": "audit-file",
 }
 
 

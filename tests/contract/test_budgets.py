@@ -305,3 +305,100 @@ def project_rules(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
         '[[approval]]\naction_type = "wire_money"\n', encoding="utf-8"
     )
     monkeypatch.chdir(base)
+
+
+# The same race, each worker in a child run of its own under RUN: the parent's budget
+# covers them all. With BROKEN set, the workers judge only their own run's limits (a
+# family budget ignored).
+FAMILY_WORKER = r"""
+import os, signal, sys
+import continuum.runtime.effects as effects
+from continuum.runtime.facade import Continuum
+url, worker, per, broken, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
+if broken:
+    effects.EffectsFacade.budget_scopes = lambda self, run_id: None
+cx = Continuum.open(url, origin="external_agent")
+cx.start_run(f"child-{worker}", "answer some tickets", parent="run_budget")
+while not os.path.exists(go):  # all four start together
+    pass
+for i in range(per):
+    r = cx.intercept(f"child-{worker}", "llm_call", {"i": i}, key=f"{worker}-{i}",
+                     cost={"usd": "0.25"})
+    print(r.status, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["family", "negative_control_own_run_only"])
+def test_a_parents_budget_covers_its_children_racing_at_the_edge(
+    store_factory: StoreFactory, store: Storage, cx: Continuum, tmp_path: object, broken: bool
+) -> None:
+    cx.set_budget(RUN, usd="1.25")  # exactly five effects of 0.25, in the whole family
+    go = f"{tmp_path}/go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FAMILY_WORKER, store_factory.url, f"w{w}", "3"]
+            + ["1" if broken else "0", go],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(4)
+    ]
+    deadline = 0
+    while len(cx.state(RUN).children) < 4 and deadline < 1200:  # every child started
+        deadline += 1
+        subprocess.run(["sleep", "0.05"], check=True)
+    with open(go, "w"):
+        pass
+    statuses: list[str] = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == -signal.SIGKILL, err[-2000:]
+        statuses += out.split()
+    assert len(statuses) == 12
+    proceeded = statuses.count("started")
+    if not broken:
+        assert proceeded == 5 and statuses.count("budget_exceeded") == 7
+        refused = cx.intercept("child-w0", "llm_call", {"i": 9}, key="w0-9", cost={"usd": "0.01"})
+        assert refused.status == "budget_exceeded"
+        assert "The family of run 'run_budget' has spent or reserved 1.25 USD" in refused.guidance
+    else:  # each child judged alone: every one of them went ahead
+        assert proceeded == 12
+
+
+def test_a_childs_own_budget_and_its_parents_both_hold(store: Storage, cx: Continuum) -> None:
+    cx.set_budget(RUN, tokens=100)
+    cx.start_run("kid", "part", parent=RUN)
+    cx.set_budget("kid", tokens=30)
+    assert cx.intercept("kid", "llm", {"q": 1}, key="k1", cost={"tokens": 30}).proceed
+    own = cx.intercept("kid", "llm", {"q": 2}, key="k2", cost={"tokens": 1})
+    assert own.status == "budget_exceeded" and "The run has spent" in own.guidance
+    assert cx.intercept(RUN, "llm", {"q": 3}, key="p1", cost={"tokens": 60}).proceed
+    cx.start_run("kid2", "another part", parent=RUN)
+    over = cx.intercept("kid2", "llm", {"q": 4}, key="k3", cost={"tokens": 20})
+    assert over.status == "budget_exceeded"
+    assert "The family of run 'run_budget' has spent or reserved 90 tokens of 100" in over.guidance
+    assert cx.intercept("kid2", "llm", {"q": 5}, key="k4", cost={"tokens": 10}).proceed
+    # a loose run is not counted in the family
+    cx.start_run("loose", "alone")
+    assert cx.intercept("loose", "llm", {"q": 6}, key="l1", cost={"tokens": 500}).proceed
+
+
+def test_a_person_is_told_once_when_the_budget_is_reached_naming_the_family(
+    store: Storage, cx: Continuum
+) -> None:
+    """Issue 26: a needs-human notice when a budget stops an effect, once per limit as
+    set (a lowered limit reached again is a new notice); none before."""
+    cx.set_budget(RUN, tokens=10)
+    cx.start_run("kid", "a part", parent=RUN)
+    assert cx.intercept("kid", "llm", {"q": 1}, key="q1", cost={"tokens": 10}).proceed
+    assert [n for n in store.list_outbox() if n.kind == "budget_exceeded"] == []
+    for q in (2, 3, 4):
+        assert cx.intercept("kid", "llm", {"q": q}, key=f"q{q}").status == "budget_exceeded"
+    (notice,) = [n for n in store.list_outbox() if n.kind == "budget_exceeded"]
+    assert notice.body["run_id"] == "kid" and notice.body["command"] == "continuum usage kid"
+    assert "The family of run 'run_budget'" in notice.body["details"]["reason"]
+    cx.set_budget(RUN, tokens=5)  # lowered: reached again, told again
+    assert cx.intercept(RUN, "llm", {"q": 5}, key="q5").status == "budget_exceeded"
+    assert len([n for n in store.list_outbox() if n.kind == "budget_exceeded"]) == 2

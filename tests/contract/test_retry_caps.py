@@ -156,3 +156,19 @@ def test_an_agents_retry_is_capped_too(store: Storage, project: Path, cx: Contin
     assert agent.intercept(RUN, "fetch", {"page": 1}, replay="idempotent").status == (
         "retry_cap_reached"
     )
+
+
+def test_a_person_is_told_once_when_a_cap_is_reached(
+    store: Storage, project: Path, cx: Continuum
+) -> None:
+    """Issue 26: a needs-human notice for a reached retry cap, written with the refusal
+    (no event), once per cap however often the agent knocks; none before the cap."""
+    rules(project, '[[retry]]\naction_type = "send"\nmax_attempts = 2\n')
+    assert [attempt(cx) for _ in range(2)] == [("started", 1), ("started", 2)]
+    assert [n for n in store.list_outbox() if n.kind == "retry_cap_reached"] == []
+    for _ in range(3):
+        assert attempt(cx)[0] == "retry_cap_reached"
+    (notice,) = [n for n in store.list_outbox() if n.kind == "retry_cap_reached"]
+    body = notice.body
+    assert body["run_id"] == RUN and body["command"] == f"continuum actions {RUN} --all"
+    assert "a retry cap is reached" in body["summary"] and body["details"]["action_type"] == "send"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +83,8 @@ def test_a_child_killed_mid_effect_blocks_its_parent_until_a_person_settles_it(
                     "next": f"reconcile_child_action:batch-b:{child_action}",
                 }
             ],
+            "pending_approvals": [],
+            "waiting_branches": [],
         }
     ]
     person = facade(store, Origin.HUMAN)
@@ -215,3 +218,41 @@ def test_a_handoff_note_is_shown_first_with_who_wrote_it_and_the_latest_wins(
             agent.handoff(PARENT, bad)
         assert e.value.code == "usage.bad_note"
     assert store.get_run(PARENT).head_sequence == before
+
+
+def test_a_childs_waiting_approval_or_branch_holds_its_parent_until_a_person_decides(
+    store_factory: StoreFactory, store: Storage, parent: Continuum, tmp_path: Path
+) -> None:
+    rules = tmp_path / "work" / ".continuum" / "approvals.toml"
+    rules.parent.mkdir(parents=True)
+    rules.write_text(
+        '[[approval]]\naction_type = "wire_money"\nwhen = { amount = ">= 10000" }\n',
+        encoding="utf-8",
+    )
+    agent = Continuum(
+        store_factory.open(), origin=Origin.EXTERNAL_AGENT, cwd=str(rules.parent.parent)
+    )
+    agent.start_run("payer", "pay suppliers", parent=PARENT)
+    asked = agent.intercept("payer", "wire_money", {"amount": 50000}, key="acme-march")
+    assert (asked.proceed, str(asked.status)) == (False, "awaiting_approval")
+    (approval,) = agent.approvals("payer")
+    held = parent.resume(PARENT)
+    assert held.mode == Mode.REQUEST_HUMAN
+    assert f"await_child_approval:payer:{approval.id}" in held.required_actions
+    assert held.children[0]["pending_approvals"][0]["approval_id"] == approval.id
+    # a person decides: the parent is free again
+    Continuum(store, origin=Origin.HUMAN).decide(approval.id, allow=True, reason="checked")
+    assert parent.resume(PARENT).mode == Mode.RESUME
+    # a plan branch in the child waiting for a person holds the parent too
+    agent.observe("payer", "button", "Pay 120 EUR", signal="dom", kind="ui")
+    waits = agent.resolve_branch("payer", "pay", choice="pay", observations=["button"], risk="high")
+    assert waits.mode == Mode.REQUEST_HUMAN
+    held = parent.resume(PARENT)
+    assert held.mode == Mode.REQUEST_HUMAN
+    assert "resolve_child_branch:payer:pay" in held.required_actions
+    assert 'child run "payer": branch "pay" waits for a person' in held.rationale
+    # control: a loose run's waiting branch does not reach the parent
+    agent.start_run("loose", "on its own")
+    agent.observe("loose", "button", "x", signal="dom", kind="ui")
+    agent.resolve_branch("loose", "go", choice="go", observations=["button"], risk="high")
+    assert "loose" not in " ".join(parent.resume(PARENT).required_actions)

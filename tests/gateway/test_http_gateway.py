@@ -478,14 +478,15 @@ def test_an_undeclared_upstream_is_refused(world: World) -> None:
 
 
 def test_an_effect_without_a_key_is_refused_428_and_not_forwarded(world: World) -> None:
-    before = world.pay.calls.read_text().count("/charges None")
+    calls = world.pay.calls
+    before = calls.read_text().count("/charges None") if calls.exists() else 0  # alone: none
     r = post(world.gateway.url, "/pay/charges", json={"amount": 1})
     assert r.status_code == 428
     refused = error(r)
     assert refused["code"] == "gateway.key_required" and "Idempotency-Key" in refused["hint"]
     templated = post(world.gateway.url, "/pay/orders/o-9/pay", json={"currency": "EUR"})
     assert templated.status_code == 428 and error(templated)["missing"] == "'amount'"
-    assert world.pay.calls.read_text().count("/charges None") == before
+    assert (calls.read_text().count("/charges None") if calls.exists() else 0) == before
 
 
 def test_a_path_the_upstream_could_read_otherwise_is_refused(world: World) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from tests.hosts.hosts_all import CLAUDE
 from tests.hosts.script import ToolCall
 from tests.hosts.test_hooks_gate import events, gated
+from tests.hosts.test_subagents_codex_kilo import assert_subagent_run
 
 MARK = "SUBTASK-7"
 
@@ -58,6 +59,8 @@ def test_a_subagents_effect_is_gated_recorded_with_its_agent_and_the_subagent_is
         and e["payload"].get("evidence_id", "").startswith("subagent:")
     ]
     assert [n["agent"]["id"] for n in notes] == [who["id"]], notes
+    # the subagent's session is a child run of the project's run, ended at SubagentStop
+    assert_subagent_run(p, who["id"], "completed")
 
     s3 = p.session([])
     briefing = s3.model.main_turns()[0].text if s3.model.main_turns() else ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from continuum.hooks.gate import subagent_run_id
 from tests.hosts.harness import Project
 from tests.hosts.hosts_all import CODEX, KILO
 from tests.hosts.script import ToolCall, ToolResult
@@ -32,6 +33,17 @@ def _notes(p: Project) -> list[dict]:
         if e["type"] == "evidence_added"
         and str(e["payload"].get("evidence_id", "")).startswith("subagent:")
     ]
+
+
+def assert_subagent_run(p: Project, agent_id: str, status: str) -> None:
+    """The subagent's session is a child run of the project's run (``runs --tree``)."""
+    data = p.continuum_json("runs", "--tree")
+    child = subagent_run_id(p.run, agent_id)
+    assert data["parents"].get(child) == p.run, data
+    (run,) = [r for r in data["runs"] if r["run_id"] == child]
+    assert run["status"] == status, run
+    tree = p.continuum("runs", "--tree").stdout
+    assert f"\n  {child}" in tree or f'\n  "{child}"' in tree, tree
 
 
 def test_codex_a_subagents_effect_is_gated_recorded_with_its_agent_briefed_and_noted(
@@ -78,6 +90,8 @@ def test_codex_a_subagents_effect_is_gated_recorded_with_its_agent_briefed_and_n
     agent = action["arguments"]["agent"]
     assert note["evidence_id"] == f"subagent:{agent['id']}:stopped", note
     assert note["agent"] == agent, note
+    # the sub-agent's session is a child run of the project's run, ended at SubagentStop
+    assert_subagent_run(p, agent["id"], "completed")
 
 
 def test_kilo_a_subagents_effect_is_gated_and_recorded_with_its_agent(tmp_path: Path) -> None:
@@ -110,3 +124,5 @@ def test_kilo_a_subagents_effect_is_gated_and_recorded_with_its_agent(tmp_path: 
     assert agent["type"] == "general" and agent["id"].startswith("ses_"), action["arguments"]
     done = next(r for r in s.model.results() if r.name == "task")
     assert f'<task id="{agent["id"]}"' in done.text, done
+    # the subagent's session is a child run (Kilo has no subagent-stop: it stays active)
+    assert_subagent_run(p, agent["id"], "active")

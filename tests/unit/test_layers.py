@@ -63,16 +63,19 @@ RANKS: dict[str, float] = {
     "continuum.ops.backup": 7.4,  # backup, verify-backup, restore (over archive's verify)
     "continuum.ops.operations": 7.6,  # what the facade does for long-lived stores
     "continuum.ops.transfer": 7.22,  # export/import (over checkpoints: an import marker seals one)
+    "continuum.ops.audit": 7.22,  # audit export of human decisions (over signing, the store)
     "continuum.ops.prune": 7.3,  # archive then delete finished runs (over transfer)
     "continuum.ops.fork": 7.3,  # a new run from a verified prefix of another (over transfer)
     "continuum.ops.migrate_original": 7.5,  # the original project's runs (over ledger, transfer)
     "continuum.state.environment": 7,
     "continuum.ledger.effect": 7.5,  # the effect seam over the ledger, under the facade and adapters
+    "continuum.telemetry": 7.65,  # OpenTelemetry spans from committed events (over the store)
     "continuum.runtime.results": 7.7,  # what the facade returns (models)
     "continuum.runtime.runs": 7.8,  # the facade's first layer: runs, events, state, checkpoints
     "continuum.runtime.effects": 7.9,  # its second: the ledger, approvals, the outbox
     "continuum.runtime.perception": 7.95,  # its third: observations and plan branches
     "continuum.runtime.facade": 8,  # Continuum: the two layers plus recovery
+    "continuum.runtime.verdicts": 8.05,  # a server's watch: verdicts that turn request_human
     "continuum.bench": 8.5,
     "continuum.hooks": 8.7,  # host hooks: used by the CLI and by their own lean entry point
     "continuum.serving": 8.7,  # what an HTTP server needs (flags, tokens, TLS), for mcp and cli.ui
@@ -98,6 +101,7 @@ PACKAGES: dict[str, int] = {
     "continuum.ledger": 4,
     "continuum.recovery": 4,
     "continuum.ops": 5,
+    "continuum.telemetry": 5,
     "continuum.runtime": 6,
     "continuum.bench": 7,
     "continuum.hooks": 8,

@@ -16,6 +16,9 @@ from continuum.types import Origin, ReplayContract
 # A function of a tool call's arguments (a dict) returning its business key, or None
 # for the ledger's identity from the arguments themselves (drift tolerant).
 KeyFn = Callable[[dict[str, Any]], str | None]
+# A tool call's estimated cost: ``{"usd": 0.02, "tokens": 1500}`` (either), or a
+# function of its arguments (a dict) giving one; judged against the run's budget.
+Cost = Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any] | None]
 
 
 def jsonable(value: Any) -> Any:
@@ -53,15 +56,21 @@ def tool_effect(
     encode: Callable[[Any], Any] | None = None,
     decode: Callable[[Any], Any] | None = None,
     schema: Any = None,
+    cost: Cost | None = None,
 ) -> Effect:
     """The effect for one tool: identity from the call's argument dict (its one argument);
-    ``schema``: the tool's input schema, pinned with each call (``schema_versions``)."""
+    ``schema``: the tool's input schema, pinned with each call (``schema_versions``);
+    ``cost``: each call's estimate (``{"usd": ..., "tokens": ...}``, or a function of the
+    tool's arguments giving one), judged against the run's budget and its parents'."""
 
     def key_of(tool_args: dict[str, Any], *_: Any) -> str | None:
         return key(tool_args) if key is not None else None
 
     def arguments_of(tool_args: dict[str, Any], *_: Any) -> Any:
         return tool_args
+
+    def cost_of(tool_args: dict[str, Any], *_: Any) -> Mapping[str, Any] | None:
+        return cost(tool_args) if callable(cost) else cost
 
     if key is not None and not callable(key):
         raise UsageError(
@@ -82,6 +91,8 @@ def tool_effect(
         origin=Origin.DETERMINISTIC,
         versions=schema_versions(schema),
         hold=lambda: cx.hold_for(run_id),
+        budget=lambda: cx.budget_scopes(run_id),
+        cost=cost_of,
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -25,7 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import ConfigDict
 
-from continuum.adapters.common import KeyFn, jsonable, record_claim, tool_effect
+from continuum.adapters.common import Cost, KeyFn, jsonable, record_claim, tool_effect
 from continuum.ledger.effect import Effect
 from continuum.runtime.facade import Continuum
 from continuum.types import ReplayContract
@@ -106,13 +106,15 @@ def guard_tool(
     certain_on: tuple[type[BaseException], ...] = (),
     encode: Callable[[Any], Any] | None = None,
     decode: Callable[[Any], Any] | None = None,
+    cost: Cost | None = None,
 ) -> GuardedTool:
     """``tool`` performed at most once per identity in run ``run_id``.
 
     ``key``: a function of the tool's arguments (a dict) giving its business key; without
     it the ledger's identity from the arguments (drift tolerant). ``action_type``: the
     ledger's name for the effect (default the tool's name). The tool's output is recorded
-    as JSON (``encode`` / ``decode`` for other outputs, e.g. a ``Command``).
+    as JSON (``encode`` / ``decode`` for other outputs, e.g. a ``Command``). ``cost``:
+    each call's estimate, judged against the run's budget (``common.Cost``).
     """
     effect = tool_effect(
         cx,
@@ -124,6 +126,7 @@ def guard_tool(
         encode=encode,
         decode=decode,
         schema=tool.args,  # the input schema's properties, as LangChain gives them
+        cost=cost,
     )
     return GuardedTool(
         name=tool.name,
@@ -148,11 +151,21 @@ def guard_tools(
     keys: dict[str, KeyFn] | None = None,
     replay: ReplayContract | str | None = None,
     certain_on: tuple[type[BaseException], ...] = (),
+    costs: Mapping[str, Cost] | None = None,
 ) -> list[BaseTool]:
-    """Guard every tool of ``tools``; ``keys`` maps a tool name to its key function."""
-    keys = keys or {}
+    """Guard every tool of ``tools``; ``keys`` maps a tool name to its key function,
+    ``costs`` to its estimated cost."""
+    keys, costs = keys or {}, costs or {}
     return [
-        guard_tool(t, cx, run_id, key=keys.get(t.name), replay=replay, certain_on=certain_on)
+        guard_tool(
+            t,
+            cx,
+            run_id,
+            key=keys.get(t.name),
+            replay=replay,
+            certain_on=certain_on,
+            cost=costs.get(t.name),
+        )
         for t in tools
     ]
 

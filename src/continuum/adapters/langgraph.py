@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -64,6 +64,7 @@ def guard_node(
     certain_on: tuple[type[BaseException], ...] = (),
     encode: Callable[[Any], Any] | None = jsonable,
     decode: Callable[[Any], Any] | None = None,
+    cost: Mapping[str, Any] | Callable[[Any], Mapping[str, Any] | None] | None = None,
 ) -> Callable[..., Any]:
     """The node ``fn(state, ...)`` (sync or async) as an effect of run ``run_id``.
 
@@ -73,6 +74,8 @@ def guard_node(
     recorded with ``encode`` (default: messages and models as JSON) and returned as
     recorded on a replay (``decode`` to rebuild objects). The node keeps its signature,
     so LangGraph still passes ``config`` / ``runtime`` where it asks for them.
+    ``cost``: each run's estimate (``{"usd": ..., "tokens": ...}``, or a function of the
+    state giving one), judged against the run's budget and its parents'.
     """
 
     def key_of(state: Any, *_: Any, **__: Any) -> str | None:
@@ -80,6 +83,9 @@ def guard_node(
 
     def arguments_of(state: Any, *_: Any, **__: Any) -> Any:
         return jsonable(arguments(state) if arguments is not None else state)
+
+    def cost_of(state: Any, *_: Any, **__: Any) -> Mapping[str, Any] | None:
+        return cost(state) if callable(cost) else cost
 
     name = action_type or str(getattr(fn, "__name__", "node"))
     effect = Effect(
@@ -94,6 +100,8 @@ def guard_node(
         decode=decode,
         origin=Origin.DETERMINISTIC,
         hold=lambda: cx.hold_for(run_id),
+        budget=lambda: cx.budget_scopes(run_id),
+        cost=cost_of,
     )
     return effect(fn)
 

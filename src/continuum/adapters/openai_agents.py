@@ -23,7 +23,14 @@ from typing import Any
 from agents import Agent, FunctionTool, RunContextWrapper, RunHooks, function_tool
 from agents.tool import default_tool_error_function
 
-from continuum.adapters.common import KeyFn, jsonable, record_claim, schema_versions, tool_effect
+from continuum.adapters.common import (
+    Cost,
+    KeyFn,
+    jsonable,
+    record_claim,
+    schema_versions,
+    tool_effect,
+)
 from continuum.errors import EffectUncertain
 from continuum.eventlog.canonical import canonical_json
 from continuum.ledger.effect import Effect
@@ -61,6 +68,7 @@ def guarded_function_tool(
     certain_on: tuple[type[BaseException], ...] = (),
     encode: Callable[[Any], Any] | None = jsonable,
     decode: Callable[[Any], Any] | None = None,
+    cost: Cost | None = None,
     **function_tool_kwargs: Any,
 ) -> FunctionTool:
     """``function_tool(fn, **function_tool_kwargs)`` performed at most once per identity.
@@ -69,6 +77,7 @@ def guarded_function_tool(
     giving the business key; without it the ledger's identity from the arguments.
     ``action_type`` defaults to the tool's name. The result is recorded as JSON
     (``encode``, default: models and dataclasses as JSON) and returned on a replay.
+    ``cost``: each call's estimate, judged against the run's budget (``common.Cost``).
     """
     signature = inspect.signature(fn)
     name = function_tool_kwargs.get("name_override") or fn.__name__
@@ -81,6 +90,7 @@ def guarded_function_tool(
         certain_on=certain_on,
         encode=encode,
         decode=decode,
+        cost=cost,
     )
     function_tool_kwargs.setdefault("failure_error_function", _stop_on_uncertain)
 

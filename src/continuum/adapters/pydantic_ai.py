@@ -25,7 +25,7 @@ from typing import Any
 from pydantic_ai import ModelRetry, RunContext
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
 
-from continuum.adapters.common import KeyFn, jsonable, record_claim, tool_effect
+from continuum.adapters.common import Cost, KeyFn, jsonable, record_claim, tool_effect
 from continuum.eventlog.canonical import canonical_json
 from continuum.ledger.effect import Effect
 from continuum.runtime.facade import Continuum
@@ -52,6 +52,8 @@ class ContinuumToolset(WrapperToolset[Any]):
     certain_on: tuple[type[BaseException], ...] = field(default=(ModelRetry,), kw_only=True)
     encode: Callable[[Any], Any] | None = field(default=jsonable, kw_only=True)
     decode: Callable[[Any], Any] | None = field(default=None, kw_only=True)
+    # A tool name -> its estimated cost (``common.Cost``), judged against the run's budget.
+    costs: Mapping[str, Cost] = field(default_factory=dict, kw_only=True)
 
     def effect_for(self, name: str, schema: Any = None) -> Effect:
         return tool_effect(
@@ -64,6 +66,7 @@ class ContinuumToolset(WrapperToolset[Any]):
             encode=self.encode,
             decode=self.decode,
             schema=schema,
+            cost=self.costs.get(name),
         )
 
     async def call_tool(
@@ -87,6 +90,7 @@ def guard_functions(
     keys: Mapping[str, KeyFn] | None = None,
     replay: ReplayContract | str | None = None,
     certain_on: tuple[type[BaseException], ...] = (ModelRetry,),
+    costs: Mapping[str, Cost] | None = None,
 ) -> AbstractToolset[Any]:
     """A guarded ``FunctionToolset`` of plain tool functions (``Agent(toolsets=[...])``)."""
     return ContinuumToolset(
@@ -96,6 +100,7 @@ def guard_functions(
         keys=dict(keys or {}),
         replay=replay,
         certain_on=certain_on,
+        costs=dict(costs or {}),
     )
 
 

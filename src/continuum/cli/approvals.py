@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from continuum.cli.common import common, require_person, runtime
+from continuum.cli.common import common, person_via, require_person, runtime
 from continuum.cli.output import (
     AGENT_TEXT_NOTICE,
     Line,
@@ -280,6 +280,7 @@ def decide_cmd(
         scope=scope,
         run_id=shown.run_id,
         expect_binding=shown.binding,
+        via=person_via(yes),
     )
     emit(
         s,

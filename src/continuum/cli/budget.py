@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from continuum.cli.common import common, require_person, runtime
+from continuum.cli.common import common, person_via, require_person, runtime
 from continuum.cli.output import Line, Settings, ask, emit, origin_label
 from continuum.errors import UsageError
 from continuum.ledger.budget import dollars, usd_micros
@@ -75,7 +75,7 @@ def budget_cmd(
                 code="usage.declined",
                 hint="run it again when you have decided",
             )
-    limits = rt.set_budget(run_id, usd=usd, tokens=tokens, reason=reason)
+    limits = rt.set_budget(run_id, usd=usd, tokens=tokens, reason=reason, via=person_via(yes))
     emit(
         s,
         {"run_id": run_id, "budget": {k: limits.get(k) for k in ("usd_micros", "tokens")}},

@@ -14,6 +14,7 @@ import click
 
 from continuum.cli.output import Settings
 from continuum.errors import ContinuumError, UsageError
+from continuum.eventlog.payloads import via_of
 from continuum.runtime.facade import Continuum
 from continuum.store import is_postgres_url, resolve_url, sqlite_path_from_url, url_source
 from continuum.store.sqlite_files import no_store_words
@@ -107,6 +108,12 @@ def require_person(yes: bool, what: str, command: str) -> None:
             hint=f"a person must run `{command}` in a terminal; a person's own "
             "script may pass --yes",
         )
+
+
+def person_via(yes: bool) -> dict[str, str]:
+    """How a person's decision was given here, recorded with it: ``script`` (``--yes``,
+    nothing asked) or ``terminal`` (answered at the prompt ``require_person`` insists on)."""
+    return via_of("script" if yes else "terminal")
 
 
 def private_file(path: Path) -> TextIO:

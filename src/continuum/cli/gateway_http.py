@@ -6,6 +6,7 @@ as for ``continuum-mcp`` over HTTP and ``continuum ui``.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -117,7 +118,11 @@ def http_cmd(
         f"{'tokens from ' + str(token_file) if tokens is not None else 'no tokens (loopback)'})"
     )
     app.ready = write_ready(line)
-    serve(app, sock, tls, connection_limit=MAX_CONNECTIONS)
+    from continuum.ledger.outbox import delivering
+    from continuum.runtime.verdicts import VerdictWatch
+
+    with delivering(url, os.getcwd(), "continuum gateway http", watch=VerdictWatch()):
+        serve(app, sock, tls, connection_limit=MAX_CONNECTIONS)
 
 
 COMMANDS: list[click.Command] = [http_cmd]

@@ -4,12 +4,15 @@ tool definition (``continuum.gateway.pins``)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 
-from continuum.cli.common import common, common_without_db, require_person
+from continuum.cli.common import common, common_without_db, person_via, require_person
 from continuum.cli.output import AGENT_TEXT_NOTICE, Settings, ask, emit, write_lines
 from continuum.errors import ContinuumError, UsageError
 from continuum.gateway.pins import PINS_PATH, Pins
@@ -170,7 +173,8 @@ def mcp_cmd(
         policy=policy,
     )
     try:
-        anyio.run(serve, config)
+        with _delivering(config.db):
+            anyio.run(serve, config)
     except BaseExceptionGroup as group:  # the SDK's task groups wrap what the gateway raised
         first = _first_error(group)
         if isinstance(first, ContinuumError):
@@ -243,7 +247,7 @@ def accept_cmd(
             )
     accepted = []
     for c in changes:
-        accepted += pins.accept(c["server"], c["tool"])
+        accepted += pins.accept(c["server"], c["tool"], via=person_via(yes))
     pins.save()
     emit(
         s,
@@ -462,3 +466,20 @@ def install_cmd(
 
 COMMANDS: list[click.Command] = [mcp_cmd, accept_cmd, install_cmd]
 """Subcommands of `continuum gateway` (see cli/gateway.py)."""
+
+
+@contextmanager
+def _delivering(db: str | None) -> Iterator[None]:
+    """The outbox delivered in the background while the gateway runs (when a webhook is
+    configured); a store that cannot be named here only means no delivery."""
+    from continuum.ledger.outbox import delivering
+    from continuum.runtime.verdicts import VerdictWatch
+    from continuum.store import resolve_url
+
+    try:
+        url = resolve_url(db)
+    except ContinuumError:
+        yield
+        return
+    with delivering(url, os.getcwd(), "continuum gateway mcp", watch=VerdictWatch()):
+        yield

@@ -78,6 +78,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "approvals",
             "outbox",
             "confirm-token",
+            "audit",
         ),
     ),
     (
@@ -90,6 +91,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "keygen",
             "backup",
             "verify-backup",
+            "verify-audit",
             "restore",
             "archive",
             "prune",
@@ -299,6 +301,15 @@ HELP: Mapping[str, Entry] = {
     "verify-backup": _e(
         "Check a backup file on its own",
         "continuum verify-backup backup-2026-03-31.tar",
+    ),
+    "audit": _e(
+        "A JSON line per human decision: who, how, what was shown",
+        f"continuum audit {RUN} --out audit.jsonl --sign auditor.key",
+        "continuum audit --all --since 2026-03-01 --out audit.jsonl",
+    ),
+    "verify-audit": _e(
+        "Check an audit file offline (hashes, chain, signature)",
+        "continuum verify-audit audit.jsonl --public-key auditor.key.pub",
     ),
     "restore": _e(
         "Restore a backup into a new store",

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import click
 
-from continuum.cli.common import common, common_without_db, require_person, runtime
+from continuum.cli.common import common, common_without_db, person_via, require_person, runtime
 from continuum.cli.output import AGENT_TEXT_NOTICE, Exit, Line, Settings, ask, emit, write_lines
 from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.eventlog.events import EventType
@@ -436,7 +436,7 @@ def accept_cmd(s: Settings, directory: str | None, run: str | None, yes: bool) -
                 code="usage.declined",
                 hint="edit .continuum/effects.toml, then run `continuum hooks accept` again",
             )
-    data = record_acceptance(s, project, run_value, registry)
+    data = record_acceptance(s, project, run_value, registry, via=person_via(yes))
     emit(
         s,
         data,
@@ -449,7 +449,13 @@ def accept_cmd(s: Settings, directory: str | None, run: str | None, yes: bool) -
 
 
 def record_acceptance(
-    s: Settings, project: Path, run_value: str, registry: Registry, *, event: bool = True
+    s: Settings,
+    project: Path,
+    run_value: str,
+    registry: Registry,
+    *,
+    event: bool = True,
+    via: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Record a person's acceptance of ``registry``: with ``event``, a registry_accepted
     event (origin human) in the run (the store and run are created if need be), then the
@@ -470,7 +476,8 @@ def record_acceptance(
                 rt.store.get_run(run_value)
             except NotFoundError:
                 rt.start_run(run_value, None, metadata={"created_by": "continuum hooks"})
-            rt.append(run_value, EventType.REGISTRY_ACCEPTED, payload)
+            how = {} if via is None else {"via": via}
+            rt.append(run_value, EventType.REGISTRY_ACCEPTED, {**payload, **how})
         finally:
             rt.close()
     when = datetime.now(UTC).isoformat().replace("+00:00", "Z")

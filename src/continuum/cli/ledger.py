@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from continuum.cli.action_states import action_state, recorded, settled_by_words
-from continuum.cli.common import common, require_person, runtime
+from continuum.cli.common import common, person_via, require_person, runtime
 from continuum.cli.output import (
     AGENT_TEXT_NOTICE,
     Line,
@@ -216,7 +216,13 @@ def reconcile_cmd(
                 hint="run again when you have checked the external system",
             )
     rec = rt.reconcile(
-        run_id, action, occurred=occurred, external_id=external_id, note=note, force=force
+        run_id,
+        action,
+        occurred=occurred,
+        external_id=external_id,
+        note=note,
+        force=force,
+        via=person_via(yes),
     )
     emit(
         s,

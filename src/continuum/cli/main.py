@@ -12,6 +12,7 @@ import click
 
 from continuum.cli import (
     approvals,
+    audit,
     benchmark,
     budget,
     confirm_token,
@@ -107,6 +108,7 @@ for module in (
     benchmark,
     ui,
     gateway,
+    audit,
 ):
     for command in module.COMMANDS:
         cli.add_command(command)

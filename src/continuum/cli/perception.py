@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from continuum.cli.common import common, require_person, runtime
+from continuum.cli.common import common, person_via, require_person, runtime
 from continuum.cli.output import (
     AGENT_TEXT_NOTICE,
     Line,
@@ -227,6 +227,7 @@ def resolve_branch_cmd(
         observations=[o["observation_id"] for o in shown.observations],
         risk=risk,
         reason=reason,
+        via=person_via(yes),
     )
     emit(
         s,

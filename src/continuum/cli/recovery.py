@@ -8,7 +8,14 @@ from typing import Any
 import click
 
 from continuum.cli.action_states import state_words
-from continuum.cli.common import common, parse_env, private_file, require_person, runtime
+from continuum.cli.common import (
+    common,
+    parse_env,
+    person_via,
+    private_file,
+    require_person,
+    runtime,
+)
 from continuum.cli.output import (
     AGENT_TEXT_NOTICE,
     Line,
@@ -79,6 +86,18 @@ def _recovery_lines(r: Recovery) -> list[Line]:
             lines.append(
                 f"child run {shown(child['path'])}: action {shown(a['action_key'])} "
                 f"{a['status']}; {fix}"
+            )
+        for ap in child.get("pending_approvals", []):
+            lines.append(
+                f"child run {shown(child['path'])}: approval {shown(ap['approval_id'])} "
+                f"awaits a decision: `continuum decide {as_typed(ap['approval_id'])} "
+                "--allow|--deny --reason TEXT`"
+            )
+        for b in child.get("waiting_branches", []):
+            lines.append(
+                f"child run {shown(child['path'])}: branch {shown(b['branch_id'])} waits "
+                f"for a person: `continuum resolve-branch {as_typed(child['run_id'])} "
+                f"{as_typed(b['branch_id'])} --choice ...`"
             )
     if r.children:
         active = sum(1 for c in r.children if c["status"] == "active")
@@ -292,7 +311,11 @@ def confirm_cmd(s: Settings, run_id: str, scope: str | None, yes: bool) -> None:
                 hint="run again when you have checked the state",
             )
     result = rt.confirm(
-        run_id, scope=chosen, through_sequence=state.sequence, expect_hash=state.head_hash
+        run_id,
+        scope=chosen,
+        through_sequence=state.sequence,
+        expect_hash=state.head_hash,
+        via=person_via(yes),
     )
     verdict = rt.resume(run_id)
     lines = ([] if not yes else [AGENT_TEXT_NOTICE]) + _confirm_lines(result, run_id, state, chosen)
@@ -378,7 +401,7 @@ def show_contract_cmd(
 ) -> None:
     """Show the sealed recovery contract for RUN (deterministic for the same log and env):
     labelled lines for a person; the exact JSON with --json, or written to -o FILE."""
-    _, _, decision, contract = runtime(s).evaluate(
+    _, _, decision, contract, _ = runtime(s).evaluate(
         run_id, env=parse_env(env), expected_model=expected_model
     )
     if output:

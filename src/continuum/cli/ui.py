@@ -105,7 +105,11 @@ def ui_cmd(
         yield
 
     app = Starlette(routes=routes, lifespan=ready)
-    serve(InFlightLimit(app, MAX_IN_FLIGHT), sock, config.tls)
+    from continuum.ledger.outbox import delivering
+    from continuum.runtime.verdicts import VerdictWatch
+
+    with delivering(url, os.getcwd(), "continuum ui", watch=VerdictWatch()):
+        serve(InFlightLimit(app, MAX_IN_FLIGHT), sock, config.tls)
 
 
 COMMANDS = [ui_cmd]

@@ -12,10 +12,16 @@ Kinds (``KINDS``):
   (``continuum reconcile``);
 - ``action_needs_confirmation``: an agent said an action did not happen, which only a
   person may confirm (``continuum reconcile``);
-- ``run_needs_human``: a recovery was recorded as blocked (``recovery_blocked``);
+- ``run_needs_human``: a recovery was recorded as blocked (``recovery_blocked``), or a
+  server's watch of the store found a run's verdict turned ``request_human``
+  (``verdict_notice``: not an event; once per set of things a person must do);
 - ``confirm_token_failed``: the third or a later wrong confirm token in a row for the
   store (not an event: ``store/confirm_attempts.py`` writes it with the counter, about
-  the run the attempt named; ``confirm_failure_notice``).
+  the run the attempt named; ``confirm_failure_notice``);
+- ``budget_exceeded`` / ``retry_cap_reached``: a run (or a family under a parent's
+  budget) reached a limit and a new effect was refused (not an event: the refusal writes
+  none; the ledger writes the notice in the refusing transaction, once per limit as set:
+  ``limit_notice``).
 
 The ``delivery_id`` is derived from the event and the kind: the same notification always
 has the same id, whoever delivers it and however often, so a receiver deduplicates on it.
@@ -46,6 +52,8 @@ KINDS = (
     "action_needs_confirmation",
     "run_needs_human",
     "confirm_token_failed",  # not an event's: see confirm_failure_notice
+    "budget_exceeded",  # not an event's: see limit_notice
+    "retry_cap_reached",  # not an event's: see limit_notice
 )
 MAX_ARGUMENTS_CHARS = 4096  # larger arguments are named by their hash only
 MAX_TEXT_CHARS = 1000  # each text of a notice's details (an agent's error, note, key)
@@ -289,6 +297,90 @@ def slack_message(notice: dict[str, Any]) -> dict[str, Any]:
         "unfurl_links": False,
         "unfurl_media": False,
     }
+
+
+# -- a verdict turned request_human (issue 26): found by a server's watch, no event
+
+
+def verdict_notice(
+    *,
+    run_id: str,
+    sequence: int,
+    recorded_at: str,
+    reason: str,
+    required_actions: list[str],
+) -> dict[str, Any]:
+    """The notification that run ``run_id``'s verdict is ``request_human`` (at head
+    ``sequence``): the same set of ``required_actions`` is the same notification (one id),
+    so a run is announced once when it turns, not on every look; a new cause is a new
+    one. ``reason`` is the verdict's (continuum's words, agent values already quoted)."""
+    actions = sorted(dict.fromkeys(required_actions))
+    return bounded(
+        {
+            "delivery_id": delivery_id(f"verdict:{run_id}:{digest(actions)}", "run_needs_human"),
+            "kind": "run_needs_human",
+            "run_id": run_id,
+            "sequence": sequence,
+            "event_id": None,
+            "recorded_at": recorded_at,
+            "origin": "deterministic",  # continuum's own judgement
+            "summary": f"run {quoted(run_id)}: needs a person: {reason[:300]}",
+            "command": f"continuum resume {_word(run_id)}",
+            "details": {"reason": reason, "required_actions": required_actions[:20]},
+        }
+    )
+
+
+# -- limits reached (issue 26): written by the ledger in the refusing transaction, no event
+
+
+def limit_notice(
+    kind: str,
+    *,
+    run_id: str,
+    sequence: int,
+    recorded_at: str,
+    fingerprint: str,
+    reason: str,
+    action_key: str,
+    action_type: str,
+) -> dict[str, Any]:
+    """The notification that run ``run_id`` reached a limit (``kind``: ``budget_exceeded``
+    or ``retry_cap_reached``) when ``action_key`` was refused; ``fingerprint`` names the
+    limit as set (the same limit reached again is the same notification: one id)."""
+    if kind == "budget_exceeded":
+        summary = (
+            f"run {quoted(run_id)}: its budget is reached; effect "
+            f"{quoted(action_key, limit=200)} was refused before it ran, and new ones will be"
+        )
+        command = f"continuum usage {_word(run_id)}"
+        then = f"continuum budget {_word(run_id)} --usd AMOUNT --reason TEXT (a person's raise)"
+    else:
+        summary = (
+            f"run {quoted(run_id)}: a retry cap is reached; effect "
+            f"{quoted(action_key, limit=200)} was refused before another attempt"
+        )
+        command = f"continuum actions {_word(run_id)} --all"
+        then = "check why it keeps failing; the cap is the [[retry]] rule of approvals.toml"
+    return bounded(
+        {
+            "delivery_id": delivery_id(f"limit:{run_id}:{fingerprint}", kind),
+            "kind": kind,
+            "run_id": run_id,
+            "sequence": sequence,
+            "event_id": None,
+            "recorded_at": recorded_at,
+            "origin": "deterministic",  # continuum's own check
+            "summary": summary,
+            "command": command,
+            "details": {
+                "action_key": action_key,
+                "action_type": action_type,
+                "reason": reason.strip(),
+                "then": then,
+            },
+        }
+    )
 
 
 # -- confirm-token failures (issue 30): written by store/confirm_attempts.py, not by an event

@@ -11,11 +11,12 @@ types are not checked: they never break a fold.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from continuum.errors import UsageError
 from continuum.eventlog.events import EventType
+from continuum.untrusted import unsafe_characters
 
 Check = Callable[[Any], str | None]  # None if fine, else what is wrong
 
@@ -102,6 +103,56 @@ def _versions(v: Any) -> str | None:
     return None
 
 
+VIA_FIELDS = ("channel", "role", "client")  # how a person's decision was given
+VIA_CHANNELS = ("terminal", "script", "page", "mcp")
+VIA_CHARS = 200
+
+
+def _via(v: Any) -> str | None:
+    """How a human decision was given: ``channel`` (one of ``VIA_CHANNELS``), the page's or
+    HTTP token's ``role`` (a clean name) and the MCP ``client`` name as the client gave it
+    (hostile text, kept as data and escaped wherever shown), each at most ``VIA_CHARS``."""
+    if not isinstance(v, dict):
+        return "must be a JSON object"
+    for k, value in v.items():
+        if k not in VIA_FIELDS:
+            return f"has an unknown field {str(k)[:40]!r} (fields: {', '.join(VIA_FIELDS)})"
+        if not isinstance(value, str) or not value or len(value) > VIA_CHARS:
+            return f"field {k!r} must be a non-empty string of at most {VIA_CHARS} characters"
+    if v.get("channel", VIA_CHANNELS[0]) not in VIA_CHANNELS:
+        return f"field 'channel' must be one of {', '.join(VIA_CHANNELS)}"
+    role = v.get("role")
+    if role is not None and (unsafe_characters(role) or role != role.strip()):
+        return "field 'role' must hold no control, bidi, invisible or surrounding space"
+    return None
+
+
+def via_of(channel: str, *, role: str | None = None, client: str | None = None) -> dict[str, str]:
+    """The ``via`` of a decision given on ``channel``: keys that do not apply are left out,
+    and a client name (the client's own word) is cut to ``VIA_CHARS``, a lone surrogate
+    in it spelled as its escape (it has no UTF-8 form to record)."""
+    via = {"channel": channel}
+    if role:
+        via["role"] = role
+    if client:
+        via["client"] = client.encode("utf-8", "backslashreplace").decode("utf-8")[:VIA_CHARS]
+    return via
+
+
+def check_via(via: Mapping[str, str] | None) -> dict[str, str] | None:
+    """``via`` as it is recorded (a plain dict), or ``UsageError`` (``usage.bad_via``)."""
+    if via is None:
+        return None
+    value = dict(via)
+    if (problem := _via(value)) is not None:
+        raise UsageError(
+            f"via {problem}",
+            code="usage.bad_via",
+            hint="pass via_of(channel, role=..., client=...); nothing was written",
+        )
+    return value
+
+
 # For the fold's fast path (it checks every event of a long log): the Python types a
 # check can pass at all, and whether passing it is just being of one of them.
 _KINDS: dict[Check, tuple[frozenset[type] | None, bool]] = {
@@ -115,6 +166,7 @@ _KINDS: dict[Check, tuple[frozenset[type] | None, bool]] = {
     _names: (frozenset({list}), False),
     _versions: (frozenset({dict}), False),
     _cost: (frozenset({dict}), False),
+    _via: (frozenset({dict}), False),
 }
 
 
@@ -155,6 +207,7 @@ SCHEMAS: dict[str, Schema] = {
         "usd_micros": (False, _nullable(_count)),
         "tokens": (False, _nullable(_count)),
         "reason": (False, _s),
+        "via": (False, _via),
     },
     EventType.GOAL_SET: {"goal": (True, _ns)},
     EventType.RUN_COMPLETED: {"reason": (False, _s)},
@@ -188,6 +241,7 @@ SCHEMAS: dict[str, Schema] = {
         "path": (True, _name),
         "registry_sha256": (True, _s),
         "rules": (True, _nn),
+        "via": (False, _via),
     },
     EventType.FINDING_ADDED: {"finding_id": (False, _s), "evidence": (False, _strings), **_ITEM},
     EventType.FINDING_INVALIDATED: {"finding_id": (True, _name), "reason": (False, _s)},
@@ -212,6 +266,7 @@ SCHEMAS: dict[str, Schema] = {
         "rule": (False, _s),
         "reason": (False, _s),
         "verdict": (False, _one_of(*BRANCH_VERDICTS)),  # as judged then (for readers)
+        "via": (False, _via),
     },
     EventType.APPROVAL_REQUESTED: {
         "approval_id": (True, _name),
@@ -230,10 +285,21 @@ SCHEMAS: dict[str, Schema] = {
         "approval_id": (True, _name),
         "reason": (False, _s),
         "scope": (False, _nullable(_one_of(*APPROVAL_SCOPES))),
+        "via": (False, _via),
         **_ITEM,
     },
-    EventType.APPROVAL_DENIED: {"approval_id": (True, _name), "reason": (False, _s), **_ITEM},
-    EventType.APPROVAL_REVOKED: {"approval_id": (True, _name), "reason": (False, _s), **_ITEM},
+    EventType.APPROVAL_DENIED: {
+        "approval_id": (True, _name),
+        "reason": (False, _s),
+        "via": (False, _via),
+        **_ITEM,
+    },
+    EventType.APPROVAL_REVOKED: {
+        "approval_id": (True, _name),
+        "reason": (False, _s),
+        "via": (False, _via),
+        **_ITEM,
+    },
     EventType.MODEL_CHANGED: {"model": (True, _name)},
     EventType.MODEL_ASSUMPTION_RECORDED: {
         "assumption_id": (False, _s),
@@ -272,6 +338,7 @@ SCHEMAS: dict[str, Schema] = {
         "through_hash": (False, _s),
         "scope": (False, _strings),
         "confirmed": (False, _object),
+        "via": (False, _via),
     },
     EventType.ACTION_INTERCEPTED: {
         "action_id": (True, _name),
@@ -316,6 +383,7 @@ SCHEMAS: dict[str, Schema] = {
         "external_id": (False, _s),
         "note": (False, _s),
         "probe": (False, _nullable(_object)),
+        "via": (False, _via),
     },
     EventType.ACTION_COMPENSATED: {**_ACTION, "note": (False, _s)},
 }

@@ -5,15 +5,22 @@ The gateway hashes each upstream tool's definition (SHA-256 of the canonical JSO
 (default ``.continuum/gateway-pins.json``), one section per upstream server::
 
     {"version": 1, "servers": {"NAME": {
-        "tools":   {"send_invoice": {"sha256": "...", "description": "...", "pinned_at": "..."}},
+        "tools":   {"send_invoice": {"sha256": "...", "description": "...", "pinned_at": "...",
+                                     "accepted_at"?: "..."}},
         "pending": {"send_invoice": {"sha256": "...", "pinned_sha256": "...",
-                                     "description": "...", "seen_at": "..."}}}}}
+                                     "description": "...", "seen_at": "..."}}}},
+     "accepted": [{"server": "NAME", "tool": "send_invoice", "old_sha256": "...",
+                   "new_sha256": "...", "accepted_at": "...", "by": "human",
+                   "via": {"channel": "terminal"}}, ...]}
 
 - A tool never seen before is pinned on first sight (trust on first use: the first
   definition is the one the operator wired the gateway in front of).
 - A tool whose definition differs from its pin is not exposed and calls to it are
   refused; the new definition is recorded under ``pending`` so that a person can review
-  and accept it offline (``continuum gateway accept``), which moves it to ``tools``.
+  and accept it offline (``continuum gateway accept``), which moves it to ``tools``
+  (with ``accepted_at``: a pin a person accepted, not one taken on first sight) and
+  appends the acceptance to ``accepted``, a history that is only ever appended to (a
+  file written before it existed has none; ``continuum audit --all`` exports it).
 - A pinned tool the server no longer lists stays pinned (if it comes back changed, it is
   refused like any other change).
 
@@ -93,6 +100,8 @@ class Pins:
             or not isinstance(data.get("servers"), dict)
         ):
             raise _bad(p, f"not a version {VERSION} pins file")
+        if not isinstance(data.get("accepted", []), list):
+            raise _bad(p, "its accepted history is not a list")
         return cls(p, data)
 
     def server(self, name: str) -> dict[str, Any]:
@@ -135,10 +144,14 @@ class Pins:
                     }
         return out
 
-    def accept(self, server: str, tool: str | None = None) -> list[dict[str, Any]]:
-        """Make pending definitions the pins (one tool, or all of ``server``'s); returns what
-        was accepted (name, old and new hash, description)."""
+    def accept(
+        self, server: str, tool: str | None = None, *, via: dict[str, str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Make pending definitions the pins (one tool, or all of ``server``'s) and append
+        each to the history (``via``: how the person gave it); returns what was accepted
+        (name, old and new hash, description)."""
         entry = self.server(server)
+        history = self.history()
         pending: dict[str, Any] = entry["pending"]
         names = [tool] if tool is not None else sorted(pending)
         out = []
@@ -146,11 +159,24 @@ class Pins:
             change = pending.pop(name, None)
             if change is None:
                 continue
+            now = _now()
             entry["tools"][name] = {
                 "sha256": change["sha256"],
                 "description": change.get("description"),
-                "pinned_at": _now(),
+                "pinned_at": now,
+                "accepted_at": now,
             }
+            record: dict[str, Any] = {
+                "server": server,
+                "tool": name,
+                "old_sha256": change.get("pinned_sha256"),
+                "new_sha256": change["sha256"],
+                "accepted_at": now,
+                "by": "human",
+            }
+            if via:
+                record["via"] = dict(via)
+            history.append(record)
             out.append(
                 {
                     "server": server,
@@ -161,6 +187,13 @@ class Pins:
                 }
             )
         return out
+
+    def history(self) -> list[dict[str, Any]]:
+        """Every acceptance, oldest first (the file's ``accepted`` list, made if absent)."""
+        history = self.data.setdefault("accepted", [])
+        if not isinstance(history, list):
+            raise _bad(self.path, "its accepted history is not a list")
+        return history
 
     def pending(self, server: str | None = None) -> list[dict[str, Any]]:
         """Every change waiting for a person, as (server, tool, old, new, description)."""

@@ -46,7 +46,7 @@ from continuum.runtime.facade import Continuum
 from continuum.state.environment import file_checksum
 from continuum.state.records import ActionRecord
 from continuum.store import open_store
-from continuum.types import ActionStatus, Origin
+from continuum.types import ActionStatus, Origin, RunStatus
 from continuum.untrusted import quoted
 
 WAIT_MS = 10_000  # a hook waits at most this long for another writer, then refuses
@@ -135,6 +135,47 @@ def _ensure_run(rt: Continuum, run_id: str) -> None:
                 raise
 
 
+SUBAGENT_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-")
+
+
+def subagent_run_id(run_id: str, agent_id: str) -> str:
+    """The child run a host's subagent session maps to: ``RUN.agent.ID`` (an id the host
+    gave in other characters, or longer than 80, by its digest)."""
+    plain = 0 < len(agent_id) <= 80 and set(agent_id) <= SUBAGENT_ID_CHARS
+    name = agent_id if plain else "h" + hashlib.sha256(agent_id.encode()).hexdigest()[:20]
+    return f"{run_id}.agent.{name}"
+
+
+def _ensure_subagent_run(rt: Continuum, args: HookArgs, event: HookEvent) -> str | None:
+    """Where the host says a call runs in a subagent (``agent_id``), the subagent's session
+    as a child run of the project's run, started on first sight (SubagentStart, or its
+    first gated call). Its effects stay in the parent's ledger, one identity space for the
+    whole session family: a repeat in the main loop or another subagent is refused."""
+    if not event.agent_id:
+        return None
+    child = subagent_run_id(args.run, event.agent_id)
+    try:
+        rt.store.get_run(child)
+        return child
+    except NotFoundError:
+        pass
+    try:
+        rt.start_run(
+            child,
+            "a subagent session of the host",
+            parent=args.run,
+            metadata={
+                "created_by": "continuum hooks",
+                "host": args.host,
+                "agent": {"id": event.agent_id, "type": event.agent_type},
+            },
+        )
+    except UsageError as e:
+        if e.code != "usage.run_exists":  # a concurrent hook made it a moment ago
+            raise
+    return child
+
+
 # -- values a rule's templates see ----------------------------------------------------------
 
 
@@ -196,6 +237,7 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
     rt = _open(args, event, create=True, project=project)
     try:
         _ensure_run(rt, args.run)
+        _ensure_subagent_run(rt, args, event)
         arguments = _arguments(event, rule, values)
         # An approval binds the call itself (tool, input, directory), not this session's ids.
         r = rt.intercept(
@@ -467,6 +509,7 @@ def subagent_start(
     if rt is None:
         return 0
     try:
+        _ensure_subagent_run(rt, args, event)
         text = briefing(rt, args, project, registry, [], model=_versions(event))
     finally:
         rt.close()
@@ -495,6 +538,13 @@ def subagent_stop(args: HookArgs, event: HookEvent) -> int:
                 "agent": {"id": event.agent_id, "type": event.agent_type},
             },
         )
+        if event.agent_id:  # its child run ends with it (its effects are the parent's)
+            child = subagent_run_id(args.run, event.agent_id)
+            try:
+                if rt.store.get_run(child).status == RunStatus.ACTIVE:
+                    rt.finish_run(child)
+            except NotFoundError:
+                pass  # started before the hooks mapped subagents to runs
     finally:
         rt.close()
     return 0

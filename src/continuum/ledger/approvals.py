@@ -382,6 +382,7 @@ def record_decision(
     scope: str = "call",
     run_id: str | None = None,
     expect_binding: str | None = None,
+    via: Mapping[str, str] | None = None,
 ) -> ApprovalInfo:
     """A person's decision on a pending approval, recorded with origin ``human``.
 
@@ -389,8 +390,10 @@ def record_decision(
     settles the run's other pending approvals of that type as granted, citing this one.
     ``expect_binding``: the binding the person was shown; if the approval no longer has
     it, nothing is written. Refused (``ledger.invalid_transition``) once decided: a
-    decision stands, and a new call asks again.
+    decision stands, and a new call asks again. ``via`` (checked by the caller): how the
+    person gave it, on every event the decision writes.
     """
+    how = {} if via is None else {"via": dict(via)}
     if scope not in APPROVAL_SCOPES:
         raise UsageError(
             f"scope {scope!r} is not call or run",
@@ -439,13 +442,13 @@ def record_decision(
         if not allow:
             tx.append(
                 EventType.APPROVAL_DENIED,
-                {"approval_id": rec.id, "reason": reason},
+                {"approval_id": rec.id, "reason": reason, **how},
                 source=Origin.HUMAN,
             )
         else:
             tx.append(
                 EventType.APPROVAL_GRANTED,
-                {"approval_id": rec.id, "scope": scope, "reason": reason},
+                {"approval_id": rec.id, "scope": scope, "reason": reason, **how},
                 source=Origin.HUMAN,
             )
             if scope == "run":
@@ -458,6 +461,7 @@ def record_decision(
                                 "scope": "call",
                                 "reason": f"covered by the grant of {rec.id} for the rest of the "
                                 f"run: {reason}",
+                                **how,
                             },
                             source=Origin.HUMAN,
                         )

@@ -8,6 +8,10 @@ an effect in flight or unknown is reserved at its estimate, never counted as zer
 intercept whose estimate would take the run past a limit is refused before the effect
 (``budget_exceeded``), inside the write transaction, so concurrent intercepts at the edge
 never overspend.
+
+A parent's budget covers the run and every run below it (``BudgetScope``: the limits and
+the runs they count): a child's intercept is judged against its own limits and those of
+each ancestor that has some, counted over that ancestor's whole family.
 """
 
 from __future__ import annotations
@@ -15,13 +19,23 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NamedTuple
 
 from continuum.errors import UsageError
 
 MICROS = 1_000_000
 MAX_USD = Decimal(10) ** 12  # a trillion dollars: past this it is a typo
 MAX_TOKENS = 10**15
+
+
+class BudgetScope(NamedTuple):
+    """Limits (``usd_micros``, ``tokens``; None: no limit of that kind) set on
+    ``run_id``, counted over the attempts of ``members`` (the run, and for a parent every
+    run below it)."""
+
+    run_id: str
+    limits: Mapping[str, int | None]
+    members: tuple[str, ...]
 
 
 def usd_micros(value: Any, what: str) -> int:
@@ -61,6 +75,20 @@ def cost_of(usd: Any = None, tokens: Any = None, *, what: str = "cost") -> dict[
     return out or None
 
 
+def cost_given(cost: Mapping[str, Any] | None, what: str = "cost") -> dict[str, int] | None:
+    """A caller's ``{"usd": ..., "tokens": ...}`` (either) as recorded, or None;
+    ``UsageError`` (``usage.bad_cost``) for anything else."""
+    if cost is None:
+        return None
+    if not isinstance(cost, Mapping) or set(cost) - {"usd", "tokens"}:
+        raise UsageError(
+            f'{what} must be an object of usd and tokens, e.g. {{"usd": 0.02}}',
+            code="usage.bad_cost",
+            hint="give usd (dollars) and/or tokens; nothing was written",
+        )
+    return cost_of(cost.get("usd"), cost.get("tokens"), what=what)
+
+
 def row_charge(row: Mapping[str, Any]) -> tuple[int, int]:
     """What one usage row counts: its actual once given, else its estimate."""
     cost = row.get("actual") if row.get("actual") is not None else row.get("estimate")
@@ -88,10 +116,14 @@ def dollars(micros: int) -> str:
 
 
 def over_budget(
-    limits: Mapping[str, int | None], spent: tuple[int, int], estimate: Mapping[str, int] | None
+    limits: Mapping[str, int | None],
+    spent: tuple[int, int],
+    estimate: Mapping[str, int] | None,
+    *,
+    whose: str = "The run",
 ) -> str | None:
     """Why ``estimate`` on top of ``spent`` passes ``limits`` (``usd_micros``, ``tokens``),
-    or None."""
+    or None; ``whose`` names the budget in the answer."""
     add_usd = int((estimate or {}).get("usd_micros", 0))
     add_tokens = int((estimate or {}).get("tokens", 0))
     usd_limit, token_limit = limits.get("usd_micros"), limits.get("tokens")
@@ -99,12 +131,12 @@ def over_budget(
     # (an estimate of 0 is a claim, and leaving it out must not be a way past the limit).
     if usd_limit is not None and (spent[0] >= usd_limit or spent[0] + add_usd > usd_limit):
         return (
-            f" The run has spent or reserved {dollars(spent[0])} USD of {dollars(usd_limit)}; "
+            f" {whose} has spent or reserved {dollars(spent[0])} USD of {dollars(usd_limit)}; "
             f"this effect's estimate of {dollars(add_usd)} USD would pass it."
         )
     if token_limit is not None and (spent[1] >= token_limit or spent[1] + add_tokens > token_limit):
         return (
-            f" The run has spent or reserved {spent[1]} tokens of {token_limit}; this "
+            f" {whose} has spent or reserved {spent[1]} tokens of {token_limit}; this "
             f"effect's estimate of {add_tokens} would pass it."
         )
     return None

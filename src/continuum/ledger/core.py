@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,10 +29,11 @@ from continuum.errors import (
 from continuum.eventlog.canonical import canonical_json
 from continuum.eventlog.events import EventType
 from continuum.eventlog.limits import check_value
+from continuum.eventlog.notices import limit_notice
 from continuum.eventlog.payloads import VERSION_CHARS, VERSION_FIELDS, payload_problem
 from continuum.faults import fault_point
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
-from continuum.ledger.budget import charged, over_budget
+from continuum.ledger.budget import BudgetScope, charged, over_budget
 from continuum.ledger.gate import (
     GUIDANCE,
     ApprovalGate,
@@ -52,7 +54,7 @@ from continuum.ledger.owners import (
 )
 from continuum.state.projection import apply_action_event
 from continuum.state.records import ActionRecord
-from continuum.store.base import DEFAULT_PAGE, ActionRow, Storage, WriteTx
+from continuum.store.base import DEFAULT_PAGE, ActionRow, Storage, WriteTx, format_timestamp
 from continuum.types import ActionStatus, Origin, ReplayContract, RunStatus
 from continuum.untrusted import check_identifier
 
@@ -177,7 +179,7 @@ class ActionLedger:
         block_drift: Sequence[str] = DEFAULT_BLOCK_DRIFT,
         hold: str | None = None,
         estimate: Mapping[str, int] | None = None,
-        budget: Mapping[str, int | None] | None = None,
+        budget: Sequence[BudgetScope] | None = None,
     ) -> InterceptResult:
         """Ask before a side effect; ``proceed`` is true for exactly one caller per action.
 
@@ -302,7 +304,8 @@ class ActionLedger:
             elif row is None and hold is not None:
                 result = _not_started(ident, requested, "revalidation_required", hold)
             elif row is None and over is not None:
-                result = _not_started(ident, requested, "budget_exceeded", over)
+                _tell_limit(tx, "budget_exceeded", over, ident.action_key, action_type)
+                result = _not_started(ident, requested, "budget_exceeded", over[0])
             elif row is None:
                 contract = requested or ReplayContract.NEVER
                 if verdict is not None:
@@ -362,18 +365,25 @@ class ActionLedger:
     def _over_budget(
         self,
         tx: WriteTx,
-        budget: Mapping[str, int | None] | None,
+        budget: Sequence[BudgetScope] | None,
         estimate: Mapping[str, int] | None,
-    ) -> str | None:
-        """Why this attempt's ``estimate`` passes the run's ``budget`` (counted from the
-        ledger in this write transaction: every attempt's actual, else its estimate), or
-        None. No limits: nothing is read."""
-        if not budget or all(v is None for v in budget.values()):
-            return None
-        spent = charged(row.record for row in tx.actions())
-        return over_budget(budget, spent, estimate)
+    ) -> tuple[str, str] | None:
+        """Why this attempt's ``estimate`` passes a ``budget`` scope (the run's own limits,
+        an ancestor's over its family), counted from the ledger in this write transaction:
+        every attempt's actual, else its estimate, and the limit's fingerprint; or None.
+        No limits: nothing is read."""
+        for scope in budget or ():
+            if all(v is None for v in scope.limits.values()):
+                continue
+            own = scope.members == (tx.run.run_id,)
+            rows = tx.actions() if own else tx.actions_of(scope.run_id, scope.members)
+            whose = "The run" if own else f"The family of run {scope.run_id!r}"
+            over = over_budget(scope.limits, charged(r.record for r in rows), estimate, whose=whose)
+            if over is not None:
+                return over, f"budget:{scope.run_id}:{canonical_json(dict(scope.limits))}"
+        return None
 
-    def _retry_capped(self, tx: WriteTx, rec: ActionRecord) -> str | None:
+    def _retry_capped(self, tx: WriteTx, rec: ActionRecord) -> tuple[str, str] | None:
         """Why a new attempt of ``rec`` passes a ``[[retry]]`` cap, or None. Counted in the
         write transaction from the ledger: exact under concurrent intercepts."""
         per_type, run_wide = self.approvals.retry_caps(rec.action_type)
@@ -381,14 +391,16 @@ class ActionLedger:
         if per_type is not None and limit is not None and rec.attempt + 1 > limit:
             return (
                 f" It has had {rec.attempt} attempt(s); {per_type.where} allows at most "
-                f"{limit} for {rec.action_type}."
+                f"{limit} for {rec.action_type}.",
+                f"max_attempts:{rec.action_id}:{limit}",
             )
         if run_wide is not None and run_wide.run_retries is not None:
             used = sum(max(0, int(row.record.get("attempt", 1)) - 1) for row in tx.actions())
             if used + 1 > run_wide.run_retries:
                 return (
                     f" This run has made {used} new attempt(s); {run_wide.where} allows at "
-                    f"most {run_wide.run_retries} in a run."
+                    f"most {run_wide.run_retries} in a run.",
+                    f"run_retries:{run_wide.run_retries}",
                 )
         return None
 
@@ -445,7 +457,7 @@ class ActionLedger:
         blocking: tuple[str, ...] = ("tool_schema_hash",),
         hold: str | None = None,
         estimate: Mapping[str, int] | None = None,
-        budget: Mapping[str, int | None] | None = None,
+        budget: Sequence[BudgetScope] | None = None,
     ) -> InterceptResult:
         rec = _record(row)
         stored = ReplayContract(rec.replay)
@@ -483,10 +495,12 @@ class ActionLedger:
             # unless a retry cap says this attempt is one too many.
             capped = self._retry_capped(tx, rec)
             if capped is not None:
-                return self._result(rec, False, "retry_cap_reached", matched, capped)
+                _tell_limit(tx, "retry_cap_reached", capped, rec.action_key, rec.action_type)
+                return self._result(rec, False, "retry_cap_reached", matched, capped[0])
             over = self._over_budget(tx, budget, estimate)
             if over is not None:
-                return self._result(rec, False, "budget_exceeded", matched, over)
+                _tell_limit(tx, "budget_exceeded", over, rec.action_key, rec.action_type)
+                return self._result(rec, False, "budget_exceeded", matched, over[0])
             retry: dict[str, Any] = {
                 "action_id": rec.action_id,
                 "attempt": rec.attempt + 1,
@@ -655,9 +669,11 @@ class ActionLedger:
         origin: Origin | None = None,
         force: bool = False,
         probe: dict[str, Any] | None = None,
+        via: Mapping[str, str] | None = None,
     ) -> ActionRecord:
         """Settle an interrupted action (or an agent's unconfirmed failure) after checking
-        the external system. ``force`` settles a started action whose owner is alive."""
+        the external system. ``force`` settles a started action whose owner is alive;
+        ``via`` (how a person gave it) is recorded as given."""
         payload: dict[str, Any] = {
             "occurred": bool(occurred),
             "external_id": external_id,
@@ -665,6 +681,8 @@ class ActionLedger:
         }
         if probe is not None:
             payload["probe"] = probe
+        if via is not None:
+            payload["via"] = dict(via)
         return self._transition(
             run_id,
             action_ref,
@@ -786,6 +804,25 @@ def version_drift_words(
     if not changed:
         return ""
     return f"; it was recorded under {'; '.join(changed)}."
+
+
+def _tell_limit(
+    tx: WriteTx, kind: str, why: tuple[str, str], action_key: str, action_type: str
+) -> None:
+    """A person is told that the run reached a limit: once per limit as set (the notice's
+    id is the limit's fingerprint), in the refusing transaction (no event is written)."""
+    tx.put_notice(
+        limit_notice(
+            kind,
+            run_id=tx.run.run_id,
+            sequence=tx.run.head_sequence,
+            recorded_at=format_timestamp(datetime.now(UTC)),
+            fingerprint=why[1],
+            reason=why[0],
+            action_key=action_key,
+            action_type=action_type,
+        )
+    )
 
 
 def _not_started(

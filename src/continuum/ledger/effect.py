@@ -46,8 +46,10 @@ from continuum.errors import (
 )
 from continuum.eventlog.canonical import canonical_json
 from continuum.faults import fault_point
+from continuum.ledger.budget import BudgetScope, cost_given
 from continuum.ledger.core import ActionLedger
 from continuum.ledger.gate import InterceptResult
+from continuum.log import get_logger
 from continuum.types import Origin, ReplayContract
 
 P = ParamSpec("P")
@@ -66,6 +68,7 @@ _REFUSED_HINTS = {
     "them apart (key=...)",
 }
 
+_log = get_logger("continuum.effect")
 _current: ContextVar[EffectScope | None] = ContextVar("continuum_effect", default=None)
 
 
@@ -88,9 +91,17 @@ class EffectScope:
         self.result = result
         self.external_id: str | None = answer.external_id if self.replayed else None
         self._token: Token[EffectScope | None] | None = None
+        self.cost: Mapping[str, Any] | None = None  # what it cost (``record(cost=...)``)
 
-    def record(self, result: Any = None, *, external_id: str | None = None) -> None:
-        """Set what ``complete`` records when the ``with`` block ends without an exception."""
+    def record(
+        self,
+        result: Any = None,
+        *,
+        external_id: str | None = None,
+        cost: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Set what ``complete`` records when the ``with`` block ends without an exception
+        (``cost``: what it cost, ``{"usd": ..., "tokens": ...}``)."""
         if self.replayed:
             raise UsageError(
                 f"effect {self.action_key} was already performed; nothing to record",
@@ -98,7 +109,7 @@ class EffectScope:
                 hint="check scope.replayed and use scope.result instead of "
                 "performing the effect again",
             )
-        self.result, self.external_id = result, external_id
+        self.result, self.external_id, self.cost = result, external_id, cost
 
 
 class Effect:
@@ -137,7 +148,9 @@ class Effect:
         versions: Mapping[str, str] | None = None,
         block_drift: Sequence[str] = ("tool_schema_hash",),
         hold: Callable[[], str | None] | None = None,
-        budget: Callable[[], Mapping[str, int | None] | None] | None = None,
+        budget: Callable[[], Sequence[BudgetScope] | None] | None = None,
+        cost: Mapping[str, Any] | Callable[..., Mapping[str, Any] | None] | None = None,
+        actual_cost: Callable[[Any], Mapping[str, Any] | None] | None = None,
     ) -> None:
         if not isinstance(certain_on, tuple) or not all(
             isinstance(t, type) and issubclass(t, BaseException) for t in certain_on
@@ -156,12 +169,17 @@ class Effect:
         # Asked before each intercept: why a new attempt may not start now (the facade's
         # periodic revalidation), or None.
         self.hold = hold
-        # Asked before each intercept: the run's limits (a budget), or None.
+        # Asked before each intercept: the budgets the run is judged against, or None.
         self.budget = budget
+        # An attempt's estimate (a cost, or a function of the call's arguments giving one)
+        # and what it cost (a function of the result), for the run's budget and usage.
+        self.cost, self.actual_cost = cost, actual_cost
 
     # -- intercept and settle ----------------------------------------------------------------
 
-    def begin(self, key: str | None, arguments: Any) -> EffectScope:
+    def begin(
+        self, key: str | None, arguments: Any, estimate: Mapping[str, Any] | None = None
+    ) -> EffectScope:
         """Intercept: a scope to perform (``replayed`` false) or the recorded result.
 
         Raises ``EffectUncertain`` for an interrupted effect, ``EffectAwaitingApproval``
@@ -179,6 +197,8 @@ class Effect:
                 hint="pass arguments=... (a function of the call's arguments that returns JSON) "
                 "to say what the ledger records",
             ) from None
+        if estimate is None and self.cost is not None and not callable(self.cost):
+            estimate = self.cost
         answer = self.ledger.intercept(
             self.run_id,
             self.action_type,
@@ -189,6 +209,7 @@ class Effect:
             versions=self.versions,
             block_drift=self.block_drift,
             hold=self.hold() if self.hold is not None else None,
+            estimate=cost_given(estimate, f"the estimate of effect {self.action_type!r}"),
             budget=self.budget() if self.budget is not None else None,
         )
         if answer.proceed:
@@ -287,20 +308,33 @@ class Effect:
                 "decode= to effect(); the effect is not run again",
                 action_key=scope.action_key,
             ) from e
+        actual = scope.cost
+        if actual is None and self.actual_cost is not None:
+            try:
+                actual = self.actual_cost(scope.result)
+            except Exception as e:  # the effect happened: record it, without its cost
+                _log.warning("effect.actual_cost_failed", action_key=scope.action_key, error=str(e))
+        try:
+            actual_recorded = cost_given(actual, f"the actual cost of effect {self.action_type!r}")
+        except UsageError as e:  # the effect happened: its estimate stays reserved
+            _log.warning("effect.actual_cost_refused", action_key=scope.action_key, error=str(e))
+            actual_recorded = None
         self.ledger.complete(
             self.run_id,
             scope.action_id,
             external_id=external_id,
             result=encoded,
             origin=self.origin,
+            actual=actual_recorded,
         )
 
     # -- call forms --------------------------------------------------------------------------
 
     def _identity(
         self, fn: Callable[..., Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[str | None, Any]:
+    ) -> tuple[str | None, Any, Mapping[str, Any] | None]:
         key = self.key(*args, **kwargs) if callable(self.key) else self.key
+        estimate = self.cost(*args, **kwargs) if callable(self.cost) else self.cost
         if callable(self.arguments):
             arguments = self.arguments(*args, **kwargs)
         elif self.arguments is not None or fn is None:
@@ -309,7 +343,7 @@ class Effect:
             bound = inspect.signature(fn).bind(*args, **kwargs)
             bound.apply_defaults()
             arguments = dict(bound.arguments)
-        return key, arguments
+        return key, arguments, estimate
 
     def run(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Perform ``fn(*args, **kwargs)`` as this effect (sync)."""
@@ -363,7 +397,7 @@ class Effect:
     # -- with / async with ------------------------------------------------------------------
 
     def __enter__(self) -> EffectScope:
-        if callable(self.key) or callable(self.arguments):
+        if callable(self.key) or callable(self.arguments) or callable(self.cost):
             raise UsageError(
                 "a key or arguments function needs the call's arguments; in a "
                 "with block give them as values",

@@ -37,8 +37,10 @@ from mcp.server.mcpserver import MCPServer
 
 from continuum.errors import ContinuumError
 from continuum.ledger.approval_rules import load_rules, rule_paths
+from continuum.ledger.outbox import delivering
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
 from continuum.mcp.tools import INSTRUCTIONS, Tools, register
+from continuum.runtime.verdicts import VerdictWatch
 from continuum.serving.auth import ClientLog, Policy, connecting_client, load_policy
 from continuum.serving.confirm_limit import StoreConfirmLimit
 from continuum.serving.flags import DEFAULT_HTTP_MAX_IN_FLIGHT, MAX_IN_FLIGHT_FLAG, flag_problem
@@ -298,7 +300,8 @@ def serve_http(args: argparse.Namespace) -> int:
         on_ready=lambda: http.announce(where, config),
     )
     level = check_level(args.log_level or os.environ.get(LEVEL_ENV) or "warning")
-    return serving.serve(app, sock, config.tls, log_level=getattr(logging, level.upper()))
+    with delivering(url, str(Path.cwd()), "continuum-mcp", watch=VerdictWatch()):
+        return serving.serve(app, sock, config.tls, log_level=getattr(logging, level.upper()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -365,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
                 tg.cancel_scope.cancel()
 
     try:
-        anyio.run(serve)
+        with delivering(url, str(Path.cwd()), "continuum-mcp", watch=VerdictWatch()):
+            anyio.run(serve)
     except KeyboardInterrupt:
         return 0
     return 0

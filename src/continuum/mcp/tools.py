@@ -25,6 +25,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from continuum.errors import ContinuumError, NotFoundError
 from continuum.eventlog.limits import MAX_DEPTH
+from continuum.eventlog.payloads import via_of
 from continuum.ledger.gate import InterceptResult
 from continuum.log import get_logger
 from continuum.mcp.host_arguments import without_control_arguments
@@ -833,8 +834,11 @@ class Tools:
     )
     def confirm(self, run_id: RunId, ctx: Context) -> ConfirmResult:
         caller = caller_from_context(ctx)  # authorized by the tool table
+        grant = grant_from_context(ctx) if self.by_role else None
         human = Continuum(self.writer().store, origin=Origin.HUMAN)
-        result = human.confirm(run_id)
+        # The client name is the client's own word (hostile text): recorded as data.
+        via = via_of("mcp", role=grant.role.value if grant else None, client=caller.name or None)
+        result = human.confirm(run_id, via=via)
         _log.warning(
             "mcp.confirmed_with_confirm_token",
             run_id=run_id,

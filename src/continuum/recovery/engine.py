@@ -31,7 +31,9 @@ class Proposal(BaseModel):
 class ChildView(BaseModel):
     """What a parent's verdict needs of one run below it (a child, or a child's child):
     its ``path`` from the parent (``a/b``), its ``status``, its open actions (those a
-    person must settle, and those still performed: ``in_flight``)."""
+    person must settle, and those still performed: ``in_flight``), the approvals that
+    wait for a person's decision and the plan branches that wait for a person (id and
+    the reason)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -40,6 +42,8 @@ class ChildView(BaseModel):
     status: RunStatus
     open_actions: list[ActionRecord] = Field(default_factory=list)
     in_flight: frozenset[str] = frozenset()
+    pending_approvals: tuple[str, ...] = ()
+    waiting_branches: tuple[tuple[str, str], ...] = ()
 
 
 def _child_proposals(children: list[ChildView]) -> list[Proposal]:
@@ -65,6 +69,24 @@ def _child_proposals(children: list[ChildView]) -> list[Proposal]:
                         actions=[f"reconcile_child_action:{child.run_id}:{a.action_id}"],
                     )
                 )
+        where = f"child run {quoted(child.path, limit=200)}"
+        for approval in child.pending_approvals:
+            out.append(
+                Proposal(
+                    mode=Mode.REQUEST_HUMAN,
+                    reason=f"{where}: approval {quoted(approval, limit=120)} awaits a "
+                    "person's decision",
+                    actions=[f"await_child_approval:{child.run_id}:{approval}"],
+                )
+            )
+        for branch, why in child.waiting_branches:
+            out.append(
+                Proposal(
+                    mode=Mode.REQUEST_HUMAN,
+                    reason=f"{where}: branch {quoted(branch, limit=120)} waits for a person: {why}",
+                    actions=[f"resolve_child_branch:{child.run_id}:{branch}"],
+                )
+            )
     return out
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from continuum.errors import UsageError
+from continuum.errors import NotFoundError, UsageError
 from continuum.eventlog.events import EventType
+from continuum.eventlog.payloads import check_via
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
 from continuum.ledger.approvals import (
     ApprovalInfo,
@@ -18,7 +19,7 @@ from continuum.ledger.approvals import (
     list_approval_infos,
     record_decision,
 )
-from continuum.ledger.budget import cost_of, row_charge
+from continuum.ledger.budget import BudgetScope, cost_given, cost_of, row_charge
 from continuum.ledger.core import DEFAULT_BLOCK_DRIFT
 from continuum.ledger.effect import Effect
 from continuum.ledger.gate import InterceptResult
@@ -30,7 +31,7 @@ from continuum.ledger.outbox import (
     notify_paths,
 )
 from continuum.runtime.results import ActionsPage
-from continuum.runtime.runs import RunsFacade
+from continuum.runtime.runs import MAX_FAMILY, RunsFacade
 from continuum.state.records import ActionRecord
 from continuum.store import DEFAULT_PAGE, MAX_PAGE
 from continuum.store.base import OutboxRow
@@ -94,8 +95,8 @@ class EffectsFacade(RunsFacade):
         written when it raises.
         """
         extra = {} if approval_arguments is None else {"approval_arguments": approval_arguments}
-        estimate = cost_of(**_cost_fields(cost, "cost"), what="cost")
-        limits = self._limits(run_id)
+        estimate = cost_given(cost)
+        limits = self.budget_scopes(run_id)
         if limits is not None:
             extra["budget"] = limits
         if estimate is not None:
@@ -133,7 +134,7 @@ class EffectsFacade(RunsFacade):
         ``ledger.owner_alive`` (another live process is performing it). ``cost``: what it
         really cost (``{"usd": ..., "tokens": ...}``), in place of its estimate.
         """
-        actual = cost_of(**_cost_fields(cost, "cost"), what="cost")
+        actual = cost_given(cost)
         return self.ledger.complete(
             run_id, action, external_id=external_id, result=result, actual=actual
         )
@@ -156,7 +157,7 @@ class EffectsFacade(RunsFacade):
         ``not_found.action``, ``ledger.invalid_transition``, ``ledger.owner_alive``.
         ``cost`` (with ``certain`` only): what the failed attempt cost.
         """
-        actual = cost_of(**_cost_fields(cost, "cost"), what="cost")
+        actual = cost_given(cost)
         if actual is not None and not certain:
             raise UsageError(
                 "an uncertain failure has no actual cost: its estimate stays reserved",
@@ -168,10 +169,29 @@ class EffectsFacade(RunsFacade):
 
     # -- budgets and usage (ledger/budget.py) ---------------------------------------------------
 
-    def _limits(self, run_id: str) -> dict[str, int | None] | None:
-        """The run's limits as the ledger checks them, or None (no budget)."""
-        budget = self.state(run_id).budget
-        return None if budget is None else {k: budget.get(k) for k in ("usd_micros", "tokens")}
+    def budget_scopes(self, run_id: str) -> list[BudgetScope] | None:
+        """The budgets an intercept in the run is judged against, as the ledger checks
+        them: the run's own limits, then each ancestor's that has some, counted over that
+        ancestor's whole family (a parent's budget covers its children); None: none."""
+        state = self.state(run_id)
+        scopes: list[BudgetScope] = []
+        if state.budget is not None:  # over the run and every run below it
+            below = tuple(c.run_id for c in self.family(run_id)) if state.children else ()
+            scopes.append(BudgetScope(run_id, _limit_fields(state.budget), (run_id, *below)))
+        seen, child, parent = {run_id}, run_id, state.parent
+        while parent is not None and parent not in seen and len(seen) <= MAX_FAMILY:
+            seen.add(parent)
+            try:
+                above = self.state(parent)
+            except NotFoundError:
+                break  # a parent never started: nothing to count against
+            if child not in above.children:
+                break  # it does not list the run: not a family (RunsFacade.family)
+            if above.budget is not None:
+                members = (parent, *(c.run_id for c in self.family(parent)))
+                scopes.append(BudgetScope(parent, _limit_fields(above.budget), members))
+            child, parent = parent, above.parent
+        return scopes or None
 
     def set_budget(
         self,
@@ -180,12 +200,15 @@ class EffectsFacade(RunsFacade):
         usd: Any = None,
         tokens: int | None = None,
         reason: str | None = None,
+        via: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Set the run's limits (``usd``: dollars, ``tokens``; None: no limit of that
         kind). Anyone may set a first limit or lower one; raising one (or removing it) is
         a person's act: from any other origin it raises ``budget.raise_needs_person`` and
-        writes nothing. Returns the limits now."""
+        writes nothing. ``via``: how a person gave it (``usage.bad_via``). Returns the
+        limits now."""
         limits = cost_of(usd, tokens, what="budget") or {}
+        recorded_via = check_via(via)
         now = self.state(run_id).budget
         if now is not None and self.origin != Origin.HUMAN:
             for k in ("usd_micros", "tokens"):
@@ -203,6 +226,8 @@ class EffectsFacade(RunsFacade):
         }
         if reason is not None:
             payload["reason"] = reason
+        if recorded_via is not None:
+            payload["via"] = recorded_via
         self.append(run_id, EventType.BUDGET_SET, payload)
         state = self.state(run_id)
         return dict(state.budget or {})
@@ -250,6 +275,7 @@ class EffectsFacade(RunsFacade):
         note: str | None = None,
         origin: Origin | None = None,
         force: bool = False,
+        via: Mapping[str, str] | None = None,
     ) -> ActionRecord:
         """Settle an interrupted action after checking the external system.
 
@@ -257,9 +283,11 @@ class EffectsFacade(RunsFacade):
         let the action run again until a person confirms it. ``force`` settles a started
         action whose owner is still alive (raises ``ledger.owner_alive`` otherwise).
         ``origin`` overrides this object's origin for this record (a trusted edge passes
-        ``Origin.HUMAN`` for a person's decision). Returns the updated ``ActionRecord``.
+        ``Origin.HUMAN`` for a person's decision) and ``via`` says how the person gave it.
+        Returns the updated ``ActionRecord``.
 
-        Raises ``NotFoundError`` (``not_found.action``) and ``LedgerError``
+        Raises ``UsageError`` (``usage.bad_via``), ``NotFoundError`` (``not_found.action``)
+        and ``LedgerError``
         (``ledger.invalid_transition`` for an action that is already settled).
         """
         return self.ledger.reconcile(
@@ -270,6 +298,7 @@ class EffectsFacade(RunsFacade):
             note=note,
             origin=origin,
             force=force,
+            via=check_via(via),
         )
 
     def effect(
@@ -286,12 +315,18 @@ class EffectsFacade(RunsFacade):
         external_id: Callable[[Any], str | None] | None = None,
         versions: Mapping[str, str] | None = None,
         block_drift: Sequence[str] = DEFAULT_BLOCK_DRIFT,
+        cost: Mapping[str, Any] | Callable[..., Mapping[str, Any] | None] | None = None,
+        actual_cost: Callable[[Any], Mapping[str, Any] | None] | None = None,
     ) -> Effect:
         """A side effect performed at most once: decorator, ``run``/``arun`` or ``with``.
 
         See ``continuum.ledger.effect.Effect``: a completed effect returns its recorded result, an
         interrupted one raises ``EffectUncertain``. Recorded with this facade's origin.
         ``versions``: what it runs under (``tool_schema_hash``, ``prompt_hash``, ``model``).
+        ``cost``: each attempt's estimate, ``{"usd": 0.02, "tokens": 1500}`` or a function
+        of the call's arguments giving one; ``actual_cost``: a function of the result
+        giving what it cost (or ``scope.record(cost=...)`` in a ``with`` block). Under a
+        budget, an attempt past it raises ``LedgerError`` (``ledger.effect_budget_exceeded``).
         """
         return Effect(
             self.ledger,
@@ -307,7 +342,9 @@ class EffectsFacade(RunsFacade):
             versions=versions,
             block_drift=block_drift,
             hold=lambda: self.hold_for(run_id),
-            budget=lambda: self._limits(run_id),
+            budget=lambda: self.budget_scopes(run_id),
+            cost=cost,
+            actual_cost=actual_cost,
         )
 
     def compensate(self, run_id: str, action: str, *, note: str | None = None) -> ActionRecord:
@@ -376,6 +413,7 @@ class EffectsFacade(RunsFacade):
         scope: str = "call",
         run_id: str | None = None,
         expect_binding: str | None = None,
+        via: Mapping[str, str] | None = None,
     ) -> ApprovalInfo:
         """A person's decision on a pending approval, always recorded with origin ``human``
         (for trusted edges only: the CLI behind a terminal or ``--yes``, an operator's
@@ -386,8 +424,9 @@ class EffectsFacade(RunsFacade):
         (and the run's other pending approvals of that type are granted with it).
         ``allow=False``: the call answers ``denied`` with ``reason``. ``reason`` is
         required. ``expect_binding``: refuse (``integrity.approval_mismatch``) unless the
-        approval is still bound to the call the person was shown. Raises
-        ``not_found.approval``, ``usage.bad_scope``, ``usage.bad_reason`` and
+        approval is still bound to the call the person was shown. ``via``: how the person
+        gave it, recorded with it. Raises
+        ``not_found.approval``, ``usage.bad_scope``, ``usage.bad_reason``, ``usage.bad_via`` and
         ``ledger.invalid_transition`` (already decided); nothing is written then.
         """
         return record_decision(
@@ -398,6 +437,7 @@ class EffectsFacade(RunsFacade):
             scope=scope,
             run_id=run_id,
             expect_binding=expect_binding,
+            via=check_via(via),
         )
 
     # -- the notification outbox (references/operators.md, "Outbox") -------------------------
@@ -434,14 +474,5 @@ class EffectsFacade(RunsFacade):
         return self.store.requeue_outbox(delivery_ids)
 
 
-def _cost_fields(cost: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
-    """``{"usd": ..., "tokens": ...}`` as keyword arguments of ``cost_of``."""
-    if cost is None:
-        return {}
-    if not isinstance(cost, Mapping) or set(cost) - {"usd", "tokens"}:
-        raise UsageError(
-            f'{what} must be an object of usd and tokens, e.g. {{"usd": 0.02}}',
-            code="usage.bad_cost",
-            hint="give usd (dollars) and/or tokens; nothing was written",
-        )
-    return {"usd": cost.get("usd"), "tokens": cost.get("tokens")}
+def _limit_fields(budget: Mapping[str, Any]) -> dict[str, int | None]:
+    return {k: budget.get(k) for k in ("usd_micros", "tokens")}

@@ -20,6 +20,7 @@ from typing import Any
 from continuum.errors import IntegrityError, UsageError
 from continuum.eventlog.chain import VerifyReport
 from continuum.eventlog.events import EventType
+from continuum.eventlog.payloads import check_via
 from continuum.recovery.checkpoints import checkpoint_through
 from continuum.recovery.contract import RecoveryContract
 from continuum.recovery.engine import build_contract, decide
@@ -130,13 +131,14 @@ class Continuum(PerceptionFacade):
         state, validation, chain, cp_version, (observed, sources) = self._inputs(
             run_id, env, expected_model
         )
+        children = self.family(run_id) if state.children else []
         decision = decide(
             state,
             validation,
             chain,
             in_flight=self._in_flight(run_id, state),
             tolerate_unknown=tolerate_unknown,
-            children=self.family(run_id) if state.children else None,
+            children=children,
         )
         contract = build_contract(
             state,
@@ -147,7 +149,7 @@ class Continuum(PerceptionFacade):
             observed_env=observed,
             env_sources=sources,
         )
-        return Evaluation(state, validation, decision, contract)
+        return Evaluation(state, validation, decision, contract, tuple(children))
 
     def resume(
         self,
@@ -186,7 +188,7 @@ class Continuum(PerceptionFacade):
                     progress=None,
                     contract=None,
                 )
-        state, _, decision, contract = self.evaluate(
+        state, _, decision, contract, family = self.evaluate(
             run_id, env=env, expected_model=expected_model, tolerate_unknown=tolerate_unknown
         )
         children = [
@@ -205,8 +207,20 @@ class Continuum(PerceptionFacade):
                     }
                     for a in c.open_actions
                 ],
+                "pending_approvals": [
+                    {"approval_id": ap, "next": f"await_child_approval:{c.run_id}:{ap}"}
+                    for ap in c.pending_approvals
+                ],
+                "waiting_branches": [
+                    {
+                        "branch_id": b,
+                        "reason": why,
+                        "next": f"resolve_child_branch:{c.run_id}:{b}",
+                    }
+                    for b, why in c.waiting_branches
+                ],
             }
-            for c in (self.family(run_id) if state.children else [])
+            for c in family
         ]
         uncertain = [
             {
@@ -221,7 +235,7 @@ class Continuum(PerceptionFacade):
             }
             for a in decision.uncertain_actions
         ]
-        return Recovery(
+        recovery = Recovery(
             run_id=run_id,
             mode=decision.mode,
             safe=decision.safe,
@@ -243,6 +257,9 @@ class Continuum(PerceptionFacade):
                 "sequence": state.handoff.provenance.sequence,
             },
         )
+        if self.telemetry is not None:  # a recovery decision, as a span (telemetry/)
+            self.telemetry.resumed(recovery)
+        return recovery
 
     def file_evidence(self, state: State, *, limit: int = 20) -> FileEvidence | None:
         """Compare the files recorded as evidence with the disk: verified, changed, missing
@@ -269,6 +286,7 @@ class Continuum(PerceptionFacade):
         scope: str = "default",
         through_sequence: int | None = None,
         expect_hash: str | None = None,
+        via: Mapping[str, str] | None = None,
     ) -> ConfirmResult:
         """A human vouches for self-reported state (references/contract.md §5): the state
         at ``through_sequence``. Writes as ``human``: for trusted edges only.
@@ -278,9 +296,10 @@ class Continuum(PerceptionFacade):
         person was shown), and ``expect_hash`` (the hash of event N they were shown) must be
         the stored one, else nothing is written (``integrity.confirm_mismatch``).
         ``scope``: ``default`` (goal and progress), ``goal``, ``progress`` or ``all``.
+        ``via``: how the person gave it (``eventlog.payloads.via_of``), recorded with it.
 
         Returns a ``ConfirmResult``. Raises ``UsageError`` (``usage.bad_scope``,
-        ``usage.bad_sequence``), ``NotFoundError`` (``not_found.run``) and
+        ``usage.bad_sequence``, ``usage.bad_via``), ``NotFoundError`` (``not_found.run``) and
         ``IntegrityError`` (``integrity.confirm_mismatch``).
         """
         scopes = {
@@ -311,6 +330,7 @@ class Continuum(PerceptionFacade):
                 code="usage.bad_sequence",
                 hint="pass the sequence the hash belongs to",
             )
+        recorded_via = check_via(via)
         with self.store.write(run_id) as tx:
             head = tx.run.head_sequence
             upto = head if through_sequence is None else through_sequence
@@ -356,6 +376,8 @@ class Continuum(PerceptionFacade):
             }
             if state.head_hash is not None:
                 payload["through_hash"] = state.head_hash
+            if recorded_via is not None:
+                payload["via"] = recorded_via
             event = tx.append(EventType.REVIEW_CONFIRMED, payload, source=Origin.HUMAN)
         return ConfirmResult(
             run_id=run_id,

@@ -10,12 +10,12 @@ approval rules (``[[branch]]`` tables of ``.continuum/approvals.toml``) and appe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from continuum.errors import NotFoundError, UsageError
 from continuum.eventlog.events import EventType
-from continuum.eventlog.payloads import OBSERVATION_KINDS, RISKS
+from continuum.eventlog.payloads import OBSERVATION_KINDS, RISKS, check_via
 from continuum.runtime.effects import EffectsFacade
 from continuum.runtime.results import BranchVerdict, Observed
 from continuum.state.environment import observe as observe_dependency
@@ -190,6 +190,7 @@ class PerceptionFacade(EffectsFacade):
         observations: Sequence[str],
         risk: str | None = None,
         reason: str | None = None,
+        via: Mapping[str, str] | None = None,
     ) -> BranchVerdict:
         """Ask whether the plan may take ``choice`` at ``branch_id``, a branch resting on
         ``observations`` (their ids), and record the answer (``branch_resolved``).
@@ -200,13 +201,14 @@ class PerceptionFacade(EffectsFacade):
         ``risk`` (``low`` or ``high``) is raised, never lowered, by a ``[[branch]]`` rule
         of the approval rules and by what the branch was declared before. A facade of
         origin ``human`` (a person at the CLI) resolves the branch whatever the
-        observations say. Raises ``not_found.run``, ``not_found.observation``,
-        ``usage.bad_identifier``, ``usage.bad_risk``, ``usage.run_finished`` and
+        observations say; ``via`` records how that person gave it. Raises ``not_found.run``,
+        ``not_found.observation``, ``usage.bad_via``, ``usage.bad_identifier``, ``usage.bad_risk``, ``usage.run_finished`` and
         ``approvals.bad_rules`` (a malformed rules file: fail closed); nothing is written
         then.
         """
         branch_id = _ident(branch_id, "branch_id")
         choice = _ident(choice, "choice")
+        recorded_via = check_via(via)
         if risk is not None and risk not in RISKS:
             raise UsageError(
                 f"risk {str(risk)[:40]!r} is not a risk",
@@ -252,6 +254,8 @@ class PerceptionFacade(EffectsFacade):
             payload["rule"] = rule.describe()
         if reason is not None:
             payload["reason"] = reason
+        if recorded_via is not None:
+            payload["via"] = recorded_via
         self.append(run_id, EventType.BRANCH_RESOLVED, payload)
         self._step(run_id)
         return self._verdict(run_id, self.state(run_id), branch_id)

@@ -10,7 +10,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.recovery.contract import RecoveryContract
-from continuum.recovery.engine import Decision
+from continuum.recovery.engine import ChildView, Decision
 from continuum.state.records import ActionRecord, State
 from continuum.state.validation import ValidationReport
 from continuum.types import Mode
@@ -69,8 +69,9 @@ class Recovery(BaseModel):
     - ``handoff``: the latest handoff note for this session (``note``, ``origin``,
       ``sequence``), or None: read it first (an agent's note is its word).
     - ``children``: the runs started under this one (any depth, ``path`` from it), each
-      with its ``status`` and ``unresolved`` actions (``action_key``, ``status``, ``next``):
-      the verdict is ``request_human`` while one of them may have happened unsettled.
+      with its ``status``, ``unresolved`` actions (``action_key``, ``status``, ``next``),
+      ``pending_approvals`` and ``waiting_branches``: the verdict is ``request_human``
+      while one of them may have happened unsettled, or waits for a person's decision.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -99,6 +100,7 @@ class Evaluation(NamedTuple):
     validation: ValidationReport
     decision: Decision
     contract: RecoveryContract
+    children: tuple[ChildView, ...] = ()  # the runs below it (``RunsFacade.family``)
 
 
 class ActionsPage(NamedTuple):

@@ -40,6 +40,7 @@ from continuum.store import (
     resolve_url,
 )
 from continuum.store.base import check_run_id
+from continuum.telemetry import enable as enable_telemetry
 from continuum.types import ActionStatus, Origin, RunStatus
 
 if TYPE_CHECKING:  # imported when used: archiving is rare, a resume never needs it
@@ -65,6 +66,7 @@ class RunsFacade:
         cwd: str | None = None,
         owner: dict[str, Any] | None = None,
         approvals: RuleFiles | ApprovalRules | None = None,
+        telemetry: bool | None = None,
     ) -> None:
         """Wrap an open ``store`` (see ``Continuum.open`` to open one by URL).
 
@@ -76,8 +78,11 @@ class RunsFacade:
         hook passes the host process and its session. ``approvals``: which calls wait for
         a person's decision; by default the rules of ``.continuum/approvals.toml`` in
         ``cwd`` and beside a SQLite store, read again when they change (``approvals.py``).
+        ``telemetry``: export OpenTelemetry spans (the ``otel`` extra; default:
+        ``CONTINUUM_OTEL=1``; references/telemetry.md).
         """
         self.store = store
+        self.telemetry = enable_telemetry(store, telemetry)
         self.origin = origin
         self.probes: dict[str, Probe] = dict(probes or {})
         self.ledger = ActionLedger(
@@ -117,10 +122,17 @@ class RunsFacade:
         ``create=False``, ``NotFoundError`` (``not_found.store``). A refused store is left
         untouched and nothing is created.
         """
-        return cls(open_store(resolve_url(url), create=create), origin=origin, **kwargs)
+        store = open_store(resolve_url(url), create=create)
+        try:
+            return cls(store, origin=origin, **kwargs)
+        except BaseException:  # e.g. telemetry asked for without its extra: close what we opened
+            store.close()
+            raise
 
     def close(self) -> None:
         """Close the store's connections (also done by leaving a ``with`` block)."""
+        if self.telemetry is not None:
+            self.telemetry.close()
         self.store.close()
 
     def __enter__(self) -> Self:
@@ -434,6 +446,16 @@ class RunsFacade:
                     status=state.status,
                     open_actions=open_actions,
                     in_flight=in_flight,
+                    pending_approvals=tuple(
+                        sorted(a.id for a in state.approvals.values() if a.pending)
+                    ),
+                    waiting_branches=tuple(
+                        (b.id, b.reason or "it needs a person")
+                        for b in sorted(
+                            state.branches.values(), key=lambda x: (x.provenance.sequence, x.id)
+                        )
+                        if b.waiting
+                    ),
                 )
             )
             queue += [(child, c, f"{path}/{c}") for c in state.children]

@@ -187,6 +187,15 @@ class WriteTx(Protocol):
         """Every action of the run as this transaction sees it."""
         ...
 
+    def put_notice(self, notice: dict[str, Any]) -> None:
+        """A notification that is not an event's, once per ``delivery_id``."""
+        ...
+
+    def actions_of(self, scope: str, run_ids: Sequence[str]) -> list[ActionRow]:
+        """Every action of ``run_ids``, after taking ``scope``'s write lock (a family's
+        budget)."""
+        ...
+
     def put_checkpoint(self, row: CheckpointRow) -> None: ...
 
     def drop_archived(self, marker: Event) -> tuple[int, int]:
@@ -380,6 +389,16 @@ class Storage(Protocol):
 
     def outbox_counts(self) -> dict[str, int]:
         """How many notifications are pending, delivered and failed."""
+        ...
+
+    def put_notice(self, run_id: str, notice: dict[str, Any]) -> None:
+        """A notification about ``run_id`` that is not an event's, once per
+        ``delivery_id``, in a write transaction of its own."""
+        ...
+
+    def deliverer_lock(self) -> Callable[[], None] | None:
+        """Take the store's one background-deliverer role across processes: its release,
+        or None while another process holds it (a killed holder frees it)."""
         ...
 
     def claim_outbox(self, now: float, until: float, limit: int) -> list[OutboxRow]:

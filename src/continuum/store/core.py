@@ -13,7 +13,7 @@ So the same damage gets the same error code, and the same exit code, on every ba
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -34,6 +34,7 @@ from continuum.eventlog.events import (
 )
 from continuum.eventlog.limits import check_entry
 from continuum.eventlog.payloads import check_payload
+from continuum.log import get_logger
 from continuum.store.approval_outbox import ApprovalOutboxStore
 from continuum.store.base import (
     DEFAULT_PAGE,
@@ -65,6 +66,8 @@ from continuum.store.tx import (
 )
 from continuum.types import Origin, RunStatus
 
+_log = get_logger("continuum.store")
+
 # -- errors ---------------------------------------------------------------------------------
 
 
@@ -92,6 +95,21 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
     (newest first) and ``_snapshot()`` (one read snapshot for the reads inside it).
     """
 
+    # Told (run_id, head before, head after) after each committed write that added
+    # events, outside the write lock (continuum.telemetry reads the new events). None: one
+    # comparison per write.
+    observer: Callable[[str, int, int], None] | None = None
+
+    def _committed(self, tx: CoreTx) -> None:
+        """Tell the observer about a committed write; its failure never fails the write."""
+        observer = self.observer
+        if observer is None or tx.run.head_sequence <= tx._opened_at:
+            return
+        try:
+            observer(tx.run.run_id, tx._opened_at, tx.run.head_sequence)
+        except Exception as e:  # the write is durable; what watches it is not our concern
+            _log.warning("store.observer_failed", run_id=tx.run.run_id, error=repr(e)[:300])
+
     def get_run(self, run_id: str) -> RunInfo:
         raise NotImplementedError
 
@@ -100,6 +118,12 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
 
     def write(self, run_id: str) -> AbstractContextManager[CoreTx]:
         raise NotImplementedError
+
+    def put_notice(self, run_id: str, notice: dict[str, Any]) -> None:
+        """A notification about ``run_id`` that is not an event's, once per
+        ``delivery_id`` (a verdict a server's watch found), in a write of its own."""
+        with self.write(run_id) as tx:
+            tx.put_notice(notice)
 
     def _event_rows(self, run_id: str, after: int, upto: int | None) -> Iterable[tuple[Any, ...]]:
         raise NotImplementedError

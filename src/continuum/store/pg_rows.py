@@ -41,6 +41,7 @@ def run_lock_key(run_id: str) -> int:
 
 
 MIGRATION_LOCK_KEY = lock_key("continuum:schema")
+DELIVERER_LOCK_KEY = lock_key("continuum:outbox-deliverer")  # one deliverer per store
 
 _INSERT_EVENT = (
     f"INSERT INTO continuum.events ({EVENT_COLUMNS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
@@ -131,9 +132,14 @@ class PgWriteTx(CoreTx):
             rows = action_rows(self._pc.conn, self._run.run_id, column, value)
         return rows[0] if rows else None
 
-    def _all_action_rows(self) -> list[tuple[Any, ...]]:
+    def _all_action_rows(self, run_id: str | None = None) -> list[tuple[Any, ...]]:
         with self._errors():
-            return action_rows(self._pc.conn, self._run.run_id, None, None)
+            return action_rows(self._pc.conn, run_id or self._run.run_id, None, None)
+
+    def _lock_scope(self, run_id: str) -> None:
+        # Always upward (a run's own lock, then its ancestors'): no deadlock; re-entrant.
+        with self._errors():
+            self._pc.conn.execute("SELECT pg_advisory_xact_lock(%s)", (run_lock_key(run_id),))
 
     def _put_action(self, row: ActionRow) -> None:
         with self._errors():
@@ -175,6 +181,13 @@ class PgWriteTx(CoreTx):
     def _put_outbox(self, notice: dict[str, Any]) -> None:
         with self._errors():
             self._pc.conn.execute(POSTGRES.put_outbox, outbox_values(notice))
+
+    def _outbox_has(self, delivery_id: str) -> bool:
+        with self._errors():
+            found = self._pc.conn.execute(
+                "SELECT 1 FROM continuum.outbox WHERE delivery_id = %s", (delivery_id,)
+            ).fetchone()
+        return found is not None
 
     @property
     def wrote(self) -> bool:

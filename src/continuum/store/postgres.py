@@ -62,6 +62,7 @@ from continuum.store.pg_connection import (
     translate,
 )
 from continuum.store.pg_rows import (
+    DELIVERER_LOCK_KEY,
     MIGRATION_LOCK_KEY,
     PgWriteTx,
     action_rows,
@@ -138,6 +139,24 @@ class PostgresStorage(CoreStore):
             raise
 
     # -- connections ----------------------------------------------------------------------
+
+    def deliverer_lock(self) -> Callable[[], None] | None:
+        """The store's one deliverer role (``outbox.BackgroundDelivery``): a session
+        advisory lock on a connection of its own, held until the returned release is called
+        (or the connection ends: a killed deliverer frees it); None while another holds it."""
+        pc = self._connect()
+        try:
+            with self._errors():
+                got = pc.conn.execute(
+                    "SELECT pg_try_advisory_lock(%s)", (DELIVERER_LOCK_KEY,)
+                ).fetchone()
+        except BaseException:
+            close_quietly(pc)
+            raise
+        if not (got and got[0]):
+            close_quietly(pc)
+            return None
+        return lambda: close_quietly(pc)
 
     def _connect(self) -> PgConn:
         return connect(self._target, lock_timeout_ms=self._lock_timeout_ms, check=self._check)
@@ -448,6 +467,8 @@ class PostgresStorage(CoreStore):
             holder.append(PgWriteTx(pc, run_from_row(row), self._clock, self._errors))
             yield holder[0]
         fault_point("after_append_commit")
+        if self.observer is not None:
+            self._committed(holder[0])
 
     # -- reading events -------------------------------------------------------------------
 

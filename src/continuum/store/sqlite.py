@@ -131,8 +131,9 @@ class _Tx(CoreTx):
         rows = _action_query(self._conn, self._run.run_id, column, value)
         return rows[0] if rows else None
 
-    def _all_action_rows(self) -> list[tuple[Any, ...]]:
-        return _action_query(self._conn, self._run.run_id, None, None)
+    def _all_action_rows(self, run_id: str | None = None) -> list[tuple[Any, ...]]:
+        # BEGIN IMMEDIATE holds the file's one write lock: other runs are serialized too.
+        return _action_query(self._conn, run_id or self._run.run_id, None, None)
 
     def _put_action(self, row: ActionRow) -> None:
         self._conn.execute(_PUT_ACTION, action_values(row))
@@ -157,6 +158,12 @@ class _Tx(CoreTx):
 
     def _put_outbox(self, notice: dict[str, Any]) -> None:
         self._conn.execute(SQLITE.put_outbox, outbox_values(notice))
+
+    def _outbox_has(self, delivery_id: str) -> bool:
+        found = self._conn.execute(
+            "SELECT 1 FROM outbox WHERE delivery_id = ?", (delivery_id,)
+        ).fetchone()
+        return found is not None
 
 
 def _action_query(
@@ -352,6 +359,21 @@ class SQLiteStorage(CoreStore):
         with self._lock, self._errors():
             return self._read_version(self._conn())
 
+    def deliverer_lock(self) -> Callable[[], None] | None:
+        """The store's one deliverer role (``outbox.BackgroundDelivery``): an exclusive
+        lock on ``FILE.deliver.lock`` beside the store, held until the returned release is
+        called (or the process ends); None while another process holds it."""
+        import fcntl
+
+        lock_path = f"{self.path}.deliver.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return lambda: os.close(fd)
+
     def close(self) -> None:
         """Close this process's connection to the file."""
         with self._lock:
@@ -454,7 +476,8 @@ class SQLiteStorage(CoreStore):
                         hint="create it first (`continuum start`)",
                         run_id=run_id,
                     )
-                yield _Tx(conn, run_from_row(rows[0]), self._clock)
+                tx = _Tx(conn, run_from_row(rows[0]), self._clock)
+                yield tx
                 fault_point("before_append_commit")
                 conn.execute("COMMIT")
             except BaseException:
@@ -462,6 +485,8 @@ class SQLiteStorage(CoreStore):
                     conn.execute("ROLLBACK")
                 raise
         fault_point("after_append_commit")
+        if self.observer is not None:
+            self._committed(tx)
 
     # -- approvals and the outbox (store/approval_outbox.py) -------------------------------
 

@@ -5,7 +5,7 @@ backend's statements write. A backend subclass supplies only the statements."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from continuum.errors import (
@@ -142,6 +142,17 @@ class CoreTx:
         """Every action of the run as this transaction sees it (the run-wide retry cap)."""
         return [action_from_row(row) for row in self._all_action_rows()]
 
+    def actions_of(self, scope: str, run_ids: Sequence[str]) -> list[ActionRow]:
+        """Every action of ``run_ids`` (a family under ``scope``'s budget), read after
+        taking ``scope``'s write lock so that two runs of one family judged against it
+        are serialized (a backend whose write transactions are exclusive has nothing to
+        take)."""
+        self._lock_scope(scope)
+        out: list[ActionRow] = []
+        for run_id in dict.fromkeys(run_ids):
+            out += [action_from_row(row) for row in self._all_action_rows(run_id)]
+        return out
+
     def put_checkpoint(self, row: CheckpointRow) -> None:
         self._put_checkpoint(row)
 
@@ -212,8 +223,11 @@ class CoreTx:
     def _action_row(self, column: str, value: str) -> tuple[Any, ...] | None:
         raise NotImplementedError
 
-    def _all_action_rows(self) -> list[tuple[Any, ...]]:
+    def _all_action_rows(self, run_id: str | None = None) -> list[tuple[Any, ...]]:
         raise NotImplementedError
+
+    def _lock_scope(self, run_id: str) -> None:
+        """Take ``run_id``'s write lock for the rest of this transaction (if it has one)."""
 
     def _put_action(self, row: ActionRow) -> None:
         raise NotImplementedError
@@ -233,6 +247,15 @@ class CoreTx:
 
     def _put_outbox(self, notice: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    def _outbox_has(self, delivery_id: str) -> bool:
+        raise NotImplementedError
+
+    def put_notice(self, notice: dict[str, Any]) -> None:
+        """A notification that is not an event's (a limit reached), in this transaction;
+        once: a notification already in the outbox (same ``delivery_id``) is left as is."""
+        if not self._outbox_has(notice["delivery_id"]):
+            self._put_outbox(notice)
 
 
 def event_values(event: Event, payload_text: str | None = None) -> tuple[Any, ...]:

@@ -27,6 +27,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from continuum.errors import ContinuumError, UsageError
+from continuum.eventlog.payloads import via_of
 from continuum.runtime.facade import Continuum
 from continuum.store.base import MAX_PAGE
 from continuum.store.confirm_attempts import LOCK_AFTER, ConfirmAttempt
@@ -470,7 +471,13 @@ def operator_routes(
                     hint=f"review and confirm it with `continuum confirm {as_typed(run_id)}` "
                     "(the CLI)",
                 )
-            result = rt.confirm(run_id, scope=scope, through_sequence=seq, expect_hash=shown_hash)
+            result = rt.confirm(
+                run_id,
+                scope=scope,
+                through_sequence=seq,
+                expect_hash=shown_hash,
+                via=_via(session),
+            )
         return (
             f"confirmed {', '.join(result.scope)} through sequence {result.through_sequence} "
             f"(event hash {(result.through_hash or '-')[:12]}) as human"
@@ -520,7 +527,12 @@ def operator_routes(
                         hint="wait until it is settled or its owner is gone",
                     )
             rec = rt.reconcile(
-                run_id, action_id, occurred=occurred, external_id=external_id, note=note
+                run_id,
+                action_id,
+                occurred=occurred,
+                external_id=external_id,
+                note=note,
+                via=_via(session),
             )
         return f"action {rec.action_id} is now {rec.status} (recorded as human)"
 
@@ -557,6 +569,7 @@ def operator_routes(
                 scope=form.get("scope", "call"),
                 run_id=shown.run_id,
                 expect_binding=form.get("binding") or None,
+                via=_via(session),
             )
         return (
             f"approval {decided.id} is now {decided.status}"
@@ -584,3 +597,8 @@ def operator_routes(
     if prefix:
         routes.append(Route(prefix, bare, methods=["GET"]))
     return routes
+
+
+def _via(session: Session) -> dict[str, str]:
+    """How a decision given on this page is recorded: the page and the signed-in token's role."""
+    return via_of("page", role=session.principal.role)
