@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from continuum.errors import IntegrityError
-from continuum.ops.audit import export_audit, verify_audit
+from continuum.ops.audit import export_audit
+from continuum.ops.audit_verify import verify_audit
 from continuum.ops.signing import generate_keypair
 from continuum.runtime.facade import Continuum
 from continuum.store import Storage

@@ -53,6 +53,7 @@ RANKS: dict[str, float] = {
     "continuum.ledger.gate": 6.8,  # what an intercept answers; its approval gate
     "continuum.ledger.core": 7,
     "continuum.ledger.outbox": 7,  # delivering the notification outbox (over the store)
+    "continuum.ledger.deliverer": 7.05,  # its background deliverer in the servers
     "continuum.recovery.verification": 7,
     "continuum.recovery.checkpoints": 7.2,
     "continuum.ops.signing": 7.1,  # signed anchors (Ed25519)
@@ -64,6 +65,7 @@ RANKS: dict[str, float] = {
     "continuum.ops.operations": 7.6,  # what the facade does for long-lived stores
     "continuum.ops.transfer": 7.22,  # export/import (over checkpoints: an import marker seals one)
     "continuum.ops.audit": 7.22,  # audit export of human decisions (over signing, the store)
+    "continuum.ops.audit_verify": 7.23,  # verifying an audit file offline
     "continuum.ops.prune": 7.3,  # archive then delete finished runs (over transfer)
     "continuum.ops.fork": 7.3,  # a new run from a verified prefix of another (over transfer)
     "continuum.ops.migrate_original": 7.5,  # the original project's runs (over ledger, transfer)

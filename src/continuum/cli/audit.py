@@ -15,7 +15,8 @@ from continuum.cli.common import common, private_file, runtime
 from continuum.cli.output import Line, Settings, Styled, emit
 from continuum.errors import UsageError
 from continuum.gateway.pins import PINS_PATH, Pins
-from continuum.ops.audit import GatewayHistory, export_audit, parse_since, verify_audit
+from continuum.ops.audit import GatewayHistory, export_audit, parse_since
+from continuum.ops.audit_verify import verify_audit
 from continuum.ops.bounded import read_lines
 from continuum.untrusted import as_typed, quoted
 

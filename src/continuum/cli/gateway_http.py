@@ -118,7 +118,7 @@ def http_cmd(
         f"{'tokens from ' + str(token_file) if tokens is not None else 'no tokens (loopback)'})"
     )
     app.ready = write_ready(line)
-    from continuum.ledger.outbox import delivering
+    from continuum.ledger.deliverer import delivering
     from continuum.runtime.verdicts import VerdictWatch
 
     with delivering(url, os.getcwd(), "continuum gateway http", watch=VerdictWatch()):

@@ -472,7 +472,7 @@ COMMANDS: list[click.Command] = [mcp_cmd, accept_cmd, install_cmd]
 def _delivering(db: str | None) -> Iterator[None]:
     """The outbox delivered in the background while the gateway runs (when a webhook is
     configured); a store that cannot be named here only means no delivery."""
-    from continuum.ledger.outbox import delivering
+    from continuum.ledger.deliverer import delivering
     from continuum.runtime.verdicts import VerdictWatch
     from continuum.store import resolve_url
 

@@ -105,7 +105,7 @@ def ui_cmd(
         yield
 
     app = Starlette(routes=routes, lifespan=ready)
-    from continuum.ledger.outbox import delivering
+    from continuum.ledger.deliverer import delivering
     from continuum.runtime.verdicts import VerdictWatch
 
     with delivering(url, os.getcwd(), "continuum ui", watch=VerdictWatch()):

@@ -37,7 +37,7 @@ from mcp.server.mcpserver import MCPServer
 
 from continuum.errors import ContinuumError
 from continuum.ledger.approval_rules import load_rules, rule_paths
-from continuum.ledger.outbox import delivering
+from continuum.ledger.deliverer import delivering
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
 from continuum.mcp.tools import INSTRUCTIONS, Tools, register
 from continuum.runtime.verdicts import VerdictWatch

@@ -2,7 +2,7 @@
 
 ``resume`` is read-only (MCP's ``continuum_resume`` must never write), so nothing on the
 read path announces a verdict. The server that holds a store's deliverer role
-(``outbox.BackgroundDelivery``) runs a ``VerdictWatch`` after each delivery pass: it
+(``deliverer.BackgroundDelivery``) runs a ``VerdictWatch`` after each delivery pass: it
 evaluates the active runs whose log moved since it last looked (and each one again every
 ``RECHECK_SECONDS``, for what changes without a write: an owner that died, a file that
 changed), and for each run whose verdict is ``request_human`` writes a ``run_needs_human``
@@ -32,7 +32,7 @@ _log = get_logger("continuum.verdicts")
 
 
 class VerdictWatch:
-    """Call it with a store after each delivery pass (``outbox.delivering(watch=...)``)."""
+    """Call it with a store after each delivery pass (``deliverer.delivering(watch=...)``)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock

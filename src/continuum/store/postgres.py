@@ -141,7 +141,7 @@ class PostgresStorage(CoreStore):
     # -- connections ----------------------------------------------------------------------
 
     def deliverer_lock(self) -> Callable[[], None] | None:
-        """The store's one deliverer role (``outbox.BackgroundDelivery``): a session
+        """The store's one deliverer role (``deliverer.BackgroundDelivery``): a session
         advisory lock on a connection of its own, held until the returned release is called
         (or the connection ends: a killed deliverer frees it); None while another holds it."""
         pc = self._connect()

@@ -360,7 +360,7 @@ class SQLiteStorage(CoreStore):
             return self._read_version(self._conn())
 
     def deliverer_lock(self) -> Callable[[], None] | None:
-        """The store's one deliverer role (``outbox.BackgroundDelivery``): an exclusive
+        """The store's one deliverer role (``deliverer.BackgroundDelivery``): an exclusive
         lock on ``FILE.deliver.lock`` beside the store, held until the returned release is
         called (or the process ends); None while another process holds it."""
         import fcntl
