@@ -62,3 +62,46 @@ def test_a_command_holding_a_backtick_is_not_put_in_a_code_span() -> None:
     n["command"] = "continuum reconcile r1 'a`b' --occurred|--not-occurred"
     text = slack_message(n)["text"]
     assert "To act, run: continuum reconcile r1 'a`b'" in text
+
+
+HOSTILE = "<!channel> <https://evil|approve> `rm -rf` \u202e\u2066 & </script>"
+
+
+def test_the_new_notices_keep_agent_text_inert_in_both_formats() -> None:
+    """Issue 26: the verdict and limit notices quote agent text (a key, an action type, a
+    run id) like the others: in JSON no raw control or bidi character, in Slack no live
+    markup."""
+    import json
+
+    from continuum.eventlog.notices import limit_notice, verdict_notice
+
+    made = [
+        verdict_notice(
+            run_id="r<1>",
+            sequence=3,
+            recorded_at="2026-12-04T00:00:00Z",
+            reason=f'action "{HOSTILE}" may have happened',
+            required_actions=[f"reconcile_action:{HOSTILE}"],
+        ),
+        *(
+            limit_notice(
+                kind,
+                run_id="r<1>",
+                sequence=3,
+                recorded_at="2026-12-04T00:00:00Z",
+                fingerprint="f",
+                reason=" over",
+                action_key=HOSTILE,
+                action_type=HOSTILE,
+            )
+            for kind in ("budget_exceeded", "retry_cap_reached")
+        ),
+    ]
+    for n in made:
+        body = json.dumps(n, ensure_ascii=True)
+        assert "\u202e" not in body and "\u2066" not in body
+        assert "\u202e" not in n["summary"] and "\\u202e" in n["summary"]
+        text = slack_message(n)["text"]
+        assert "<" not in text and ">" not in text and "\u202e" not in text, text
+        assert "a person" in text or "reached" in text
+    assert len({n["delivery_id"] for n in made}) == 3

@@ -44,7 +44,7 @@ from typing import Any
 
 from continuum.eventlog.canonical import canonical_json, digest
 from continuum.eventlog.events import Event, EventType
-from continuum.untrusted import json_safe, quoted
+from continuum.untrusted import json_safe, quoted, terminal_safe
 
 KINDS = (
     "approval_requested",
@@ -245,6 +245,8 @@ _SLACK_TITLES = {
     "action_needs_confirmation": "an agent says an action did not happen",
     "run_needs_human": "a run needs a person",
     "confirm_token_failed": "wrong confirm tokens",
+    "budget_exceeded": "a run's budget is reached",
+    "retry_cap_reached": "a retry cap is reached",
 }
 
 
@@ -324,9 +326,13 @@ def verdict_notice(
             "event_id": None,
             "recorded_at": recorded_at,
             "origin": "deterministic",  # continuum's own judgement
-            "summary": f"run {quoted(run_id)}: needs a person: {reason[:300]}",
+            # continuum's words, agent values quoted in them; escaped again all the same
+            "summary": f"run {quoted(run_id)}: needs a person: {terminal_safe(reason[:300])}",
             "command": f"continuum resume {_word(run_id)}",
-            "details": {"reason": reason, "required_actions": required_actions[:20]},
+            "details": {
+                "reason": terminal_safe(reason),
+                "required_actions": [terminal_safe(a) for a in actions[:20]],
+            },
         }
     )
 
