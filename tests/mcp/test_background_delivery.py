@@ -7,7 +7,7 @@ the two servers is the store's deliverer at a time. SIGKILLed, the other takes t
 over and delivers what comes next; the deliverer's verdict watch announces each run that
 needs a person once, though both servers look on every pass. Negative control: the same servers without a webhook
 configured deliver nothing (the notifications stay pending), so it is the servers that
-delivered. Both backends.
+delivered. Both backends. ``continuum ui`` and ``continuum-mcp`` over HTTP deliver too.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from continuum.runtime.facade import Continuum
 from continuum.store import open_store
@@ -158,3 +160,32 @@ def test_negative_control_without_a_webhook_the_servers_deliver_nothing(
     finally:
         stop(a)
     assert took_the_role(log) == 0
+
+
+@pytest.mark.parametrize("command", ["ui", "mcp-http"])
+def test_continuum_ui_and_the_http_server_deliver_too(tmp_path: Path, command: str) -> None:
+    """The same deliverer runs in ``continuum ui`` and ``continuum-mcp`` over HTTP (with
+    the page): a notification an agent's call writes reaches the receiver, and the run's
+    verdict is announced."""
+    from tests.e2e.operator_site import mcp_command, serving, ui_command, write_tokens
+
+    work = tmp_path / "work"
+    (work / ".continuum").mkdir(parents=True)
+    store = str(work / "store.db")
+    ids = make_notifications(store)
+    receiver = Receiver(tmp_path / "received.jsonl")
+    port = receiver.start(0)
+    (work / ".continuum" / "notify.toml").write_text(NOTIFY.format(port=port), encoding="utf-8")
+    tokens = write_tokens(work / "tokens")
+    at = Path(store)
+    argv = ui_command(at, tokens) if command == "ui" else mcp_command(at, tokens)
+    try:
+        with serving(argv, work) as running:
+            wait_until(
+                "delivered by the server, the verdict too",
+                lambda: settled(store) and ("r1", "run_needs_human") in kinds(store),
+            )
+            assert "outbox.delivering" in running.log()
+    finally:
+        receiver.kill()
+    assert never_accepted(receiver.entries(), ids) == []
