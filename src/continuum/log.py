@@ -1,14 +1,33 @@
-"""Structured logs on stderr only: stdout belongs to JSON output and JSON-RPC."""
+"""Structured logs on stderr only: stdout belongs to JSON output and JSON-RPC.
+
+structlog (with asyncio and friends: tens of milliseconds) is imported at the first log
+line, not when a module asks for its logger: a hook process that logs nothing never
+loads it (issue 27, the lean hot path). ``configure`` only records the level until then.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, Any, Protocol
 
-import structlog
+if TYPE_CHECKING:
+    import structlog
 
 _configured = False
+_wanted: str | None = None  # a level asked for before structlog was loaded
+
+
+class Logger(Protocol):
+    """What continuum's modules log through (a structlog filtering bound logger)."""
+
+    def debug(self, event: str, *args: Any, **kw: Any) -> Any: ...
+    def info(self, event: str, *args: Any, **kw: Any) -> Any: ...
+    def warning(self, event: str, *args: Any, **kw: Any) -> Any: ...
+    def error(self, event: str, *args: Any, **kw: Any) -> Any: ...
+    def critical(self, event: str, *args: Any, **kw: Any) -> Any: ...
+    def exception(self, event: str, *args: Any, **kw: Any) -> Any: ...
 
 
 class _StderrLogger:
@@ -56,22 +75,28 @@ def configure(level: str | None = None) -> None:
 
     A level that is not one of ``LEVELS`` (flag or variable) raises ``BadLogLevel``: a
     start-up that asked for ``--log-level bogus`` should hear so, not run at some other
-    level.
+    level. Nothing is imported here: the level applies when the first line is logged.
     """
+    global _wanted
     if level is not None:
-        _apply(check_level(level))
+        _wanted = check_level(level)
+        if _configured:
+            _apply(_wanted)
         return
     env = os.environ.get(LEVEL_ENV)
     name = check_level(env, source=LEVEL_ENV) if env else "warning"
-    if not _configured:  # set up once: a later call without a level keeps what is there
-        _apply(name)
+    if not _configured and _wanted is None:  # a later call without a level keeps what is set
+        _wanted = name
 
 
 def _configure_default() -> None:
-    """What a first ``get_logger`` does: never raises (a log call must not fail), so an
+    """What the first log line does: never raises (a log call must not fail), so an
     unusable ``CONTINUUM_LOG_LEVEL`` means the default here; the edges refuse it at start-up
     through ``configure``."""
     if _configured:
+        return
+    if _wanted is not None:
+        _apply(_wanted)
         return
     env = (os.environ.get(LEVEL_ENV) or "").strip().lower()
     _apply(env if env in LEVELS else "warning")
@@ -79,6 +104,8 @@ def _configure_default() -> None:
 
 def _apply(name: str) -> None:
     global _configured
+    import structlog
+
     numeric = getattr(logging, name.upper())
     structlog.configure(
         processors=[
@@ -93,7 +120,55 @@ def _apply(name: str) -> None:
     _configured = True
 
 
-def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
-    _configure_default()
-    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name)
-    return logger
+_ORDER = {name: i for i, name in enumerate(LEVELS)}
+
+
+def _allows(level: str) -> bool:
+    """Whether a line at ``level`` is written at the level in force (without loading
+    structlog for a line that would be dropped)."""
+    if _wanted is not None:
+        current = _wanted
+    else:
+        env = (os.environ.get(LEVEL_ENV) or "").strip().lower()
+        current = env if env in LEVELS else "warning"
+    return _ORDER.get(level, 0) >= _ORDER[current]
+
+
+class _LazyLogger:
+    """A named logger that loads structlog at its first line written (``Logger``)."""
+
+    __slots__ = ("_name", "_real")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._real: structlog.typing.FilteringBoundLogger | None = None
+
+    def _logger(self) -> structlog.typing.FilteringBoundLogger:
+        if self._real is None:
+            import structlog
+
+            _configure_default()
+            self._real = structlog.get_logger(self._name)
+        return self._real
+
+    def debug(self, event: str, *args: Any, **kw: Any) -> Any:
+        return self._logger().debug(event, *args, **kw) if _allows("debug") else None
+
+    def info(self, event: str, *args: Any, **kw: Any) -> Any:
+        return self._logger().info(event, *args, **kw) if _allows("info") else None
+
+    def warning(self, event: str, *args: Any, **kw: Any) -> Any:
+        return self._logger().warning(event, *args, **kw) if _allows("warning") else None
+
+    def error(self, event: str, *args: Any, **kw: Any) -> Any:
+        return self._logger().error(event, *args, **kw) if _allows("error") else None
+
+    def critical(self, event: str, *args: Any, **kw: Any) -> Any:
+        return self._logger().critical(event, *args, **kw) if _allows("critical") else None
+
+    def exception(self, event: str, *args: Any, **kw: Any) -> Any:
+        return self._logger().exception(event, *args, **kw) if _allows("error") else None
+
+
+def get_logger(name: str) -> Logger:
+    return _LazyLogger(name)

@@ -82,6 +82,10 @@ def _read_stdin() -> bytes:
 
 def main(argv: list[str]) -> int:
     kind = argv[0] if argv else ""
+    # A hook process is short-lived and continuum's own: pydantic's search of every
+    # installed package for its plugins (tens of milliseconds) is skipped unless the user
+    # asked for plugins in the environment.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         args = parse_args(argv)
         return _run(args)

@@ -31,11 +31,13 @@ MAX_TOKENS = 10**15
 class BudgetScope(NamedTuple):
     """Limits (``usd_micros``, ``tokens``; None: no limit of that kind) set on
     ``run_id``, counted over the attempts of ``members`` (the run, and for a parent every
-    run below it)."""
+    run below it). ``listed_at``: each member's head when its children were read (the
+    write transaction adds a child started since, under the scope's lock)."""
 
     run_id: str
     limits: Mapping[str, int | None]
     members: tuple[str, ...]
+    listed_at: tuple[int, ...] = ()
 
 
 def usd_micros(value: Any, what: str) -> int:

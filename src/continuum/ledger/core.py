@@ -375,8 +375,9 @@ class ActionLedger:
         for scope in budget or ():
             if all(v is None for v in scope.limits.values()):
                 continue
-            own = scope.members == (tx.run.run_id,)
-            rows = tx.actions() if own else tx.actions_of(scope.run_id, scope.members)
+            # Always over the family: a child started since the scope was read counts too.
+            rows = tx.actions_of(scope.run_id, scope.members, scope.listed_at)
+            own = scope.run_id == tx.run.run_id and all(r.run_id == scope.run_id for r in rows)
             whose = "The run" if own else f"The family of run {scope.run_id!r}"
             over = over_budget(scope.limits, charged(r.record for r in rows), estimate, whose=whose)
             if over is not None:

@@ -6,7 +6,7 @@ notification outbox, over ``RunsFacade``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from continuum.errors import NotFoundError, UsageError
 from continuum.eventlog.events import EventType
@@ -23,19 +23,15 @@ from continuum.ledger.budget import BudgetScope, cost_given, cost_of, row_charge
 from continuum.ledger.core import DEFAULT_BLOCK_DRIFT
 from continuum.ledger.effect import Effect
 from continuum.ledger.gate import InterceptResult
-from continuum.ledger.outbox import (
-    DeliveryReport,
-    NotifyConfig,
-    deliver_due,
-    load_notify,
-    notify_paths,
-)
 from continuum.runtime.results import ActionsPage
 from continuum.runtime.runs import MAX_FAMILY, RunsFacade
 from continuum.state.records import ActionRecord
 from continuum.store import DEFAULT_PAGE, MAX_PAGE
 from continuum.store.base import OutboxRow
 from continuum.types import ActionStatus, Origin
+
+if TYPE_CHECKING:
+    from continuum.ledger.outbox import DeliveryReport, NotifyConfig
 
 
 class EffectsFacade(RunsFacade):
@@ -176,8 +172,12 @@ class EffectsFacade(RunsFacade):
         state = self.state(run_id)
         scopes: list[BudgetScope] = []
         if state.budget is not None:  # over the run and every run below it
-            below = tuple(c.run_id for c in self.family(run_id)) if state.children else ()
-            scopes.append(BudgetScope(run_id, _limit_fields(state.budget), (run_id, *below)))
+            limits = _limit_fields(state.budget)
+            if state.children:
+                scopes.append(BudgetScope(run_id, limits, *self._listed_family(run_id)))
+            else:  # the write transaction still adds a child started since
+                head = self.store.get_run(run_id).head_sequence
+                scopes.append(BudgetScope(run_id, limits, (run_id,), (head,)))
         seen, child, parent = {run_id}, run_id, state.parent
         while parent is not None and parent not in seen and len(seen) <= MAX_FAMILY:
             seen.add(parent)
@@ -188,10 +188,31 @@ class EffectsFacade(RunsFacade):
             if child not in above.children:
                 break  # it does not list the run: not a family (RunsFacade.family)
             if above.budget is not None:
-                members = (parent, *(c.run_id for c in self.family(parent)))
-                scopes.append(BudgetScope(parent, _limit_fields(above.budget), members))
+                scopes.append(
+                    BudgetScope(parent, _limit_fields(above.budget), *self._listed_family(parent))
+                )
             child, parent = parent, above.parent
         return scopes or None
+
+    def _listed_family(self, root: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """``root`` and every run listed below it (started or not: a budget counts what
+        may yet run there), each with its head when its children were read."""
+        members: list[str] = []
+        heads: list[int] = []
+        queue = [root]
+        while queue and len(members) <= MAX_FAMILY:
+            run_id = queue.pop(0)
+            if run_id in members:
+                continue
+            try:
+                head = self.store.get_run(run_id).head_sequence  # before its children
+                children = self.state(run_id).children
+            except NotFoundError:
+                head, children = 0, []  # listed, not started yet
+            members.append(run_id)
+            heads.append(head)
+            queue += children
+        return tuple(members), tuple(heads)
 
     def set_budget(
         self,
@@ -458,6 +479,8 @@ class EffectsFacade(RunsFacade):
     def notify_config(self) -> NotifyConfig:
         """The webhooks of ``.continuum/notify.toml`` in ``cwd`` and beside a SQLite store
         (``outbox.bad_config`` for a malformed file)."""
+        from continuum.ledger.outbox import load_notify, notify_paths  # HTTP: on first use
+
         return load_notify(notify_paths(self.ledger.cwd, self.store.url))
 
     def deliver_outbox(
@@ -465,6 +488,8 @@ class EffectsFacade(RunsFacade):
     ) -> DeliveryReport:
         """One delivery pass: send what is due to every configured webhook, record each
         outcome (retries with backoff; ``failed`` after the configured attempts)."""
+        from continuum.ledger.outbox import deliver_due
+
         return deliver_due(
             self.store, config if config is not None else self.notify_config(), limit=limit
         )

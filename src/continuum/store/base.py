@@ -191,9 +191,11 @@ class WriteTx(Protocol):
         """A notification that is not an event's, once per ``delivery_id``."""
         ...
 
-    def actions_of(self, scope: str, run_ids: Sequence[str]) -> list[ActionRow]:
-        """Every action of ``run_ids``, after taking ``scope``'s write lock (a family's
-        budget)."""
+    def actions_of(
+        self, scope: str, run_ids: Sequence[str], listed_at: Sequence[int] = ()
+    ) -> list[ActionRow]:
+        """Every action of ``run_ids`` and of the runs started under them since they were
+        listed, after taking ``scope``'s write lock (a family's budget)."""
         ...
 
     def put_checkpoint(self, row: CheckpointRow) -> None: ...

@@ -136,6 +136,15 @@ class PgWriteTx(CoreTx):
         with self._errors():
             return action_rows(self._pc.conn, run_id or self._run.run_id, None, None)
 
+    def _payloads_after(self, run_id: str, after: int, type_: str) -> list[str]:
+        with self._errors():
+            rows = self._pc.conn.execute(
+                "SELECT payload FROM continuum.events WHERE run_id = %s AND sequence > %s"
+                " AND type = %s ORDER BY sequence",
+                (run_id, after, type_),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def _lock_scope(self, run_id: str) -> None:
         # Always upward (a run's own lock, then its ancestors'): no deadlock; re-entrant.
         with self._errors():

@@ -131,6 +131,14 @@ class _Tx(CoreTx):
         rows = _action_query(self._conn, self._run.run_id, column, value)
         return rows[0] if rows else None
 
+    def _payloads_after(self, run_id: str, after: int, type_: str) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT payload FROM events WHERE run_id = ? AND sequence > ? AND type = ?"
+            " ORDER BY sequence",
+            (run_id, after, type_),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def _all_action_rows(self, run_id: str | None = None) -> list[tuple[Any, ...]]:
         # BEGIN IMMEDIATE holds the file's one write lock: other runs are serialized too.
         return _action_query(self._conn, run_id or self._run.run_id, None, None)

@@ -4,6 +4,7 @@ backend's statements write. A backend subclass supplies only the statements."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -142,14 +143,29 @@ class CoreTx:
         """Every action of the run as this transaction sees it (the run-wide retry cap)."""
         return [action_from_row(row) for row in self._all_action_rows()]
 
-    def actions_of(self, scope: str, run_ids: Sequence[str]) -> list[ActionRow]:
-        """Every action of ``run_ids`` (a family under ``scope``'s budget), read after
-        taking ``scope``'s write lock so that two runs of one family judged against it
-        are serialized (a backend whose write transactions are exclusive has nothing to
-        take)."""
+    def actions_of(
+        self, scope: str, run_ids: Sequence[str], listed_at: Sequence[int] = ()
+    ) -> list[ActionRow]:
+        """Every action of ``run_ids`` (a family under ``scope``'s budget) and of every
+        run started under one of them since it was listed (``listed_at``: each one's head
+        then; a run listed without one is read from its start), read after taking
+        ``scope``'s write lock: a child's start writes to its parent under that lock, and
+        two runs of the family judged against it are serialized (a backend whose write
+        transactions are exclusive has nothing to take)."""
         self._lock_scope(scope)
+        heads = dict(zip(run_ids, listed_at, strict=False))
+        known = list(dict.fromkeys(run_ids))
+        queue = [(r, heads.get(r, 0)) for r in known]
+        while queue and len(known) <= 10_000:
+            run_id, after = queue.pop()
+            for text in self._payloads_after(run_id, after, str(EventType.CHILD_STARTED)):
+                payload = json.loads(text)
+                child = payload.get("child_run_id") if isinstance(payload, dict) else None
+                if isinstance(child, str) and child not in known:
+                    known.append(child)
+                    queue.append((child, 0))
         out: list[ActionRow] = []
-        for run_id in dict.fromkeys(run_ids):
+        for run_id in known:
             out += [action_from_row(row) for row in self._all_action_rows(run_id)]
         return out
 
@@ -224,6 +240,10 @@ class CoreTx:
         raise NotImplementedError
 
     def _all_action_rows(self, run_id: str | None = None) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _payloads_after(self, run_id: str, after: int, type_: str) -> list[str]:
+        """The payload texts of ``run_id``'s events of ``type_`` after sequence ``after``."""
         raise NotImplementedError
 
     def _lock_scope(self, run_id: str) -> None:

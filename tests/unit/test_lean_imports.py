@@ -1,0 +1,50 @@
+"""The hot path loads only what it needs (issue 27): a hook process that gates an effect,
+and the facade a program opens, import neither structlog (with asyncio) nor the outbox's
+HTTP client until a line is logged or a notification delivered. Control: logging a line
+at the level in force does load structlog, so the check can see it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("structlog", "asyncio", "http.client", "continuum.ledger.outbox")
+
+
+def loaded(code: str, env: dict[str, str] | None = None) -> list[str]:
+    probe = (
+        f"{code}\nimport sys, json\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", **(env or {})},
+    )
+    return list(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_the_gate_and_the_facade_do_not_load_logging_or_http() -> None:
+    assert loaded("import continuum.hooks.gate") == []
+    work = (
+        "import tempfile, os\n"
+        "from continuum import Continuum\n"
+        "d = tempfile.mkdtemp()\n"
+        "cx = Continuum.open(os.path.join(d, 's.db'))\n"
+        "cx.start_run('r')\n"
+        "r = cx.intercept('r', 'send', {'n': 1}, key='k')\n"
+        "cx.complete('r', r.action_key)\n"
+        "from continuum.log import get_logger\n"
+        "get_logger('t').info('below the default level: dropped')\n"
+    )
+    assert loaded(work) == []
+
+
+def test_control_a_line_written_loads_structlog() -> None:
+    code = "from continuum.log import get_logger\nget_logger('t').warning('written')"
+    assert "structlog" in loaded(code)
+    info = "from continuum.log import get_logger\nget_logger('t').info('written at info')"
+    assert "structlog" in loaded(info, {"CONTINUUM_LOG_LEVEL": "info"})
