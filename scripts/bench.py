@@ -1344,6 +1344,9 @@ def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
     exe = shutil.which("continuum", path=str(Path(sys.executable).parent))
     hook = [exe] if exe else [sys.executable, "-m", "continuum"]
     db = work / "hooks.db"
+    # The gate enforces only a registry a person accepted (as `hooks install` does).
+    accept = [*hook, "hooks", "accept", "--dir", str(project), "--run", "bench", "--yes"]
+    subprocess.run([*accept, "--db", str(db)], capture_output=True, check=True)
 
     def command(kind: str) -> list[str]:
         return [
@@ -1395,13 +1398,15 @@ def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
             summary(no_match, "ms"),
             ratio=ratio,
             ratio_to="bare interpreter",
-            target="<= 2 x a bare interpreter start",
-            ok=ratio <= 2.0,
+            target="<= 1.5 x a bare interpreter start (issue 27)",
+            ok=ratio <= 1.5,
         ),
         "hook_effect_pre_post": judged(
             summary(effect, "ms"),
-            target="pre-tool + post-tool median < 250 ms",
-            ok=_median(effect) < 250,
+            ratio=_median(effect) / _median(bare),
+            ratio_to="bare interpreter",
+            target="pre-tool + post-tool median <= 100 ms and <= 3 x a bare interpreter (issue 27)",
+            ok=_median(effect) <= 100 and _median(effect) <= 3 * _median(bare),
         ),
     }
     if bare_path:

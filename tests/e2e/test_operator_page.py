@@ -231,7 +231,9 @@ def test_confirm_records_what_the_cli_records(
     v.shot("done")
     after = events(db, seeded.run_id)[len(before) :]
     assert [e["type"] for e in after] == ["review_confirmed"]
-    assert after == expected and after[0]["source"] == "human"
+    assert _without_times(after) == _without_times(expected) and after[0]["source"] == "human"
+    assert _channels(after) == [{"channel": "page", "role": "approve"}]
+    assert _channels(expected) == [{"channel": "script"}]
     assert after[0]["payload"]["through_sequence"] == shown_seq
     v.tokens_never_shown()
 
@@ -267,6 +269,7 @@ def test_reconcile_records_what_the_cli_records(
     after = events(db, seeded.run_id)[len(before) :]
     assert [e["type"] for e in after] == ["action_reconciled"]
     assert _without_times(after) == _without_times(expected)
+    assert _channels(after) == [{"channel": "page", "role": "approve"}]
     assert after[0]["source"] == "human"
     assert v.all(".action form") == []  # nothing unresolved is left
     v.shot("done")
@@ -274,10 +277,22 @@ def test_reconcile_records_what_the_cli_records(
 
 
 def _without_times(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events without their times and without ``via`` (how the decision was given:
+    the page's ``{"channel": "page", "role": ...}``, the CLI's ``{"channel": "script"}``),
+    which ``_channels`` checks on its own."""
     return [
-        {**e, "payload": {k: x for k, x in e["payload"].items() if not k.endswith("_at")}}
+        {
+            **e,
+            "payload": {
+                k: x for k, x in e["payload"].items() if not k.endswith("_at") and k != "via"
+            },
+        }
         for e in found
     ]
+
+
+def _channels(found: list[dict[str, Any]]) -> list[Any]:
+    return [e["payload"].get("via") for e in found]
 
 
 @pytest.mark.parametrize("decision", ["allow", "deny"])
@@ -306,6 +321,7 @@ def test_decide_records_what_the_cli_records(
         f"approval_{'granted' if decision == 'allow' else 'denied'}"
     ]
     assert _without_times(after) == _without_times(expected) and after[0]["source"] == "human"
+    assert _channels(after)[-1] == {"channel": "page", "role": "approve"}
     assert len(v.all(".approval form")) == 1  # the other approval still waits
     v.tokens_never_shown()
 

@@ -122,15 +122,17 @@ def test_the_servers_deliver_the_outbox_one_at_a_time_and_take_over_when_one_die
             "the new ones delivered too, and r2's verdict",
             lambda: settled(db) and ("r2", "run_needs_human") in kinds(db),
         )
+        every = outbox_ids(db)  # all delivered at this moment (settled)
         assert took_the_role(logs[1 - holder]) == 1
-        # looked at on every pass by two servers: each run announced once
-        assert kinds(db)[("r1", "run_needs_human")] == kinds(db)[("r2", "run_needs_human")] == 1
+        # looked at on every pass by two servers: r1 (whose causes did not change) is
+        # announced once; r2 once per set of causes it went through as its calls came in
+        assert kinds(db)[("r1", "run_needs_human")] == 1
+        assert 1 <= kinds(db)[("r2", "run_needs_human")] <= 3
     finally:
         receiver.kill()
         for p in servers:
             if p.poll() is None:
                 stop(p)
-    every = outbox_ids(db)
     assert never_accepted(receiver.entries(), every) == []
     verdict = next(
         row.body for row in listed(db) if row.kind == "run_needs_human" and row.run_id == "r2"
