@@ -380,6 +380,10 @@ def test_a_childs_own_budget_and_its_parents_both_hold(store: Storage, cx: Conti
     assert over.status == "budget_exceeded"
     assert "The family of run 'run_budget' has spent or reserved 90 tokens of 100" in over.guidance
     assert cx.intercept("kid2", "llm", {"q": 5}, key="k4", cost={"tokens": 10}).proceed
+    family = cx.usage(RUN)["family"]  # what the parent's budget counts
+    assert family["runs"] == [RUN, "kid", "kid2"]
+    assert family["reserved"]["tokens"] == 100 and cx.usage(RUN)["reserved"]["tokens"] == 60
+    assert "family" not in cx.usage("kid2")
     # a loose run is not counted in the family
     cx.start_run("loose", "alone")
     assert cx.intercept("loose", "llm", {"q": 6}, key="l1", cost={"tokens": 500}).proceed

@@ -103,6 +103,14 @@ def usage_cmd(s: Settings, run_id: str) -> None:
         f"(in flight or unknown, at their estimate) {dollars(reserved['usd_micros'])} USD, "
         f"{reserved['tokens']} tokens; limits: {_limits_words(report['limits'])}"
     )
+    family = report.get("family")
+    if family is not None:  # a parent's budget counts every run below it
+        fs, fr = family["spent"], family["reserved"]
+        lines.append(
+            f"with its {len(family['runs']) - 1} run(s) below: spent "
+            f"{dollars(fs['usd_micros'])} USD, {fs['tokens']} tokens; reserved "
+            f"{dollars(fr['usd_micros'])} USD, {fr['tokens']} tokens"
+        )
     emit(s, report, lines)
 
 

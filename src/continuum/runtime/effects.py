@@ -275,8 +275,9 @@ class EffectsFacade(RunsFacade):
                         "counts": {"usd_micros": counted[0], "tokens": counted[1]},
                     }
                 )
-        limits = self.state(run_id).budget
-        return {
+        state = self.state(run_id)
+        limits = state.budget
+        out: dict[str, Any] = {
             "run_id": run_id,
             "rows": rows,
             "spent": {"usd_micros": spent[0], "tokens": spent[1]},
@@ -285,6 +286,22 @@ class EffectsFacade(RunsFacade):
             if limits is None
             else {k: limits.get(k) for k in ("usd_micros", "tokens")},
         }
+        if state.children:  # what the family under it spent and reserves (its budget's count)
+            members, _ = self._listed_family(run_id)
+            family = [[0, 0], [0, 0]]  # spent, reserved
+            for member in members:
+                for indexed in self.store.list_actions(member):
+                    for row in indexed.record.get("usage") or ():
+                        counted = row_charge(row)
+                        into = family[0] if row.get("actual") is not None else family[1]
+                        into[0] += counted[0]
+                        into[1] += counted[1]
+            out["family"] = {
+                "runs": list(members),
+                "spent": {"usd_micros": family[0][0], "tokens": family[0][1]},
+                "reserved": {"usd_micros": family[1][0], "tokens": family[1][1]},
+            }
+        return out
 
     def reconcile(
         self,
