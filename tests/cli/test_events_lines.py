@@ -168,3 +168,19 @@ def test_json_gives_the_events_exactly_as_stored(cli: CLI, db: str) -> None:
         "events": expected,
     }
     assert cli("--json", "events", RUN, "--after", "2", "-v").json()["events"] == expected
+
+
+def test_a_persons_decision_shows_how_it_was_given_and_a_client_name_stays_escaped(
+    cli: CLI, db: str
+) -> None:
+    story(db)
+    person = Continuum.open(db, origin=Origin.HUMAN)
+    person.confirm(RUN, via={"channel": "page", "role": "approve"})
+    client = "evil\u202e<b>"
+    person.confirm(RUN, via={"channel": "mcp", "client": client})
+    person.close()
+    lines = cli("events", RUN).out.splitlines()
+    assert 'via page (role "approve")' in lines[-2], lines[-2]
+    assert 'via mcp (client "evil\\u202e<b>")' in lines[-1], lines[-1]
+    assert "\u202e" not in "".join(lines)
+    assert "via " not in lines[2]  # an agent's event has none

@@ -94,7 +94,7 @@ class EventLines:
         if describe is None:
             return key_values(p)
         lead = self._action(e) if str(e.type).startswith("action_") else []
-        return (lead + describe(p)) or key_values(p)
+        return (lead + describe(p) + _via(p)) or key_values(p)
 
     def _action(self, e: Event) -> list[str]:
         p = e.payload
@@ -177,6 +177,16 @@ def _dependencies(p: dict[str, Any]) -> list[str]:
         value = dep.get("version") or dep.get("checksum")
         out.append(token(dep["name"]) + (f"={token(value)}" if value is not None else ""))
     return out
+
+
+def _via(p: dict[str, Any]) -> list[str]:
+    """How a person's decision was given (``via``: terminal, script, page, mcp), and
+    the page's role or the MCP client's name (escaped: a client names itself)."""
+    via = p.get("via")
+    if not isinstance(via, dict) or not isinstance(via.get("channel"), str):
+        return []
+    who = [f"{k} {text(via[k], 60)}" for k in ("role", "client") if isinstance(via.get(k), str)]
+    return [f"via {token(via['channel'])}" + (f" ({', '.join(who)})" if who else "")]
 
 
 def _reconciled(p: dict[str, Any]) -> list[str]:
