@@ -367,3 +367,41 @@ def test_agent_text_in_the_slack_format_is_escaped_by_slacks_rules(db: str, tmp_
     ):
         assert control in live, control
     print("outbox [slack]:", messages[0]["text"].replace("\n", " / "))
+
+
+def test_a_pass_sends_each_notification_once_even_when_its_retry_falls_due_during_it(
+    tmp_path: Path,
+) -> None:
+    """A pass takes what was due when it began: a slow pass (here a clock that moves a
+    second per look, past the 0.05 s backoff) never retries within itself; before, a
+    pass slowed by a first log line sent the same notification twice and used up its
+    attempts. Control: the next pass does retry it."""
+    db = str(tmp_path / "s.db")
+    cx = Continuum(open_store(db), origin=Origin.EXTERNAL_AGENT)
+    cx.start_run("r1", "mail")
+    r = cx.intercept("r1", "send_mail", {"to": "c1"}, key="m1")
+    cx.fail("r1", r.action_key, error="timeout")
+    ticks = [1000.0]
+
+    def clock() -> float:
+        ticks[0] += 1.0
+        return ticks[0]
+
+    sent: list[str] = []
+
+    def failing(webhook: Webhook, row: Any, **kw: Any) -> str:
+        sent.append(row.delivery_id)
+        return "HTTP 500"
+
+    config = NotifyConfig(
+        webhooks=(Webhook(name="w", url="http://127.0.0.1:9/x"),),
+        policy=DeliveryPolicy(timeout_seconds=0.5, backoff_seconds=0.05, max_attempts=5),
+    )
+    try:
+        report = deliver_due(cx.store, config, clock=clock, sender=failing)
+        assert (report.claimed, len(sent)) == (1, 1)
+        assert cx.outbox_counts()["pending"] == 1
+        deliver_due(cx.store, config, clock=clock, sender=failing)  # the next pass retries
+        assert len(sent) == 2
+    finally:
+        cx.close()

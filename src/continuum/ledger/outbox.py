@@ -426,9 +426,10 @@ def deliver_due(
         return report
     policy = config.policy
     lease = 2 * policy.timeout_seconds * len(config.webhooks) + 1.0
-    for _ in range(limit):
+    started = clock()  # a pass takes what was due when it began: a retry it scheduled
+    for _ in range(limit):  # (after its backoff) is the next pass's, never this one's
         now = clock()
-        claimed = store.claim_outbox(now, now + lease, 1)
+        claimed = store.claim_outbox(started, now + lease, 1)
         if not claimed:
             break
         row = claimed[0]
