@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx2
-import structlog
 from starlette.types import Message, Receive, Send
 
 from continuum.gateway.http_rules import Upstream
 from continuum.ledger.gate import InterceptResult
+from continuum.log import get_logger
 
-_log = structlog.get_logger("continuum.gateway.http")
+_log = get_logger("continuum.gateway.http")
 
 MAX_REQUEST_BYTES = 16 * 1024 * 1024  # a larger request body is refused (413)
 STORED_BODY_BYTES = 64 * 1024  # a larger 2xx body is not kept: a replay answers without it

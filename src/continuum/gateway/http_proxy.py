@@ -34,7 +34,6 @@ from urllib.parse import parse_qsl
 import anyio
 import anyio.to_thread
 import httpx2
-import structlog
 from starlette.types import Receive, Scope, Send
 
 from continuum.errors import ContinuumError, LedgerError, StoreError, UsageError
@@ -53,13 +52,14 @@ from continuum.gateway.http_answers import (
 )
 from continuum.gateway.http_rules import EffectRule, HttpRules, MissingKey, Upstream, effect_key
 from continuum.ledger.gate import InterceptResult
+from continuum.log import get_logger
 from continuum.runtime.facade import Continuum
 from continuum.serving.server import send_json
 from continuum.serving.tokens import Grant, Role, TokenTable
 from continuum.store import is_postgres_url, sqlite_path_from_url
 from continuum.types import InterceptStatus
 
-_log = structlog.get_logger("continuum.gateway.http")
+_log = get_logger("continuum.gateway.http")
 T = TypeVar("T")
 
 STORE_RETRY_SECONDS = 1.0  # an unusable store is opened again at most this often

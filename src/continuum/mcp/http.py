@@ -42,7 +42,6 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import anyio
-import structlog
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel.server import Server as LowLevelServer
@@ -53,6 +52,7 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from continuum.log import get_logger
 from continuum.mcp.roles import Refusal, authenticate
 from continuum.serving.config import (
     MCP_PATH,
@@ -86,7 +86,7 @@ SESSION_IDLE_SECONDS = 30 * 60
 AUTH_REFUSED = -32041
 """JSON-RPC code (server-defined range) of a request refused for its bearer token."""
 
-_log = structlog.get_logger("continuum.mcp.http")
+_log = get_logger("continuum.mcp.http")
 
 
 # --- configuration -----------------------------------------------------------------

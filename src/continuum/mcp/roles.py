@@ -27,8 +27,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
-import structlog
-
+from continuum.log import get_logger
 from continuum.serving.auth import Caller, Decision, Policy, logged_name
 from continuum.serving.tokens import (
     GRANT_SCOPE_KEY,
@@ -220,7 +219,7 @@ def _needed(tool: str) -> str:
 def log_role_denial(decision: Decision, grant: Grant | None) -> None:
     """The denial on stderr with the token's role and line (never the token)."""
     with suppress(Exception):
-        structlog.get_logger("continuum.mcp.auth").warning(
+        get_logger("continuum.mcp.auth").warning(
             "mcp.call_denied",
             tool=decision.tool,
             caller=logged_name(decision.caller),

@@ -49,10 +49,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-import structlog
 from mcp_types import CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY, InitializeRequestParams
 
 from continuum.errors import ContinuumError, UsageError
+from continuum.log import get_logger
 from continuum.serving.confirm_limit import ConfirmLimit, attempt_denial
 from continuum.serving.secrets import (
     ALLOW_ALIAS_ENV,
@@ -316,7 +316,7 @@ def log_denial(decision: Decision) -> None:
     """
     d = decision
     with suppress(Exception):
-        logger = structlog.get_logger("continuum.mcp.auth")
+        logger = get_logger("continuum.mcp.auth")
         logger.warning(
             "mcp.call_denied",
             tool=d.tool,
@@ -371,7 +371,7 @@ class ClientLog:
     def saw(self, name: str | None, era: Era) -> None:
         if name in self._seen or self._full:
             return
-        logger = structlog.get_logger("continuum.mcp.auth")
+        logger = get_logger("continuum.mcp.auth")
         if len(self._seen) >= self._max_names:
             self._full = True
             with suppress(Exception):

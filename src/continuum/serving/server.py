@@ -18,16 +18,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-import structlog
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from continuum.log import get_logger
 from continuum.serving.config import (
     Listen,
     bad_setting,
 )
 from continuum.serving.flags import MAX_IN_FLIGHT_FLAG, SERVER_BUSY
 
-_log = structlog.get_logger("continuum.mcp.http")
+_log = get_logger("continuum.mcp.http")
 
 SHUTDOWN_GRACE_SECONDS = 5
 
@@ -119,13 +119,28 @@ def bind(listen: Listen) -> socket.socket:
     return sock
 
 
+def _stdlib_line(record: logging.LogRecord) -> None:
+    """One stdlib record as our JSON line, at its level."""
+    logger = get_logger(record.name)
+    if record.levelno >= logging.CRITICAL:
+        logger.critical(record.getMessage())
+    elif record.levelno >= logging.ERROR:
+        logger.error(record.getMessage())
+    elif record.levelno >= logging.WARNING:
+        logger.warning(record.getMessage())
+    elif record.levelno >= logging.INFO:
+        logger.info(record.getMessage())
+    else:
+        logger.debug(record.getMessage())
+
+
 class _StructlogHandler(logging.Handler):
     """The SDK's and uvicorn's stdlib log records, as our JSON lines on stderr (JSON keeps
     a peer's text, such as a Host header, inert in a terminal)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         with suppress(Exception):
-            structlog.get_logger(record.name).log(record.levelno, record.getMessage())
+            _stdlib_line(record)
 
 
 @contextmanager

@@ -70,12 +70,12 @@ from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
-import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from pydantic import ValidationError
 
 from continuum.errors import UsageError
+from continuum.log import get_logger
 from continuum.serving.flags import (
     MAX_IN_FLIGHT_FLAG,
     SERVER_BUSY,
@@ -118,7 +118,7 @@ DEFAULT_MAX_IN_FLIGHT = 16
 def _warn(event: str, **fields: Any) -> None:
     """Log to structlog, but never let a broken stderr take the wire down."""
     with suppress(Exception):
-        structlog.get_logger("continuum.mcp.transport").warning(event, **fields)
+        get_logger("continuum.mcp.transport").warning(event, **fields)
 
 
 ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]

@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from urllib.parse import urlsplit
 
-import structlog
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -28,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from continuum.errors import ContinuumError, UsageError
 from continuum.eventlog.payloads import via_of
+from continuum.log import get_logger
 from continuum.runtime.facade import Continuum
 from continuum.store.base import MAX_PAGE
 from continuum.store.confirm_attempts import LOCK_AFTER, ConfirmAttempt
@@ -62,7 +62,7 @@ SECURITY_HEADERS = {
 }
 _PAGES = ("/", "/login", "/logout", "/run", "/confirm", "/reconcile", "/decide", "/style.css")
 
-_log = structlog.get_logger("continuum.ui")
+_log = get_logger("continuum.ui")
 
 
 def ui_paths(prefix: str = UI_PREFIX) -> list[str]:
