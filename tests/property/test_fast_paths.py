@@ -325,3 +325,253 @@ def test_canonical_json_parsed_refuses_what_json_cannot_hold() -> None:
     with pytest.raises(ValueError):
         canonical_json_parsed({"x": parse_json("1e400")})
     assert canonical_json_parsed("é\u2028") == canonical_json("é\u2028")  # a bare string
+
+
+# -- the fused read loop against verified_events -----------------------------------------
+
+_NON_CANONICAL_PAYLOADS = [
+    '{"a": 1}',
+    ' {"a":1}',
+    '{"a":1} ',
+    '{"a":1}x',
+    '{"a":NaN}',
+    '{"a":Infinity}',
+    '{"a":1e400}',
+    "[1]",
+    "1",
+    "",
+    "\ufeff{}",
+    '{"a":"\\ud800"}',
+]
+odd_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2**64),
+    st.floats(allow_nan=False),
+    any_text,
+    st.binary(max_size=6),
+    st.sampled_from([*_NON_CANONICAL_PAYLOADS, *(str(o) for o in Origin), "0" * 64, "r"]),
+)
+_chain_payloads = st.dictionaries(
+    st.sampled_from(["a", "é", 'q"', "b\\"]),
+    st.one_of(st.integers(-5, 5), any_text, st.none(), st.lists(st.integers(), max_size=2)),
+    max_size=3,
+)
+
+
+def _sealed_rows(
+    run_id: str, payloads: list[dict[str, Any]], sources: list[Origin], causers: list[bool]
+) -> list[tuple[Any, ...]]:
+    """A chain as a store holds it: the columns of EVENT_COLUMNS, payloads canonical."""
+    rows: list[tuple[Any, ...]] = []
+    prev: str | None = None
+    for i, (payload, source, caused) in enumerate(
+        zip(payloads, sources, causers, strict=False), start=1
+    ):
+        try:
+            e = seal(
+                event_id=f"evt_{i}",
+                run_id=run_id,
+                sequence=i,
+                type="work_completed" if i % 2 else 't\u00e9"',
+                timestamp=f"2026-01-01T00:00:{i:02d}.000000Z",
+                payload=payload,
+                causer_event_id=f"evt_{i - 1}\u2028" if caused else None,
+                source=source,
+                prev_hash=prev,
+            )
+        except ContinuumError:
+            break  # a lone surrogate: no writer stores it; the chain ends here
+        rows.append(
+            (
+                e.run_id,
+                e.sequence,
+                e.event_id,
+                str(e.type),  # a column reads back as a plain str, not the EventType
+                e.timestamp,
+                canonical_json(e.payload),
+                e.causer_event_id,
+                str(e.source),
+                e.prev_hash,
+                e.hash,
+            )
+        )
+        prev = e.hash
+    return rows
+
+
+def _read_outcome(events: Any) -> tuple[list[Any], tuple[Any, ...] | None]:
+    """Every event yielded, then the error that ended the read (code and fields) if any."""
+    got: list[Any] = []
+    try:
+        for e in events:
+            got.append(e)
+    except ContinuumError as e:
+        return got, (type(e).__name__, e.code, e.message, sorted(e.fields.items()))
+    except Exception as e:
+        return got, (type(e).__name__, str(e))
+    return got, None
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    run_id=st.sampled_from(["r", "run-é", 'q"\\']),
+    payloads=st.lists(_chain_payloads, min_size=0, max_size=6),
+    sources=st.lists(st.sampled_from(list(Origin)), min_size=6, max_size=6),
+    causers=st.lists(st.booleans(), min_size=6, max_size=6),
+    edits=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 9), odd_values), max_size=3),
+    reorder=st.sampled_from(["none", "drop", "swap", "duplicate"]),
+    head_shift=st.integers(-2, 2),
+    start=st.integers(0, 2),
+)
+def test_fused_read_loop_yields_and_raises_exactly_what_verified_events_does(
+    run_id: str,
+    payloads: list[dict[str, Any]],
+    sources: list[Origin],
+    causers: list[bool],
+    edits: list[tuple[int, int, Any]],
+    reorder: str,
+    head_shift: int,
+    start: int,
+) -> None:
+    from continuum.store.core import verified_raw
+    from continuum.store.rows import verified_events
+
+    rows = [list(r) for r in _sealed_rows(run_id, payloads, sources, causers)]
+    for i, col, value in edits:  # any column of any row: a value of any type
+        if i < len(rows):
+            rows[i][col] = value
+    if len(rows) >= 2:
+        if reorder == "drop":
+            del rows[1]
+        elif reorder == "swap":
+            rows[0], rows[1] = rows[1], rows[0]
+        elif reorder == "duplicate":
+            rows.insert(1, list(rows[0]))
+    start = min(start, len(rows))  # read after an earlier event, linked to its hash
+    after = start
+    prev = rows[start - 1][9] if start else None
+    prev = prev if prev is None or isinstance(prev, str) else "x"
+    body = [tuple(r) for r in rows[start:]]
+    head = max(len(rows) + head_shift, 0)
+    kwargs: dict[str, Any] = {"after": after, "prev_hash": prev, "head": head}
+    fast = _read_outcome(verified_raw(run_id, body, **kwargs))
+    slow = _read_outcome(verified_events(run_id, body, **kwargs))
+    assert fast == slow
+    assert all(type(a) is type(b) for a, b in zip(fast[0], slow[0], strict=True))
+
+
+def test_fused_read_loop_takes_an_intact_chain_whole() -> None:
+    from continuum.store.core import verified_raw
+
+    rows = _sealed_rows("r", [{"a": i, "é": "\n"} for i in range(5)], list(Origin)[:5], [True] * 5)
+    got = list(verified_raw("r", rows, after=0, prev_hash=None, head=5))
+    assert [e.sequence for e in got] == [1, 2, 3, 4, 5]
+    assert got[-1].hash == rows[-1][9] and got[0].payload == {"a": 0, "é": "\n"}
+
+
+# -- the index rows: one scan against action_record for every row -----------------------
+
+
+def _reference_index_row_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) -> list[Any]:
+    """``index_row_violations`` with every row read by ``action_record`` (no fast path)."""
+    from continuum.errors import IntegrityError
+    from continuum.eventlog.chain import DamageKind, Violation
+    from continuum.recovery.verification import _claimed_action
+    from continuum.store.rows import action_record
+
+    out: list[Any] = []
+    records: list[dict[str, Any]] = []
+    unreadable: set[Any] = set()
+    for row in rows:
+        folded = acc["actions"].get(row[1]) if type(row[1]) is str else None
+        try:
+            records.append(action_record(row))
+        except IntegrityError as e:
+            out.append(
+                Violation(
+                    sequence=folded["last_sequence"] if folded else acc["sequence"],
+                    kind=DamageKind.INDEX_MISMATCH,
+                    detail=e.message,
+                )
+            )
+            unreadable.update(
+                (row[1] if isinstance(row[1], str) else None, _claimed_action(row[2]))
+            )
+    return out + _index_violations(acc, records, unreadable=unreadable)
+
+
+_record_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False, allow_infinity=False),
+    text,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    records=st.lists(
+        st.fixed_dictionaries(
+            {"status": st.sampled_from(["started", "completed"]), "n": _record_values},
+            optional={"args": st.dictionaries(text, _record_values, max_size=2)},
+        ),
+        min_size=0,
+        max_size=4,
+    ),
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            st.sampled_from(
+                ["spaces", "lead", "trail", "nan", "bytes", "field", "float", "id", "key", "drop"]
+            ),
+            _record_values,
+        ),
+        max_size=3,
+    ),
+)
+def test_index_rows_scan_finds_exactly_what_action_record_and_index_violations_find(
+    records: list[dict[str, Any]], edits: list[tuple[int, str, Any]]
+) -> None:
+    from continuum.recovery.verification import index_row_violations
+
+    actions = {}
+    for i, rec in enumerate(records):
+        actions[f"a{i}"] = {**rec, "action_id": f"a{i}", "dedup_key": f"d{i}", "last_sequence": i}
+    acc = {"actions": actions, "sequence": 9}
+    rows: list[Any] = [
+        ["r", aid, canonical_json(rec), None, rec["dedup_key"]] for aid, rec in actions.items()
+    ]
+    for i, how, value in edits:
+        if i >= len(rows):
+            continue
+        row = rows[i]
+        if how in ("lead", "trail", "nan", "bytes") and not isinstance(row[2], str):
+            continue  # these edit a text
+        if how in ("spaces", "field", "float") and row[2] != canonical_json(actions[f"a{i}"]):
+            continue  # these rewrite an intact text only
+        if how == "spaces":
+            row[2] = json.dumps(json.loads(row[2]))
+        elif how == "lead":
+            row[2] = " " + row[2]
+        elif how == "trail":
+            row[2] = row[2] + " x"
+        elif how == "nan":
+            row[2] = row[2][:-1] + ',"z":NaN}'
+        elif how == "bytes":
+            row[2] = row[2].encode()
+        elif how == "field":
+            row[2] = canonical_json({**json.loads(row[2]), "n": value})
+        elif how == "float":  # an equal number written another way: still equal records
+            row[2] = row[2].replace(f'"last_sequence":{i}', f'"last_sequence":{i}.0', 1)
+        elif how == "id":
+            row[1] = value if value is not None else f"a{i + 1}"
+        elif how == "key":
+            row[4] = value
+        elif how == "drop":
+            rows[i] = ["r", row[1], "{", None, row[4]]
+    frozen = [tuple(r) for r in rows]
+    ours = index_row_violations(acc, frozen)
+    ref = _reference_index_row_violations(acc, frozen)
+    assert [v.model_dump() for v in ours] == [v.model_dump() for v in ref]

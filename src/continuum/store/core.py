@@ -12,9 +12,12 @@ So the same damage gets the same error code, and the same exit code, on every ba
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from json.encoder import encode_basestring as _json_string
 from typing import Any
 
 from continuum.errors import (
@@ -72,6 +75,85 @@ _log = get_logger("continuum.store")
 
 
 # -- reading rows -------------------------------------------------------------------------
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"non-finite number {token} is not allowed")
+
+
+# The payload scanner of ``fast_parse`` (its ``raw_decode`` is this plus a frame): the same
+# options, NaN and Infinity refused. (``scan_once`` is set in ``JSONDecoder.__init__``,
+# which the stub does not declare.)
+_SCAN_PAYLOAD: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(
+    parse_constant=_refuse_constant
+).scan_once  # type: ignore[attr-defined]
+# Each origin with its JSON string, as ``raw_hash`` encodes it.
+_SOURCES = {str(o): (o, _json_string(o.value)) for o in Origin}
+_new_tuple = tuple.__new__
+
+
+def verified_raw(
+    run_id: str, rows: Iterable[tuple[Any, ...]], *, after: int, prev_hash: str | None, head: int
+) -> Iterator[RawEvent]:
+    """``verified_events`` with the intact rows checked in one loop, no call per row.
+
+    A row is taken here only when ``raw_from_row`` would decode it to the same
+    ``RawEvent`` and ``verified_events`` would find it intact (every column of its type,
+    the payload one JSON object, sequence, link and run as expected, ``raw_hash`` equal to
+    the stored hash). The first row that is not, and all after it, go to
+    ``verified_events`` from that position, which names the damage; so the events yielded
+    and the error raised are exactly its own (tests/property/test_fast_paths.py).
+
+    Cheaper per row: the run id, the origin and the event type are JSON-encoded once, and
+    a previous hash that matched a hex digest is quoted without encoding.
+    """
+    expected, prev = after + 1, prev_hash
+    run_q = _json_string(run_id)
+    prev_q = "null" if prev is None else _json_string(prev)
+    types: dict[str, str] = {}
+    sha256, scan, sources = hashlib.sha256, _SCAN_PAYLOAD, _SOURCES
+    it = iter(rows)
+    for row in it:
+        try:
+            run, seq, event_id, type_, ts, payload, causer, source, link, hash_ = row
+            if not (
+                type(seq) is int
+                and seq == expected
+                and link == prev
+                and type(link) is type(prev)
+                and type(run) is str
+                and run == run_id
+                and type(event_id) is type(type_) is type(ts) is type(hash_) is str
+                and type(payload) is str
+                and (causer is None or type(causer) is str)
+            ):
+                break
+            data, end = scan(payload, 0)
+            if end != len(payload) or type(data) is not dict:
+                break
+            origin, source_q = sources[source]
+            type_q = types.get(type_)
+            if type_q is None:
+                type_q = types[type_] = _json_string(type_)
+            text = (
+                f'{{"causer_event_id":{"null" if causer is None else _json_string(causer)}'
+                f',"event_id":{_json_string(event_id)},"payload":{payload}'
+                f',"prev_hash":{prev_q},"run_id":{run_q},"sequence":{int.__repr__(seq)}'
+                f',"source":{source_q},"timestamp":{_json_string(ts)},"type":{type_q}}}'
+            )
+            if sha256(text.encode("utf-8")).hexdigest() != hash_:
+                break
+        except Exception:  # anything unusual: the reference path decides
+            break
+        # hash_ is a hex digest (it equals one): its JSON string is itself in quotes.
+        expected, prev, prev_q = expected + 1, hash_, f'"{hash_}"'
+        yield _new_tuple(
+            RawEvent, (event_id, run, seq, type_, ts, data, causer, origin, link, hash_)
+        )
+    else:
+        row = None
+    rest: Iterable[tuple[Any, ...]] = () if row is None else itertools.chain((row,), it)
+    yield from verified_events(run_id, rest, after=expected - 1, prev_hash=prev, head=head)
 
 
 # -- the verify loops ------------------------------------------------------------------------
@@ -229,7 +311,7 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
         rows: Iterable[tuple[Any, ...]] = self._event_rows(run_id, after, head)
         if after < head:
             rows = self._live_from(run_id, rows, after)
-        yield from verified_events(run_id, rows, after=after, prev_hash=prev_hash, head=head)
+        yield from verified_raw(run_id, rows, after=after, prev_hash=prev_hash, head=head)
 
     def _archived_link(self, run_id: str, after: int) -> str | None:
         """The hash the event after ``after`` links to when ``after`` is the last archived
