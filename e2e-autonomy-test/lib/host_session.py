@@ -15,7 +15,7 @@ install`), non-interactively, with a private HOME (WORK/home-HOST):
   environment (`ANTHROPIC_API_KEY`, no base URL override); the prompt is
   prompts/session-N.md. Not run in CI.
 
-`--kill-after-send INV`: the moment outbox/INV.txt appears, the host and everything it
+`--kill-after-send INV`: the moment outbox/INV.txt holds its whole line, the host and everything it
 started (its continuum-mcp too) are SIGKILLed, before it can record the send. In the
 scripted run the model's next answer waits until then, so the kill lands exactly between
 the send and its record. Prints what happened; exit 0 when the session ran (and, with
@@ -167,8 +167,12 @@ def run(
     say(f"{host.name} session {args.session} started (pid {proc.pid}); logs in {project.logs}")
     if args.kill_after_send:
         target = project.dir / "outbox" / f"{args.kill_after_send}.txt"
+        line = (project.dir / "invoices" / f"{args.kill_after_send}.txt").read_bytes()
         deadline = time.monotonic() + 600
-        while not target.exists():
+        # The send is done when the whole line is there: `cat >> FILE` creates the file
+        # before it writes, and a kill at the file's creation (as before) could cut the
+        # line in half on a slow machine, which the score then counts as a wrong send.
+        while not (target.exists() and target.read_bytes() == line):
             if proc.proc is not None and proc.proc.poll() is not None:
                 say(
                     f"the host ended (exit {proc.proc.returncode}) before sending {args.kill_after_send}"

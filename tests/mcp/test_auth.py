@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -633,6 +633,30 @@ def test_connecting_client_reads_the_name_each_era_declares(
     assert connecting_client(method, params, meta) == expected
 
 
+@pytest.fixture(autouse=True)
+def structlog_configured() -> None:
+    """continuum configures structlog at the first line written; done before a test's
+    ``capture_logs`` takes structlog over, so that first line does not undo it."""
+    from continuum import log
+
+    log._configure_default()
+
+
+@pytest.fixture
+def info_level() -> Iterator[None]:
+    """Lines at info are written (the default level, warning, drops them before structlog)."""
+    from continuum import log
+
+    before = log._wanted or "warning"
+    log.configure("info")
+    log._configure_default()  # applied now, before capture_logs takes structlog over
+    try:
+        yield
+    finally:
+        log.configure(before)
+
+
+@pytest.mark.usefixtures("info_level")
 def test_client_log_warns_once_about_an_unlisted_client_and_says_how_to_allow_it() -> None:
     policy = Policy(allow=frozenset({"Kilo Code"}), allow_source="CONTINUUM_MCP_MUTATING_CLIENTS")
     clients = ClientLog(policy)
@@ -660,6 +684,7 @@ def test_client_log_on_a_read_only_server_says_which_variable_grants_access() ->
     assert "CONTINUUM_MCP_MUTATING_CLIENTS" in logs[0]["message"]
 
 
+@pytest.mark.usefixtures("info_level")
 def test_client_log_remembers_a_bounded_number_of_names() -> None:
     clients = ClientLog(Policy(), max_names=3)
     with structlog.testing.capture_logs() as logs:
