@@ -47,3 +47,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def _figure_order(line: str) -> tuple[int, str]:
     m = re.match(r"F(\d+)", line)
     return (int(m.group(1)) if m else 999, line)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _continuum_logging_configured() -> None:
+    """continuum configures structlog at its first line written (issue 27). A test that
+    saves structlog's configuration and restores it afterwards (``capture_logs``, the
+    transport tests' ``reset_defaults``) would otherwise save the defaults before that
+    first line and restore them after it, leaving structlog on its defaults (stdout) while
+    continuum believes it configured: configured once, up front, in every worker."""
+    from continuum import log
+
+    log._configure_default()
