@@ -48,3 +48,9 @@ def test_control_a_line_written_loads_structlog() -> None:
     assert "structlog" in loaded(code)
     info = "from continuum.log import get_logger\nget_logger('t').info('written at info')"
     assert "structlog" in loaded(info, {"CONTINUUM_LOG_LEVEL": "info"})
+
+
+def test_continuum_mcp_starts_without_the_outbox() -> None:
+    """The deliverer loads the outbox (its HTTP client, its settings parser) in its own
+    thread, once a webhook is configured: not on continuum-mcp's way to initialized."""
+    assert "continuum.ledger.outbox" not in loaded("import continuum.mcp.server")

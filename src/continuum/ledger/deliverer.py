@@ -14,17 +14,14 @@ import functools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from continuum.errors import ContinuumError
-from continuum.ledger.outbox import (
-    DeliveryReport,
-    NotifyConfig,
-    deliver_loop,
-    load_notify,
-    notify_paths,
-)
 from continuum.log import get_logger
 from continuum.store import Storage
+
+if TYPE_CHECKING:  # the outbox (with its HTTP client) loads in the deliverer's thread
+    from continuum.ledger.outbox import DeliveryReport, NotifyConfig
 
 _log = get_logger("continuum.outbox")
 
@@ -99,6 +96,8 @@ class BackgroundDelivery:
                     continue
                 self.holding.set()
                 _log.info("outbox.delivering", by=self.name)
+                from continuum.ledger.outbox import deliver_loop
+
                 deliver_loop(
                     store,
                     self.load,
@@ -131,10 +130,14 @@ def delivering(
     ``watch`` (the verdict watch: ``runtime.verdicts``); never a reason not to serve."""
     from continuum.store import open_store
 
-    paths = notify_paths(directory, url)
+    def load() -> NotifyConfig:
+        from continuum.ledger.outbox import load_notify, notify_paths
+
+        return load_notify(notify_paths(directory, url))
+
     delivery = BackgroundDelivery(
         lambda: open_store(url, create=False),
-        lambda: load_notify(paths),
+        load,
         poll_seconds=poll_seconds,
         name=name,
         watch=watch,

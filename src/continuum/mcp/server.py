@@ -37,10 +37,8 @@ from mcp.server.mcpserver import MCPServer
 
 from continuum.errors import ContinuumError
 from continuum.ledger.approval_rules import load_rules, rule_paths
-from continuum.ledger.deliverer import delivering
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
 from continuum.mcp.tools import INSTRUCTIONS, Tools, register
-from continuum.runtime.verdicts import VerdictWatch
 from continuum.serving.auth import ClientLog, Policy, connecting_client, load_policy
 from continuum.serving.confirm_limit import StoreConfirmLimit
 from continuum.serving.flags import DEFAULT_HTTP_MAX_IN_FLIGHT, MAX_IN_FLIGHT_FLAG, flag_problem
@@ -300,6 +298,9 @@ def serve_http(args: argparse.Namespace) -> int:
         on_ready=lambda: http.announce(where, config),
     )
     level = check_level(args.log_level or os.environ.get(LEVEL_ENV) or "warning")
+    from continuum.ledger.deliverer import delivering  # with a webhook only: not at start-up
+    from continuum.runtime.verdicts import VerdictWatch
+
     with delivering(url, str(Path.cwd()), "continuum-mcp", watch=VerdictWatch()):
         return serving.serve(app, sock, config.tls, log_level=getattr(logging, level.upper()))
 
@@ -366,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
                 tg.start_soon(renew_leases, tools)
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
                 tg.cancel_scope.cancel()
+
+    from continuum.ledger.deliverer import delivering  # its HTTP client loads on first use
+    from continuum.runtime.verdicts import VerdictWatch
 
     try:
         with delivering(url, str(Path.cwd()), "continuum-mcp", watch=VerdictWatch()):
