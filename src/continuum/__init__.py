@@ -34,8 +34,9 @@ if TYPE_CHECKING:
         StoreError,
         UsageError,
     )
-    from continuum.eventlog.chain import VerifyReport, Violation
-    from continuum.eventlog.events import Event, EventType
+    from continuum.eventlog.event_model import Event
+    from continuum.eventlog.events import EventType
+    from continuum.eventlog.reports import VerifyReport, Violation
     from continuum.ledger.core import ActionLedger
     from continuum.ledger.gate import InterceptResult
     from continuum.recovery.contract import RecoveryContract
@@ -57,8 +58,8 @@ if TYPE_CHECKING:
 
 # Where each public name lives.
 _HOMES = {
-    "VerifyReport": "continuum.eventlog.chain",
-    "Violation": "continuum.eventlog.chain",
+    "VerifyReport": "continuum.eventlog.reports",
+    "Violation": "continuum.eventlog.reports",
     "RecoveryContract": "continuum.recovery.contract",
     "ContinuumError": "continuum.errors",
     "EffectUncertain": "continuum.errors",
@@ -69,7 +70,7 @@ _HOMES = {
     "NotFoundError": "continuum.errors",
     "StoreError": "continuum.errors",
     "UsageError": "continuum.errors",
-    "Event": "continuum.eventlog.events",
+    "Event": "continuum.eventlog.event_model",
     "EventType": "continuum.eventlog.events",
     "ActionLedger": "continuum.ledger.core",
     "InterceptResult": "continuum.ledger.gate",

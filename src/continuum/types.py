@@ -29,6 +29,10 @@ class Origin(StrEnum):
         return self in (Origin.LLM, Origin.EXTERNAL_AGENT, Origin.IMPORTED)
 
 
+# Origins whose word is trusted without a person's confirmation.
+TRUSTED_ORIGINS = (Origin.HUMAN, Origin.DETERMINISTIC)
+
+
 class ActionStatus(StrEnum):
     """The recorded status of an action in the ledger (references/contract.md §6).
 
@@ -171,3 +175,18 @@ class InterceptStatus(StrEnum):
     REVALIDATION_REQUIRED = "revalidation_required"
     RETRY_CAP_REACHED = "retry_cap_reached"
     BUDGET_EXCEEDED = "budget_exceeded"
+
+
+class DamageKind(StrEnum):
+    """What kind of damage a ``Violation`` found."""
+
+    HASH_MISMATCH = "hash_mismatch"  # the stored hash does not match the content
+    BROKEN_LINK = "broken_link"  # prev_hash is not the previous event's hash
+    SEQUENCE_GAP = "sequence_gap"  # a sequence number is missing or out of order
+    WRONG_RUN = "wrong_run"  # the row claims another run
+    MALFORMED = "malformed"  # the row cannot be decoded at all
+    TRUNCATED = "truncated"  # events missing after the last stored one (head / anchor)
+    HEAD_MISMATCH = "head_mismatch"  # the head record disagrees with the last event
+    ANCHOR_MISMATCH = "anchor_mismatch"  # an exported anchor is not in this chain
+    INDEX_MISMATCH = "index_mismatch"  # a derived index disagrees with the log
+    CHECKPOINT_MISMATCH = "checkpoint_mismatch"  # a stored checkpoint fails its hash

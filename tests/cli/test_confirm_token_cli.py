@@ -10,8 +10,8 @@ from pathlib import Path
 from continuum.hooks.guard import guarded_touch
 from continuum.runtime.facade import Continuum
 from continuum.serving.secrets import Secret, check_confirm_token_strength
-from continuum.store.base import Run
 from continuum.store.confirm_attempts import LOCK_AFTER
+from continuum.store.models import Run
 from tests.cli.conftest import Result
 
 RUN = "r1"

@@ -16,11 +16,11 @@ import pytest
 from continuum.errors import IntegrityError
 from continuum.runtime.facade import Continuum
 from continuum.store import Storage
+from continuum.store.attempt_state import AttemptState
 from continuum.store.confirm_attempts import (
     FREE_FAILURES,
     LOCK_AFTER,
     NOTICE_FROM,
-    AttemptState,
     ConfirmAttempt,
     wait_after,
 )

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from continuum import Continuum
 from continuum.errors import ContinuumError, NotFoundError, UsageError
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import EventType
 from continuum.ops.fork import build_fork
 from continuum.ops.transfer import import_checked
 from continuum.recovery.checkpoints import lean

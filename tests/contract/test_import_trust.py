@@ -170,7 +170,7 @@ def _resealed(text: str) -> str:
     import json
 
     from continuum.eventlog.canonical import canonical_json
-    from continuum.eventlog.events import seal
+    from continuum.eventlog.event_model import seal
 
     records = [json.loads(line) for line in text.splitlines()]
     prev: str | None = None

@@ -37,7 +37,8 @@ from continuum.errors import (
     UsageError,
 )
 from continuum.eventlog.canonical import canonical_json
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import EventType
 from continuum.mcp.server import main as mcp_main
 from continuum.runtime.facade import Continuum
 from continuum.store import Run, open_store, probe_store
@@ -438,11 +439,8 @@ def test_a_writer_with_a_stale_head_is_rejected_by_the_primary_key(filled: str) 
     with closing(open_store(filled)) as store:
         before = store.read_events(RUN)
         with pytest.raises(ForkRejectedError), store.write(RUN) as tx:
-            tx._run = tx.run.model_copy(  # type: ignore[attr-defined]
-                update={
-                    "head_sequence": 2,
-                    "head_hash": before[1].hash,
-                }
+            tx._head = tx.head._replace(  # type: ignore[attr-defined]
+                head_sequence=2, head_hash=before[1].hash
             )
             tx.append(EventType.WORK_COMPLETED, {"doc": "fork"}, source=Origin.DETERMINISTIC)
         assert store.read_events(RUN) == before

@@ -27,7 +27,8 @@ from continuum.errors import (
     UsageError,
 )
 from continuum.eventlog.canonical import canonical_json
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import EventType
 from continuum.runtime.facade import Continuum
 from continuum.store import Run, SQLiteStorage, open_store
 from continuum.store.schema import MIGRATIONS, SCHEMA_VERSION, SQLITE_APPLICATION_ID
@@ -530,7 +531,7 @@ def test_a_writer_with_a_stale_head_is_rejected_by_the_primary_key(filled: Path)
         before = store.read_events(RUN)
         with pytest.raises(ForkRejectedError), store.write(RUN) as tx:
             # A writer that read the head before another one appended (F6-neg).
-            tx._run = tx.run.model_copy(update={"head_sequence": 2, "head_hash": before[1].hash})
+            tx._head = tx.head._replace(head_sequence=2, head_hash=before[1].hash)
             tx.append(EventType.WORK_COMPLETED, {"doc": "fork"}, source=before[0].source)
 
         assert store.read_events(RUN) == before

@@ -6,6 +6,7 @@ Everything here goes through the ``Storage`` protocol only; backend-specific che
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -17,7 +18,8 @@ from continuum.errors import (
     NotFoundError,
     UsageError,
 )
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import EventType
 from continuum.store import ActionRow, CheckpointRow, Run, Storage
 from continuum.store.schema import SCHEMA_VERSION
 from continuum.types import Origin, RunStatus
@@ -410,7 +412,7 @@ def test_put_action_again_updates_the_row_in_place(store: Storage, run: str) -> 
         tx.put_action(action_row(run, 2))
     done = action_row(run, 1, status="completed", external_id="ext-1")
     with store.write(run) as tx:
-        tx.put_action(done.model_copy(update={"lease_expires": None}))
+        tx.put_action(dataclasses.replace(done, lease_expires=None))
 
     rows = store.list_actions(run)
     assert [r.action_id for r in rows] == ["act_1", "act_2"]
@@ -457,7 +459,7 @@ def test_renew_lease_moves_only_the_lease(store: Storage, run: str) -> None:
     store.renew_lease(run, "act_1", 5000.0)
 
     renewed = store.get_action(run, "act_1")
-    assert renewed == row.model_copy(update={"lease_expires": 5000.0})
+    assert renewed == dataclasses.replace(row, lease_expires=5000.0)
 
 
 # -- checkpoints and schema -------------------------------------------------------------------

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import EventType
 from continuum.ops.backup import restore_backup, verify_backup
 from continuum.runtime.facade import Continuum
 from continuum.store import Storage, open_store

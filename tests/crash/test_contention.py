@@ -362,8 +362,8 @@ for line in sys.stdin:
         try:
             with store.write("run_f6") as tx:
                 # A writer that did not re-read the head inside its transaction.
-                tx._run = tx.run.model_copy(update={"head_sequence": head.head_sequence,
-                                                    "head_hash": head.head_hash})
+                tx._head = tx.head._replace(head_sequence=head.head_sequence,
+                                            head_hash=head.head_hash)
                 e = tx.append(EventType.WORK_COMPLETED, {"w": worker}, source="deterministic")
             print(json.dumps({"ok": e.sequence}), flush=True)
         except ContinuumError as e:

@@ -12,6 +12,7 @@ the past, in the store, as the passing of the backoff would. No test sleeps.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from typing import Any
 import apsw
 
 from continuum.store import open_store
-from continuum.store.base import OutboxRow
-from continuum.store.confirm_attempts import META_KEY, AttemptState
+from continuum.store.attempt_state import AttemptState
+from continuum.store.confirm_attempts import META_KEY
+from continuum.store.models import OutboxRow
 
 
 def runs_record(db: str | Path) -> dict[str, Any]:
@@ -35,7 +37,7 @@ def runs_record(db: str | Path) -> dict[str, Any]:
                     (e.event_id, str(e.type), str(e.source), e.hash)
                     for e in store.read_events(run.run_id)
                 ],
-                "actions": [a.model_dump(mode="json") for a in store.list_actions(run.run_id)],
+                "actions": [dataclasses.asdict(a) for a in store.list_actions(run.run_id)],
                 "checkpoints": [
                     c.model_dump(mode="json") for c in store.list_checkpoints(run.run_id)
                 ],

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 import continuum.store.tx as tx
 from continuum.errors import UsageError
-from continuum.eventlog.events import EventType, seal
+from continuum.eventlog.event_model import seal
+from continuum.eventlog.events import EventType
 from continuum.store import SQLiteStorage
 from continuum.types import Origin
 

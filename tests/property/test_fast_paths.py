@@ -26,8 +26,10 @@ from hypothesis import strategies as st
 
 from continuum.errors import ContinuumError
 from continuum.eventlog.canonical import canonical_json, canonical_json_parsed, parse_json
-from continuum.eventlog.chain import VerifyReport, with_violations
-from continuum.eventlog.events import Event, EventType, seal, stored_event_hash
+from continuum.eventlog.chain import with_violations
+from continuum.eventlog.event_model import Event, seal
+from continuum.eventlog.events import EventType, stored_event_hash
+from continuum.eventlog.reports import VerifyReport
 from continuum.recovery.verification import index_violations as _index_violations
 from continuum.runtime.facade import Continuum
 from continuum.state.projection import project
@@ -476,7 +478,8 @@ def test_fused_read_loop_takes_an_intact_chain_whole() -> None:
 def _reference_index_row_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) -> list[Any]:
     """``index_row_violations`` with every row read by ``action_record`` (no fast path)."""
     from continuum.errors import IntegrityError
-    from continuum.eventlog.chain import DamageKind, Violation
+    from continuum.eventlog.chain import DamageKind
+    from continuum.eventlog.reports import Violation
     from continuum.recovery.verification import _claimed_action
     from continuum.store.rows import action_record
 

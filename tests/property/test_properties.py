@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from continuum.eventlog.canonical import canonical_json, parse_json
 from continuum.eventlog.chain import DamageKind, verify_chain
-from continuum.eventlog.events import Event, EventType, seal
+from continuum.eventlog.event_model import Event, seal
+from continuum.eventlog.events import EventType
 from continuum.recovery.engine import build_contract, decide
 from continuum.state.projection import project
 from continuum.state.records import State

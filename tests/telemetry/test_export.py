@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from continuum.errors import UsageError
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import EventType
 from continuum.runtime.facade import Continuum
 from continuum.telemetry.spans import (
     MAX_TEXT_CHARS,

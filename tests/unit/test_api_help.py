@@ -27,7 +27,7 @@ from continuum import (
     Mode,
     Recovery,
 )
-from continuum.eventlog.events import seal
+from continuum.eventlog.event_model import seal
 from continuum.ledger.gate import GUIDANCE
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,13 +10,12 @@ import pytest
 from continuum.eventlog.chain import (
     ChainVerifier,
     DamageKind,
-    VerifyReport,
-    Violation,
     check_anchor,
     verify_chain,
     with_violations,
 )
-from continuum.eventlog.events import Event, seal
+from continuum.eventlog.event_model import Event, seal
+from continuum.eventlog.reports import VerifyReport, Violation
 from continuum.types import Origin
 
 RUN = "run_chain"

@@ -31,12 +31,16 @@ RANKS: dict[str, float] = {
     "continuum.ops.bounded": 1.2,  # bounds for reading files back: line size, JSON depth
     "continuum.rule_tables": 1,  # [[table]] entries of a TOML rules file (stdlib only)
     "continuum.eventlog.events": 2,
+    "continuum.eventlog.event_model": 2.1,  # Event, the pydantic model for the API edge
+    "continuum.eventlog.reports": 2.1,  # what a verification reports (pydantic models)
     "continuum.recovery.contract": 2,
     "continuum.eventlog.payloads": 2.5,
     "continuum.eventlog.notices": 2.6,  # which events call for a person (pure), used by the store
     "continuum.eventlog.archived": 2.6,  # what an archive marker says (pure), used by the store
     "continuum.safe_files": 1.5,  # private files written whole or not at all
     "continuum.eventlog.chain": 3,
+    "continuum.state.components": 2.7,
+    "continuum.state.action_fields": 2.75,  # an action record checked as plain data  # the state's components (plain constants)
     "continuum.state.records": 2.8,  # the state's models (frozen pydantic)
     "continuum.state.perception": 2.9,  # how far an observation is verified (pure)
     "continuum.state.projection": 3,
@@ -50,6 +54,7 @@ RANKS: dict[str, float] = {
     "continuum.ledger.approvals": 6.5,  # the per-call check against the log, under the ledger
     "continuum.ledger.owners": 6.1,  # who performs an action, alive or not (/proc, leases)
     "continuum.ledger.identity": 6.2,  # an action's normalized arguments and dedup key
+    "continuum.ledger.answers": 6.7,  # what an intercept answers, as plain data
     "continuum.ledger.gate": 6.8,  # what an intercept answers; its approval gate
     "continuum.ledger.core": 7,
     "continuum.ledger.outbox": 7,  # delivering the notification outbox (over the store)
@@ -147,7 +152,10 @@ PURE = (
     "continuum.eventlog.notices",
     "continuum.eventlog.archived",
     "continuum.eventlog.events",
+    "continuum.eventlog.event_model",
+    "continuum.eventlog.reports",
     "continuum.eventlog.chain",
+    "continuum.state.components",
     "continuum.state.records",
     "continuum.state.perception",
     "continuum.state.projection",

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from continuum.eventlog.canonical import canonical_json
-from continuum.eventlog.events import Event, EventType, seal
+from continuum.eventlog.event_model import Event, seal
+from continuum.eventlog.events import EventType
 from continuum.state.projection import apply_action_event, empty_state, fold, project
 from continuum.state.records import ActionRecord, State
 from continuum.types import ActionStatus, Origin, RunStatus

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from continuum.eventlog.canonical import canonical_json, parse_json
-from continuum.eventlog.chain import VerifyReport, verify_chain
-from continuum.eventlog.events import Event, EventType, seal
+from continuum.eventlog.chain import verify_chain
+from continuum.eventlog.event_model import Event, seal
+from continuum.eventlog.events import EventType
+from continuum.eventlog.reports import VerifyReport
 from continuum.recovery.engine import SAFETY_STATUS, Decision, build_contract, decide
 from continuum.state.projection import project
 from continuum.state.records import State

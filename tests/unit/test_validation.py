@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from continuum.eventlog.events import Event, EventType, seal
+from continuum.eventlog.event_model import Event, seal
+from continuum.eventlog.events import EventType
 from continuum.state.projection import project
 from continuum.state.records import Dependency, Provenance, State
 from continuum.state.validation import (

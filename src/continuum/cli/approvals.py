@@ -31,7 +31,8 @@ from continuum.errors import UsageError
 from continuum.eventlog.notices import decide_command
 from continuum.ledger.approvals import ApprovalInfo
 from continuum.ledger.outbox import DeliveryReport, deliver_loop
-from continuum.store.base import MAX_PAGE, OUTBOX_STATUSES, OutboxRow
+from continuum.store.base import MAX_PAGE, OUTBOX_STATUSES
+from continuum.store.models import OutboxRow
 from continuum.types import Origin
 from continuum.untrusted import as_typed, json_safe, quoted
 

@@ -21,7 +21,8 @@ import click
 from continuum.cli.common import common, common_without_db, require_person, runtime
 from continuum.cli.output import Line, Settings, Styled, ask, emit, write_lines
 from continuum.errors import IntegrityError, UsageError
-from continuum.store.confirm_attempts import FREE_FAILURES, LOCK_AFTER, NOTICE_FROM, AttemptState
+from continuum.store.attempt_state import AttemptState
+from continuum.store.confirm_attempts import FREE_FAILURES, LOCK_AFTER, NOTICE_FROM
 from continuum.untrusted import quoted
 
 TOKEN_BYTES = 32  # 256 bits, 43 characters of the URL-safe alphabet (a valid bearer token too)

@@ -24,7 +24,8 @@ from continuum.cli.common import common, runtime
 from continuum.cli.live import follow_events
 from continuum.cli.output import Line, Settings, emit
 from continuum.errors import UsageError
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import EventType
 from continuum.untrusted import quoted
 
 TYPE_WIDTH = 21  # action_marked_unknown; a longer type pushes its line along

@@ -37,7 +37,7 @@ from continuum.cli.output import (
     verdict_styled,
     write_lines,
 )
-from continuum.eventlog.events import Event
+from continuum.eventlog.event_model import Event
 from continuum.runtime.facade import Continuum
 from continuum.store import RunInfo, redact_url
 from continuum.types import ActionStatus, RunStatus

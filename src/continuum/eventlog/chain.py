@@ -7,66 +7,13 @@ trusted sequence. It never repairs anything.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import StrEnum
-
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING
 
 from continuum.eventlog.events import EventLike, event_hash, stored_event_hash
+from continuum.types import DamageKind as DamageKind
 
-
-class DamageKind(StrEnum):
-    """What kind of damage a ``Violation`` found."""
-
-    HASH_MISMATCH = "hash_mismatch"  # the stored hash does not match the content
-    BROKEN_LINK = "broken_link"  # prev_hash is not the previous event's hash
-    SEQUENCE_GAP = "sequence_gap"  # a sequence number is missing or out of order
-    WRONG_RUN = "wrong_run"  # the row claims another run
-    MALFORMED = "malformed"  # the row cannot be decoded at all
-    TRUNCATED = "truncated"  # events missing after the last stored one (head / anchor)
-    HEAD_MISMATCH = "head_mismatch"  # the head record disagrees with the last event
-    ANCHOR_MISMATCH = "anchor_mismatch"  # an exported anchor is not in this chain
-    INDEX_MISMATCH = "index_mismatch"  # a derived index disagrees with the log
-    CHECKPOINT_MISMATCH = "checkpoint_mismatch"  # a stored checkpoint fails its hash
-
-
-class Violation(BaseModel):
-    """One finding of a verification: the first ``sequence`` affected, the ``kind`` of
-    damage (a ``DamageKind``) and a one-line ``detail``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    sequence: int
-    kind: DamageKind
-    detail: str
-
-
-class VerifyReport(BaseModel):
-    """The result of verifying a run (``Continuum.verify``, ``Storage.verify_events``).
-
-    ``ok`` is true only without violations; ``trusted_through`` is the last sequence
-    whose event and every one before it verified; ``events_checked`` how many were read;
-    ``head_sequence``/``head_hash`` the head as recorded; ``violations`` every finding,
-    first damage first. Verification never repairs anything. ``archived_through``: the
-    events up to it were moved to an archive file (``continuum archive``); the live log
-    was verified from the hash its archive marker records, and the archived part only
-    when the archive files were given (``continuum verify RUN --archive FILE``).
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    ok: bool
-    events_checked: int
-    trusted_through: int
-    head_sequence: int
-    head_hash: str | None
-    violations: list[Violation]
-    archived_through: int = 0
-
-    @property
-    def first_violation(self) -> Violation | None:
-        """The earliest finding, or None when the run verified."""
-        return self.violations[0] if self.violations else None
+if TYPE_CHECKING:
+    from continuum.eventlog.reports import VerifyReport, Violation
 
 
 class ChainVerifier:
@@ -132,6 +79,8 @@ class ChainVerifier:
     def _violate(
         self, sequence: int, kind: DamageKind, detail: str, event: EventLike | None = None
     ) -> Violation:
+        from continuum.eventlog.reports import Violation
+
         v = Violation(sequence=sequence, kind=kind, detail=detail)
         self.violations.append(v)
         # After damage the rest cannot be trusted, but keep following the stored sequence
@@ -144,6 +93,8 @@ class ChainVerifier:
         return v
 
     def finish(self, head_sequence: int, head_hash: str | None) -> VerifyReport:
+        from continuum.eventlog.reports import VerifyReport, Violation
+
         last_seq = self.expected_sequence - 1
         if head_sequence > last_seq and not self.violations:
             self.violations.append(
@@ -194,6 +145,8 @@ def check_anchor(
     anchor_seq: int, anchor_hash: str, stored_hash: str | None, last_sequence: int
 ) -> Violation | None:
     """An anchor SEQ:HASH exported earlier must still be in the chain, unchanged."""
+    from continuum.eventlog.reports import Violation
+
     if stored_hash is None or anchor_seq > last_sequence:
         return Violation(
             sequence=anchor_seq,

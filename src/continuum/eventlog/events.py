@@ -1,4 +1,5 @@
-"""The event model and its types (pure).
+"""The event types, ``RawEvent`` and the chain hash (pure; no pydantic: ``Event``, the
+model for the API edge, is ``event_model.py``, loaded on first use).
 
 An event is a past-tense fact about one run. ``hash`` is SHA-256 over the canonical
 JSON of every other field, ``prev_hash`` included, so each event seals the chain
@@ -11,8 +12,6 @@ import hashlib
 from enum import StrEnum
 from json.encoder import encode_basestring as _json_string
 from typing import Any, NamedTuple, Protocol
-
-from pydantic import BaseModel, ConfigDict, field_validator
 
 from continuum.eventlog.canonical import digest
 from continuum.types import Origin
@@ -103,52 +102,6 @@ LIFECYCLE_STATUS = {
     EventType.RUN_COMPLETED: "completed",
     EventType.RUN_ABORTED: "aborted",
 }
-
-
-class Event(BaseModel):
-    """A sealed event as stored: immutable once built (references/contract.md §3).
-
-    ``sequence`` counts from 1 within the run; ``type`` is an ``EventType`` when known,
-    else the stored string; ``source`` is the ``Origin`` of whoever recorded it;
-    ``prev_hash`` is the previous event's ``hash`` (None for the first) and ``hash`` is
-    SHA-256 over the canonical JSON of every other field (``computed_hash``).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    event_id: str
-    run_id: str
-    sequence: int
-    type: EventType | str
-    timestamp: str
-    payload: dict[str, Any]
-    causer_event_id: str | None = None
-    source: Origin
-    prev_hash: str | None
-    hash: str
-
-    @field_validator("type")
-    @classmethod
-    def _known_type(cls, value: str) -> EventType | str:
-        return known_type(value)
-
-    def hashed_fields(self) -> dict[str, Any]:
-        """Every field but ``hash``, as they are hashed."""
-        return hashed_fields(
-            event_id=self.event_id,
-            run_id=self.run_id,
-            sequence=self.sequence,
-            type=self.type,
-            timestamp=self.timestamp,
-            payload=self.payload,
-            causer_event_id=self.causer_event_id,
-            source=str(self.source),
-            prev_hash=self.prev_hash,
-        )
-
-    def computed_hash(self) -> str:
-        """The hash this event's fields give now (equal to ``hash`` when intact)."""
-        return event_hash(self)
 
 
 class RawEvent(NamedTuple):
@@ -312,30 +265,3 @@ def hashed_fields(
         "source": source,
         "prev_hash": prev_hash,
     }
-
-
-def seal(
-    *,
-    event_id: str,
-    run_id: str,
-    sequence: int,
-    type: str,
-    timestamp: str,
-    payload: dict[str, Any],
-    causer_event_id: str | None,
-    source: Origin,
-    prev_hash: str | None,
-) -> Event:
-    """Build an event and compute its hash over every other field."""
-    fields = hashed_fields(
-        event_id=event_id,
-        run_id=run_id,
-        sequence=sequence,
-        type=type,
-        timestamp=timestamp,
-        payload=payload,
-        causer_event_id=causer_event_id,
-        source=str(source),
-        prev_hash=prev_hash,
-    )
-    return Event(**fields, hash=digest(fields))

@@ -43,7 +43,7 @@ import math
 from typing import Any
 
 from continuum.eventlog.canonical import canonical_json, digest
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.events import EventLike, EventType
 from continuum.untrusted import json_safe, quoted, terminal_safe
 
 KINDS = (
@@ -93,7 +93,7 @@ def reconcile_command(run_id: str, action_ref: str) -> str:
     return f"continuum reconcile {_word(run_id)} {_word(action_ref)} --occurred|--not-occurred"
 
 
-def _kind(event: Event) -> str | None:
+def _kind(event: EventLike) -> str | None:
     p = event.payload
     if event.type == EventType.APPROVAL_REQUESTED:
         return "approval_requested"
@@ -155,7 +155,7 @@ def bounded(notice: dict[str, Any]) -> dict[str, Any]:
     return {**notice, "details": out}
 
 
-def notice_for(event: Event, action: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def notice_for(event: EventLike, action: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The notification ``event`` calls for, or None. ``action``: the action index record
     the event is about (for its key and type), if there is one."""
     if event.type not in NOTIFYING:

@@ -36,7 +36,8 @@ from continuum.ledger.approval_rules import parse_rules as parse_rules
 from continuum.ledger.approval_rules import rule_paths as rule_paths
 from continuum.ledger.approval_rules import store_dir as store_dir
 from continuum.state.records import TRUSTED_ORIGINS, Approval
-from continuum.store.base import MAX_PAGE, ApprovalRow, Storage, WriteTx
+from continuum.store.base import MAX_PAGE, Storage, WriteTx
+from continuum.store.models import ApprovalRow
 from continuum.types import Origin, RunStatus
 from continuum.untrusted import unsafe_characters
 

@@ -13,9 +13,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from continuum.errors import (
     ActionOwnedError,
@@ -32,13 +30,9 @@ from continuum.eventlog.limits import check_value
 from continuum.eventlog.notices import limit_notice
 from continuum.eventlog.payloads import VERSION_CHARS, VERSION_FIELDS, payload_problem
 from continuum.faults import fault_point
+from continuum.ledger.answers import GUIDANCE, answer
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
 from continuum.ledger.budget import BudgetScope, charged, over_budget
-from continuum.ledger.gate import (
-    GUIDANCE,
-    ApprovalGate,
-    InterceptResult,
-)
 from continuum.ledger.identity import (
     ActionIdentity,
     _text,
@@ -52,11 +46,15 @@ from continuum.ledger.owners import (
     owner_alive,
     same_owner,
 )
+from continuum.state.action_fields import failure_unconfirmed, is_plain_record, status_of
 from continuum.state.projection import apply_action_event
-from continuum.state.records import ActionRecord
 from continuum.store.base import DEFAULT_PAGE, ActionRow, Storage, WriteTx, format_timestamp
 from continuum.types import ActionStatus, Origin, ReplayContract, RunStatus
 from continuum.untrusted import check_identifier
+
+if TYPE_CHECKING:
+    from continuum.ledger.gate import ApprovalGate, InterceptResult
+    from continuum.state.records import ActionRecord
 
 DEFAULT_LEASE_SECONDS = 30.0
 _SAME: Any = object()  # ``approval_arguments`` not given: an approval binds the arguments
@@ -96,7 +94,18 @@ def _found_once(run_id: str, by_id: ActionRow | None, by_key: ActionRow | None) 
     return by_key
 
 
+def _model(record: dict[str, Any]) -> ActionRecord:
+    """A record the fold just made, as the API's model."""
+    from continuum.state.records import ActionRecord
+
+    return ActionRecord.model_validate(record)
+
+
 def _record(row: ActionRow) -> ActionRecord:
+    from pydantic import ValidationError
+
+    from continuum.state.records import ActionRecord
+
     try:
         return ActionRecord.model_validate(row.record)
     except ValidationError as e:
@@ -149,19 +158,13 @@ class ActionLedger:
         payload: dict[str, Any],
         origin: Origin,
         lease: float | None,
-    ) -> ActionRecord:
-        event = tx.append(type, payload, source=origin)
+    ) -> dict[str, Any]:
+        """Append the event and put the action's new index row; its record (the fold's)."""
+        event = tx.append_raw(type, payload, source=origin)
         record = apply_action_event(row.record if row else None, event)
         assert record is not None
-        tx.put_action(
-            ActionRow(
-                run_id=tx.run.run_id,
-                action_id=record["action_id"],
-                record=record,
-                lease_expires=lease,
-            )
-        )
-        return ActionRecord.model_validate(record)
+        tx.put_action(ActionRow(tx.head.run_id, record["action_id"], record, lease))
+        return record
 
     def intercept(
         self,
@@ -210,6 +213,47 @@ class ActionLedger:
         are malformed) and ``LedgerError`` (``ledger.run_finished``) for a run that has
         completed or was aborted; nothing is written in either case.
         """
+        from continuum.ledger.gate import InterceptResult
+
+        return InterceptResult(
+            **self.intercept_plain(
+                run_id,
+                action_type,
+                arguments,
+                key=key,
+                replay=replay,
+                approval_id=approval_id,
+                origin=origin,
+                effect=effect,
+                approval_arguments=approval_arguments,
+                versions=versions,
+                block_drift=block_drift,
+                hold=hold,
+                estimate=estimate,
+                budget=budget,
+            )
+        )
+
+    def intercept_plain(
+        self,
+        run_id: str,
+        action_type: str,
+        arguments: Any = None,
+        *,
+        key: str | None = None,
+        replay: ReplayContract | str | None = None,
+        approval_id: str | None = None,
+        origin: Origin | None = None,
+        effect: str | None = None,
+        approval_arguments: Any = _SAME,
+        versions: Mapping[str, str] | None = None,
+        block_drift: Sequence[str] = DEFAULT_BLOCK_DRIFT,
+        hold: str | None = None,
+        estimate: Mapping[str, int] | None = None,
+        budget: Sequence[BudgetScope] | None = None,
+    ) -> dict[str, Any]:
+        """``intercept``, its answer as ``InterceptResult``'s fields (plain data: a caller
+        that needs no model, such as a hook process, never loads pydantic)."""
         check_value(arguments, "arguments")  # limits.py: before identity walks it
         pinned = check_versions(versions)
         blocking = check_block_drift(block_drift)
@@ -249,13 +293,13 @@ class ActionLedger:
         )
         now = self.clock()
         with self.store.write(run_id) as tx:
-            if tx.run.status != RunStatus.ACTIVE:
+            if tx.head.status != RunStatus.ACTIVE:
                 raise LedgerError(
-                    f"run {run_id!r} is {tx.run.status}: it takes no new side effects",
+                    f"run {run_id!r} is {tx.head.status}: it takes no new side effects",
                     code="ledger.run_finished",
                     hint="start a new run for new work; settling earlier actions still works",
                     run_id=run_id,
-                    status=str(tx.run.status),
+                    status=str(tx.head.status),
                 )
             # Two lookups, one per unique key, each on its own: a damaged index (or a row
             # edited under one key) must not hide a done action behind the other.
@@ -268,7 +312,7 @@ class ActionLedger:
                 for action_id, dedup_key in (
                     *ident.earlier,
                     *original_identities(
-                        tx.run,
+                        tx.head,
                         given[0],
                         (given[1], key) if key is not None else (None,),
                         arguments,
@@ -286,13 +330,13 @@ class ActionLedger:
                     similar = tx.find_action(fallback_key=fallback)
                     if similar is not None:  # a suspicion, never an answer: nothing is written
                         return self._possible_duplicate(_record(similar))
-            gate = (
-                None
-                if rule is None
-                else ApprovalGate(
+            gate: ApprovalGate | None = None
+            if rule is not None:
+                from continuum.ledger.gate import ApprovalGate
+
+                gate = ApprovalGate(
                     self.store, tx, rule, ident, action_type, key, bound, effect, origin, requested
                 )
-            )
             # Past the budget, a new call is refused before a person is asked to approve it.
             over = self._over_budget(tx, budget, estimate) if row is None else None
             verdict = (
@@ -332,7 +376,7 @@ class ActionLedger:
                     origin,
                     now + self.lease_seconds,
                 )
-                result = self._result(rec, True, "started", None)
+                result = answer(rec, True, "started", None)
             else:
                 result = self._decide(
                     tx,
@@ -348,8 +392,8 @@ class ActionLedger:
                     estimate,
                     budget,
                 )
-        if result.proceed:
-            self.held.add((run_id, result.action_id))
+        if result["proceed"]:
+            self.held.add((run_id, result["action_id"]))
         fault_point("after_intercept_commit")
         return result
 
@@ -377,7 +421,7 @@ class ActionLedger:
                 continue
             # Always over the family: a child started since the scope was read counts too.
             rows = tx.actions_of(scope.run_id, scope.members, scope.listed_at)
-            own = scope.run_id == tx.run.run_id and all(r.run_id == scope.run_id for r in rows)
+            own = scope.run_id == tx.head.run_id and all(r.run_id == scope.run_id for r in rows)
             whose = "The run" if own else f"The family of run {scope.run_id!r}"
             over = over_budget(scope.limits, charged(r.record for r in rows), estimate, whose=whose)
             if over is not None:
@@ -405,8 +449,8 @@ class ActionLedger:
                 )
         return None
 
-    def _possible_duplicate(self, rec: ActionRecord) -> InterceptResult:
-        return InterceptResult(
+    def _possible_duplicate(self, rec: ActionRecord) -> dict[str, Any]:
+        return dict(
             proceed=False,
             status="possible_duplicate",
             action_id=rec.action_id,
@@ -425,25 +469,15 @@ class ActionLedger:
         )
 
     def _result(
-        self, rec: ActionRecord, proceed: bool, status: str, matched: str | None, extra: str = ""
-    ) -> InterceptResult:
-        replay = ReplayContract(rec.replay)
-        return InterceptResult(
-            proceed=proceed,
-            status=status,
-            action_id=rec.action_id,
-            action_key=rec.action_key,
-            attempt=rec.attempt,
-            replay=replay,
-            operation_key=rec.operation_key
-            if proceed or replay == ReplayContract.IDEMPOTENT
-            else None,
-            external_id=rec.external_id,
-            previous_result=rec.result if status == "completed" else None,
-            matched_by=matched,
-            approval_id=rec.approval_id,
-            guidance=(GUIDANCE[status] + extra),
-        )
+        self,
+        rec: ActionRecord | dict[str, Any],
+        proceed: bool,
+        status: str,
+        matched: str | None,
+        extra: str = "",
+    ) -> dict[str, Any]:
+        fields = rec if isinstance(rec, dict) else rec.model_dump()
+        return answer(fields, proceed, status, matched, extra)
 
     def _decide(
         self,
@@ -459,7 +493,7 @@ class ActionLedger:
         hold: str | None = None,
         estimate: Mapping[str, int] | None = None,
         budget: Sequence[BudgetScope] | None = None,
-    ) -> InterceptResult:
+    ) -> dict[str, Any]:
         rec = _record(row)
         stored = ReplayContract(rec.replay)
         if requested is not None and requested.width > stored.width:
@@ -515,10 +549,11 @@ class ActionLedger:
                 if verdict.status != "allow":
                     return gate.stopped(verdict, rec)
                 retry["approval_id"] = verdict.approval_id
-            rec = self._apply(tx, row, EventType.ACTION_RETRIED, retry, origin, lease)
-            return self._result(rec, True, "started", matched)
+            retried = self._apply(tx, row, EventType.ACTION_RETRIED, retry, origin, lease)
+            return self._result(retried, True, "started", matched)
+        now_rec: ActionRecord | dict[str, Any] = rec
         if status == ActionStatus.STARTED:
-            rec = self._apply(
+            now_rec = self._apply(
                 tx,
                 row,
                 EventType.ACTION_MARKED_UNKNOWN,
@@ -530,8 +565,8 @@ class ActionLedger:
                 None,
             )
         if contract == ReplayContract.RECONCILE:
-            return self._result(rec, False, "reconcile_required", matched)
-        return self._result(rec, False, "unknown", matched)
+            return self._result(now_rec, False, "reconcile_required", matched)
+        return self._result(now_rec, False, "unknown", matched)
 
     # -- transitions by reference -----------------------------------------------------------
 
@@ -546,8 +581,10 @@ class ActionLedger:
         verb: str,
         *,
         force: bool = False,
-        also: Callable[[ActionRecord], bool] | None = None,
-    ) -> ActionRecord:
+        also: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> dict[str, Any]:
+        """One transition of a recorded action, in one write transaction; the action's new
+        record (plain data; the public methods return it as an ``ActionRecord``)."""
         origin = origin or self.origin
         with self.store.write(run_id) as tx:
             row = tx.find_action(action_id=action_ref) or tx.find_action(action_key=action_ref)
@@ -559,38 +596,41 @@ class ActionLedger:
                     run_id=run_id,
                     action=action_ref,
                 )
-            rec = _record(row)
-            if rec.status not in allowed and not (also is not None and also(rec)):
+            # The index row's record as the model would read it: as it is when each field
+            # has its plain type (no model built), else through the model (damage refused).
+            rec = row.record if is_plain_record(row.record) else _record(row).model_dump()
+            status, action_key, owner = status_of(rec), rec["action_key"], rec.get("owner", {})
+            if status not in allowed and not (also is not None and also(rec)):
                 raise InvalidTransitionError(
-                    f"cannot {verb} action {rec.action_key}: it is {rec.status}",
+                    f"cannot {verb} action {action_key}: it is {status}",
                     hint="list actions to see its state; "
                     + (
-                        "it is already settled"
-                        if not rec.status.unresolved
-                        else "reconcile it instead"
+                        "it is already settled" if not status.unresolved else "reconcile it instead"
                     ),
-                    action_key=rec.action_key,
-                    status=str(rec.status),
+                    action_key=action_key,
+                    status=str(status),
                 )
             if (
-                rec.status == ActionStatus.STARTED
-                and not same_owner(rec.owner, self.owner)
+                status == ActionStatus.STARTED
+                and not same_owner(owner, self.owner)
                 and not force
-                and owner_alive(rec.owner, row.lease_expires, self.clock())
+                and owner_alive(owner, row.lease_expires, self.clock())
             ):
                 # Only the process performing it knows how it ends; another writer settling
                 # it would let a second caller proceed while the first one still runs.
                 raise ActionOwnedError(
-                    f"cannot {verb} action {rec.action_key}: {describe_owner(rec.owner)} is "
+                    f"cannot {verb} action {action_key}: {describe_owner(owner)} is "
                     "performing it right now (its owner is alive), and only the owner may settle it",
                     hint="wait until it finishes and check again; a person who knows its outcome "
                     "can settle it anyway with `continuum reconcile ... --force`",
-                    action_key=rec.action_key,
-                    owner=rec.owner,
+                    action_key=action_key,
+                    owner=owner,
                 )
-            new = self._apply(tx, row, type, {"action_id": rec.action_id, **payload}, origin, None)
-        if new.status != ActionStatus.STARTED:
-            self.held.discard((run_id, new.action_id))
+            new = self._apply(
+                tx, row, type, {"action_id": rec["action_id"], **payload}, origin, None
+            )
+        if new["status"] != ActionStatus.STARTED:
+            self.held.discard((run_id, new["action_id"]))
         fault_point(f"after_{verb}_commit")
         return new
 
@@ -608,6 +648,28 @@ class ActionLedger:
         ``continuum.ledger.budget`` counts it).
         Only the owner may complete a started action while the owner is alive
         (``ledger.owner_alive`` otherwise)."""
+        return _model(
+            self.complete_plain(
+                run_id,
+                action_ref,
+                external_id=external_id,
+                result=result,
+                origin=origin,
+                actual=actual,
+            )
+        )
+
+    def complete_plain(
+        self,
+        run_id: str,
+        action_ref: str,
+        *,
+        external_id: str | None = None,
+        result: Any = None,
+        origin: Origin | None = None,
+        actual: Mapping[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """``complete``, the action's record as plain data (no model built)."""
         canonical_json(result)
         return self._transition(
             run_id,
@@ -639,6 +701,23 @@ class ActionLedger:
         A certain failure from a self-certified origin (an agent) is recorded, but the
         action may not run again until a person confirms it (``needs_confirmation``).
         """
+        return _model(
+            self.fail_plain(
+                run_id, action_ref, error=error, certain=certain, origin=origin, actual=actual
+            )
+        )
+
+    def fail_plain(
+        self,
+        run_id: str,
+        action_ref: str,
+        *,
+        error: str | None = None,
+        certain: bool = False,
+        origin: Origin | None = None,
+        actual: Mapping[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """``fail``, the action's record as plain data (no model built)."""
         if certain:
             return self._transition(
                 run_id,
@@ -684,16 +763,18 @@ class ActionLedger:
             payload["probe"] = probe
         if via is not None:
             payload["via"] = dict(via)
-        return self._transition(
-            run_id,
-            action_ref,
-            {ActionStatus.UNKNOWN, ActionStatus.STARTED},
-            EventType.ACTION_RECONCILED,
-            payload,
-            origin,
-            "reconcile",
-            force=force,
-            also=lambda r: r.failure_unconfirmed,
+        return _model(
+            self._transition(
+                run_id,
+                action_ref,
+                {ActionStatus.UNKNOWN, ActionStatus.STARTED},
+                EventType.ACTION_RECONCILED,
+                payload,
+                origin,
+                "reconcile",
+                force=force,
+                also=failure_unconfirmed,
+            )
         )
 
     def compensate(
@@ -701,14 +782,16 @@ class ActionLedger:
     ) -> ActionRecord:
         """Record that a completed action's effect was undone; ``ledger.invalid_transition``
         unless it is ``completed``."""
-        return self._transition(
-            run_id,
-            action_ref,
-            {ActionStatus.COMPLETED},
-            EventType.ACTION_COMPENSATED,
-            {"note": note},
-            origin,
-            "compensate",
+        return _model(
+            self._transition(
+                run_id,
+                action_ref,
+                {ActionStatus.COMPLETED},
+                EventType.ACTION_COMPENSATED,
+                {"note": note},
+                origin,
+                "compensate",
+            )
         )
 
     def renew_lease(self, run_id: str, action_ref: str) -> None:
@@ -815,8 +898,8 @@ def _tell_limit(
     tx.put_notice(
         limit_notice(
             kind,
-            run_id=tx.run.run_id,
-            sequence=tx.run.head_sequence,
+            run_id=tx.head.run_id,
+            sequence=tx.head.head_sequence,
             recorded_at=format_timestamp(datetime.now(UTC)),
             fingerprint=why[1],
             reason=why[0],
@@ -828,9 +911,9 @@ def _tell_limit(
 
 def _not_started(
     ident: ActionIdentity, requested: ReplayContract | None, status: str, why: str
-) -> InterceptResult:
+) -> dict[str, Any]:
     """A new action refused before anything is written (``status``, and why)."""
-    return InterceptResult(
+    return dict(
         proceed=False,
         status=status,
         action_id=ident.action_id,

@@ -9,13 +9,15 @@ from __future__ import annotations
 import posixpath
 import re
 import unicodedata
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from continuum.eventlog.canonical import canonical_json, digest
-from continuum.store.base import RunInfo
 from continuum.store.original import ORIGINAL_FORMAT, original_action_key
+
+if TYPE_CHECKING:
+    from continuum.store.base import RunHead
+    from continuum.store.models import RunInfo
 
 # Field names that say their value is a file system path, even a bare ``a.txt``.
 _PATH_WORDS = ("path", "file", "dir", "folder")
@@ -128,14 +130,13 @@ def normalize_key(action_type: str, key: str) -> str:
     return text
 
 
-class ActionIdentity(BaseModel):
+@dataclass(frozen=True, slots=True)
+class ActionIdentity:
     """How the ledger finds an action: ``action_id`` and ``dedup_key`` (both unique in the
     index), ``fallback_key`` (a suspicion only). ``earlier`` and ``earlier_fallback`` are
     the (action_id, dedup_key) pairs and fallback keys the rules before issue 30 gave the
     same call, looked up when the current ones find nothing: an action recorded before an
     upgrade is still found after it."""
-
-    model_config = ConfigDict(frozen=True)
 
     action_id: str
     action_key: str
@@ -201,7 +202,7 @@ def imported_identity(run_id: str, action_type: str, original_key: str) -> Actio
 
 
 def original_identities(
-    run: RunInfo, action_type: str, keys: tuple[str | None, ...], arguments: Any
+    run: RunInfo | RunHead, action_type: str, keys: tuple[str | None, ...], arguments: Any
 ) -> list[tuple[str, str]]:
     """Where the import indexed the action the original would have found for this call.
 

@@ -59,7 +59,8 @@ from continuum.eventlog.notices import KINDS, bounded, slack_message
 from continuum.ledger.approval_rules import store_dir
 from continuum.log import get_logger
 from continuum.store import Storage
-from continuum.store.base import OutboxRow, format_timestamp
+from continuum.store.base import format_timestamp
+from continuum.store.models import OutboxRow
 from continuum.untrusted import check_identifier
 from continuum.version import __version__
 

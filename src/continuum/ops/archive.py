@@ -32,14 +32,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from continuum.errors import HistoryArchivedError, IntegrityError, UsageError
 from continuum.eventlog.archived import ArchiveBase, archive_base_of, marker_payload
-from continuum.eventlog.chain import (
-    DamageKind,
-    VerifyReport,
-    Violation,
-    check_anchor,
-    with_violations,
-)
+from continuum.eventlog.chain import DamageKind, check_anchor, with_violations
 from continuum.eventlog.events import EventType, RawEvent
+from continuum.eventlog.reports import VerifyReport, Violation
 from continuum.faults import fault_point
 from continuum.ops.archive_file import ArchiveFile, Progress, archive_error, write_archive
 from continuum.recovery.checkpoints import lean_state, seal_checkpoint

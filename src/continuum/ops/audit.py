@@ -40,7 +40,8 @@ from typing import Any, TextIO
 
 from continuum.errors import UsageError
 from continuum.eventlog.canonical import digest
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import EventType
 from continuum.store import Storage, redact_url
 from continuum.store.base import format_timestamp
 from continuum.types import Origin

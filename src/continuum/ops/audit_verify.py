@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from continuum.errors import IntegrityError, UsageError
-from continuum.eventlog.events import Event, event_hash
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import event_hash
 from continuum.ops.audit import (
     AUDIT_DOMAIN,
     AUDIT_PREFIX,

@@ -48,7 +48,7 @@ from typing import Any
 
 from continuum.errors import ContinuumError, IntegrityError, UsageError
 from continuum.eventlog.canonical import canonical_json_parsed
-from continuum.eventlog.chain import VerifyReport
+from continuum.eventlog.reports import VerifyReport
 from continuum.faults import fault_point
 from continuum.ops.archive import verify_archived
 from continuum.ops.backup_checks import check_layout, check_outbox, outbox_rows

@@ -36,13 +36,13 @@ from typing import IO, Any
 import continuum.ops.bounded as bounded
 from continuum.errors import ContinuumError, IntegrityError, UsageError
 from continuum.eventlog.canonical import canonical_json, digest
-from continuum.eventlog.events import Event
+from continuum.eventlog.event_model import Event
 from continuum.faults import fault_point
 from continuum.ops.bounded import LineTooLong, TooDeep, parse_json_bounded, read_lines
 from continuum.safe_files import CHUNK, create_private
 from continuum.store import ActionRow, CheckpointRow, RunExport, RunInfo, Storage
 from continuum.store.approval_outbox import approval_from_row
-from continuum.store.base import ApprovalRow
+from continuum.store.models import ApprovalRow
 from continuum.store.rows import action_from_row
 from continuum.store.schema import SCHEMA_VERSION
 from continuum.untrusted import as_typed

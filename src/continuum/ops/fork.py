@@ -48,7 +48,8 @@ from pydantic import BaseModel, ConfigDict
 
 from continuum.errors import NotFoundError, UsageError
 from continuum.eventlog.canonical import digest
-from continuum.eventlog.events import LIFECYCLE_STATUS, Event, EventType, seal
+from continuum.eventlog.event_model import Event, seal
+from continuum.eventlog.events import LIFECYCLE_STATUS, EventType
 from continuum.eventlog.payloads import check_payload
 from continuum.ledger.approvals import binding_of
 from continuum.ops.transfer import import_checked, rebuild_actions, rebuild_approvals

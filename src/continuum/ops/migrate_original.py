@@ -43,7 +43,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from continuum.errors import ContinuumError, IntegrityError, NotFoundError, UsageError
 from continuum.eventlog.canonical import canonical_bytes
-from continuum.eventlog.events import LIFECYCLE_STATUS, Event, EventType, seal
+from continuum.eventlog.event_model import Event, seal
+from continuum.eventlog.events import LIFECYCLE_STATUS, EventType
 from continuum.eventlog.payloads import payload_problem
 from continuum.ledger.identity import imported_identity, normalize_key
 from continuum.ops.transfer import import_checked, rebuild_actions, rebuild_approvals

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from continuum.errors import UsageError
-from continuum.eventlog.chain import VerifyReport
+from continuum.eventlog.reports import VerifyReport
 from continuum.recovery.verification import bulk_reading, issue_anchor, parse_anchor, verify_run
 from continuum.store import Storage
 

@@ -45,7 +45,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from continuum.errors import IntegrityError, UsageError
 from continuum.eventlog.canonical import canonical_json, digest
 from continuum.eventlog.chain import verify_chain
-from continuum.eventlog.events import LIFECYCLE_STATUS, Event, EventType, seal
+from continuum.eventlog.event_model import Event, seal
+from continuum.eventlog.events import LIFECYCLE_STATUS, EventType
 from continuum.ops.bounded import LineTooLong, TooDeep, parse_json_bounded
 from continuum.recovery.checkpoints import CHECKPOINT_FORMAT, checkpoint_body
 from continuum.state.projection import (
@@ -58,7 +59,8 @@ from continuum.state.projection import (
 )
 from continuum.state.records import TRUSTED_ORIGINS, State
 from continuum.store import ActionRow, CheckpointRow, RunExport, RunInfo, Storage, redact_url
-from continuum.store.base import ApprovalRow, format_timestamp
+from continuum.store.base import format_timestamp
+from continuum.store.models import ApprovalRow
 from continuum.types import Origin, RunStatus
 
 FORMAT = "continuum-export"

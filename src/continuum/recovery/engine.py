@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from continuum.eventlog.chain import VerifyReport
+from continuum.eventlog.reports import VerifyReport
 from continuum.recovery.contract import InvalidatedComponent, RecoveryContract, seal_contract
 from continuum.state.records import ActionRecord, State
 from continuum.state.validation import ValidationReport

@@ -17,13 +17,8 @@ from typing import Any
 
 from continuum.errors import IntegrityError, UsageError
 from continuum.eventlog.canonical import digest, parse_json
-from continuum.eventlog.chain import (
-    DamageKind,
-    VerifyReport,
-    Violation,
-    check_anchor,
-    with_violations,
-)
+from continuum.eventlog.chain import DamageKind, check_anchor, with_violations
+from continuum.eventlog.reports import VerifyReport, Violation
 from continuum.state.projection import empty_plain, fold_plain
 from continuum.store import CheckpointRow, Storage
 from continuum.store.approval_outbox import approval_column_problem, approval_record

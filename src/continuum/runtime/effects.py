@@ -27,7 +27,7 @@ from continuum.runtime.results import ActionsPage
 from continuum.runtime.runs import MAX_FAMILY, RunsFacade
 from continuum.state.records import ActionRecord
 from continuum.store import DEFAULT_PAGE, MAX_PAGE
-from continuum.store.base import OutboxRow
+from continuum.store.models import OutboxRow
 from continuum.types import ActionStatus, Origin
 
 if TYPE_CHECKING:

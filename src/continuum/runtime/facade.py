@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from continuum.errors import IntegrityError, UsageError
-from continuum.eventlog.chain import VerifyReport
 from continuum.eventlog.events import EventType
 from continuum.eventlog.payloads import check_via
+from continuum.eventlog.reports import VerifyReport
 from continuum.recovery.checkpoints import checkpoint_through
 from continuum.recovery.contract import RecoveryContract
 from continuum.recovery.engine import build_contract, decide

@@ -14,8 +14,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from continuum.errors import NotFoundError, UsageError
-from continuum.eventlog.chain import VerifyReport
-from continuum.eventlog.events import Event, EventType
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import EventType
+from continuum.eventlog.reports import VerifyReport
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
 from continuum.ledger.core import DEFAULT_LEASE_SECONDS, ActionLedger
 from continuum.ledger.owners import owner_alive

@@ -10,15 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from continuum.state.components import ALL_COMPONENTS as ALL_COMPONENTS
+from continuum.state.components import DEFAULT_CONFIRM_SCOPE as DEFAULT_CONFIRM_SCOPE
+from continuum.types import TRUSTED_ORIGINS as TRUSTED_ORIGINS
 from continuum.types import ActionStatus, Origin, RunStatus
-
-DEFAULT_CONFIRM_SCOPE = ("goal", "progress")
-
-
-TRUSTED_ORIGINS = (Origin.HUMAN, Origin.DETERMINISTIC)
-
-
-ALL_COMPONENTS = ("goal", "progress", "plan", "decisions", "findings", "evidence", "model")
 
 
 class Provenance(BaseModel):

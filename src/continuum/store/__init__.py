@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from continuum.errors import NotFoundError, StoreError, UsageError
@@ -16,16 +17,25 @@ from continuum.store.base import (
     DEFAULT_PAGE,
     MAX_PAGE,
     ActionRow,
-    CheckpointRow,
-    Run,
-    RunExport,
-    RunInfo,
     Storage,
     WriteTx,
 )
 from continuum.store.sqlite import SQLiteStorage, check_sqlite_path
 from continuum.store.sqlite_files import holds_no_database
 from continuum.untrusted import as_typed
+
+if TYPE_CHECKING:
+    from continuum.store.models import CheckpointRow, Run, RunExport, RunInfo
+else:
+
+    def __getattr__(name: str) -> Any:
+        # The row models (pydantic) load on first use (``base.py``).
+        if name in ("CheckpointRow", "Run", "RunExport", "RunInfo"):
+            from continuum.store import models
+
+            return getattr(models, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 DEFAULT_DB = "continuum.db"
 

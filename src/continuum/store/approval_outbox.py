@@ -16,14 +16,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from continuum.errors import IntegrityError, UsageError
 from continuum.eventlog.canonical import canonical_json, canonical_json_parsed
 from continuum.eventlog.events import RawEvent
 from continuum.state.projection import APPROVAL_TYPES, apply_approval_event
-from continuum.store.base import MAX_PAGE, OUTBOX_STATUSES, ApprovalRow, OutboxRow
+from continuum.store.base import MAX_PAGE, OUTBOX_STATUSES
 from continuum.types import Origin
+
+if TYPE_CHECKING:
+    from continuum.store.models import ApprovalRow, OutboxRow
 
 T = TypeVar("T")
 Execute = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
@@ -115,6 +118,8 @@ def backfill_approvals(execute: Execute, d: Dialect) -> int:
         record = apply_approval_event(records.get((run_id, approval_id)), event)
         if record is not None:
             records[(run_id, record["id"])] = record
+    from continuum.store.models import ApprovalRow
+
     for (run_id, approval_id), record in records.items():
         execute(
             d.put_approval,
@@ -158,6 +163,8 @@ def approval_record(row: tuple[Any, ...]) -> dict[str, Any]:
 def approval_column_problem(row: tuple[Any, ...], record: dict[str, Any]) -> str | None:
     """What is wrong with the lookup columns of an index row (``APPROVAL_INDEX_COLUMNS``)
     given its record, or None: each must be what ``approval_values`` derives from it."""
+    from continuum.store.models import ApprovalRow
+
     try:
         expected = approval_values(
             ApprovalRow(run_id=str(row[0]), approval_id=str(row[1]), record=record)
@@ -171,6 +178,8 @@ def approval_column_problem(row: tuple[Any, ...], record: dict[str, Any]) -> str
 
 
 def approval_from_row(row: tuple[Any, ...]) -> ApprovalRow:
+    from continuum.store.models import ApprovalRow
+
     return ApprovalRow(run_id=row[0], approval_id=row[1], record=approval_record(row))
 
 
@@ -211,6 +220,8 @@ def outbox_values(notice: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def outbox_from_row(row: tuple[Any, ...]) -> OutboxRow:
+    from continuum.store.models import OutboxRow
+
     (
         delivery_id,
         run_id,

@@ -9,20 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from continuum.errors import IntegrityError
 from continuum.eventlog.archived import ArchiveBase
-from continuum.eventlog.chain import VerifyReport
-from continuum.eventlog.events import Event, EventType, RawEvent
+from continuum.eventlog.events import EventType, RawEvent
 from continuum.types import Origin, RunStatus
 from continuum.untrusted import check_identifier
 
 if TYPE_CHECKING:
-    from continuum.store.confirm_attempts import AttemptState, ConfirmAttempt
+    from continuum.eventlog.event_model import Event
+    from continuum.eventlog.reports import VerifyReport
+    from continuum.store.attempt_state import AttemptState
+    from continuum.store.confirm_attempts import ConfirmAttempt
+    from continuum.store.models import ApprovalRow as ApprovalRow
+    from continuum.store.models import CheckpointRow as CheckpointRow
+    from continuum.store.models import OutboxRow as OutboxRow
+    from continuum.store.models import Run as Run
+    from continuum.store.models import RunExport as RunExport
+    from continuum.store.models import RunInfo as RunInfo
 
 # -- shared by every backend ----------------------------------------------------------------
 
@@ -53,24 +60,15 @@ def format_timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+OUTBOX_STATUSES = ("pending", "delivered", "failed")
+
 # Action listings come a page at a time (``Storage.action_page``): this many by default.
 DEFAULT_PAGE, MAX_PAGE = 50, 1000
 
 
-class Run(BaseModel):
-    """A run to create. Only ``run_id`` is required."""
-
-    run_id: str
-    goal: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class RunInfo(BaseModel):
-    """A run as stored: id, goal, ``status`` (a ``RunStatus``: active, completed,
-    aborted), creation time, and the head of its chain (``head_sequence``, 0 before the
-    first event, and ``head_hash``)."""
-
-    model_config = ConfigDict(frozen=True)
+class RunHead(NamedTuple):
+    """A run's row as a write transaction reads it, as plain data: ``RunInfo``'s fields,
+    each already checked (``rows.run_head``). The hot path never builds the model."""
 
     run_id: str
     goal: str | None
@@ -78,13 +76,15 @@ class RunInfo(BaseModel):
     created_at: str
     head_sequence: int
     head_hash: str | None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any]
 
 
-class ActionRow(BaseModel):
-    """One row of the action index: the fold's record of the action plus its lease."""
+@dataclass(frozen=True, slots=True)
+class ActionRow:
+    """One row of the action index: the fold's record of the action plus its lease.
 
-    model_config = ConfigDict(frozen=True)
+    Plain data (no pydantic), built by ``rows.action_from_row`` from a row it checked:
+    the ledger's hot path reads and writes these on every intercept and complete."""
 
     run_id: str
     action_id: str
@@ -92,76 +92,16 @@ class ActionRow(BaseModel):
     lease_expires: float | None = None
 
 
-class CheckpointRow(BaseModel):
-    """A stored checkpoint: the state's JSON through ``sequence`` and its hash."""
-
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    sequence: int  # the state covers events 1..sequence
-    event_sequence: int  # the `checkpointed` event that sealed it
-    state_json: str
-    state_hash: str
-    created_at: str
-
-
-class ApprovalRow(BaseModel):
-    """One row of the approval index: the fold's record of the approval
-    (``projection.Approval`` as JSON)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    approval_id: str
-    record: dict[str, Any]
-
-
-OUTBOX_STATUSES = ("pending", "delivered", "failed")
-
-
-class OutboxRow(BaseModel):
-    """One notification in the outbox (``notices.notice_for`` made its body).
-
-    ``pending``: not yet delivered to every configured webhook (``delivered_to`` names
-    those that have it), retried at ``next_attempt`` (Unix time); ``delivered``: every
-    webhook has it; ``failed``: given up after the configured attempts, until
-    ``continuum outbox retry``. ``claimed_until``: a deliverer is sending it now.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    delivery_id: str
-    run_id: str
-    sequence: int
-    kind: str
-    body: dict[str, Any]
-    created_at: str
-    status: str
-    attempts: int = 0
-    next_attempt: float = 0.0
-    claimed_until: float | None = None
-    delivered_to: list[str] = Field(default_factory=list)
-    last_error: str | None = None
-    delivered_at: str | None = None
-
-
-class RunExport(BaseModel):
-    """One whole run as moved between stores: its record, every event exactly as sealed,
-    its checkpoints and its action and approval indexes (rebuilt from the events by the
-    importer)."""
-
-    run: RunInfo
-    events: list[Event]
-    checkpoints: list[CheckpointRow] = Field(default_factory=list)
-    actions: list[ActionRow] = Field(default_factory=list)
-    approvals: list[ApprovalRow] = Field(default_factory=list)
-
-
 class WriteTx(Protocol):
     """Inside one serialized write transaction on one run."""
 
     @property
     def run(self) -> RunInfo: ...
+
+    @property
+    def head(self) -> RunHead:
+        """The run as this transaction sees it, as plain data (no model built)."""
+        ...
 
     def append(
         self,
@@ -171,6 +111,17 @@ class WriteTx(Protocol):
         source: Origin,
         causer_event_id: str | None = None,
     ) -> Event: ...
+
+    def append_raw(
+        self,
+        type: EventType | str,
+        payload: dict[str, Any],
+        *,
+        source: Origin,
+        causer_event_id: str | None = None,
+    ) -> RawEvent:
+        """``append``, the event as plain data."""
+        ...
 
     def find_action(
         self,

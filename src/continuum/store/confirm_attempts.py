@@ -32,9 +32,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
-
-from pydantic import BaseModel, ConfigDict, ValidationError
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from continuum.errors import IntegrityError
 from continuum.eventlog.notices import confirm_failure_notice
@@ -42,12 +40,14 @@ from continuum.log import get_logger
 from continuum.store.approval_outbox import POSTGRES, Dialect, Execute, outbox_values
 from continuum.store.base import format_timestamp
 
+if TYPE_CHECKING:
+    from continuum.store.attempt_state import AttemptState
+
 __all__ = [
     "FREE_FAILURES",
     "LOCK_AFTER",
     "META_KEY",
     "NOTICE_FROM",
-    "AttemptState",
     "ConfirmAttempt",
     "ConfirmAttemptStore",
     "Verdict",
@@ -75,27 +75,6 @@ def wait_after(failures: int) -> float:
     if failures <= FREE_FAILURES or failures >= LOCK_AFTER:
         return 0.0
     return FIRST_WAIT_SECONDS * float(2 ** (failures - FREE_FAILURES - 1))
-
-
-class AttemptState(BaseModel):
-    """The store's counter. ``epoch`` is drawn when the row is first written, so the ids
-    of its notifications never repeat, even if the row is deleted and starts again."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    epoch: str = ""
-    failures: int = 0  # wrong tokens in a row since the last right one or unlock
-    total: int = 0  # wrong tokens ever counted here (never reset)
-    not_before: float = 0.0  # Unix time before which no token is compared
-    locked: bool = False
-    last_failure_at: str | None = None
-    last_channel: str | None = None
-    last_caller: str | None = None
-    last_run_id: str | None = None
-    unlocked_at: str | None = None
-
-    def retry_after(self, now: float) -> float:
-        return 0.0 if self.locked else max(0.0, self.not_before - now)
 
 
 @dataclass(frozen=True)
@@ -135,7 +114,17 @@ def _tables(d: Dialect) -> tuple[str, str, str | None]:
     return "continuum_meta", "runs", None
 
 
+def _empty_state() -> AttemptState:
+    from continuum.store.attempt_state import AttemptState
+
+    return AttemptState()
+
+
 def _state(text: str) -> AttemptState:
+    from pydantic import ValidationError
+
+    from continuum.store.attempt_state import AttemptState
+
     try:
         return AttemptState.model_validate(json.loads(text))
     except (ValueError, ValidationError) as e:  # edited by hand: refuse, never guess
@@ -167,7 +156,7 @@ class ConfirmAttemptStore:
         meta, _runs, _lock = _tables(self._dialect)
         p = self._dialect.p
         rows = self._read(f"SELECT value FROM {meta} WHERE key = {p}", (META_KEY,))
-        return _state(rows[0][0]) if rows else AttemptState()
+        return _state(rows[0][0]) if rows else _empty_state()
 
     def _counter(self, execute: Execute) -> AttemptState:
         """Inside a write transaction: serialize with every other attempt, then read."""
@@ -175,7 +164,7 @@ class ConfirmAttemptStore:
         if lock is not None:
             execute(lock, ())
         rows = execute(f"SELECT value FROM {meta} WHERE key = {self._dialect.p}", (META_KEY,))
-        return _state(rows[0][0]) if rows else AttemptState()
+        return _state(rows[0][0]) if rows else _empty_state()
 
     def _put_counter(self, execute: Execute, state: AttemptState) -> None:
         meta, _runs, _lock = _tables(self._dialect)
@@ -279,7 +268,7 @@ class ConfirmAttemptStore:
             try:
                 before = self._counter(execute)
             except IntegrityError:
-                before = AttemptState()
+                before = _empty_state()
             after = before.model_copy(
                 update={
                     "epoch": before.epoch or secrets.token_hex(8),

@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from json.encoder import encode_basestring as _json_string
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from continuum.errors import (
     IntegrityError,
@@ -29,9 +29,7 @@ from continuum.eventlog.archived import ArchiveBase, archive_base_of
 from continuum.eventlog.canonical import (
     canonical_json,
 )
-from continuum.eventlog.chain import VerifyReport
 from continuum.eventlog.events import (
-    Event,
     EventType,
     RawEvent,
 )
@@ -43,9 +41,6 @@ from continuum.store.base import (
     DEFAULT_PAGE,
     MAX_PAGE,
     ActionRow,
-    CheckpointRow,
-    RunExport,
-    RunInfo,
     check_run_id,
     integrity_error,
 )
@@ -68,6 +63,11 @@ from continuum.store.tx import (
     CoreTx,
 )
 from continuum.types import Origin, RunStatus
+
+if TYPE_CHECKING:
+    from continuum.eventlog.event_model import Event
+    from continuum.eventlog.reports import VerifyReport
+    from continuum.store.models import CheckpointRow, RunExport, RunInfo
 
 _log = get_logger("continuum.store")
 
@@ -232,6 +232,21 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
         source: Origin = Origin.DETERMINISTIC,
         causer_event_id: str | None = None,
     ) -> Event:
+        return event_from_raw(
+            self.append_raw(run_id, type, payload, source=source, causer_event_id=causer_event_id)
+        )
+
+    def append_raw(
+        self,
+        run_id: str,
+        type: EventType | str,
+        payload: dict[str, Any],
+        *,
+        source: Origin = Origin.DETERMINISTIC,
+        causer_event_id: str | None = None,
+    ) -> RawEvent:
+        """``append_event``, the event as plain data (``RawEvent``): for a caller that
+        needs no model (the hooks' effect path)."""
         if not isinstance(payload, dict):
             raise UsageError(
                 "event payload must be a JSON object", code="usage.bad_payload", hint="pass a dict"
@@ -241,7 +256,7 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
         check_payload(str(type), payload)
         refuse_marker(str(type))
         with self.write(run_id) as tx:
-            return tx.append(type, payload, source=source, causer_event_id=causer_event_id)
+            return tx.append_raw(type, payload, source=source, causer_event_id=causer_event_id)
 
     def append_events(
         self,

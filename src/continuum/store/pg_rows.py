@@ -15,9 +15,11 @@ from typing import Any
 
 import psycopg
 
-from continuum.eventlog.events import Event
+from continuum.eventlog.event_model import Event
+from continuum.eventlog.events import EventLike
 from continuum.store.approval_outbox import POSTGRES, approval_values, outbox_values
-from continuum.store.base import ActionRow, ApprovalRow, CheckpointRow, RunInfo, integrity_error
+from continuum.store.base import ActionRow, RunHead, integrity_error
+from continuum.store.models import ApprovalRow, CheckpointRow, RunInfo
 from continuum.store.pg_connection import PgConn
 from continuum.store.rows import (
     ACTION_COLUMNS,
@@ -107,15 +109,15 @@ class PgWriteTx(CoreTx):
     def __init__(
         self,
         pc: PgConn,
-        run: RunInfo,
+        head: RunHead,
         clock: Callable[[], str],
         errors: Callable[[], AbstractContextManager[None]],
     ) -> None:
-        super().__init__(run, clock)
+        super().__init__(head, clock)
         self._pc, self._errors = pc, errors
         self.puts: list[ActionRow | CheckpointRow] = []
 
-    def _insert_event(self, event: Event, payload_text: str) -> None:
+    def _insert_event(self, event: EventLike, payload_text: str) -> None:
         with self._errors():
             self._pc.conn.execute(_INSERT_EVENT, event_values(event, payload_text))
 
@@ -129,12 +131,12 @@ class PgWriteTx(CoreTx):
 
     def _action_row(self, column: str, value: str) -> tuple[Any, ...] | None:
         with self._errors():
-            rows = action_rows(self._pc.conn, self._run.run_id, column, value)
+            rows = action_rows(self._pc.conn, self._head.run_id, column, value)
         return rows[0] if rows else None
 
     def _all_action_rows(self, run_id: str | None = None) -> list[tuple[Any, ...]]:
         with self._errors():
-            return action_rows(self._pc.conn, run_id or self._run.run_id, None, None)
+            return action_rows(self._pc.conn, run_id or self._head.run_id, None, None)
 
     def _payloads_after(self, run_id: str, after: int, type_: str) -> list[str]:
         with self._errors():
@@ -179,7 +181,7 @@ class PgWriteTx(CoreTx):
     def _approval_row(self, column: str, value: str) -> tuple[Any, ...] | None:
         with self._errors():
             row: tuple[Any, ...] | None = self._pc.conn.execute(
-                POSTGRES.approval_row(column), (self._run.run_id, value)
+                POSTGRES.approval_row(column), (self._head.run_id, value)
             ).fetchone()
         return row
 
@@ -211,7 +213,7 @@ class PgWriteTx(CoreTx):
             ).fetchone()
             if row is not None and row[0] != self.last_event.hash:
                 raise integrity_error(
-                    self._run.run_id,
+                    self._head.run_id,
                     self.last_event.sequence,
                     "hash_mismatch",
                     "the event read back after a lost COMMIT reply differs",

@@ -41,14 +41,9 @@ from continuum.eventlog.canonical import canonical_json
 from continuum.faults import fault_point
 from continuum.log import get_logger
 from continuum.store.approval_outbox import POSTGRES, Execute, backfill_approvals
-from continuum.store.base import (
-    Run,
-    RunExport,
-    RunInfo,
-    check_run_id,
-    format_timestamp,
-)
+from continuum.store.base import check_run_id, format_timestamp
 from continuum.store.core import RUN_TABLES, CoreStore, check_deletable, import_ids, verify_imported
+from continuum.store.models import Run, RunExport, RunInfo
 from continuum.store.pg_connection import (
     DEFAULT_LOCK_TIMEOUT_MS,
     DEFAULT_POOL_SIZE,
@@ -81,6 +76,7 @@ from continuum.store.rows import (
     RUN_COLUMNS,
     run_exists,
     run_from_row,
+    run_head,
     run_not_found,
     schema_too_new,
 )
@@ -464,7 +460,7 @@ class PostgresStorage(CoreStore):
                 ).fetchone()
             if row is None:
                 raise run_not_found(run_id)
-            holder.append(PgWriteTx(pc, run_from_row(row), self._clock, self._errors))
+            holder.append(PgWriteTx(pc, run_head(row), self._clock, self._errors))
             yield holder[0]
         fault_point("after_append_commit")
         if self.observer is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from continuum.errors import (
     HistoryArchivedError,
@@ -21,9 +21,8 @@ from continuum.eventlog.archived import ArchiveBase
 from continuum.eventlog.canonical import (
     fast_parse,
 )
-from continuum.eventlog.chain import ChainVerifier, VerifyReport
+from continuum.eventlog.chain import ChainVerifier
 from continuum.eventlog.events import (
-    Event,
     EventType,
     RawEvent,
     known_type,
@@ -31,13 +30,17 @@ from continuum.eventlog.events import (
 )
 from continuum.store.base import (
     ActionRow,
-    CheckpointRow,
-    RunInfo,
+    RunHead,
     integrity_error,
 )
 from continuum.store.schema import SCHEMA_VERSION
 from continuum.types import Origin, RunStatus
 from continuum.untrusted import quoted
+
+if TYPE_CHECKING:
+    from continuum.eventlog.event_model import Event
+    from continuum.eventlog.reports import VerifyReport
+    from continuum.store.models import CheckpointRow, RunInfo
 
 # Column lists, the same order on every backend (the mappers below depend on it).
 EVENT_COLUMNS = (
@@ -175,12 +178,16 @@ def raw_from_row(row: tuple[Any, ...]) -> RawEvent:
 def event_from_raw(raw: RawEvent) -> Event:
     """The API's validated model of a row already checked (``type`` an ``EventType`` when
     known, as ``Event`` validation gives it)."""
+    from continuum.eventlog.event_model import Event
+
     fields = raw._asdict()
     fields["type"] = known_type(raw.type)
     return Event.model_construct(**fields)
 
 
 def run_from_row(row: tuple[Any, ...]) -> RunInfo:
+    from continuum.store.models import RunInfo
+
     run_id, goal, status, created, head_seq, head_hash, metadata = row
     try:
         return RunInfo(
@@ -194,6 +201,34 @@ def run_from_row(row: tuple[Any, ...]) -> RunInfo:
         )
     except (ValueError, TypeError) as e:  # (pydantic's ValidationError is a ValueError)
         raise damaged_record(str(run_id), "record", str(e), code="integrity.malformed") from e
+
+
+_RUN_STATUSES = {str(s): s for s in RunStatus}
+
+
+def run_head(row: tuple[Any, ...]) -> RunHead:
+    """A run's row as plain data, equal to ``run_from_row``'s model field by field: a row
+    whose every column has its plain type is taken as it is; anything else (a damaged or
+    unusual row) goes through ``run_from_row``, which coerces it as the model does or
+    raises its error (tests/property/test_fast_paths.py)."""
+    run_id, goal, status, created, head_seq, head_hash, metadata = row
+    if (
+        type(run_id) is str
+        and (goal is None or type(goal) is str)
+        and type(created) is str
+        and type(head_seq) is int
+        and (head_hash is None or type(head_hash) is str)
+        and type(metadata) is str
+        and type(status) is str
+        and status in _RUN_STATUSES
+    ):
+        try:
+            data = json.loads(metadata)
+        except ValueError:
+            data = None
+        if type(data) is dict:
+            return RunHead(run_id, goal, _RUN_STATUSES[status], created, head_seq, head_hash, data)
+    return RunHead(*run_from_row(row).model_dump().values())
 
 
 def action_record(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -218,21 +253,30 @@ def action_record(row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def action_from_row(row: tuple[Any, ...]) -> ActionRow:
-    """An index row as the store's model (its record checked by ``action_record``)."""
+    """An index row as plain data (its record checked by ``action_record``; ids text, the
+    lease a number of seconds or none)."""
     record = action_record(row)
-    try:
-        return ActionRow(run_id=row[0], action_id=row[1], record=record, lease_expires=row[3])
-    except ValueError as e:
-        raise damaged_record(
-            str(row[0]),
-            f"action index row {row[1]!r}",
-            str(e),
-            code="integrity.index_mismatch",
-            action_id=row[1],
-        ) from e
+    run_id, action_id, _, lease, _ = row
+    if type(lease) is int:
+        lease = float(lease)
+    if type(run_id) is not str or type(action_id) is not str:
+        problem = "its ids are not text"
+    elif lease is not None and type(lease) is not float:
+        problem = f"its lease is {type(lease).__name__}, not a number of seconds"
+    else:
+        return ActionRow(run_id, action_id, record, lease)
+    raise damaged_record(
+        str(run_id),
+        f"action index row {action_id!r}",
+        problem,
+        code="integrity.index_mismatch",
+        action_id=action_id,
+    )
 
 
 def checkpoint_from_row(row: tuple[Any, ...]) -> CheckpointRow:
+    from continuum.store.models import CheckpointRow
+
     run_id, sequence, event_sequence, state, state_hash, created = row
     try:
         return CheckpointRow(

@@ -17,14 +17,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote as url_quote
 
 import apsw
 
 from continuum.errors import IntegrityError, NotFoundError, StoreError, UsageError
 from continuum.eventlog.canonical import canonical_json
-from continuum.eventlog.events import Event
 from continuum.faults import fault_point
 from continuum.store.approval_outbox import (
     SQLITE,
@@ -35,11 +34,7 @@ from continuum.store.approval_outbox import (
 )
 from continuum.store.base import (
     ActionRow,
-    ApprovalRow,
-    CheckpointRow,
-    Run,
-    RunExport,
-    RunInfo,
+    RunHead,
     check_run_id,
     format_timestamp,
 )
@@ -51,6 +46,7 @@ from continuum.store.rows import (
     RUN_COLUMNS,
     run_exists,
     run_from_row,
+    run_head,
     run_not_found,
     schema_too_new,
 )
@@ -68,6 +64,10 @@ from continuum.store.sqlite_files import (
 from continuum.store.tx import CoreTx, action_values, checkpoint_values, event_values, run_values
 from continuum.types import RunStatus
 from continuum.untrusted import as_typed
+
+if TYPE_CHECKING:
+    from continuum.eventlog.events import EventLike
+    from continuum.store.models import ApprovalRow, CheckpointRow, Run, RunExport, RunInfo
 
 T = TypeVar("T")
 
@@ -114,11 +114,11 @@ def _now() -> str:
 class _Tx(CoreTx):
     """One BEGIN IMMEDIATE transaction on one run (see ``SQLiteStorage.write``)."""
 
-    def __init__(self, conn: apsw.Connection, run: RunInfo, clock: Callable[[], str]) -> None:
-        super().__init__(run, clock)
+    def __init__(self, conn: apsw.Connection, head: RunHead, clock: Callable[[], str]) -> None:
+        super().__init__(head, clock)
         self._conn = conn
 
-    def _insert_event(self, event: Event, payload_text: str) -> None:
+    def _insert_event(self, event: EventLike, payload_text: str) -> None:
         self._conn.execute(_INSERT_EVENT, event_values(event, payload_text))
 
     def _move_head(self, run_id: str, sequence: int, hash_: str, status: RunStatus) -> None:
@@ -128,7 +128,7 @@ class _Tx(CoreTx):
         )
 
     def _action_row(self, column: str, value: str) -> tuple[Any, ...] | None:
-        rows = _action_query(self._conn, self._run.run_id, column, value)
+        rows = _action_query(self._conn, self._head.run_id, column, value)
         return rows[0] if rows else None
 
     def _payloads_after(self, run_id: str, after: int, type_: str) -> list[str]:
@@ -141,7 +141,7 @@ class _Tx(CoreTx):
 
     def _all_action_rows(self, run_id: str | None = None) -> list[tuple[Any, ...]]:
         # BEGIN IMMEDIATE holds the file's one write lock: other runs are serialized too.
-        return _action_query(self._conn, run_id or self._run.run_id, None, None)
+        return _action_query(self._conn, run_id or self._head.run_id, None, None)
 
     def _put_action(self, row: ActionRow) -> None:
         self._conn.execute(_PUT_ACTION, action_values(row))
@@ -158,7 +158,9 @@ class _Tx(CoreTx):
         return events, self._conn.changes()
 
     def _approval_row(self, column: str, value: str) -> tuple[Any, ...] | None:
-        rows = self._conn.execute(SQLITE.approval_row(column), (self._run.run_id, value)).fetchall()
+        rows = self._conn.execute(
+            SQLITE.approval_row(column), (self._head.run_id, value)
+        ).fetchall()
         return rows[0] if rows else None
 
     def _put_approval(self, row: ApprovalRow) -> None:
@@ -484,7 +486,7 @@ class SQLiteStorage(CoreStore):
                         hint="create it first (`continuum start`)",
                         run_id=run_id,
                     )
-                tx = _Tx(conn, run_from_row(rows[0]), self._clock)
+                tx = _Tx(conn, run_head(rows[0]), self._clock)
                 yield tx
                 fault_point("before_append_commit")
                 conn.execute("COMMIT")
@@ -654,7 +656,7 @@ class SQLiteStorage(CoreStore):
                     )
                     for e in bundle.events:
                         conn.execute(_INSERT_EVENT, event_values(e))
-                    tx = _Tx(conn, r, self._clock)
+                    tx = _Tx(conn, RunHead(*r.model_dump().values()), self._clock)
                     for action in bundle.actions:
                         tx.put_action(action)
                     for cp in bundle.checkpoints:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from continuum.errors import (
     UsageError,
@@ -20,9 +20,9 @@ from continuum.eventlog.canonical import (
 )
 from continuum.eventlog.events import (
     LIFECYCLE_STATUS,
-    Event,
+    EventLike,
     EventType,
-    known_type,
+    RawEvent,
     row_hash,
 )
 from continuum.eventlog.limits import check_entry
@@ -32,14 +32,17 @@ from continuum.state.projection import APPROVAL_TYPES, apply_approval_event
 from continuum.store.approval_outbox import approval_from_row
 from continuum.store.base import (
     ActionRow,
-    ApprovalRow,
-    CheckpointRow,
-    RunInfo,
+    RunHead,
 )
 from continuum.store.rows import (
     action_from_row,
+    event_from_raw,
 )
 from continuum.types import Origin, RunStatus
+
+if TYPE_CHECKING:
+    from continuum.eventlog.event_model import Event
+    from continuum.store.models import ApprovalRow, CheckpointRow, RunInfo
 
 
 class CoreTx:
@@ -50,13 +53,25 @@ class CoreTx:
     ``_put_checkpoint``.
     """
 
-    def __init__(self, run: RunInfo, clock: Callable[[], str]) -> None:
-        self._run, self._clock = run, clock
-        self._opened_at = run.head_sequence
-        self.last_event: Event | None = None
+    def __init__(self, head: RunHead, clock: Callable[[], str]) -> None:
+        self._head, self._clock = head, clock
+        self._opened_at = head.head_sequence
+        self._run: RunInfo | None = None
+        self.last_event: RawEvent | None = None
+
+    @property
+    def head(self) -> RunHead:
+        """The run as this transaction sees it, as plain data (what the hot path reads)."""
+        return self._head
 
     @property
     def run(self) -> RunInfo:
+        """The run as this transaction sees it (the model, built on first use from the
+        head, whose fields ``rows.run_head`` checked)."""
+        if self._run is None:
+            from continuum.store.models import RunInfo
+
+            self._run = RunInfo.model_construct(**self._head._asdict())
         return self._run
 
     def append(
@@ -67,12 +82,25 @@ class CoreTx:
         source: Origin,
         causer_event_id: str | None = None,
     ) -> Event:
+        """``append_raw``, as the API's model."""
+        return event_from_raw(
+            self.append_raw(type, payload, source=source, causer_event_id=causer_event_id)
+        )
+
+    def append_raw(
+        self,
+        type: EventType | str,
+        payload: dict[str, Any],
+        *,
+        source: Origin,
+        causer_event_id: str | None = None,
+    ) -> RawEvent:
         """Seal and write the next event of the run. The payload is encoded once: that text
-        is both hashed (``row_hash``) and stored, and the event is built without a second
-        validation (every field is ours or was checked here)."""
+        is both hashed (``row_hash``) and stored; the event is plain data (``RawEvent``),
+        every field ours or checked here."""
         type_ = str(type)
         check_payload(type_, payload)  # a malformed known payload is refused, not stored
-        run, origin = self._run, Origin(source)
+        head, origin = self._head, Origin(source)
         payload_text = canonical_json(payload)
         check_entry(payload, payload_text, f"this {type_} event")  # limits.py: depth, size
         if causer_event_id is not None and not isinstance(causer_event_id, str):
@@ -81,17 +109,20 @@ class CoreTx:
                 code="usage.bad_payload",
                 hint="pass the event_id of an event",
             )
-        fields: dict[str, Any] = {
-            "event_id": f"evt_{uuid.uuid4().hex}",
-            "run_id": run.run_id,
-            "sequence": run.head_sequence + 1,
-            "type": type_,
-            "timestamp": self._clock(),
-            "causer_event_id": causer_event_id,
-            "prev_hash": run.head_hash,
-        }
+        event_id, sequence = f"evt_{uuid.uuid4().hex}", head.head_sequence + 1
+        timestamp = self._clock()
         try:
-            hash_ = row_hash(payload_text=payload_text, source=origin.value, **fields)
+            hash_ = row_hash(
+                event_id=event_id,
+                run_id=head.run_id,
+                sequence=sequence,
+                type=type_,
+                timestamp=timestamp,
+                payload_text=payload_text,
+                causer_event_id=causer_event_id,
+                source=origin.value,
+                prev_hash=head.head_hash,
+            )
         except UnicodeEncodeError:  # a lone surrogate: the checked path raises its error
             canonical_bytes(payload)
             raise UsageError(
@@ -99,20 +130,29 @@ class CoreTx:
                 code="usage.not_utf8",
                 hint="send valid Unicode text (no unpaired \\ud800-\\udfff escapes)",
             ) from None
-        fields["type"] = known_type(type_)  # hashed as the string; the API gets the enum
-        event = Event.model_construct(**fields, payload=payload, source=origin, hash=hash_)
+        event = RawEvent(
+            event_id,
+            head.run_id,
+            sequence,
+            type_,
+            timestamp,
+            payload,
+            causer_event_id,
+            origin,
+            head.head_hash,
+            hash_,
+        )
         status = LIFECYCLE_STATUS.get(type_)  # type: ignore[call-overload]
-        new_status = RunStatus(status) if status else run.status
+        new_status = RunStatus(status) if status else head.status
         self._insert_event(event, payload_text)
-        self._move_head(run.run_id, event.sequence, hash_, new_status)
+        self._move_head(head.run_id, sequence, hash_, new_status)
         # The approval index and the outbox move with the event, on every write path.
         if type_ in APPROVAL_TYPES:
             self._index_approval(event)
         if type_ in NOTIFYING:
             self._notify(event)
-        self._run = run.model_copy(
-            update={"head_sequence": event.sequence, "head_hash": hash_, "status": new_status}
-        )
+        self._head = head._replace(head_sequence=sequence, head_hash=hash_, status=new_status)
+        self._run = None
         self.last_event = event
         return event
 
@@ -172,12 +212,12 @@ class CoreTx:
     def put_checkpoint(self, row: CheckpointRow) -> None:
         self._put_checkpoint(row)
 
-    def drop_archived(self, marker: Event) -> tuple[int, int]:
+    def drop_archived(self, marker: EventLike) -> tuple[int, int]:
         """Remove the events the archive ``marker`` (appended in this transaction) names,
         and the checkpoints they sealed: (events, checkpoints) removed. Only
         ``archive.archive_run`` calls it, once the archive file is written, fsynced and
         verified; without such a marker nothing is removed."""
-        base = archive_base_of(marker) if marker.run_id == self._run.run_id else None
+        base = archive_base_of(marker) if marker.run_id == self._head.run_id else None
         if base is None or marker.sequence <= self._opened_at:
             raise UsageError(
                 "events are removed from the live log only with the archive "
@@ -185,7 +225,7 @@ class CoreTx:
                 code="usage.no_archive_marker",
                 hint="use `continuum archive`; nothing was removed",
             )
-        return self._drop_prefix(self._run.run_id, base.through + 1)
+        return self._drop_prefix(self._head.run_id, base.through + 1)
 
     def find_approval(
         self,
@@ -209,15 +249,17 @@ class CoreTx:
     def put_approval(self, row: ApprovalRow) -> None:
         self._put_approval(row)
 
-    def _index_approval(self, event: Event) -> None:
+    def _index_approval(self, event: RawEvent) -> None:
         found = self.find_approval(approval_id=event.payload["approval_id"])
         record = apply_approval_event(found.record if found is not None else None, event)
         if record is not None:
+            from continuum.store.models import ApprovalRow
+
             self._put_approval(
                 ApprovalRow(run_id=event.run_id, approval_id=record["id"], record=record)
             )
 
-    def _notify(self, event: Event) -> None:
+    def _notify(self, event: RawEvent) -> None:
         action_id = event.payload.get("action_id")
         action = (
             self.find_action(action_id=action_id)
@@ -230,7 +272,7 @@ class CoreTx:
 
     # -- dialect ------------------------------------------------------------------------
 
-    def _insert_event(self, event: Event, payload_text: str) -> None:
+    def _insert_event(self, event: EventLike, payload_text: str) -> None:
         raise NotImplementedError
 
     def _move_head(self, run_id: str, sequence: int, hash_: str, status: RunStatus) -> None:
@@ -278,7 +320,7 @@ class CoreTx:
             self._put_outbox(notice)
 
 
-def event_values(event: Event, payload_text: str | None = None) -> tuple[Any, ...]:
+def event_values(event: EventLike, payload_text: str | None = None) -> tuple[Any, ...]:
     """An event as stored: the payload as canonical JSON text (never a JSON column type:
     the hash is over these exact bytes); ``payload_text`` if the caller has it already."""
     return (
