@@ -60,6 +60,7 @@ RANKS: dict[str, float] = {
     "continuum.ledger.outbox": 7,  # delivering the notification outbox (over the store)
     "continuum.ledger.deliverer": 7.05,  # its background deliverer in the servers
     "continuum.recovery.verification": 7,
+    "continuum.recovery.plain_state": 7.1,  # a run's state without its actions, plain data
     "continuum.recovery.checkpoints": 7.2,
     "continuum.ops.signing": 7.1,  # signed anchors (Ed25519)
     "continuum.ops.archive_file": 7.25,  # the archive file format

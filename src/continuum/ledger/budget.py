@@ -17,11 +17,11 @@ each ancestor that has some, counted over that ancestor's whole family.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
-from continuum.errors import UsageError
+from continuum.errors import NotFoundError, UsageError
 
 MICROS = 1_000_000
 MAX_USD = Decimal(10) ** 12  # a trillion dollars: past this it is a typo
@@ -38,6 +38,90 @@ class BudgetScope(NamedTuple):
     limits: Mapping[str, int | None]
     members: tuple[str, ...]
     listed_at: tuple[int, ...] = ()
+
+
+class RunBudget(NamedTuple):
+    """What a budget asks of a run's state: its limits (``State.budget``: None for none),
+    its parent and the runs listed under it (``State.parent``, ``State.children``)."""
+
+    budget: Mapping[str, Any] | None
+    parent: str | None
+    children: Sequence[str]
+
+
+def budget_scopes(
+    run_id: str,
+    state_of: Callable[[str], RunBudget],
+    head_of: Callable[[str], int],
+    *,
+    max_family: int,
+) -> list[BudgetScope] | None:
+    """The budgets an intercept in ``run_id`` is judged against, as the ledger checks
+    them: the run's own limits, then each ancestor's that has some, counted over that
+    ancestor's whole family (a parent's budget covers its children); None: none.
+
+    ``state_of(run)`` and ``head_of(run)`` read a run (``NotFoundError`` for one never
+    started); the facade gives its cached states, a hook process plain ones."""
+    state = state_of(run_id)
+    scopes: list[BudgetScope] = []
+    if state.budget is not None:  # over the run and every run below it
+        limits = limit_fields(state.budget)
+        if state.children:
+            scopes.append(
+                BudgetScope(run_id, limits, *listed_family(run_id, state_of, head_of, max_family))
+            )
+        else:  # the write transaction still adds a child started since
+            scopes.append(BudgetScope(run_id, limits, (run_id,), (head_of(run_id),)))
+    seen, child, parent = {run_id}, run_id, state.parent
+    while parent is not None and parent not in seen and len(seen) <= max_family:
+        seen.add(parent)
+        try:
+            above = state_of(parent)
+        except NotFoundError:
+            break  # a parent never started: nothing to count against
+        if child not in above.children:
+            break  # it does not list the run: not a family (RunsFacade.family)
+        if above.budget is not None:
+            scopes.append(
+                BudgetScope(
+                    parent,
+                    limit_fields(above.budget),
+                    *listed_family(parent, state_of, head_of, max_family),
+                )
+            )
+        child, parent = parent, above.parent
+    return scopes or None
+
+
+def listed_family(
+    root: str,
+    state_of: Callable[[str], RunBudget],
+    head_of: Callable[[str], int],
+    max_family: int,
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """``root`` and every run listed below it (started or not: a budget counts what may
+    yet run there), each with its head when its children were read."""
+    members: list[str] = []
+    heads: list[int] = []
+    queue = [root]
+    while queue and len(members) <= max_family:
+        run_id = queue.pop(0)
+        if run_id in members:
+            continue
+        try:
+            head = head_of(run_id)  # before its children
+            children: Sequence[str] = state_of(run_id).children
+        except NotFoundError:
+            head, children = 0, []  # listed, not started yet
+        members.append(run_id)
+        heads.append(head)
+        queue += children
+    return tuple(members), tuple(heads)
+
+
+def limit_fields(budget: Mapping[str, Any]) -> dict[str, int | None]:
+    """A run's limits as a ``BudgetScope`` holds them."""
+    return {k: budget.get(k) for k in ("usd_micros", "tokens")}
 
 
 def usd_micros(value: Any, what: str) -> int:

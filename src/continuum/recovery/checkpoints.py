@@ -27,15 +27,15 @@ from continuum.errors import HistoryArchivedError, UsageError
 from continuum.eventlog.canonical import canonical_json, digest, parse_json
 from continuum.eventlog.events import EventLike, EventType
 from continuum.eventlog.payloads import payload_problem
-from continuum.recovery.verification import state_digest
+from continuum.recovery.plain_state import CHECKPOINT_FORMAT as CHECKPOINT_FORMAT
+from continuum.recovery.plain_state import valid_checkpoint_text
 from continuum.state.projection import fold, project
 from continuum.state.records import ActionRecord, State
 from continuum.store import CheckpointRow, Storage, WriteTx
+from continuum.store.base import StoredCheckpoint
 from continuum.types import ActionStatus, Origin
 
 ACTION_TYPES = frozenset(t for t in EventType if t.startswith("action_"))
-CHECKPOINT_FORMAT = 2
-"""1: the whole state; 2: the state without settled actions (see the module docstring)."""
 
 
 def is_open(record: ActionRecord) -> bool:
@@ -89,13 +89,6 @@ def seal_checkpoint(
     return event, state_hash
 
 
-def _checkpoint_event(store: Storage, cp: CheckpointRow) -> EventLike | None:
-    """The ``checkpointed`` event that sealed ``cp`` (one row, linked to the one before)."""
-    for event in store.iter_raw(cp.run_id, cp.event_sequence - 1, upto=cp.event_sequence):
-        return event
-    return None
-
-
 def checkpoint_through(store: Storage, run_id: str, event_sequence: int | None) -> int | None:
     """The sequence a checkpoint holds the state through (its ``through_sequence``, what
     ``continuum checkpoint`` printed and a contract names), from the sealed
@@ -111,31 +104,13 @@ def checkpoint_through(store: Storage, run_id: str, event_sequence: int | None) 
 
 def valid_checkpoint(
     store: Storage, run_id: str, upto: int | None = None
-) -> tuple[tuple[CheckpointRow, State] | None, list[str]]:
+) -> tuple[tuple[StoredCheckpoint, State] | None, list[str]]:
     """The latest checkpoint (at or below ``upto``) whose hash matches and whose sealing
     event agrees, restored as a lean state; and a warning for each newer one not used."""
-    warnings: list[str] = []
-    for cp in store.list_checkpoints(run_id):
-        if upto is not None and cp.sequence > upto:
-            continue
-        sealed = _checkpoint_event(store, cp)
-        payload = (
-            sealed.payload if sealed is not None and sealed.type == EventType.CHECKPOINTED else {}
-        )
-        if state_digest(cp) != cp.state_hash or payload.get("state_hash") != cp.state_hash:
-            warnings.append(
-                f"checkpoint at sequence {cp.sequence} failed its hash and was not used"
-            )
-            continue
-        fmt = payload.get("format", 1)
-        if fmt not in (1, CHECKPOINT_FORMAT):
-            warnings.append(
-                f"checkpoint at sequence {cp.sequence} has format {fmt}, newer than "
-                "this continuum knows; the state was folded from the log instead"
-            )
-            continue
-        return (cp, lean(State.model_validate_json(cp.state_json))), warnings
-    return None, warnings
+    cp, warnings = valid_checkpoint_text(store, run_id, upto)
+    if cp is None:
+        return None, warnings
+    return (cp, lean(State.model_validate_json(cp.state_json))), warnings
 
 
 def advance(store: Storage, run_id: str, start: State, events: Sequence[EventLike]) -> State:

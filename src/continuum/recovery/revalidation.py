@@ -17,12 +17,15 @@ observed; the facade (``runtime/facade.py``) observes and records.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from continuum.state.records import State
-from continuum.state.validation import Observation, diff_dependency
 from continuum.types import DependencyStatus
+
+if TYPE_CHECKING:
+    from continuum.state.records import State
+    from continuum.state.validation import Observation
 
 DEFAULT_EVERY_STEPS = 25
 
@@ -39,6 +42,8 @@ class RevalidationPolicy:
 def drifted(state: State, observed: Mapping[str, Observation | None]) -> list[tuple[str, str]]:
     """(name, ``changed`` | ``removed``) for each declared dependency observed so and not
     recorded so already; one that cannot be observed now (unknown) is not a drift."""
+    from continuum.state.validation import diff_dependency
+
     out: list[tuple[str, str]] = []
     for name, dep in sorted(state.dependencies.items()):
         if dep.recorded_change is not None:
@@ -54,3 +59,17 @@ def drifted(state: State, observed: Mapping[str, Observation | None]) -> list[tu
 def held_by(state: State) -> frozenset[str]:
     """The dependencies recorded as changed or removed and not declared again since."""
     return frozenset(n for n, d in state.dependencies.items() if d.recorded_change is not None)
+
+
+def held_in(dependencies: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
+    """``held_by`` of a state's plain form (its ``dependencies``, as JSON)."""
+    return frozenset(n for n, d in dependencies.items() if d.get("recorded_change") is not None)
+
+
+def hold_reason(held: Collection[str]) -> str | None:
+    """Why no new effect may start (what ``intercept`` answers with
+    ``revalidation_required``), or None when nothing is held."""
+    if not held:
+        return None
+    names = ", ".join(repr(n) for n in sorted(held)[:5])
+    return f" (changed: {names}; declare them again with declare_dependencies to accept the change)"

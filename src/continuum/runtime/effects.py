@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from continuum.errors import NotFoundError, UsageError
+from continuum.errors import UsageError
 from continuum.eventlog.events import EventType
 from continuum.eventlog.payloads import check_via
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
@@ -19,7 +19,15 @@ from continuum.ledger.approvals import (
     list_approval_infos,
     record_decision,
 )
-from continuum.ledger.budget import BudgetScope, cost_given, cost_of, row_charge
+from continuum.ledger.budget import (
+    BudgetScope,
+    RunBudget,
+    budget_scopes,
+    cost_given,
+    cost_of,
+    listed_family,
+    row_charge,
+)
 from continuum.ledger.core import DEFAULT_BLOCK_DRIFT
 from continuum.ledger.effect import Effect
 from continuum.ledger.gate import InterceptResult
@@ -169,50 +177,14 @@ class EffectsFacade(RunsFacade):
         """The budgets an intercept in the run is judged against, as the ledger checks
         them: the run's own limits, then each ancestor's that has some, counted over that
         ancestor's whole family (a parent's budget covers its children); None: none."""
-        state = self.state(run_id)
-        scopes: list[BudgetScope] = []
-        if state.budget is not None:  # over the run and every run below it
-            limits = _limit_fields(state.budget)
-            if state.children:
-                scopes.append(BudgetScope(run_id, limits, *self._listed_family(run_id)))
-            else:  # the write transaction still adds a child started since
-                head = self.store.get_run(run_id).head_sequence
-                scopes.append(BudgetScope(run_id, limits, (run_id,), (head,)))
-        seen, child, parent = {run_id}, run_id, state.parent
-        while parent is not None and parent not in seen and len(seen) <= MAX_FAMILY:
-            seen.add(parent)
-            try:
-                above = self.state(parent)
-            except NotFoundError:
-                break  # a parent never started: nothing to count against
-            if child not in above.children:
-                break  # it does not list the run: not a family (RunsFacade.family)
-            if above.budget is not None:
-                scopes.append(
-                    BudgetScope(parent, _limit_fields(above.budget), *self._listed_family(parent))
-                )
-            child, parent = parent, above.parent
-        return scopes or None
+        return budget_scopes(run_id, self._run_budget, self._head_of, max_family=MAX_FAMILY)
 
-    def _listed_family(self, root: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
-        """``root`` and every run listed below it (started or not: a budget counts what
-        may yet run there), each with its head when its children were read."""
-        members: list[str] = []
-        heads: list[int] = []
-        queue = [root]
-        while queue and len(members) <= MAX_FAMILY:
-            run_id = queue.pop(0)
-            if run_id in members:
-                continue
-            try:
-                head = self.store.get_run(run_id).head_sequence  # before its children
-                children = self.state(run_id).children
-            except NotFoundError:
-                head, children = 0, []  # listed, not started yet
-            members.append(run_id)
-            heads.append(head)
-            queue += children
-        return tuple(members), tuple(heads)
+    def _run_budget(self, run_id: str) -> RunBudget:
+        state = self.state(run_id)
+        return RunBudget(state.budget, state.parent, state.children)
+
+    def _head_of(self, run_id: str) -> int:
+        return self.store.get_run(run_id).head_sequence
 
     def set_budget(
         self,
@@ -287,7 +259,7 @@ class EffectsFacade(RunsFacade):
             else {k: limits.get(k) for k in ("usd_micros", "tokens")},
         }
         if state.children:  # what the family under it spent and reserves (its budget's count)
-            members, _ = self._listed_family(run_id)
+            members, _ = listed_family(run_id, self._run_budget, self._head_of, MAX_FAMILY)
             family = [[0, 0], [0, 0]]  # spent, reserved
             for member in members:
                 for indexed in self.store.list_actions(member):
@@ -514,7 +486,3 @@ class EffectsFacade(RunsFacade):
     def retry_outbox(self, delivery_ids: Sequence[str] | None = None) -> int:
         """Put failed notifications (these, or all) back to pending; returns how many."""
         return self.store.requeue_outbox(delivery_ids)
-
-
-def _limit_fields(budget: Mapping[str, Any]) -> dict[str, int | None]:
-    return {k: budget.get(k) for k in ("usd_micros", "tokens")}

@@ -27,7 +27,7 @@ from continuum.recovery.checkpoints import (
     valid_checkpoint,
 )
 from continuum.recovery.engine import ChildView
-from continuum.recovery.revalidation import RevalidationPolicy, drifted, held_by
+from continuum.recovery.revalidation import RevalidationPolicy, drifted, held_by, hold_reason
 from continuum.recovery.verification import bulk_reading
 from continuum.runtime.results import CheckpointInfo
 from continuum.state.environment import Probe, declarations, observe
@@ -353,14 +353,7 @@ class RunsFacade:
         """One step of ``run_id`` (revalidating when due), then why a new effect may not
         start now, or None: what ``intercept`` and every effect ask first."""
         self._step(run_id)
-        held = self.holding(run_id)
-        if not held:
-            return None
-        names = ", ".join(repr(n) for n in sorted(held)[:5])
-        return (
-            f" (changed: {names}; declare them again with declare_dependencies to accept "
-            "the change)"
-        )
+        return hold_reason(self.holding(run_id))
 
     def holding(self, run_id: str) -> frozenset[str]:
         """The dependencies whose recorded change holds new effects of ``run_id``, as this

@@ -79,6 +79,18 @@ class RunHead(NamedTuple):
     metadata: dict[str, Any]
 
 
+class StoredCheckpoint(NamedTuple):
+    """A stored checkpoint as plain data: ``CheckpointRow``'s fields, each checked
+    (``rows.stored_checkpoint``)."""
+
+    run_id: str
+    sequence: int  # the state covers events 1..sequence
+    event_sequence: int  # the `checkpointed` event that sealed it
+    state_json: str
+    state_hash: str
+    created_at: str
+
+
 @dataclass(frozen=True, slots=True)
 class ActionRow:
     """One row of the action index: the fold's record of the action plus its lease.
@@ -212,6 +224,18 @@ class Storage(Protocol):
         """
         ...
 
+    def append_raw(
+        self,
+        run_id: str,
+        type: EventType | str,
+        payload: dict[str, Any],
+        *,
+        source: Origin = Origin.DETERMINISTIC,
+        causer_event_id: str | None = None,
+    ) -> RawEvent:
+        """``append_event``, the event as plain data (no model built)."""
+        ...
+
     def append_events(
         self,
         run_id: str,
@@ -290,6 +314,10 @@ class Storage(Protocol):
 
     def list_checkpoints(self, run_id: str) -> list[CheckpointRow]:
         """The run's stored checkpoints, newest (highest sequence) first."""
+        ...
+
+    def stored_checkpoints(self, run_id: str) -> list[StoredCheckpoint]:
+        """``list_checkpoints`` as plain data."""
         ...
 
     def import_runs(self, runs: list[RunExport]) -> list[RunInfo]:

@@ -41,6 +41,7 @@ from continuum.store.base import (
     DEFAULT_PAGE,
     MAX_PAGE,
     ActionRow,
+    StoredCheckpoint,
     check_run_id,
     integrity_error,
 )
@@ -56,6 +57,7 @@ from continuum.store.rows import (
     parse_cursor,
     raw_from_row,
     refuse_marker,
+    stored_checkpoint,
     verified_events,
     verify_rows,
 )
@@ -413,6 +415,11 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
 
     def list_checkpoints(self, run_id: str) -> list[CheckpointRow]:
         return [checkpoint_from_row(r) for r in self._checkpoint_rows(run_id)]
+
+    def stored_checkpoints(self, run_id: str) -> list[StoredCheckpoint]:
+        """``list_checkpoints`` as plain data (newest first), for a reader that needs no
+        model (the hooks' effect path)."""
+        return [stored_checkpoint(r) for r in self._checkpoint_rows(run_id)]
 
     def _action_page(
         self, run_id: str, statuses: tuple[str, ...], after: int, limit: int, *, few: bool

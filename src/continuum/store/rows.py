@@ -31,6 +31,7 @@ from continuum.eventlog.events import (
 from continuum.store.base import (
     ActionRow,
     RunHead,
+    StoredCheckpoint,
     integrity_error,
 )
 from continuum.store.schema import SCHEMA_VERSION
@@ -291,6 +292,18 @@ def checkpoint_from_row(row: tuple[Any, ...]) -> CheckpointRow:
         raise damaged_record(
             str(run_id), "checkpoint", str(e), code="integrity.checkpoint_mismatch"
         ) from e
+
+
+def stored_checkpoint(row: tuple[Any, ...]) -> StoredCheckpoint:
+    """A checkpoint row as plain data, equal to ``checkpoint_from_row``'s model field by
+    field (a row of other types goes through the model, which coerces it or refuses it)."""
+    run_id, sequence, event_sequence, state, state_hash, created = row
+    if (
+        type(run_id) is type(state) is type(state_hash) is type(created) is str
+        and type(sequence) is type(event_sequence) is int
+    ):
+        return StoredCheckpoint(run_id, sequence, event_sequence, state, state_hash, created)
+    return StoredCheckpoint(*checkpoint_from_row(row).model_dump().values())
 
 
 def row_sequence(row: tuple[Any, ...], verifier: ChainVerifier) -> int:

@@ -1,0 +1,84 @@
+"""A run's state without its actions, as plain data, for a process that needs no models
+(a hook: whether a changed dependency holds new effects, what budgets cover the run).
+
+The same state ``checkpoints.lean_state`` builds, read the same way: the latest
+checkpoint whose hash matches and whose sealing event agrees (``valid_checkpoint_text``,
+which ``checkpoints.valid_checkpoint`` uses too), then the events after it, verified as
+read and folded by the fold's own handlers (``fold_plain``); the action events are left
+out, as ``advance`` leaves them to the index. What this returns is the JSON form of that
+state (``State.model_dump(mode="json")``) but for ``actions`` and the counters of
+malformed events, which only the index can complete (tests/property/test_fast_paths.py
+compares the two).
+
+Imports the store's plain reads, the fold and the leaves."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from continuum.eventlog.canonical import digest, parse_json
+from continuum.eventlog.events import EventType
+from continuum.eventlog.payloads import payload_problem
+from continuum.state.projection import empty_plain, fold_plain
+from continuum.store.base import Storage, StoredCheckpoint
+
+CHECKPOINT_FORMAT = 2
+"""1: the whole state; 2: the state without settled actions (``checkpoints.py``)."""
+
+_ACTION_TYPES = frozenset(t.value for t in EventType if t.startswith("action_"))
+
+
+def checkpoint_digest(cp: StoredCheckpoint) -> str | None:
+    """The digest of a checkpoint's state, or None if it is too damaged to parse."""
+    try:
+        return digest(parse_json(cp.state_json))
+    except (ValueError, TypeError):
+        return None
+
+
+def valid_checkpoint_text(
+    store: Storage, run_id: str, upto: int | None = None
+) -> tuple[StoredCheckpoint | None, list[str]]:
+    """The latest checkpoint (at or below ``upto``) whose hash matches and whose sealing
+    event agrees, in a format this code reads; and a warning for each newer one not used."""
+    warnings: list[str] = []
+    for cp in store.stored_checkpoints(run_id):
+        if upto is not None and cp.sequence > upto:
+            continue
+        sealed = next(
+            iter(store.iter_raw(cp.run_id, cp.event_sequence - 1, upto=cp.event_sequence)), None
+        )
+        payload = (
+            sealed.payload if sealed is not None and sealed.type == EventType.CHECKPOINTED else {}
+        )
+        if checkpoint_digest(cp) != cp.state_hash or payload.get("state_hash") != cp.state_hash:
+            warnings.append(
+                f"checkpoint at sequence {cp.sequence} failed its hash and was not used"
+            )
+            continue
+        fmt = payload.get("format", 1)
+        if fmt not in (1, CHECKPOINT_FORMAT):
+            warnings.append(
+                f"checkpoint at sequence {cp.sequence} has format {fmt}, newer than "
+                "this continuum knows; the state was folded from the log instead"
+            )
+            continue
+        return cp, warnings
+    return None, warnings
+
+
+def state_without_actions(store: Storage, run_id: str) -> dict[str, Any]:
+    """The run's state at its head, as plain data, its actions aside (see the module)."""
+    cp, _ = valid_checkpoint_text(store, run_id)
+    acc = empty_plain(run_id) if cp is None else json.loads(cp.state_json)
+    after, prev = (0, None) if cp is None else (acc["sequence"], acc["head_hash"])
+    events = store.iter_raw(run_id, after, prev_hash=prev)
+    return fold_plain(
+        acc,
+        (
+            e
+            for e in events
+            if e.type not in _ACTION_TYPES or payload_problem(e.type, e.payload) is not None
+        ),
+    )
