@@ -7,7 +7,6 @@ loads it (issue 27, the lean hot path). ``configure`` only records the level unt
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any, Protocol
@@ -104,6 +103,8 @@ def _configure_default() -> None:
 
 def _apply(name: str) -> None:
     global _configured
+    import logging
+
     import structlog
 
     numeric = getattr(logging, name.upper())

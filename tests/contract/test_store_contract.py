@@ -6,7 +6,6 @@ Everything here goes through the ``Storage`` protocol only; backend-specific che
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -412,7 +411,7 @@ def test_put_action_again_updates_the_row_in_place(store: Storage, run: str) -> 
         tx.put_action(action_row(run, 2))
     done = action_row(run, 1, status="completed", external_id="ext-1")
     with store.write(run) as tx:
-        tx.put_action(dataclasses.replace(done, lease_expires=None))
+        tx.put_action(done._replace(lease_expires=None))
 
     rows = store.list_actions(run)
     assert [r.action_id for r in rows] == ["act_1", "act_2"]
@@ -459,7 +458,7 @@ def test_renew_lease_moves_only_the_lease(store: Storage, run: str) -> None:
     store.renew_lease(run, "act_1", 5000.0)
 
     renewed = store.get_action(run, "act_1")
-    assert renewed == dataclasses.replace(row, lease_expires=5000.0)
+    assert renewed == row._replace(lease_expires=5000.0)
 
 
 # -- checkpoints and schema -------------------------------------------------------------------

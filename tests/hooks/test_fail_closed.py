@@ -170,16 +170,25 @@ def test_malformed_stdin_refuses(tmp_path: Path, host: str, stdin: bytes) -> Non
     assert b"hooks.bad_event" in p.stderr and len(p.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize("where", ["plain path", "full path"])
 def test_an_unexpected_exception_in_the_gate_refuses(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, host: str, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    host: str,
+    capsys: pytest.CaptureFixture[str],
+    where: str,
 ) -> None:
     project = make_project(tmp_path, host)
-    from continuum.hooks import gate
+    from continuum.hooks import effect_path, gate
 
     def broken(*args: object) -> int:
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(gate, "pre_tool", broken)
+    if where == "plain path":
+        monkeypatch.setattr(effect_path, "pre_tool", broken)
+    else:  # the plain path hands the call over (as for a run not yet started)
+        monkeypatch.setattr(effect_path, "pre_tool", lambda *args: None)
+        monkeypatch.setattr(gate, "pre_tool", broken)
     event = {
         "session_id": "s",
         "cwd": str(project.dir),

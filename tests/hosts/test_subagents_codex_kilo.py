@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from continuum.hooks.gate import subagent_run_id
+from continuum.hooks.effect_path import subagent_run_id
 from tests.hosts.harness import Project
 from tests.hosts.hosts_all import CODEX, KILO
 from tests.hosts.script import ToolCall, ToolResult

@@ -12,7 +12,6 @@ the past, in the store, as the passing of the backoff would. No test sleeps.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ def runs_record(db: str | Path) -> dict[str, Any]:
                     (e.event_id, str(e.type), str(e.source), e.hash)
                     for e in store.read_events(run.run_id)
                 ],
-                "actions": [dataclasses.asdict(a) for a in store.list_actions(run.run_id)],
+                "actions": [a._asdict() for a in store.list_actions(run.run_id)],
                 "checkpoints": [
                     c.model_dump(mode="json") for c in store.list_checkpoints(run.run_id)
                 ],

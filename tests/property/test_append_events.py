@@ -51,11 +51,8 @@ class _Ids:
         self.n = itertools.count()
         self.t = itertools.count()
 
-    def uuid4(self) -> Any:
-        class _U:
-            hex = f"{next(self.n):032x}"
-
-        return _U()
+    def event_id(self) -> str:
+        return f"evt_{next(self.n):032x}"
 
     def clock(self) -> str:
         return f"2026-01-01T00:00:{next(self.t) % 60:02d}.{next(self.t):06d}Z"
@@ -81,7 +78,7 @@ def test_a_batch_append_equals_the_same_single_appends(
         single_path, batch_path = Path(tmp) / "single.db", Path(tmp) / "batch.db"
         for path, batched in ((single_path, False), (batch_path, True)):
             ids = _Ids()
-            mp.setattr(tx, "uuid", ids)
+            mp.setattr(tx, "new_event_id", ids.event_id)
             store = SQLiteStorage(path, clock=ids.clock)
             store.create_run(_run())
             if batched:

@@ -327,7 +327,7 @@ def _retry_interrupted_actions(monkeypatch: pytest.MonkeyPatch) -> None:
         if rec["status"] == "unknown" or (
             rec["status"] == "started" and not owner_alive(rec["owner"], row.lease_expires, now)
         ):
-            row = replace(row, record={**rec, "status": "failed"})
+            row = row._replace(record={**rec, "status": "failed"})
         return decide(self, tx, row, requested, origin, now, matched, *rest)
 
     monkeypatch.setattr(ActionLedger, "_decide", broken)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = ("structlog", "asyncio", "http.client", "continuum.ledger.outbox")
 
@@ -54,3 +55,62 @@ def test_continuum_mcp_starts_without_the_outbox() -> None:
     """The deliverer loads the outbox (its HTTP client, its settings parser) in its own
     thread, once a webhook is configured: not on continuum-mcp's way to initialized."""
     assert "continuum.ledger.outbox" not in loaded("import continuum.mcp.server")
+
+
+REGISTRY = """
+[[effect]]
+tool = "Bash"
+match = { command = '^\\./send ' }
+action_type = "send_invoice"
+key = "{command}"
+"""
+
+
+def _hook_loads(tmp_path: Path, kind: str, call: str, **extra: object) -> list[str]:
+    """The heavy modules a hook process loaded for one call (and its exit code first)."""
+    project, db = tmp_path / "proj", tmp_path / "store.db"
+    event = {
+        "session_id": "s",
+        "cwd": str(project),
+        "tool_name": "Bash",
+        "tool_input": {"command": f"./send {call}"},
+        "tool_use_id": call,
+        **extra,
+    }
+    probe = (
+        "import io, json, sys\n"
+        f"sys.stdin = io.TextIOWrapper(io.BytesIO({json.dumps(event).encode()!r}))\n"
+        "from continuum.hooks.entry import main\n"
+        f"code = main([{kind!r}, '--host', 'claude-code', '--db', {str(db)!r}, '--run', 'r',"
+        f" '--project', {str(project)!r}])\n"
+        f"print(json.dumps([code] + [m for m in {MODELS!r} if m in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    out: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return out
+
+
+MODELS = ("pydantic", "continuum.runtime.facade", "continuum.state.records", "structlog")
+
+
+def test_a_registered_effect_through_the_hooks_loads_no_models(tmp_path: Path) -> None:
+    """Issue 27: the hooks' effect path (intercept in pre-tool, complete in post-tool)
+    imports neither pydantic nor the runtime. Control: a refused repeat does (its words
+    come from the full path), so the check can see them."""
+    project = tmp_path / "proj"
+    (project / ".continuum").mkdir(parents=True)
+    (project / ".continuum" / "effects.toml").write_text(REGISTRY, encoding="utf-8")
+    accept = ["hooks", "accept", "--dir", str(project), "--run", "r", "--yes"]
+    subprocess.run(
+        [sys.executable, "-m", "continuum", "--db", str(tmp_path / "store.db"), *accept],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    assert _hook_loads(tmp_path, "pre-tool", "INV-1") == [0]
+    done = {"tool_response": {"stdout": "", "stderr": "", "interrupted": False}}
+    assert _hook_loads(tmp_path, "post-tool", "INV-1", **done) == [0]
+    refused = _hook_loads(tmp_path, "pre-tool", "INV-1")
+    assert refused[0] == 2 and "pydantic" in refused

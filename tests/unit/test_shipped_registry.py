@@ -126,7 +126,7 @@ def test_the_commented_mcp_example_matches_the_tool_as_every_host_names_it() -> 
 
 
 def test_a_subagents_id_is_offered_to_key_templates() -> None:
-    from continuum.hooks.gate import template_values
+    from continuum.hooks.effect_path import template_values
     from continuum.hooks.hosts import parse_event
     from continuum.hooks.registry import render_key
 

@@ -3,7 +3,9 @@
 Read the host's JSON event on stdin and answer in its format (``hosts.py``). The path a
 tool call takes when no effect rule matches it reads stdin and the registry and exits 0:
 it never opens the store or imports the runtime, so a hook on every tool call stays
-close to a bare interpreter start.
+close to a bare interpreter start. A registered call goes the plain path
+(``effect_path.py``: the ledger without pydantic or the runtime) and only what that
+path cannot answer alone goes through the whole facade (``gate.py``).
 
 Fail closed: for a pre-tool call that matches a rule, or that cannot be judged (stdin
 unusable, registry malformed, an unexpected error), the answer is a denial with a
@@ -128,6 +130,11 @@ def _run(args: HookArgs) -> int:
         rule = registry.find(event.tool_name, event.tool_input)
         if rule is None:
             return 0  # not a registered effect: allowed, store untouched
+        from continuum.hooks import effect_path
+
+        answered = effect_path.pre_tool(args, event, project, rule)
+        if answered is not None:
+            return answered
         from continuum.hooks import gate
 
         return gate.pre_tool(args, event, project, rule)
@@ -137,6 +144,11 @@ def _run(args: HookArgs) -> int:
         rule = loaded.find(event.tool_name, event.tool_input) if loaded else None
         if rule is None and event.tool_name not in FILE_TOOLS:
             return 0  # neither an effect nor a file write: nothing to record
+        from continuum.hooks import effect_path
+
+        answered = effect_path.post_tool(args, event, project, rule)
+        if answered is not None:
+            return answered
         from continuum.hooks import gate
 
         return gate.post_tool(args, event, project, rule)

@@ -1,7 +1,10 @@
-"""The hooks' work that needs the store: gate, record, brief, probe.
+"""The hooks' work that needs the store, through the whole facade: gate, record, brief,
+probe.
 
 Loaded only for a call that matches an effect rule, a file write, or a session event
-(``entry.py`` decides that with the standard library alone).
+(``entry.py`` decides that with the standard library alone), and for a gated call only
+when the plain path (``effect_path.py``, the same ledger without the models) hands it
+over: a run to start, an action already recorded, a PostgreSQL store, telemetry.
 
 Ownership: a gated call is intercepted on behalf of the *host* process (the hook's
 parent, or the parent of the shell the host ran it through) and the host's session id.
@@ -17,80 +20,35 @@ verdict, which is a check continuum runs itself (origin ``deterministic``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import socket
-import subprocess
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
 from continuum.errors import ActionOwnedError, ContinuumError, NotFoundError, UsageError
 from continuum.eventlog.events import EventType
 from continuum.hooks.advice import refusal
 from continuum.hooks.args import HookArgs, deny, touch_pre_compact_stamp
-from continuum.hooks.hosts import (
-    SHELL_TOOLS,
-    HookEvent,
-    Outcome,
-    file_paths,
-    session_context,
-    shell_write_targets,
+from continuum.hooks.effect_path import (
+    call_arguments,
+    call_versions,
+    effect_evidence,
+    failure_text,
+    file_evidence,
+    host_owner,
+    subagent_run_id,
+    template_values,
+    wait_ms,
+    written_paths,
 )
+from continuum.hooks.hosts import HookEvent, Outcome, session_context
 from continuum.hooks.probes import ProbeResult, probe_action, rule_for
-from continuum.hooks.registry import BUILTINS, Registry, Rule, render_key
+from continuum.hooks.registry import Registry, Rule, render_key
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
-from continuum.ledger.owners import process_start
 from continuum.runtime.facade import Continuum
-from continuum.state.environment import file_checksum
 from continuum.state.records import ActionRecord
 from continuum.store import open_store
 from continuum.types import ActionStatus, Origin, RunStatus
 from continuum.untrusted import quoted
 
-WAIT_MS = 10_000  # a hook waits at most this long for another writer, then refuses
-WAIT_ENV = "CONTINUUM_HOOK_WAIT_MS"  # overrides WAIT_MS (milliseconds)
 MAX_PROBES = 5  # per session start: a briefing must not hang on a slow outside world
-MAX_INPUT_CHARS = 32_768  # larger tool input is kept as a digest
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "login"})
-
-
-# -- who performs a gated call ---------------------------------------------------------------
-
-
-def _parent_of(pid: int) -> tuple[int, str] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("ascii", "replace")
-        name = data[data.index("(") + 1 : data.rindex(")")]
-        return int(data.rsplit(")", 1)[1].split()[1]), name
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def host_pid() -> int:
-    """The host process: our parent, or the nearest ancestor that is not a shell the host
-    ran us through (``sh -c``, ``bash -lc``)."""
-    pid = os.getppid()
-    for _ in range(4):
-        found = _parent_of(pid)
-        if found is None:
-            return pid
-        name = found[1]
-        if name not in _SHELLS or found[0] <= 1:
-            return pid
-        pid = found[0]
-    return pid
-
-
-def host_owner(session_id: str | None) -> dict[str, Any]:
-    pid = host_pid()
-    owner: dict[str, Any] = {"host": socket.gethostname(), "pid": pid, "start": process_start(pid)}
-    if session_id:
-        owner["session"] = session_id
-    return owner
-
 
 # -- opening the store -------------------------------------------------------------------
 
@@ -98,7 +56,7 @@ def host_owner(session_id: str | None) -> dict[str, Any]:
 def _open(
     args: HookArgs, event: HookEvent, *, create: bool, project: str | None = None
 ) -> Continuum:
-    store = open_store(args.db, create=create, wait_ms=_wait_ms())
+    store = open_store(args.db, create=create, wait_ms=wait_ms())
     # Approval rules: the project's .continuum/approvals.toml (and the one beside the store).
     approvals = RuleFiles.around(project, store.url) if project is not None else None
     return Continuum(
@@ -108,19 +66,6 @@ def _open(
         owner=host_owner(event.session_id),
         approvals=approvals,
     )
-
-
-def _wait_ms() -> int:
-    text = os.environ.get(WAIT_ENV)
-    if text is None:
-        return WAIT_MS
-    if not text.isdigit():
-        raise UsageError(
-            f"{WAIT_ENV}={text!r} is not a number of milliseconds",
-            code="usage.bad_env",
-            hint=f"unset it, or e.g. {WAIT_ENV}=5000",
-        )
-    return int(text)
 
 
 def _ensure_run(rt: Continuum, run_id: str) -> None:
@@ -133,17 +78,6 @@ def _ensure_run(rt: Continuum, run_id: str) -> None:
         except UsageError as e:
             if e.code != "usage.run_exists":  # a concurrent hook made it a moment ago
                 raise
-
-
-SUBAGENT_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-")
-
-
-def subagent_run_id(run_id: str, agent_id: str) -> str:
-    """The child run a host's subagent session maps to: ``RUN.agent.ID`` (an id the host
-    gave in other characters, or longer than 80, by its digest)."""
-    plain = 0 < len(agent_id) <= 80 and set(agent_id) <= SUBAGENT_ID_CHARS
-    name = agent_id if plain else "h" + hashlib.sha256(agent_id.encode()).hexdigest()[:20]
-    return f"{run_id}.agent.{name}"
 
 
 def _ensure_subagent_run(rt: Continuum, args: HookArgs, event: HookEvent) -> str | None:
@@ -176,58 +110,6 @@ def _ensure_subagent_run(rt: Continuum, args: HookArgs, event: HookEvent) -> str
     return child
 
 
-# -- values a rule's templates see ----------------------------------------------------------
-
-
-def git_head(cwd: str | None) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "-C", cwd or ".", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
-
-
-def template_values(event: HookEvent, rule: Rule) -> dict[str, Any]:
-    values: dict[str, Any] = dict(event.tool_input)
-    values.update(
-        cwd=event.cwd,
-        tool_name=event.tool_name,
-        session_id=event.session_id,
-        agent_id=event.agent_id,
-        agent_type=event.agent_type,
-    )
-    if "git_head" in rule.names():
-        values["git_head"] = git_head(event.cwd)
-    return values
-
-
-def _arguments(event: HookEvent, rule: Rule, values: Mapping[str, Any]) -> dict[str, Any]:
-    """What the ledger keeps of the call: enough to explain it and to render its probe."""
-    text = json.dumps(dict(event.tool_input), sort_keys=True, ensure_ascii=False)
-    tool_input: Any = (
-        dict(event.tool_input)
-        if len(text) <= MAX_INPUT_CHARS
-        else {"sha256": hashlib.sha256(text.encode()).hexdigest(), "chars": len(text)}
-    )
-    return {
-        "host": event.host,
-        "tool": event.tool_name,
-        "input": tool_input,
-        "cwd": event.cwd,
-        "session_id": event.session_id,
-        "tool_use_id": event.tool_use_id,
-        **({"agent": {"id": event.agent_id, "type": event.agent_type}} if event.agent_id else {}),
-        "rule": {"index": rule.index, "action_type": rule.action_type},
-        "values": {k: values.get(k) for k in BUILTINS if k in values and k not in event.tool_input},
-    }
-
-
 # -- pre-tool ------------------------------------------------------------------------------
 
 
@@ -238,7 +120,7 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
     try:
         _ensure_run(rt, args.run)
         _ensure_subagent_run(rt, args, event)
-        arguments = _arguments(event, rule, values)
+        arguments = call_arguments(event, rule, values)
         # An approval binds the call itself (tool, input, directory), not this session's ids.
         r = rt.intercept(
             args.run,
@@ -248,7 +130,7 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
             replay=rule.replay,
             effect=rule.action_type,
             approval_arguments={k: arguments[k] for k in ("tool", "input", "cwd")},
-            versions=_versions(event),
+            versions=call_versions(event),
             block_drift=rule.block_drift,
         )
         if r.proceed:
@@ -257,13 +139,6 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
     finally:
         rt.close()
     return deny(refusal(args, project, rule, r, record, session=event.session_id))
-
-
-def _versions(event: HookEvent) -> dict[str, str] | None:
-    """What the host says the call runs under: its model, where its payload names one
-    (at most the length a version may have; a longer one is not pinned)."""
-    model = event.model
-    return {"model": model} if model and len(model) <= 200 and model.strip() else None
 
 
 def _record(rt: Continuum, run_id: str, action_id: str) -> ActionRecord | None:
@@ -280,14 +155,11 @@ def post_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule | None)
     warnings: list[str] = []
     try:
         _ensure_run(rt, args.run)
-        paths = file_paths(event.tool_name, event.tool_input)
+        paths = written_paths(event, rule)
         if rule is not None:
             warnings += _settle(rt, args, event, rule, event.outcome)
-            command = event.tool_input.get("command")
-            if event.tool_name in SHELL_TOOLS and isinstance(command, str):
-                paths += shell_write_targets(command)  # what a registered command wrote
         for path in paths:
-            _file_evidence(rt, args.run, event, path)
+            file_evidence(rt.store, args.run, event, path)
     finally:
         rt.close()
     if warnings:
@@ -329,7 +201,7 @@ def _settle(
         # tool run): record it now, after the fact, so a repeat is refused. It already ran:
         # recording that is not approving it, so approval rules do not hold the record back
         # (else a person could later approve a repeat of an effect that already happened).
-        arguments = _arguments(event, rule, values)
+        arguments = call_arguments(event, rule, values)
         rules = rt.ledger.approvals
         canonical = rt.ledger.identity(args.run, rule.action_type, key, arguments)
         asked = (rules.current() if isinstance(rules, RuleFiles) else rules).find(
@@ -356,8 +228,13 @@ def _settle(
     if rec.status != ActionStatus.STARTED:
         if rec.status == ActionStatus.COMPLETED and _same_call(rec, event):
             return []  # this call's result is already recorded
-        _effect_evidence(
-            rt, args.run, event, rec, outcome, note=f"ran while the ledger said {rec.status}"
+        effect_evidence(
+            rt.store,
+            args.run,
+            event,
+            rec.model_dump(),
+            outcome,
+            note=f"ran while the ledger said {rec.status}",
         )
         return [
             f"{rule.action_type} {quoted(rec.action_key, limit=80)} ran although the ledger "
@@ -366,7 +243,7 @@ def _settle(
     try:
         if outcome.failed:
             rt.fail(
-                args.run, rec.action_id, error=_failure_text(outcome), certain=outcome.never_started
+                args.run, rec.action_id, error=failure_text(outcome), certain=outcome.never_started
             )
         else:
             rt.complete(args.run, rec.action_id, result=outcome.summary())
@@ -375,73 +252,13 @@ def _settle(
             f"{rule.action_type} {quoted(rec.action_key, limit=80)} is owned by another live "
             "session; its outcome was not recorded here."
         ]
-    _effect_evidence(rt, args.run, event, rec, outcome)
+    effect_evidence(rt.store, args.run, event, rec.model_dump(), outcome)
     return unapproved
 
 
 def _same_call(rec: ActionRecord, event: HookEvent) -> bool:
     args = rec.arguments if isinstance(rec.arguments, dict) else {}
     return bool(event.tool_use_id) and args.get("tool_use_id") == event.tool_use_id
-
-
-def _failure_text(outcome: Outcome) -> str:
-    if outcome.unreported:
-        return f"{outcome.error or 'the host did not report how it ended'}; outcome uncertain"
-    if outcome.never_started:
-        return "the tool never started: " + (outcome.error or "")
-    if outcome.interrupted:
-        return "interrupted; outcome uncertain"
-    code = f"exit code {outcome.exit_code}" if outcome.exit_code is not None else "failed"
-    return f"{code}; outcome uncertain" + (f" ({outcome.error})" if outcome.error else "")
-
-
-def _effect_evidence(
-    rt: Continuum,
-    run_id: str,
-    event: HookEvent,
-    rec: ActionRecord,
-    outcome: Outcome,
-    note: str | None = None,
-) -> None:
-    command = event.tool_input.get("command")
-    payload: dict[str, Any] = {
-        "evidence_id": f"effect:{event.tool_use_id or rec.action_id}:{rec.attempt}",
-        "text": f"{event.tool_name} for {rec.action_type} {rec.action_key}"
-        + (f": exit code {outcome.exit_code}" if outcome.exit_code is not None else "")
-        + (f" ({note})" if note else ""),
-        "action_id": rec.action_id,
-        "tool": event.tool_name,
-        "outcome": outcome.summary(),
-    }
-    if isinstance(command, str):
-        payload["command"] = command[:2000]
-    rt.append(run_id, EventType.EVIDENCE_ADDED, payload)
-
-
-def _file_evidence(rt: Continuum, run_id: str, event: HookEvent, path_text: str) -> None:
-    path = Path(path_text)
-    if not path.is_absolute():
-        path = Path(event.cwd or os.getcwd()) / path
-    path = Path(os.path.normpath(path))
-    sha = file_checksum(path)
-    if sha is None:
-        return  # nothing on disk to vouch for (a failed write, a deleted file)
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return
-    rt.append(
-        run_id,
-        EventType.EVIDENCE_ADDED,
-        {
-            "evidence_id": f"file:{path}",
-            "text": f"written by {event.tool_name}",
-            "path": str(path),
-            "sha256": sha,
-            "size": size,
-            "tool": event.tool_name,
-        },
-    )
 
 
 # -- probes -----------------------------------------------------------------------------------
@@ -475,7 +292,7 @@ def session_start(args: HookArgs, event: HookEvent, project: str, registry: Regi
             import sys
 
             sys.stderr.write(f"continuum: the environment check did not run: {e.message}\n")
-        text = briefing(rt, args, project, registry, probes, model=_versions(event))
+        text = briefing(rt, args, project, registry, probes, model=call_versions(event))
     finally:
         rt.close()
     if text:
@@ -510,7 +327,7 @@ def subagent_start(
         return 0
     try:
         _ensure_subagent_run(rt, args, event)
-        text = briefing(rt, args, project, registry, [], model=_versions(event))
+        text = briefing(rt, args, project, registry, [], model=call_versions(event))
     finally:
         rt.close()
     if text:

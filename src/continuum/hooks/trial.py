@@ -342,7 +342,7 @@ def _rule(
 ) -> tuple[Rule | None, str | None]:
     """Which rule the gate will find for the call (the registry's own ``find``) and the key
     it renders, so that the action can be read back; the hook decides on its own."""
-    from continuum.hooks.gate import template_values
+    from continuum.hooks.effect_path import template_values
 
     info: dict[str, Any] = {"project": project, "accepted": is_accepted(project)}
     report["registry"] = info

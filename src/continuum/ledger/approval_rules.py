@@ -75,9 +75,8 @@ import os
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from continuum.errors import (
     UsageError,
@@ -130,8 +129,7 @@ def number_of(value: Any) -> Decimal | None:
     return None
 
 
-@dataclass(frozen=True)
-class Condition:
+class Condition(NamedTuple):
     """One numeric test of a ``when`` table: ``OP NUMBER``."""
 
     op: str
@@ -142,12 +140,11 @@ class Condition:
         return bool(_OPS[self.op](value, self.number))
 
 
-@dataclass(frozen=True)
-class ApprovalRule:
+class ApprovalRule(NamedTuple):
     """One ``[[approval]]`` table, compiled."""
 
     path: str
-    index: int  # 1-based among the file's rules
+    index: int  # type: ignore[assignment]  # 1-based among the file's rules (shadows tuple.index)
     line: int  # its [[approval]] header (0 if unknown)
     action_type: str | None
     effect: str | None
@@ -219,8 +216,7 @@ class ApprovalRule:
         return True
 
 
-@dataclass(frozen=True)
-class ApprovalRules:
+class ApprovalRules(NamedTuple):
     """The rules that apply, and the files they were read from."""
 
     rules: tuple[ApprovalRule, ...] = ()
@@ -620,7 +616,6 @@ def rule_paths(directory: str, store_url: str | None = None) -> list[str]:
     return [os.path.join(d, APPROVALS_FILE) for d in dirs]
 
 
-@dataclass
 class RuleFiles:
     """The rules of some approval files, read again whenever one of them changes (or
     appears, or goes): an intercept always judges by the files as they are now.
@@ -632,11 +627,15 @@ class RuleFiles:
     without the decision they asked for, until it is back (or rewritten without those
     rules: a file holding only a comment has none)."""
 
-    paths: tuple[str, ...]
-    _seen: tuple[Any, ...] | None = field(default=None, repr=False)
-    _rules: ApprovalRules = field(default_factory=ApprovalRules, repr=False)
-    _held: dict[str, tuple[ApprovalRule, ...]] = field(default_factory=dict, repr=False)
-    _gone: dict[str, tuple[ApprovalRule, ...]] = field(default_factory=dict, repr=False)
+    def __init__(self, paths: tuple[str, ...]) -> None:
+        self.paths = paths
+        self._seen: tuple[Any, ...] | None = None
+        self._rules = ApprovalRules()
+        self._held: dict[str, tuple[ApprovalRule, ...]] = {}
+        self._gone: dict[str, tuple[ApprovalRule, ...]] = {}
+
+    def __repr__(self) -> str:
+        return f"RuleFiles(paths={self.paths!r})"
 
     @classmethod
     def around(cls, directory: str, store_url: str | None = None) -> RuleFiles:

@@ -9,11 +9,9 @@ from __future__ import annotations
 import posixpath
 import re
 import unicodedata
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from continuum.eventlog.canonical import canonical_json, digest
-from continuum.store.original import ORIGINAL_FORMAT, original_action_key
 
 if TYPE_CHECKING:
     from continuum.store.base import RunHead
@@ -130,8 +128,7 @@ def normalize_key(action_type: str, key: str) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class ActionIdentity:
+class ActionIdentity(NamedTuple):
     """How the ledger finds an action: ``action_id`` and ``dedup_key`` (both unique in the
     index), ``fallback_key`` (a suspicion only). ``earlier`` and ``earlier_fallback`` are
     the (action_id, dedup_key) pairs and fallback keys the rules before issue 30 gave the
@@ -214,7 +211,11 @@ def original_identities(
     (action_id, dedup_key), at most eight.
     """
     origin = run.metadata.get("imported_from")
-    if not isinstance(origin, dict) or origin.get("format") != ORIGINAL_FORMAT:
+    if not isinstance(origin, dict) or not isinstance(origin.get("format"), str):
+        return []
+    from continuum.store.original import ORIGINAL_FORMAT, original_action_key
+
+    if origin.get("format") != ORIGINAL_FORMAT:
         return []
     original_run = origin.get("run_id")
     if not isinstance(original_run, str):

@@ -5,7 +5,6 @@ a started action interrupted. Reads /proc; imports only the leaves."""
 from __future__ import annotations
 
 import os
-import socket
 from typing import Any
 
 
@@ -25,9 +24,15 @@ def process_start(pid: int) -> str | None:
     return fields[19] if fields and len(fields) > 19 else None  # field 22: start time in ticks
 
 
+def host_name() -> str:
+    """This machine's name as an owner records it: the kernel's node name, which is what
+    ``socket.gethostname()`` returns (without importing ``socket``; a test compares them)."""
+    return os.uname().nodename
+
+
 def current_owner() -> dict[str, Any]:
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": process_start(pid)}
+    return {"host": host_name(), "pid": pid, "start": process_start(pid)}
 
 
 def same_owner(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -54,7 +59,7 @@ def owner_alive(owner: dict[str, Any], lease_expires: float | None, now: float) 
     Same host: its process id (and start time, against pid reuse) tells at once.
     Another host: only the lease can tell.
     """
-    if owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int):
+    if owner.get("host") == host_name() and isinstance(owner.get("pid"), int):
         pid = owner["pid"]
         try:
             os.kill(pid, 0)

@@ -40,7 +40,6 @@ outbox rows): the fork's unknown actions show in its state and ``continuum actio
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,6 +56,7 @@ from continuum.recovery.checkpoints import CHECKPOINT_FORMAT, checkpoint_body
 from continuum.state.projection import project
 from continuum.store import CheckpointRow, RunExport, RunInfo, Storage
 from continuum.store.base import check_run_id, format_timestamp
+from continuum.store.tx import new_event_id
 from continuum.types import ActionStatus, Origin, RunStatus
 from continuum.untrusted import quoted
 
@@ -164,7 +164,7 @@ def _copied(run_id: str, new_run_id: str, prefix: list[Event]) -> list[Event]:
     out: list[Event] = []
     prev_hash: str | None = None
     for event in prefix:
-        event_id = f"evt_{uuid.uuid4().hex}"
+        event_id = new_event_id()
         renamed[event.event_id] = event_id
         causer = event.causer_event_id
         copy = seal(
@@ -189,7 +189,7 @@ def _sealed_after(
     check_payload(str(type_), payload)
     last = events[-1]
     event = seal(
-        event_id=f"evt_{uuid.uuid4().hex}",
+        event_id=new_event_id(),
         run_id=last.run_id,
         sequence=last.sequence + 1,
         type=str(type_),

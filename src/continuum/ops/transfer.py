@@ -34,7 +34,6 @@ keeps its content and hash.
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,6 +60,7 @@ from continuum.state.records import TRUSTED_ORIGINS, State
 from continuum.store import ActionRow, CheckpointRow, RunExport, RunInfo, Storage, redact_url
 from continuum.store.base import format_timestamp
 from continuum.store.models import ApprovalRow
+from continuum.store.tx import new_event_id
 from continuum.types import Origin, RunStatus
 
 FORMAT = "continuum-export"
@@ -485,7 +485,7 @@ def _sealed_after(
     run: RunInfo, previous: Event, type_: EventType, payload: dict[str, Any]
 ) -> Event:
     return seal(
-        event_id=f"evt_{uuid.uuid4().hex}",
+        event_id=new_event_id(),
         run_id=run.run_id,
         sequence=previous.sequence + 1,
         type=str(type_),

@@ -18,8 +18,7 @@ observed; the facade (``runtime/facade.py``) observes and records.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from continuum.types import DependencyStatus
 
@@ -30,8 +29,7 @@ if TYPE_CHECKING:
 DEFAULT_EVERY_STEPS = 25
 
 
-@dataclass(frozen=True)
-class RevalidationPolicy:
+class RevalidationPolicy(NamedTuple):
     """When the environment is checked during a run: every ``every_steps`` steps (None or
     0: never by count) and on a switch (``on_switch``)."""
 

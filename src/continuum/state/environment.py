@@ -12,11 +12,14 @@ import hashlib
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from continuum.errors import UsageError
-from continuum.state.records import Dependency
-from continuum.state.validation import Observation
 from continuum.untrusted import as_typed
+
+if TYPE_CHECKING:
+    from continuum.state.records import Dependency
+    from continuum.state.validation import Observation
 
 Probe = Callable[[], str | None]
 PROVIDERS = ("static", "file", "git", "callable")
@@ -52,6 +55,8 @@ def observe(
     dep: Dependency, given: Mapping[str, str], probes: Mapping[str, Probe]
 ) -> Observation | None:
     """What ``dep`` is now; a caller-given value always wins over a provider."""
+    from continuum.state.validation import Observation
+
     if dep.name in given:
         value = given[dep.name]
         return Observation(version=value, checksum=value if dep.checksum is not None else None)

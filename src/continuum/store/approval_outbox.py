@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from continuum.errors import IntegrityError, UsageError
 from continuum.eventlog.canonical import canonical_json, canonical_json_parsed
@@ -42,8 +41,7 @@ OUTBOX_COLUMNS = (
 APPROVAL_STATUSES = ("requested", "granted", "denied", "revoked")
 
 
-@dataclass(frozen=True)
-class Dialect:
+class Dialect(NamedTuple):
     """How one backend spells the statements below."""
 
     approvals: str  # table names

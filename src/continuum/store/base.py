@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -91,8 +90,7 @@ class StoredCheckpoint(NamedTuple):
     created_at: str
 
 
-@dataclass(frozen=True, slots=True)
-class ActionRow:
+class ActionRow(NamedTuple):
     """One row of the action index: the fold's record of the action plus its lease.
 
     Plain data (no pydantic), built by ``rows.action_from_row`` from a row it checked:
@@ -200,6 +198,10 @@ class Storage(Protocol):
 
     def get_run(self, run_id: str) -> RunInfo:
         """The run's ``RunInfo``; ``NotFoundError`` (``not_found.run``) if there is none."""
+        ...
+
+    def get_head(self, run_id: str) -> RunHead:
+        """``get_run`` as plain data (no model built)."""
         ...
 
     def list_runs(self) -> list[RunInfo]:

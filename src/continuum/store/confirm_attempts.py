@@ -28,11 +28,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from continuum.errors import IntegrityError
 from continuum.eventlog.notices import confirm_failure_notice
@@ -77,8 +75,7 @@ def wait_after(failures: int) -> float:
     return FIRST_WAIT_SECONDS * float(2 ** (failures - FREE_FAILURES - 1))
 
 
-@dataclass(frozen=True)
-class ConfirmAttempt:
+class ConfirmAttempt(NamedTuple):
     """What one attempt came to. ``rejected``: a wrong token, counted; ``waiting``: a
     backoff runs, nothing compared; ``locked``: the limit was reached, nothing compared;
     ``no_run``: no such run here, nothing compared (a confirmation of it could not take
@@ -112,6 +109,12 @@ def _tables(d: Dialect) -> tuple[str, str, str | None]:
     if d == POSTGRES:
         return "continuum.meta", "continuum.runs", f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY})"
     return "continuum_meta", "runs", None
+
+
+def _epoch() -> str:
+    import secrets
+
+    return secrets.token_hex(8)
 
 
 def _empty_state() -> AttemptState:
@@ -216,7 +219,7 @@ class ConfirmAttemptStore:
             failures = state.failures + 1
             after = state.model_copy(
                 update={
-                    "epoch": state.epoch or secrets.token_hex(8),
+                    "epoch": state.epoch or _epoch(),
                     "failures": failures,
                     "total": state.total + 1,
                     "not_before": now + wait_after(failures),
@@ -271,7 +274,7 @@ class ConfirmAttemptStore:
                 before = _empty_state()
             after = before.model_copy(
                 update={
-                    "epoch": before.epoch or secrets.token_hex(8),
+                    "epoch": before.epoch or _epoch(),
                     "failures": 0,
                     "not_before": 0.0,
                     "locked": False,

@@ -41,6 +41,7 @@ from continuum.store.base import (
     DEFAULT_PAGE,
     MAX_PAGE,
     ActionRow,
+    RunHead,
     StoredCheckpoint,
     check_run_id,
     integrity_error,
@@ -197,6 +198,9 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
     def get_run(self, run_id: str) -> RunInfo:
         raise NotImplementedError
 
+    def get_head(self, run_id: str) -> RunHead:
+        raise NotImplementedError
+
     def event_hash_at(self, run_id: str, sequence: int) -> str | None:
         raise NotImplementedError
 
@@ -319,7 +323,7 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
         model per event. ``prev_hash``: the hash the event at ``after`` must have (a
         caller's cached head), else the stored one; ``upto``: stop there instead of the
         head."""
-        run = self.get_run(run_id)
+        run = self.get_head(run_id)
         head = run.head_sequence if upto is None else min(upto, run.head_sequence)
         if prev_hash is None and after > 0:
             prev_hash = self.event_hash_at(run_id, after)
@@ -443,7 +447,7 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
                 code="usage.bad_limit",
                 hint=f"use a whole number from 1 to {MAX_PAGE}",
             )
-        self.get_run(run_id)  # a missing run is not an empty one
+        self.get_head(run_id)  # a missing run is not an empty one
         rows: list[tuple[Any, ...]] = []
         if phase == "o":
             rows = self._action_page(run_id, OPEN_STATUSES, after, limit + 1, few=True)

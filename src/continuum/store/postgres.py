@@ -41,7 +41,7 @@ from continuum.eventlog.canonical import canonical_json
 from continuum.faults import fault_point
 from continuum.log import get_logger
 from continuum.store.approval_outbox import POSTGRES, Execute, backfill_approvals
-from continuum.store.base import check_run_id, format_timestamp
+from continuum.store.base import RunHead, check_run_id, format_timestamp
 from continuum.store.core import RUN_TABLES, CoreStore, check_deletable, import_ids, verify_imported
 from continuum.store.models import Run, RunExport, RunInfo
 from continuum.store.pg_connection import (
@@ -294,6 +294,13 @@ class PostgresStorage(CoreStore):
         return self.get_run(run.run_id)
 
     def get_run(self, run_id: str) -> RunInfo:
+        return run_from_row(self._run_row(run_id))
+
+    def get_head(self, run_id: str) -> RunHead:
+        """``get_run`` as plain data (no model built)."""
+        return run_head(self._run_row(run_id))
+
+    def _run_row(self, run_id: str) -> tuple[Any, ...]:
         row = self._call(
             lambda c: c.execute(
                 f"SELECT {RUN_COLUMNS} FROM continuum.runs WHERE run_id = %s", (run_id,)
@@ -301,7 +308,7 @@ class PostgresStorage(CoreStore):
         )
         if row is None:
             raise run_not_found(run_id)
-        return run_from_row(row)
+        return tuple(row)
 
     def list_runs(self) -> list[RunInfo]:
         rows = self._call(

@@ -432,6 +432,13 @@ class SQLiteStorage(CoreStore):
 
     def get_run(self, run_id: str) -> RunInfo:
         """The run's ``RunInfo``; ``NotFoundError`` (``not_found.run``) if there is none."""
+        return run_from_row(self._run_row(run_id))
+
+    def get_head(self, run_id: str) -> RunHead:
+        """``get_run`` as plain data (no model built)."""
+        return run_head(self._run_row(run_id))
+
+    def _run_row(self, run_id: str) -> tuple[Any, ...]:
         with self._lock, self._errors():
             rows = (
                 self._conn()
@@ -440,7 +447,7 @@ class SQLiteStorage(CoreStore):
             )
         if not rows:
             raise run_not_found(run_id)
-        return run_from_row(rows[0])
+        return tuple(rows[0])
 
     def list_runs(self) -> list[RunInfo]:
         """Every run, oldest first."""

@@ -5,7 +5,7 @@ backend's statements write. A backend subclass supplies only the statements."""
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,15 @@ from continuum.types import Origin, RunStatus
 if TYPE_CHECKING:
     from continuum.eventlog.event_model import Event
     from continuum.store.models import ApprovalRow, CheckpointRow, RunInfo
+
+
+def new_event_id() -> str:
+    """``evt_`` and ``uuid.uuid4().hex`` (16 random bytes, version 4, the RFC 4122
+    variant), without loading ``uuid`` on the hot path (a test checks the form)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return "evt_" + raw.hex()
 
 
 class CoreTx:
@@ -109,7 +118,7 @@ class CoreTx:
                 code="usage.bad_payload",
                 hint="pass the event_id of an event",
             )
-        event_id, sequence = f"evt_{uuid.uuid4().hex}", head.head_sequence + 1
+        event_id, sequence = new_event_id(), head.head_sequence + 1
         timestamp = self._clock()
         try:
             hash_ = row_hash(

@@ -15,7 +15,6 @@ post-commit observer), ``otel`` (the SDK, imported only when enabled), ``evidenc
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +87,7 @@ class Telemetry:
                 uncertain=tuple(recovery.uncertain_actions),
                 head_sequence=contract.get("head_sequence"),
             )
-            span_id = int.from_bytes(secrets.token_bytes(8), "big") or 1
+            span_id = int.from_bytes(os.urandom(8), "big") or 1
             now = time.time_ns()  # a decision is a moment: the span has no duration
             self.pipeline.send(resume_span(verdict, now, now, span_id))
         except Exception as e:  # telemetry never fails the work it reports on

@@ -1,0 +1,241 @@
+"""The hooks' plain effect path (``effect_path.py``) answers and writes exactly what the
+full path through the facade (``gate.py``) does.
+
+One scripted session of Claude Code hook events (new calls, repeats, failures, an
+interrupt, a subagent, a file write, a checkpoint, a changed dependency that holds new
+effects, a budget, an approval rule) is played twice on fresh stores: once as the hooks
+run it, once with the plain path switched off so every call goes through the facade.
+The hooks' answers, the events (ids, times and hashes aside) and the action index must be
+the same, and the plain path must have served most calls (else the comparison would prove
+nothing). Negative control: a plain path that forgets the hold is caught.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from continuum.hooks import effect_path, entry
+from continuum.runtime.facade import Continuum
+from continuum.store import open_store
+from continuum.types import Origin
+
+RUN = "proj"
+REGISTRY = """
+[[effect]]
+description = "sending an invoice"
+tool = "Bash"
+match = { command = '^\\./send ' }
+action_type = "send_invoice"
+key = "{command}"
+"""
+APPROVALS = """
+[[approval]]
+action_type = "send_invoice"
+match = { "input.command" = 'INV-9' }
+description = "invoice 9 needs a person"
+"""
+
+
+def _project(root: Path) -> tuple[Path, Path]:
+    project, db = root / "proj", root / "store.db"
+    (project / ".continuum").mkdir(parents=True)
+    (project / ".continuum" / "effects.toml").write_text(REGISTRY, encoding="utf-8")
+    (project / "dep.txt").write_text("v1", encoding="utf-8")
+    accept = ["hooks", "accept", "--dir", str(project), "--run", RUN, "--yes"]
+    done = subprocess.run(
+        [sys.executable, "-m", "continuum", "--db", str(db), *accept],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return project, db
+
+
+def _hook(
+    kind: str, payload: dict[str, Any], project: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    data = json.dumps({"session_id": "s1", "cwd": str(project), **payload}).encode()
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data))
+    try:
+        code = entry.main(
+            [
+                kind,
+                "--host",
+                "claude-code",
+                "--db",
+                str(db),
+                "--run",
+                RUN,
+                "--project",
+                str(project),
+            ]
+        )
+    finally:
+        sys.stdin = sys.__stdin__
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _send(invoice: str, call: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "tool_name": "Bash",
+        "tool_input": {"command": f"./send {invoice}"},
+        "tool_use_id": call,
+        **extra,
+    }
+
+
+OK = {"tool_response": {"stdout": "", "stderr": "", "interrupted": False}}
+
+
+def _script(project: Path) -> Iterator[tuple[str, Any]]:
+    """The session: hook events, and a person's acts through the API between them."""
+    yield "pre-tool", _send("INV-1", "t1")
+    yield "post-tool", {**_send("INV-1", "t1"), **OK}
+    yield "pre-tool", _send("INV-1", "t2")  # done already: refused
+    yield "pre-tool", _send("INV-2", "t3")
+    yield "post-tool-failure", {**_send("INV-2", "t3"), "error": "Exit code 1\nboom"}
+    yield "pre-tool", _send("INV-2", "t4")  # unknown: refused
+    yield "pre-tool", _send("INV-3", "t5")
+    yield "pre-tool", _send("INV-3", "t6")  # in progress in this live session: refused
+    yield (
+        "post-tool-failure",
+        {**_send("INV-3", "t5"), "error": "Interrupted", "is_interrupt": True},
+    )
+    yield (
+        "pre-tool",
+        _send("INV-4", "t7", agent_id="sub-1", agent_type="worker"),
+    )  # starts the child
+    yield "pre-tool", _send("INV-5", "t8", agent_id="sub-1", agent_type="worker")  # child exists
+    yield "post-tool", {**_send("INV-5", "t8", agent_id="sub-1"), **OK}
+    written = project / "notes.md"
+    written.write_text("hello", encoding="utf-8")
+    write = {"tool_name": "Write", "tool_input": {"file_path": str(written), "content": "hello"}}
+    yield "post-tool", {**write, "tool_use_id": "t9", "tool_response": {"success": True}}
+    yield "act", lambda cx: cx.checkpoint(RUN, reason="mid-session")
+    yield "pre-tool", _send("INV-6", "t10")
+    yield "post-tool", {**_send("INV-6", "t10"), **OK}
+    yield "act", lambda cx: cx.declare_dependencies(RUN, files=[str(project / "dep.txt")])
+    yield "act", lambda _cx: (project / "dep.txt").write_text("v2", encoding="utf-8")
+    yield "act", lambda cx: cx.revalidate(RUN)
+    yield "pre-tool", _send("INV-7", "t11")  # held: a dependency changed
+    yield "act", lambda cx: cx.declare_dependencies(RUN, files=[str(project / "dep.txt")])
+    yield "pre-tool", _send("INV-7", "t12")
+    yield "post-tool", {**_send("INV-7", "t12"), **OK}
+    yield "act", lambda cx: cx.set_budget(RUN, tokens=0)
+    yield "pre-tool", _send("INV-8", "t13")  # at its budget
+    yield "act", lambda cx: cx.set_budget(RUN, tokens=1_000_000)
+    (project / ".continuum" / "approvals.toml").write_text(APPROVALS, encoding="utf-8")
+    yield "pre-tool", _send("INV-9", "t14")  # asks a person
+    yield "pre-tool", _send("INV-10", "t15")
+    yield "post-tool", {**_send("INV-10", "t15"), **OK}
+
+
+_VOLATILE = re.compile(
+    r"(evt|apr|appr|op|act)_[0-9a-f]{8,}|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z|[0-9a-f]{64}"
+)
+
+
+def _normal(value: Any, names: dict[str, str]) -> Any:
+    """Ids, times and digests replaced by their order of first appearance."""
+    text = json.dumps(value, sort_keys=True)
+
+    def name(m: re.Match[str]) -> str:
+        return names.setdefault(m.group(0), f"<{len(names)}>")
+
+    return json.loads(_VOLATILE.sub(name, text))
+
+
+def _play(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    project, db = _project(root)
+    answers = []
+    for kind, step in _script(project):
+        if kind == "act":
+            cx = Continuum(open_store(str(db)), cwd=str(project), origin=Origin.HUMAN)
+            try:
+                step(cx)
+            finally:
+                cx.close()
+            continue
+        code, out, err = _hook(kind, step, project, db, capsys)
+        answers.append((kind, code, out, err))
+    store = open_store(str(db))
+    try:
+        runs = [r.run_id for r in store.list_runs()]
+        names: dict[str, str] = {}
+        events = {
+            r: [(str(e.type), str(e.source), e.payload) for e in store.read_events(r)] for r in runs
+        }
+        actions = {
+            r: [(a.record, a.lease_expires is None) for a in store.list_actions(r)] for r in runs
+        }
+        played = {"answers": answers, "events": events, "actions": actions}
+        return _normal(json.loads(json.dumps(played).replace(str(root), "<root>")), names)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The calls the plain path answered itself."""
+    seen: list[str] = []
+    for kind in ("pre_tool", "post_tool"):
+        real = getattr(effect_path, kind)
+
+        def counted(*args: Any, _real: Any = real, _kind: str = kind) -> int | None:
+            answer = _real(*args)
+            if answer is not None:
+                seen.append(_kind)
+            return answer
+
+        monkeypatch.setattr(effect_path, kind, counted)
+    return seen
+
+
+def _full_path_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(effect_path, "pre_tool", lambda *args: None)
+    monkeypatch.setattr(effect_path, "post_tool", lambda *args: None)
+
+
+def test_the_plain_path_answers_and_writes_what_the_full_path_does(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    served: list[str],
+) -> None:
+    plain = _play(tmp_path / "plain", capsys)
+    assert served.count("pre_tool") >= 10 and served.count("post_tool") >= 5, served
+    _full_path_only(monkeypatch)
+    full = _play(tmp_path / "full", capsys)
+    assert plain["answers"] == full["answers"]
+    assert plain["events"] == full["events"]
+    assert plain["actions"] == full["actions"]
+    # The session did what it says (so the comparison covers each case).
+    codes = [(kind, code) for kind, code, _, _ in plain["answers"]]
+    assert codes.count(("pre-tool", 2)) == 6  # done, unknown, in progress, held, budget, approval
+    assert "revalidation_required" in json.dumps(plain) or "changed:" in json.dumps(plain)
+
+
+def test_control_a_plain_path_that_forgets_the_hold_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from continuum.recovery import revalidation
+
+    with monkeypatch.context() as broken:
+        broken.setattr(revalidation, "hold_reason", lambda held: None)
+        plain = _play(tmp_path / "plain", capsys)
+    _full_path_only(monkeypatch)
+    full = _play(tmp_path / "full", capsys)
+    assert plain["answers"] != full["answers"]
+    assert plain["events"] != full["events"]
