@@ -28,7 +28,7 @@ from continuum.cli.common import common, common_without_db, person_via, require_
 from continuum.cli.output import AGENT_TEXT_NOTICE, Exit, Line, Settings, ask, emit, write_lines
 from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.eventlog.events import EventType
-from continuum.hooks.guard import ACCEPTED, accepted_text, registry_digest
+from continuum.hooks.guard import ACCEPTED, accepted_text, registry_snapshot
 from continuum.hooks.install import (
     EVENTS,
     HOSTS,
@@ -47,7 +47,14 @@ from continuum.hooks.install import (
     write_config,
     write_text,
 )
-from continuum.hooks.registry import REGISTRY_PATH, Registry, explain, load_registry, parse_registry
+from continuum.hooks.registry import (
+    REGISTRY_PATH,
+    Registry,
+    explain,
+    load_registry,
+    parse_registry,
+    registry_of,
+)
 from continuum.store import is_postgres_url, redact_url, resolve_url, sqlite_path_from_url
 from continuum.store.base import check_run_id
 from continuum.types import Origin
@@ -463,7 +470,15 @@ def record_acceptance(
     must not need the store yet, and the hook settings it writes are its own record."""
     from datetime import UTC, datetime
 
-    digest = registry_digest(str(project))
+    digest, entries = registry_snapshot(str(project))
+    seen = registry_of(str(project / REGISTRY_PATH), entries) if entries is not None else None
+    if rule_data(seen or Registry(path=None)) != rule_data(registry):
+        raise UsageError(
+            f"the effect registry {quoted(str(project / REGISTRY_PATH))} changed while it was "
+            "being reviewed; nothing was accepted",
+            code="hooks.registry_changed",
+            hint="review it again and run `continuum hooks accept` again",
+        )
     payload = {
         "path": str(project / REGISTRY_PATH),
         "registry_sha256": digest,
@@ -481,7 +496,7 @@ def record_acceptance(
         finally:
             rt.close()
     when = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    write_text(project / ACCEPTED, accepted_text(digest, len(registry.rules), when))
+    write_text(project / ACCEPTED, accepted_text(digest, len(registry.rules), when, entries))
     return {**payload, "run": run_value, "accepted_file": str(project / ACCEPTED)}
 
 

@@ -29,9 +29,9 @@ from continuum.hooks.args import (
     parse_args,
     project_dir,
 )
-from continuum.hooks.guard import guarded_touch, is_accepted
+from continuum.hooks.guard import accepted_registry, guarded_touch
 from continuum.hooks.hosts import FILE_TOOLS, READ_ONLY_TOOLS, parse_event
-from continuum.hooks.registry import REGISTRY_PATH, Registry, load_registry
+from continuum.hooks.registry import REGISTRY_PATH, Registry
 
 MAX_STDIN_BYTES = 16 * 1024 * 1024  # a host event is small; a huge one is refused, not buffered
 
@@ -120,12 +120,12 @@ def _run(args: HookArgs) -> int:
         if touched is not None:
             return deny(guarded_refusal(event.tool_name, touched, project))
         try:
-            registry = load_registry(project)
+            registry, current = accepted_registry(project)
         except UsageError:
             if event.tool_name in READ_ONLY_TOOLS:
                 return 0  # looking around stays possible while a person fixes the registry
             raise
-        if event.tool_name not in READ_ONLY_TOOLS and not is_accepted(project):
+        if event.tool_name not in READ_ONLY_TOOLS and not current:
             return deny(unaccepted_refusal(project, registry))
         rule = registry.find(event.tool_name, event.tool_input)
         if rule is None:
@@ -171,7 +171,7 @@ def _registry_or_none(project: str) -> Registry | None:
     """The registry, or None when it is malformed (post hooks then record what they can;
     the pre-tool gate is what refuses)."""
     try:
-        return load_registry(project)
+        return accepted_registry(project)[0]
     except UsageError:
         return None
 

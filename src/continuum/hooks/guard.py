@@ -40,8 +40,11 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from typing import Any
+
+    from continuum.hooks.registry import Registry
+    from continuum.rule_tables import Entry
 
 ACCEPTED = os.path.join(".continuum", "accepted-registry.json")
 
@@ -185,17 +188,23 @@ def registry_digest(project: str) -> str | None:
         return None
 
 
-def accepted(project: str) -> tuple[bool, str | None]:
-    """(whether a person accepted a registry here, the digest accepted: None = no file)."""
+def _acceptance(project: str) -> dict[str, Any] | None:
+    """What ``ACCEPTED`` records, or None when it is missing or unreadable."""
     try:
         with open(os.path.join(project, ACCEPTED), "rb") as f:
             data = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False, None
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
     if not isinstance(data, dict) or "registry_sha256" not in data:
-        return False, None
+        return None
     digest = data["registry_sha256"]
-    return (True, digest) if digest is None or isinstance(digest, str) else (False, None)
+    return data if digest is None or isinstance(digest, str) else None
+
+
+def accepted(project: str) -> tuple[bool, str | None]:
+    """(whether a person accepted a registry here, the digest accepted: None = no file)."""
+    data = _acceptance(project)
+    return (False, None) if data is None else (True, data["registry_sha256"])
 
 
 def is_accepted(project: str) -> bool:
@@ -205,16 +214,91 @@ def is_accepted(project: str) -> bool:
     return known and digest == registry_digest(project)
 
 
-def accepted_text(digest: str | None, rules: int, when: str) -> str:
-    return (
-        json.dumps(
-            {
-                "registry_sha256": digest,
-                "rules": rules,
-                "accepted_at": when,
-                "by": "continuum hooks accept (a person)",
-            },
-            indent=2,
-        )
-        + "\n"
+def accepted_registry(project: str) -> tuple[Registry, bool]:
+    """The project's registry, and whether it is the one a person accepted, each file read
+    once. A registry that is the accepted one is compiled from the ``[[effect]]`` tables
+    its acceptance kept (no TOML parsed on a tool call); any other is parsed from its text
+    (``UsageError`` when it is malformed or unreadable)."""
+    from continuum.hooks.registry import (
+        REGISTRY_PATH,
+        Registry,
+        parse_registry,
+        read_registry,
+        registry_of,
+        registry_text,
     )
+
+    path = os.path.join(project, REGISTRY_PATH)
+    raw = read_registry(path)
+    digest = None if raw is None else "sha256:" + hashlib.sha256(raw).hexdigest()
+    data = _acceptance(project)
+    current = data is not None and data["registry_sha256"] == digest
+    if raw is None:
+        return Registry(path=None), current
+    kept = _kept_entries(data) if current and data is not None else None
+    if kept is not None:
+        return registry_of(path, kept), True
+    return parse_registry(registry_text(raw, path), path), current
+
+
+def _kept_entries(data: Mapping[str, Any]) -> list[Entry] | None:
+    """The tables an acceptance kept, or None (an older acceptance, or a damaged one: the
+    registry's text is parsed instead)."""
+    from continuum.rule_tables import Entry
+
+    kept = data.get("effects")
+    if not isinstance(kept, list):
+        return None
+    out = []
+    for item in kept:
+        if not (
+            isinstance(item, list)
+            and len(item) == 4
+            and type(item[0]) is int
+            and type(item[1]) is int
+            and isinstance(item[2], str)
+            and isinstance(item[3], dict)
+        ):
+            return None
+        out.append(Entry(*item))
+    return out
+
+
+def accepted_text(
+    digest: str | None, rules: int, when: str, entries: Sequence[Entry] | None = None
+) -> str:
+    """What ``ACCEPTED`` holds: the registry's digest and, when they can be written as
+    JSON, its ``[[effect]]`` tables as parsed from those bytes (the gate then compiles
+    them without parsing TOML on each tool call)."""
+    data: dict[str, Any] = {
+        "registry_sha256": digest,
+        "rules": rules,
+        "accepted_at": when,
+        "by": "continuum hooks accept (a person)",
+    }
+    if entries is not None:
+        effects = [[e.number, e.line, e.where, e.table] for e in entries]
+        try:  # a TOML date or time has no JSON form: then nothing is kept
+            if json.loads(json.dumps(effects)) == effects:
+                data["effects"] = effects
+        except (TypeError, ValueError):
+            pass
+    return json.dumps(data, indent=2) + "\n"
+
+
+def registry_snapshot(project: str) -> tuple[str | None, list[Entry] | None]:
+    """The registry file's digest and its tables, from one read of its bytes (what an
+    acceptance records); ``UsageError`` when it is malformed."""
+    from continuum.hooks.registry import (
+        REGISTRY_PATH,
+        read_registry,
+        registry_entries,
+        registry_text,
+    )
+
+    path = os.path.join(project, REGISTRY_PATH)
+    raw = read_registry(path)
+    if raw is None:
+        return None, None
+    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    return digest, registry_entries(registry_text(raw, path), path)

@@ -392,28 +392,44 @@ def _rule(path: str, entry: Entry) -> Rule:
 def parse_registry(text: str, path: str | Path) -> Registry:
     """Compile the registry text; ``UsageError`` (``hooks.bad_registry``) names the line."""
     path = str(path)
-    rules = tuple(
-        _rule(path, e)
-        for e in rule_tables(text, path, "effect", _bad, label="effect", fields=_FIELDS)
-    )
-    return Registry(path=path, rules=rules)
+    return registry_of(path, registry_entries(text, path))
+
+
+def registry_entries(text: str, path: str) -> list[Entry]:
+    """The registry's ``[[effect]]`` tables as TOML gives them (the parse step)."""
+    return rule_tables(text, path, "effect", _bad, label="effect", fields=_FIELDS)
+
+
+def registry_of(path: str, entries: list[Entry]) -> Registry:
+    """The registry compiled from its tables (each rule checked, its patterns compiled)."""
+    return Registry(path=path, rules=tuple(_rule(path, e) for e in entries))
+
+
+def read_registry(path: str) -> bytes | None:
+    """The registry file's bytes; None when there is none."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise _bad(path, "cannot be read", e.strerror or type(e).__name__) from e
+
+
+def registry_text(raw: bytes, path: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _bad(path, "not UTF-8", f"byte {e.start}") from e
 
 
 def load_registry(project: str | Path) -> Registry:
     """The project's registry; an absent file is an empty registry (nothing is gated)."""
     path = os.path.join(project, REGISTRY_PATH)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
+    raw = read_registry(path)
+    if raw is None:
         return Registry(path=None)
-    except OSError as e:
-        raise _bad(path, "cannot be read", e.strerror or type(e).__name__) from e
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise _bad(path, "not UTF-8", f"byte {e.start}") from e
-    return parse_registry(text, path)
+    return parse_registry(registry_text(raw, path), path)
 
 
 def render(template: str, values: Mapping[str, Any], *, quote: bool = False) -> str:

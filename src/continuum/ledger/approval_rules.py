@@ -71,12 +71,12 @@ and disappears (or is emptied) refuses the calls its last rules named
 from __future__ import annotations
 
 import math
+import operator
 import os
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from continuum.errors import (
     UsageError,
@@ -84,6 +84,9 @@ from continuum.errors import (
 from continuum.eventlog.canonical import canonical_json
 from continuum.rule_tables import Entry, rule_tables
 from continuum.untrusted import check_identifier
+
+if TYPE_CHECKING:
+    from decimal import Decimal
 
 APPROVALS_FILE = os.path.join(".continuum", "approvals.toml")
 _FIELDS = {"action_type", "effect", "match", "when", "description"}
@@ -101,13 +104,13 @@ _DIGITS = r"[0-9](?:_?[0-9])*"
 _CONDITION = re.compile(
     rf"\s*(>=|<=|==|!=|>|<)\s*(-?{_DIGITS}(?:\.{_DIGITS})?(?:[eE][+-]?[0-9]+)?)\s*"
 )
-_OPS = {
-    ">=": Decimal.__ge__,
-    ">": Decimal.__gt__,
-    "<=": Decimal.__le__,
-    "<": Decimal.__lt__,
-    "==": Decimal.__eq__,
-    "!=": Decimal.__ne__,
+_OPS = {  # on two Decimals, each is Decimal's own comparison
+    ">=": operator.ge,
+    ">": operator.gt,
+    "<=": operator.le,
+    "<": operator.lt,
+    "==": operator.eq,
+    "!=": operator.ne,
 }
 
 
@@ -116,6 +119,8 @@ def number_of(value: Any) -> Decimal | None:
     boolean), or text that spells one as JSON does (``"50000"``, ``"5e4"``, ``" -1.5 "``;
     not ``"50,000"``, ``"+5"``, ``"NaN"``). A float is read as it is written (``0.1`` is
     ``0.1``, not its binary neighbour)."""
+    from decimal import Decimal  # loaded when a rule compares numbers
+
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -386,6 +391,8 @@ _CONDITION_HINT = (
 def _when(
     path: str, where: str, when: Any
 ) -> tuple[tuple[tuple[str, ...], tuple[Condition, ...]], ...]:
+    from decimal import Decimal  # loaded when a rule compares numbers
+
     if not isinstance(when, dict):
         raise _bad(path, where, f"when must be a table of argument = condition; {_CONDITION_HINT}")
     out = []

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
 from continuum.errors import NotFoundError, UsageError
 
 MICROS = 1_000_000
-MAX_USD = Decimal(10) ** 12  # a trillion dollars: past this it is a typo
+MAX_USD = 10**12  # a trillion dollars: past this it is a typo
 MAX_TOKENS = 10**15
 
 
@@ -127,6 +126,8 @@ def limit_fields(budget: Mapping[str, Any]) -> dict[str, int | None]:
 def usd_micros(value: Any, what: str) -> int:
     """``value`` (dollars: ``"0.02"``, ``0.02``, ``2``) as whole millionths, rounded up;
     ``UsageError`` (``usage.bad_cost``) for anything else."""
+    from decimal import Decimal, InvalidOperation  # loaded when a cost is given
+
     try:
         if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
             raise ValueError

@@ -1,0 +1,137 @@
+"""An accepted registry keeps its ``[[effect]]`` tables beside its digest, so the gate
+compiles them on each tool call without parsing TOML (issue 27), and the result is the
+registry its text gives. Only the accepted bytes are taken that way; a changed, absent or
+damaged record goes back to the text (and the gate refuses an unaccepted registry as
+before)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from continuum.hooks.guard import (
+    ACCEPTED,
+    accepted_registry,
+    accepted_text,
+    registry_snapshot,
+)
+from continuum.hooks.registry import REGISTRY_PATH, Registry, parse_registry
+
+SHIPPED = (
+    Path(__file__).resolve().parents[2] / "src" / "continuum" / "hooks" / "effects.example.toml"
+)
+
+
+def _shape(registry: Registry) -> list[tuple[object, ...]]:
+    return [
+        (
+            r.index,
+            r.line,
+            r.tool.pattern,
+            r.action_type,
+            r.key,
+            r.replay,
+            {k: p.pattern for k, p in r.match.items()},
+            r.probe,
+            r.description,
+            r.shell,
+            sorted(r.shell_options),
+            r.block_drift,
+        )
+        for r in registry.rules
+    ]
+
+
+def _accept(project: Path, text: str) -> None:
+    (project / ".continuum").mkdir(parents=True, exist_ok=True)
+    (project / REGISTRY_PATH).write_text(text, encoding="utf-8")
+    digest, entries = registry_snapshot(str(project))
+    n = len(entries or [])
+    (project / ACCEPTED).write_text(accepted_text(digest, n, "now", entries), encoding="utf-8")
+
+
+def test_an_accepted_registry_is_compiled_from_its_kept_tables(tmp_path: Path) -> None:
+    text = SHIPPED.read_text(encoding="utf-8")
+    _accept(tmp_path, text)
+    kept = json.loads((tmp_path / ACCEPTED).read_text(encoding="utf-8"))
+    assert len(kept["effects"]) == kept["rules"] > 3
+    registry, current = accepted_registry(str(tmp_path))
+    assert current
+    assert _shape(registry) == _shape(parse_registry(text, str(tmp_path / REGISTRY_PATH)))
+
+
+def test_the_kept_tables_are_used_only_for_the_accepted_bytes(tmp_path: Path) -> None:
+    _accept(tmp_path, SHIPPED.read_text(encoding="utf-8"))
+    edited = '[[effect]]\ntool = "Bash"\naction_type = "x"\nkey = "{command}"\n'
+    (tmp_path / REGISTRY_PATH).write_text(edited, encoding="utf-8")
+    registry, current = accepted_registry(str(tmp_path))
+    assert not current  # the gate refuses every possible effect until a person accepts it
+    assert [r.action_type for r in registry.rules] == ["x"]  # what the file says now
+
+
+def test_a_damaged_record_of_the_tables_falls_back_to_the_text(tmp_path: Path) -> None:
+    text = SHIPPED.read_text(encoding="utf-8")
+    _accept(tmp_path, text)
+    data = json.loads((tmp_path / ACCEPTED).read_text(encoding="utf-8"))
+    data["effects"] = [["one", 1, "x", {}]]
+    (tmp_path / ACCEPTED).write_text(json.dumps(data), encoding="utf-8")
+    registry, current = accepted_registry(str(tmp_path))
+    assert current
+    assert _shape(registry) == _shape(parse_registry(text, str(tmp_path / REGISTRY_PATH)))
+
+
+def test_a_registry_holding_a_toml_date_keeps_no_tables(tmp_path: Path) -> None:
+    text = '[[effect]]\ntool = "Bash"\naction_type = "x"\nkey = "k"\ndescription = 2026-12-07\n'
+    (tmp_path / ".continuum").mkdir()
+    (tmp_path / REGISTRY_PATH).write_text(text, encoding="utf-8")
+    digest, entries = registry_snapshot(str(tmp_path))
+    assert "effects" not in json.loads(accepted_text(digest, 1, "now", entries))
+
+
+def test_the_gate_parses_no_toml_for_an_accepted_registry(tmp_path: Path) -> None:
+    """Control: with an acceptance that kept no tables (an older one), it does."""
+    _accept(tmp_path, SHIPPED.read_text(encoding="utf-8"))
+    probe = (
+        "import sys\nfrom continuum.hooks.guard import accepted_registry\n"
+        f"registry, current = accepted_registry({str(tmp_path)!r})\n"
+        "print(current, len(registry.rules), 'tomllib' in sys.modules)"
+    )
+
+    def run() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+        )
+        return done.stdout.strip()
+
+    rules = json.loads((tmp_path / ACCEPTED).read_text(encoding="utf-8"))["rules"]
+    assert run() == f"True {rules} False"
+    data = json.loads((tmp_path / ACCEPTED).read_text(encoding="utf-8"))
+    del data["effects"]
+    (tmp_path / ACCEPTED).write_text(json.dumps(data), encoding="utf-8")
+    assert run() == f"True {rules} True"
+
+
+def test_a_registry_edited_while_it_was_reviewed_is_not_accepted(tmp_path: Path) -> None:
+    """The person accepts what they were shown: if the file changed since (between the
+    listing and the confirmation), nothing is accepted."""
+    import pytest
+
+    from continuum.cli.hooks import record_acceptance
+    from continuum.cli.output import Settings
+    from continuum.errors import UsageError
+
+    (tmp_path / ".continuum").mkdir()
+    (tmp_path / REGISTRY_PATH).write_text(SHIPPED.read_text(encoding="utf-8"), encoding="utf-8")
+    shown = parse_registry(SHIPPED.read_text(encoding="utf-8"), str(tmp_path / REGISTRY_PATH))
+    edited = '[[effect]]\ntool = "Bash"\naction_type = "x"\nkey = "{command}"\n'
+    (tmp_path / REGISTRY_PATH).write_text(edited, encoding="utf-8")
+    with pytest.raises(UsageError) as refused:
+        record_acceptance(Settings(), tmp_path, "r", shown, event=False)
+    assert refused.value.code == "hooks.registry_changed"
+    assert not (tmp_path / ACCEPTED).exists()
+    # Control: what was shown is what is there: accepted.
+    (tmp_path / REGISTRY_PATH).write_text(SHIPPED.read_text(encoding="utf-8"), encoding="utf-8")
+    record_acceptance(Settings(), tmp_path, "r", shown, event=False)
+    assert accepted_registry(str(tmp_path))[1]
