@@ -205,14 +205,18 @@ def progress(tool: str, message: str) -> None:
 # -- the ledger alone: what a registered call costs the store, without the gateway ------
 
 
-def ledger_pair_runner(db: str, run: str) -> Callable[[], None]:
-    """One intercept + complete on the store at ``db``, as the MCP gateway makes them (the
-    same kind of arguments, versions and result), in this process and thread: the ledger's
-    share of a registered call, to subtract from it. Opens the store once."""
+def ledger_pair_runner(db: str, run: str, gateway: str = "mcp") -> Callable[[], None]:
+    """One intercept + complete on the store at ``db``, as the MCP gateway (or with
+    ``gateway="http"`` the HTTP gateway) makes them: the same kind of arguments, versions
+    and result, in this process and thread. The ledger's share of a registered call, to
+    subtract from it. Opens the store once."""
+    import hashlib
+
     from continuum.runtime.facade import Continuum
     from continuum.types import Origin
 
-    rt = Continuum.open(db, origin=Origin.DETERMINISTIC)
+    origin = Origin.DETERMINISTIC if gateway == "mcp" else None
+    rt = Continuum.open(db, origin=origin) if origin is not None else Continuum.open(db)
     try:
         rt.start_run(run, None, metadata={"created_by": "bench"})
     except Exception as e:  # the run from an earlier round of the same store
@@ -221,7 +225,7 @@ def ledger_pair_runner(db: str, run: str) -> Callable[[], None]:
     numbers = iter(range(10**9))
     versions = {"tool_schema_hash": "sha256:" + "0" * 64}
 
-    def pair() -> None:
+    def mcp_pair() -> None:
         n = next(numbers)
         arguments = {"invoice_id": f"L-{n}", "amount": 1}
         decision = rt.intercept(
@@ -248,7 +252,23 @@ def ledger_pair_runner(db: str, run: str) -> Callable[[], None]:
             result={"result": {"content": [{"type": "text", "text": text}], "isError": False}},
         )
 
-    return pair
+    def http_pair() -> None:
+        n = next(numbers)
+        arguments = {
+            "method": "POST",
+            "upstream": "api",
+            "path": "/charges",
+            "query_sha256": None,
+            "body_sha256": hashlib.sha256(b'{"n":1}').hexdigest(),
+        }
+        decision = rt.intercept(run, "charge", arguments, key=f"bench-{n}", replay="never")
+        if not decision.proceed:
+            raise SystemExit(f"ledger pair: {decision.status}")
+        body = '{"id": "x", "path": "/charges"}'
+        stored = {"status": 201, "headers": {"content-type": "application/json"}, "body": body}
+        rt.complete(run, decision.action_key, result=stored)
+
+    return mcp_pair if gateway == "mcp" else http_pair
 
 
 def timed_block(call: Callable[[], None], n: int) -> list[float]:
