@@ -1,23 +1,28 @@
 """Overhead of ``continuum gateway mcp`` per tool call, against the same call sent straight
 to the upstream MCP server (issue 23, item 6), with the upstream on both transports.
 
-Usage: scripts/bench_gateway_mcp.py [--quick] [--json] [--dir DIR] [--calls N]
+Usage: scripts/bench_gateway_mcp.py [--quick] [--json] [--dir DIR] [--rounds N] [--block N]
 
 A small upstream (the SDK's ``MCPServer``: ``read_balance`` and ``send_invoice``, each
 answering at once) runs once on stdio and once over streamable HTTP on loopback; the
 gateway is ``python -m continuum gateway mcp`` (stdio to the client, a SQLite store in
-DIR). One SDK client session per path stays open; blocks of calls on each path alternate,
-so a busy machine slows all of them alike. Figures (median latency per call, quartiles,
-and the gateway's CPU per call from /proc):
+DIR). One SDK client session per path stays open. The machine is shared, so the calls go
+in rounds (``bench_gateway_kit.py``): each round runs a block of every path, in an order
+rotated from round to round, and each ratio or difference is formed inside a round. The
+figures: median latency per call with the smallest and largest round median, the CPU per
+call of every process in the chain (the gateway, its upstream, the client), the load
+average, and these, each judged against issue 23's target:
 
-- unregistered: ``read_balance`` direct vs through the gateway, and their ratio
-  (target: at most 1.3x). With the upstream on stdio such a call takes the gateway's
-  byte relay (``gateway/relay.py``: the host's line and the upstream's answer line pass
-  verbatim, past the SDK); over HTTP it still goes through the SDK's client session;
+- unregistered: ``read_balance`` through the gateway over the same call direct, per
+  round (target: at most 1.3x). With the upstream on stdio such a call takes the
+  gateway's byte relay (``gateway/relay.py``); over HTTP, the SDK's client session;
 - registered: ``send_invoice`` with a new invoice each time through the gateway
-  (intercept, forward, complete: two committed SQLite transactions) vs the unregistered
-  call through the same gateway; the difference is what the ledger adds (target: at most
-  2 ms on SQLite).
+  (intercept, forward, complete: two committed SQLite transactions) minus the
+  unregistered call through the same gateway, per round (target: at most 2 ms);
+- the ledger's share of that: one bare intercept + complete pair, in this process, on the
+  gateway's own store file (another run), as the gateway makes them; the rest of the
+  added time is the gateway's own. Re-run after a change of the ledger to see its share
+  move and the gateway's stay.
 
 Progress goes to stderr; a table (or one JSON document with ``--json``) to stdout.
 """
@@ -36,7 +41,22 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from bench_gateway_http import _cpu_seconds, _summary, fsync_ms  # scripts/, beside this one
+from bench_gateway_kit import (  # scripts/, beside this one
+    TARGET_ADDED_MS,
+    TARGET_RATIO,
+    ProcessCpu,
+    Rounds,
+    ThreadCpu,
+    cpu_delta,
+    cpu_snapshot,
+    find_child,
+    fsync_ms,
+    ledger_pair_runner,
+    load_average,
+    progress,
+    timed_block,
+    verdict,
+)
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -56,7 +76,7 @@ def read_balance(account: str) -> str:
 def send_invoice(invoice_id: str, amount: int) -> str:
     return f"sent invoice {invoice_id} for {amount}"
 
-if sys.argv[1:] == ["http"]:
+if sys.argv[1:] == ["http"]:  # else "direct" or "via": a name in its command line
     import uvicorn
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -80,27 +100,11 @@ key = "invoice:{invoice_id}"
 """
 
 CLIENT = "continuum-bench"
-TARGET_RATIO = 1.3
-TARGET_ADDED_MS = 2.0
 
 
-def progress(message: str) -> None:
-    sys.stderr.write(f"bench_gateway_mcp: {message}\n")
-    sys.stderr.flush()
-
-
-def _gateway_pid(work: Path, marker: str) -> int:
-    """The pid of the gateway process whose command line holds ``marker``."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"gateway" in cmdline and marker.encode() in cmdline:
-            return int(entry.name)
-    raise SystemExit(f"the gateway process ({marker}) was not found")
+def _stdio_child(marker: str) -> int:
+    """The pid of this process's child running the stdio upstream ``marker``."""
+    return find_child(os.getpid(), marker)
 
 
 @asynccontextmanager
@@ -123,7 +127,11 @@ async def session(
     yield s
 
 
-async def measure(work: Path, calls: int, block: int) -> dict[str, Any]:
+Call = Callable[[], Awaitable[types.CallToolResult]]
+
+
+async def measure(work: Path, rounds_n: int, block: int) -> dict[str, Any]:
+    load_before = load_average()
     fsync_before = fsync_ms(work)
     upstream_py = work / "upstream.py"
     upstream_py.write_text(UPSTREAM, encoding="utf-8")
@@ -145,130 +153,205 @@ async def measure(work: Path, calls: int, block: int) -> dict[str, Any]:
         ]
 
     invoice = iter(range(10**9))
-    samples: dict[str, list[float]] = {}
-    cpu: dict[str, float] = {}
+    paths = [name for name, _ in LABELS]
+    rounds = Rounds(paths)
     try:
         async with AsyncExitStack() as stack:
             direct = await stack.enter_async_context(
-                session(stack, [sys.executable, str(upstream_py)], None, env)
+                session(stack, [sys.executable, str(upstream_py), "direct"], None, env)
             )
             direct_http = await stack.enter_async_context(session(stack, None, url, env))
             via = await stack.enter_async_context(
                 session(
-                    stack, gateway("stdio.db", "--", sys.executable, str(upstream_py)), None, env
+                    stack,
+                    gateway("stdio.db", "--", sys.executable, str(upstream_py), "via"),
+                    None,
+                    env,
                 )
             )
             via_http = await stack.enter_async_context(
                 session(stack, gateway("http.db", "--url", url), None, env)
             )
-            pids = {"stdio": _gateway_pid(work, "stdio"), "http": _gateway_pid(work, "http")}
+            gw_stdio = ProcessCpu(find_child(os.getpid(), "gateway", "stdio.db"))
+            gw_http = ProcessCpu(find_child(os.getpid(), "gateway", "http.db"))
+            up_via = ProcessCpu(find_child(gw_stdio.pid, "upstream.py"))
+            up_direct = ProcessCpu(_stdio_child("direct"))
+            up_http = ProcessCpu(http_up.pid)
+            client = ThreadCpu()
 
-            def read(s: ClientSession) -> Callable[[], Awaitable[types.CallToolResult]]:
+            def read(s: ClientSession) -> Call:
                 return lambda: s.call_tool("read_balance", {"account": "acme"})
 
-            def effect(s: ClientSession) -> Callable[[], Awaitable[types.CallToolResult]]:
+            def effect(s: ClientSession) -> Call:
                 return lambda: s.call_tool(
                     "send_invoice", {"invoice_id": f"INV-{next(invoice)}", "amount": 1}
                 )
 
-            paths: dict[str, tuple[str | None, Callable[[], Awaitable[types.CallToolResult]]]] = {
-                "stdio_direct": (None, read(direct)),
-                "stdio_gateway": ("stdio", read(via)),
-                "stdio_effect": ("stdio", effect(via)),
-                "http_direct": (None, read(direct_http)),
-                "http_gateway": ("http", read(via_http)),
-                "http_effect": ("http", effect(via_http)),
+            calls: dict[str, tuple[Call, dict[str, Any]]] = {
+                "stdio_direct": (read(direct), {"upstream": up_direct, "client": client}),
+                "stdio_gateway": (
+                    read(via),
+                    {"gateway": gw_stdio, "upstream": up_via, "client": client},
+                ),
+                "stdio_effect": (
+                    effect(via),
+                    {"gateway": gw_stdio, "upstream": up_via, "client": client},
+                ),
+                "http_direct": (read(direct_http), {"upstream": up_http, "client": client}),
+                "http_gateway": (
+                    read(via_http),
+                    {"gateway": gw_http, "upstream": up_http, "client": client},
+                ),
+                "http_effect": (
+                    effect(via_http),
+                    {"gateway": gw_http, "upstream": up_http, "client": client},
+                ),
             }
-            samples.update((name, []) for name in paths)
-            cpu.update((name, 0.0) for name in paths)
-            for _, call in paths.values():  # warm up: code paths loaded, store opened
+            pair = ledger_pair_runner(str(work / "stdio.db"), "bench-ledger-alone")
+            for call, _ in calls.values():  # warm up: code paths loaded, store opened
                 for _ in range(20):
                     await call()
-            done = 0
-            while done < calls:
-                for name, (gw, call) in paths.items():
-                    cpu0 = _cpu_seconds(pids[gw]) if gw else 0.0
+            for _ in range(20):
+                pair()
+            for r in range(rounds_n):
+                for name in rounds.order(r):
+                    if name == "ledger_pair":
+                        counters: dict[str, Any] = {"client": client}
+                        before = cpu_snapshot(counters)
+                        rounds.add(name, timed_block(pair, block), cpu_delta(before, counters))
+                        continue
+                    call, counters = calls[name]
+                    before = cpu_snapshot(counters)
+                    samples = []
                     for _ in range(block):
                         t0 = time.perf_counter()
                         result = await call()
-                        samples[name].append(time.perf_counter() - t0)
+                        samples.append(time.perf_counter() - t0)
                         if result.is_error or (result.meta or {}).get("continuum/ledger"):
                             raise SystemExit(f"{name}: {result}")
-                    if gw:
-                        cpu[name] += _cpu_seconds(pids[gw]) - cpu0
-                done += block
-                progress(f"{done}/{calls} calls on each path")
+                    rounds.add(name, samples, cpu_delta(before, counters))
+                if (r + 1) % 5 == 0 or r + 1 == rounds_n:
+                    progress(
+                        "bench_gateway_mcp", f"round {r + 1}/{rounds_n}, load {load_average()}"
+                    )
     finally:
         http_up.kill()
         await http_up.wait()
-    figures = {name: _summary(values) for name, values in samples.items()}
-    for name, seconds in cpu.items():
-        figures[name]["gateway_cpu_ms"] = round(seconds / len(samples[name]) * 1000, 3)
-    out: dict[str, Any] = {"figures": figures}
+    return summarize(rounds, block, load_before, fsync_before, work)
+
+
+LABELS = [
+    ("stdio_direct", "upstream on stdio: a read, direct"),
+    ("stdio_gateway", "upstream on stdio: a read, through the gateway (no rule)"),
+    ("stdio_effect", "upstream on stdio: an effect through the gateway (intercept + complete)"),
+    ("http_direct", "upstream over HTTP: a read, direct"),
+    ("http_gateway", "upstream over HTTP: a read, through the gateway (no rule)"),
+    ("http_effect", "upstream over HTTP: an effect through the gateway (intercept + complete)"),
+    ("ledger_pair", "the ledger alone: intercept + complete in-process, same store"),
+]
+
+
+def summarize(
+    rounds: Rounds, block: int, load_before: list[float], fsync_before: float, work: Path
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"figures": {name: rounds.figure(name) for name, _ in LABELS}}
+    ledger = rounds.figure("ledger_pair")
     for transport in ("stdio", "http"):
-        ratio = figures[f"{transport}_gateway"]["median"] / figures[f"{transport}_direct"]["median"]
-        added = figures[f"{transport}_effect"]["median"] - figures[f"{transport}_gateway"]["median"]
+        ratio = rounds.ratio(f"{transport}_gateway", f"{transport}_direct")
+        added = rounds.difference_ms(f"{transport}_effect", f"{transport}_gateway")
+        own = rounds.per_round(  # what is added beyond the bare ledger pair: the gateway's
+            lambda e, g, p: (e - g - p) * 1000,
+            f"{transport}_effect",
+            f"{transport}_gateway",
+            "ledger_pair",
+        )
+        effect_cpu = rounds.figure(f"{transport}_effect")["cpu_ms_per_call"]["gateway"]
+        read_cpu = rounds.figure(f"{transport}_gateway")["cpu_ms_per_call"]["gateway"]
         out[transport] = {
             "unregistered_ratio": {
-                "value": round(ratio, 2),
+                **ratio,
                 "target": TARGET_RATIO,
-                "pass": ratio <= TARGET_RATIO,
+                "verdict": verdict(ratio["median"], TARGET_RATIO),
             },
             "registered_added_ms": {
-                "value": round(added, 3),
+                **added,
                 "target": TARGET_ADDED_MS,
-                "pass": added <= TARGET_ADDED_MS,
+                "verdict": verdict(added["median"], TARGET_ADDED_MS),
             },
+            "registered_added_beyond_ledger_ms": own,
+            "registered_added_gateway_cpu_ms": round(effect_cpu - read_cpu, 3),
         }
+    out["ledger_pair"] = {
+        "wall_ms": ledger["median_ms"],
+        "cpu_ms": ledger["cpu_ms_per_call"]["client"],
+    }
     out["fsync_ms"] = [fsync_before, fsync_ms(work)]
-    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    out["calls"] = calls
+    out["load_average"] = [load_before, load_average()]
+    out["rounds"] = rounds.calls["stdio_direct"] // block
+    out["block"] = block
     return out
 
 
 def table(result: dict[str, Any]) -> str:
-    f = result["figures"]
-    names = {
-        "stdio_direct": "upstream on stdio: a read, direct",
-        "stdio_gateway": "upstream on stdio: a read, through the gateway (no rule)",
-        "stdio_effect": "upstream on stdio: an effect through the gateway (intercept + complete)",
-        "http_direct": "upstream over HTTP: a read, direct",
-        "http_gateway": "upstream over HTTP: a read, through the gateway (no rule)",
-        "http_effect": "upstream over HTTP: an effect through the gateway (intercept + complete)",
-    }
-    out = ["| call | median ms | q1-q3 ms | gateway CPU ms per call |", "|---|---:|---:|---:|"]
-    for key, label in names.items():
-        s = f[key]
-        cpu = f"{s['gateway_cpu_ms']:.2f}" if "gateway" in key or "effect" in key else "-"
-        out.append(f"| {label} | {s['median']:.3f} | {s['q1']:.3f}-{s['q3']:.3f} | {cpu} |")
-    out.append("")
-    for transport in ("stdio", "http"):
-        r = result[transport]["unregistered_ratio"]
-        a = result[transport]["registered_added_ms"]
+    out = [f"| call | median ms | round medians min-max ms | CPU ms/call: {ROLES_LABEL} |"]
+    out.append("|---|---:|---:|---:|")
+    for key, label in LABELS:
+        f = result["figures"][key]
+        cpu = f["cpu_ms_per_call"]
+        cells = " / ".join(f"{cpu[r]:.3f}" if r in cpu else "-" for r in ROLES)
         out.append(
-            f"{transport}: unregistered {r['value']:.2f}x direct (target <= {r['target']}x: "
-            f"{'pass' if r['pass'] else 'MISSED'}); registered +{a['value']:.3f} ms over an "
-            f"unregistered call through the gateway (target <= {a['target']} ms: "
-            f"{'pass' if a['pass'] else 'MISSED'})"
+            f"| {label} | {f['median_ms']:.3f} | {f['round_min_ms']:.3f}-{f['round_max_ms']:.3f}"
+            f" | {cells} |"
+        )
+    out.append("")
+    pair = result["ledger_pair"]
+    for transport in ("stdio", "http"):
+        t = result[transport]
+        r, a, own = (
+            t["unregistered_ratio"],
+            t["registered_added_ms"],
+            t["registered_added_beyond_ledger_ms"],
+        )
+        out.append(
+            f"{transport} upstream: unregistered {r['median']:.2f}x direct (rounds "
+            f"{r['min']:.2f}-{r['max']:.2f}, q1-q3 {r['q1']:.2f}-{r['q3']:.2f}); target <= "
+            f"{r['target']}x: {r['verdict']}"
+        )
+        out.append(
+            f"{transport} upstream: registered +{a['median']:.3f} ms over the unregistered call "
+            f"through the gateway (rounds {a['min']:.3f}-{a['max']:.3f}, q1-q3 "
+            f"{a['q1']:.3f}-{a['q3']:.3f}); target <= {a['target']} ms: {a['verdict']}"
+        )
+        out.append(
+            f"{transport} upstream: of which the ledger (bare intercept + complete) "
+            f"{pair['wall_ms']:.3f} ms ({pair['cpu_ms']:.3f} ms CPU), the gateway's own "
+            f"{own['median']:+.3f} ms (gateway CPU +{t['registered_added_gateway_cpu_ms']:.3f} ms "
+            "per registered call over an unregistered one, ledger included)"
         )
     out.append(
         f"write + fsync on the store's disk: {result['fsync_ms'][0]:.3f} ms before, "
         f"{result['fsync_ms'][1]:.3f} ms after (an effect commits twice); load average "
-        f"{result['load_average']}, {result['calls']} calls on each path"
+        f"{result['load_average'][0]} at the start, {result['load_average'][1]} at the end; "
+        f"{result['rounds']} rounds of {result['block']} calls on each path"
     )
     return "\n".join(out)
 
 
+ROLES = ["gateway", "upstream", "client"]
+ROLES_LABEL = "gateway / upstream / client"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="200 calls on each path")
+    parser.add_argument("--quick", action="store_true", help="10 rounds instead of 50")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     parser.add_argument("--dir", default=None, help="where the stores go (default: a temp dir)")
-    parser.add_argument("--calls", type=int, default=None, help="calls on each path")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 50)")
+    parser.add_argument("--block", type=int, default=20, help="calls per path and round")
     args = parser.parse_args(argv)
-    calls = args.calls or (200 if args.quick else 1000)
+    rounds = args.rounds or (10 if args.quick else 50)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        result = anyio.run(measure, Path(tmp), calls, 50)
+        result = anyio.run(measure, Path(tmp), rounds, args.block)
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
 

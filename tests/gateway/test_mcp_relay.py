@@ -23,7 +23,7 @@ from continuum.gateway.relay import RESERVED_ID_PREFIX
 from continuum.serving.flags import SERVER_BUSY
 from continuum.serving.transport import DEFAULT_MAX_IN_FLIGHT
 
-from .test_mcp_gateway import AGENT, BOUND, _env, gateway_command
+from .test_mcp_gateway import AGENT, BOUND, RUN, _env, gateway_command
 
 pytestmark = pytest.mark.anyio
 
@@ -356,3 +356,134 @@ async def test_a_host_line_holding_a_key_twice_goes_upstream_as_judged(project: 
     lines = (project / "upstream.log").read_text(encoding="utf-8").splitlines()
     [sent] = [line for line in lines if '"id":9' in line.replace(" ", "")]
     assert "send_invoice" not in sent and json.loads(sent)["params"]["name"] == "echo"
+
+
+# -- registered calls the gateway takes from the host itself (past the SDK's server) ---------
+
+REGISTERED_HANG = """\
+run = "billing"
+
+[[effect]]
+tool = "send_invoice"
+action_type = "send_invoice"
+key = "invoice:{invoice_id}"
+
+[[effect]]
+tool = "hang"
+action_type = "hang"
+key = "hang:{n}"
+"""
+
+
+def actions_of(project: Path, run: str) -> dict[str, str]:
+    from continuum.runtime.facade import Continuum
+
+    with Continuum.open(str(project / "continuum.db"), create=False) as rt:
+        return {a.action_key: str(a.status) for a in rt.actions(run)}
+
+
+async def listed(gateway: Host) -> None:
+    """tools/list through the SDK's server: from then on the gateway knows the host's
+    handshake and takes registered calls itself."""
+    await gateway.send(request("list", "tools/list"))
+    assert "result" in json.loads(await gateway.answer("list"))
+
+
+async def test_a_registered_call_the_gateway_takes_itself_is_recorded_once_and_repeated_from_the_ledger(
+    project: Path,
+) -> None:
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await listed(gateway)
+        await gateway.send(call(1, "send_invoice", invoice_id="INV-5", amount=5))
+        first = json.loads(await gateway.answer(1))
+        await gateway.send(call(2, "send_invoice", invoice_id="INV-5", amount=5))
+        again = json.loads(await gateway.answer(2))
+    assert text(first) == 'send_invoice café {"amount": 5, "invoice_id": "INV-5"}'
+    assert ledger(first) == {} and ledger(again)["answered"] == "from_ledger"
+    assert text(again) == text(first)
+    sent = [m for m in upstream_log(project) if m.get("method") == "tools/call"]
+    assert len(sent) == 1  # the repeat never went upstream
+    # the gateway's own id, never the host's; only the judged name and arguments
+    assert str(sent[0]["id"]).startswith(RESERVED_ID_PREFIX)
+    assert sent[0]["params"] == {
+        "name": "send_invoice",
+        "arguments": {"invoice_id": "INV-5", "amount": 5},
+    }
+    assert actions_of(project, RUN) == {"send_invoice:invoice:INV-5": "completed"}
+
+
+async def test_a_registered_call_taken_by_the_gateway_still_needs_the_allowlist_and_the_token(
+    project: Path,
+) -> None:
+    token = {"CONTINUUM_MCP_TOKEN": "s3cret-token-for-the-gateway"}
+    async with host(project, relay_gateway(), **log_env(project), **token) as gateway:
+        await listed(gateway)
+        without = call(1, "send_invoice", invoice_id="A", amount=1)
+        with_token = call(2, "send_invoice", invoice_id="B", amount=1)
+        with_token["params"]["_meta"] = {"authToken": token["CONTINUUM_MCP_TOKEN"]}
+        await gateway.send(without, with_token)
+        found = await gateway.answers(1, 2)
+    refused, passed = found["1"], found["2"]
+    assert refused["result"]["isError"] and ledger(refused)["refused"].startswith("auth")
+    assert not passed["result"].get("isError") and ledger(passed) == {}
+    sent = [m for m in upstream_log(project) if m.get("method") == "tools/call"]
+    assert [m["params"]["arguments"]["invoice_id"] for m in sent] == ["B"]
+    assert all("_meta" not in m["params"] for m in sent)  # the host's token stays here
+
+
+async def test_a_client_off_the_allowlist_has_registered_calls_refused_when_the_gateway_takes_them(
+    project: Path,
+) -> None:
+    async with host(
+        project, relay_gateway(), CONTINUUM_MCP_ALLOW="someone-else", **log_env(project)
+    ) as gateway:
+        await listed(gateway)
+        await gateway.send(call(1, "send_invoice", invoice_id="A", amount=1))
+        refused = json.loads(await gateway.answer(1))
+        await gateway.send(call(2, "echo", said="reads pass"))
+        read = json.loads(await gateway.answer(2))
+    assert refused["result"]["isError"] and "was not called" in text(refused)
+    assert text(read) == 'echo café {"said": "reads pass"}'
+    sent = [m for m in upstream_log(project) if m.get("method") == "tools/call"]
+    assert [m["params"]["name"] for m in sent] == ["echo"]
+
+
+async def test_a_registered_call_the_gateway_takes_without_an_answer_in_time_is_unknown(
+    project: Path,
+) -> None:
+    (project / ".continuum" / "gateway.toml").write_text(REGISTERED_HANG, encoding="utf-8")
+    command = relay_gateway("--timeout", "0.5")
+    async with host(project, command, **log_env(project)) as gateway:
+        await listed(gateway)
+        await gateway.send(call(5, "hang", n=1))
+        late = json.loads(await gateway.answer(5))
+        await gateway.send(call(6, "hang", n=1))  # the same key again: refused, not sent
+        retry = json.loads(await gateway.answer(6))
+    assert late["result"]["isError"] and ledger(late)["refused"] == "unknown"
+    assert retry["result"]["isError"] and ledger(retry)["refused"] == "unknown"
+    [sent] = [m for m in upstream_log(project) if m.get("method") == "tools/call"]
+    cancels = [m for m in upstream_log(project) if m.get("method") == "notifications/cancelled"]
+    assert [c["params"]["requestId"] for c in cancels] == [sent["id"]]  # as the SDK cancels
+    assert actions_of(project, RUN) == {"hang:1": "unknown"}
+
+
+async def test_a_host_cancel_of_a_registered_call_the_gateway_took_is_never_answered(
+    project: Path,
+) -> None:
+    (project / ".continuum" / "gateway.toml").write_text(REGISTERED_HANG, encoding="utf-8")
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await listed(gateway)
+        await gateway.send(call(5, "hang", n=1))
+        await gateway.send(cancel(5))
+        await gateway.send(call(6, "echo", said="next"))
+        await gateway.answer(6)
+        await gateway.send(request("ping", "ping"))
+        await gateway.answer("ping")
+        assert not gateway.answered(5)
+    sent = [m for m in upstream_log(project) if m.get("method") == "tools/call"]
+    cancels = [m for m in upstream_log(project) if m.get("method") == "notifications/cancelled"]
+    # If the call went upstream before the cancel took it, the upstream was told to cancel
+    # it, under the gateway's own id; the host's cancel itself is never passed on.
+    hung = [m["id"] for m in sent if m["params"]["name"] == "hang"]
+    assert [c["params"]["requestId"] for c in cancels] == hung
+    assert actions_of(project, RUN).get("hang:1") != "completed"

@@ -7,7 +7,8 @@ definition matches its pin (``pins.py``), and judges every ``tools/call`` by the
 
 - a call no effect rule matches is forwarded untouched and its answer returned as is
   (with an upstream on stdio past the SDK: ``relay.py`` sends the call as judged and
-  relays the upstream's answer line verbatim; with ``--url`` through the SDK);
+  relays the upstream's answer line verbatim; with ``--url`` through the SDK); with an
+  upstream on stdio, registered calls too pass the SDK by (``relay.py``), judged here;
 - a registered call is intercepted first (``Continuum.intercept``: one transaction,
   durable before anything is forwarded) and forwarded only when it may proceed; then the
   upstream's answer settles it: a result is ``completed`` (the result is stored), an
@@ -62,16 +63,18 @@ from mcp.client.session import ClientSession
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.eventlog.canonical import canonical_json, sha256_hex
 from continuum.faults import fault_point
-from continuum.gateway.pins import Pins, tool_digest
+from continuum.gateway.pins import Pins
 from continuum.gateway.relay import Relay, open_stdio_upstream
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
+from continuum.ledger.gate import InterceptResult
 from continuum.log import get_logger
 from continuum.runtime.facade import Continuum
-from continuum.serving.auth import Policy, caller_from_context, log_denial
+from continuum.serving.auth import Caller, Policy, caller_identity, log_denial
 from continuum.serving.transport import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -227,7 +230,15 @@ class Gateway:
         self.session = session
         self.tools: dict[str, types.Tool] = {}  # exposed: definition matches its pin
         self.changed: dict[str, tuple[str, str]] = {}  # refused: name -> (pinned, new)
+        # the exposed tools' pins as ``tool_schema_hash`` versions, from the same listing
+        self.versions: dict[str, dict[str, str]] = {}
         self.upstream_gone: str | None = None  # why the upstream cannot be reached
+        # with an upstream on stdio: sends the gateway's own calls past the client session
+        self.relay: Relay | None = None
+        # The host's session as the SDK's server keeps it (its handshake's client_params),
+        # seen by the first handler the SDK ran: a call the relay takes from the host is
+        # authorized against the same handshake as one the SDK passes to ``call_tool``.
+        self.host_session: Any = None
         self._rt: Continuum | None = None
         self._rt_lock = threading.Lock()
 
@@ -307,12 +318,16 @@ class Gateway:
                 hint="not exposed until a person runs `continuum gateway accept`",
             )
         exposed = set(judgement.exposed)
+        self.versions = {
+            name: {"tool_schema_hash": "sha256:" + judgement.digests[name]} for name in exposed
+        }
         self.tools = {t.name: t for t in listed if t.name in exposed}
         self.changed = judgement.changed
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        self.host_session = ctx.session
         try:
             await self.refresh()
         except Exception as e:  # the upstream is gone: list what was last judged
@@ -321,15 +336,29 @@ class Gateway:
 
     # -- the relay's questions (relay.Route): unregistered calls on a stdio upstream ----------
 
-    def relays(self, name: str, arguments: dict[str, Any]) -> bool:
-        """Whether the call may go upstream as bytes: what ``call_tool`` would forward
-        untouched (an exposed tool, no effect rule, the upstream not gone)."""
-        return (
-            self.upstream_gone is None
-            and name in self.tools
-            and name not in self.changed
-            and self.config.rules.find(name, arguments) is None
-        )
+    def judge(self, name: str, arguments: dict[str, Any]) -> EffectRule | bool:
+        """What the relay may do with a host's call: True, send it upstream as bytes (what
+        ``call_tool`` would forward untouched: an exposed tool, no effect rule, the
+        upstream not gone); its effect rule, run it with ``call`` (a registered call of an
+        exposed tool, once the host's handshake is known); False, leave it to the SDK."""
+        if self.upstream_gone is not None or name not in self.tools or name in self.changed:
+            return False
+        rule = self.config.rules.find(name, arguments)
+        if rule is None:
+            return True
+        return rule if self.host_session is not None else False
+
+    async def call(
+        self, rule: EffectRule, name: str, arguments: dict[str, Any], params: dict[str, Any]
+    ) -> types.CallToolResult:
+        """A registered call the relay took from the host (``judge`` gave its rule): as
+        ``call_tool`` runs it, the caller read from the same handshake and ``_meta``."""
+        try:  # the request's _meta as the SDK's server lifts it for ``ctx.meta``
+            meta = types.RequestParams.model_validate(params, by_name=False).meta
+        except ValidationError:
+            meta = None
+        caller = caller_identity(self.host_session.client_params, meta)
+        return await self._judged(rule, name, arguments, caller)
 
     def no_answer(self, name: str, error: Exception) -> types.CallToolResult:
         self._lost(error)
@@ -376,6 +405,7 @@ class Gateway:
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        self.host_session = ctx.session
         name = params.name
         arguments = dict(params.arguments or {})
         if name not in self.tools and name not in self.changed and self.upstream_gone is None:
@@ -395,7 +425,14 @@ class Gateway:
         rule = self.config.rules.find(name, arguments)
         if rule is None:
             return await self._pass_through(name, arguments)
-        decision = self.config.policy.authorize(name, caller_from_context(ctx))
+        caller = caller_identity(ctx.session.client_params, ctx.meta)
+        return await self._judged(rule, name, arguments, caller)
+
+    async def _judged(
+        self, rule: EffectRule, name: str, arguments: dict[str, Any], caller: Caller
+    ) -> types.CallToolResult:
+        """A call of an exposed tool that ``rule`` registers: authorized, then recorded."""
+        decision = self.config.policy.authorize(name, caller)
         if not decision.allowed:
             log_denial(decision)
             return _text_result(
@@ -409,7 +446,11 @@ class Gateway:
     async def _forward(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """The call, sent upstream as it came. Its result is not checked against the
         tool's output schema here (``ClientSession.call_tool`` would): the host checks
-        what it receives, and the gateway answers with the upstream's result unchanged."""
+        what it receives, and the gateway answers with the upstream's result unchanged.
+        With an upstream on stdio the relay sends it (the same request and the same
+        errors as the client session, without its turns of the event loop)."""
+        if self.relay is not None:
+            return await self.relay.forward(name, arguments)
         request = types.CallToolRequest(
             params=types.CallToolRequestParams(name=name, arguments=arguments)
         )
@@ -435,14 +476,10 @@ class Gateway:
 
     def _versions(self, name: str) -> dict[str, str] | None:
         """The call's tool definition as the action's ``tool_schema_hash`` (its pin: name,
-        description, input schema): an interrupted safe/idempotent call is not run again
-        under a tool that changed since (``version_drift``)."""
-        tool = self.tools.get(name)
-        if tool is None:
-            return None
-        return {
-            "tool_schema_hash": "sha256:" + tool_digest(name, tool.description, tool.input_schema)
-        }
+        description, input schema, hashed when the listing was judged against the pins):
+        an interrupted safe/idempotent call is not run again under a tool that changed
+        since (``version_drift``)."""
+        return self.versions.get(name)
 
     def _record_arguments(self, rule: EffectRule, name: str, arguments: dict[str, Any]) -> Any:
         text = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
@@ -465,18 +502,22 @@ class Gateway:
         run = self.config.run
         try:
             key = render_key(rule, name, arguments)
-            rt = await anyio.to_thread.run_sync(self.runtime)
-            decision = await anyio.to_thread.run_sync(
-                lambda: rt.intercept(
+            recorded = self._record_arguments(rule, name, arguments)
+            versions = self._versions(name)
+
+            def intercept() -> tuple[Continuum, InterceptResult]:
+                rt = self.runtime()  # opened in the same worker-thread turn, not one more
+                return rt, rt.intercept(
                     run,
                     rule.action_type,
-                    self._record_arguments(rule, name, arguments),
+                    recorded,
                     key=key,
                     replay=rule.replay,
-                    versions=self._versions(name),
+                    versions=versions,
                     block_drift=rule.block_drift,
                 )
-            )
+
+            rt, decision = await anyio.to_thread.run_sync(intercept)
         except ContinuumError as e:
             if e.code.startswith("store."):
                 self.drop_runtime()  # open it again for the next call
@@ -828,10 +869,13 @@ async def serve(config: GatewayConfig) -> None:
             on_call_tool=gateway.call_tool,
             **Passthrough(session).handlers(hello.capabilities),
         )
-        if relay is not None:
-            relay.bind(gateway)
         try:
             async with anyio.create_task_group() as tg:
+                if relay is not None:
+                    # Registered calls the relay takes run in this group: cancelled (and
+                    # settled, as the SDK's handlers are) when the host side stops serving.
+                    relay.bind(gateway, tg.start_soon)
+                    gateway.relay = relay
                 tg.start_soon(_renew, gateway)
                 async with hardened_stdio_server(
                     DEFAULT_MAX_MESSAGE_BYTES,

@@ -58,6 +58,7 @@ class Judgement:
     exposed: list[str] = field(default_factory=list)  # names whose definition matches its pin
     changed: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (pinned, new)
     pinned_now: list[str] = field(default_factory=list)  # new tools pinned on first sight
+    digests: dict[str, str] = field(default_factory=dict)  # name -> its definition's digest
 
 
 def _now() -> str:
@@ -123,6 +124,7 @@ class Pins:
         out = Judgement()
         for name, description, schema in tools:
             new = tool_digest(name, description, schema)
+            out.digests[name] = new
             pin = pinned.get(name)
             if pin is None:
                 pinned[name] = {"sha256": new, "description": description, "pinned_at": _now()}

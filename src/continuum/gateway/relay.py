@@ -38,6 +38,17 @@ What this module owns:
   gateway's timeout gets the answer the SDK path gives (``upstream_bad_answer``) and the
   upstream a cancel, as the SDK sends; when the upstream's stdout ends, every relayed
   call still open gets the ``upstream_gone`` answer. None can hang;
+- registered calls, past the SDK on both sides (each SDK side cost about as much CPU
+  as the ledger's two commits): once the gateway has seen the host's handshake (the
+  SDK's server ran one of its handlers), a host ``tools/call`` an effect rule matches is
+  taken too and run by the gateway (``Route.call``: authorized against that handshake and
+  the call's ``_meta`` as ``call_tool`` is, intercepted, forwarded, settled) in a task of
+  the serving group, then answered as the SDK's server answers; a host's cancel cancels
+  it unanswered, as the SDK does. Whichever side took it, the gateway forwards a
+  registered call with ``Relay.forward``: with the id ``continuum-gateway:call-<n>``,
+  the request ``ClientSession`` would send, and the same outcomes (an error answer,
+  a timeout with a cancel to the upstream, a closed connection, a result that is not a
+  tool result), without the session's streams;
 - everything else the upstream sends is validated into JSON-RPC for the session, as
   ``stdio_client`` does (an invalid line reaches it as an exception, which the gateway
   logs).
@@ -47,13 +58,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, TypeGuard
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import Process
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp import types
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.dispatcher import coerce_request_id
@@ -81,8 +94,15 @@ _NO_LIMIT = sys.maxsize  # the upstream's lines are not bounded (nor were they b
 class Route(Protocol):
     """What the relay asks the gateway: which calls pass, and the answers it gives."""
 
-    def relays(self, name: str, arguments: dict[str, Any]) -> bool:
-        """Whether a call of this exposed, unregistered tool may go upstream untouched."""
+    def judge(self, name: str, arguments: dict[str, Any]) -> Any:
+        """True: the call may go upstream untouched (an exposed, unregistered tool);
+        False: the SDK path decides; anything else is a ticket for ``call``."""
+        ...
+
+    async def call(
+        self, ticket: Any, name: str, arguments: dict[str, Any], params: dict[str, Any]
+    ) -> types.CallToolResult:
+        """Run a call ``judge`` gave a ticket for (it forwards with ``Relay.forward``)."""
         ...
 
     def no_answer(self, name: str, error: Exception) -> types.CallToolResult:
@@ -98,13 +118,17 @@ class Route(Protocol):
         ...
 
 
+Outcome = dict[str, Any] | Exception  # the upstream's answer to a call of the gateway's own
+
+
 @dataclass
 class _Pending:
-    request_id: types.RequestId  # as the host sent it
+    request_id: types.RequestId  # as the host sent it, or the reserved id of an own call
     name: str
     deadline: float
-    host: HostLink
+    host: HostLink | None  # None: the gateway's own call, answered to ``waiter``
     token: types.RequestId | None  # its progressToken, coerced
+    waiter: MemoryObjectSendStream[Outcome] | None = None
 
 
 def _is_id(value: object) -> TypeGuard[types.RequestId]:
@@ -175,6 +199,9 @@ class Relay:
         self._process = process
         self._timeout = timeout
         self._route: Route | None = None
+        self._spawn: Callable[..., Any] | None = None  # starts a host call the route runs
+        self._host_calls: dict[types.RequestId, anyio.CancelScope] = {}  # by coerced host id
+        self._calls = 0  # the gateway's own calls sent so far (their reserved ids)
         self._stdin_lock = anyio.Lock(fast_acquire=True)
         self._pending: dict[types.RequestId, _Pending] = {}  # by coerced id: deadline order
         self._tokens: dict[types.RequestId, types.RequestId] = {}  # coerced token -> its key
@@ -188,9 +215,12 @@ class Relay:
         ](0)
         self.write_stream, self._from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
-    def bind(self, route: Route) -> None:
-        """Start relaying: before this, every host message takes the SDK path."""
+    def bind(self, route: Route, spawn: Callable[..., Any]) -> None:
+        """Start relaying: before this, every host message takes the SDK path. ``spawn``
+        starts a registered call taken from the host (``TaskGroup.start_soon`` of a group
+        that ends, cancelling what is still open, when the host side stops serving)."""
         self._route = route
+        self._spawn = spawn
 
     # -- the host side: the hardened transport's hook --------------------------------------
 
@@ -206,7 +236,7 @@ class Relay:
         if message.method != "tools/call" or not self._host_ready or self._closed or not route:
             return False
         key = coerce_request_id(message.id)
-        if _reserved(message.id) or key in self._pending:
+        if _reserved(message.id) or key in self._pending or key in self._host_calls:
             return False  # one of the gateway's own ids, or a reused one: the SDK path
         params = message.params or {}
         name, arguments = params.get("name"), params.get("arguments")
@@ -224,15 +254,22 @@ class Relay:
                 not _is_id(token) or _reserved(token) or coerce_request_id(token) in self._tokens
             ):
                 return False  # a token the SDK path must judge, or one already relayed
+        try:
+            verdict = route.judge(name, arguments)
+        except Exception:  # a rule that cannot judge these arguments: the SDK path decides
+            return False
+        if verdict is False:
+            return False
+        if verdict is not True:  # a registered call: the gateway runs it, past the SDK
+            assert self._spawn is not None
+            scope = anyio.CancelScope()
+            self._host_calls[key] = scope
+            self._spawn(self._host_call, message.id, verdict, name, arguments, params, host, scope)
+            return True
         # Always the call as judged, re-encoded: the host's own bytes could hold a key twice
         # (JSON leaves duplicates to the parser), and an upstream that keeps the first of
         # them would run another tool, or other arguments, than the rules looked at.
         line = _call_line(message.id, params, token)
-        try:
-            if not route.relays(name, arguments):
-                return False
-        except Exception:  # a rule that cannot judge these arguments: the SDK path decides
-            return False
         coerced = None if token is None else coerce_request_id(token)
         deadline = anyio.current_time() + self._timeout
         self._pending[key] = _Pending(message.id, name, deadline, host, coerced)
@@ -258,6 +295,11 @@ class Relay:
         request_id = (message.params or {}).get("requestId")
         if not _is_id(request_id) or _reserved(request_id):
             return False
+        scope = self._host_calls.pop(coerce_request_id(request_id), None)
+        if scope is not None:  # a registered call the gateway runs: as the SDK cancels one
+            scope.cancel()  # its forward (if it went out) sends the upstream its own cancel
+            host.settle(request_id)
+            return True
         pending = self._pending.pop(coerce_request_id(request_id), None)
         if pending is None:
             return False
@@ -266,16 +308,95 @@ class Relay:
         await self._send_upstream(line.removesuffix(b"\r") + b"\n")
         return True
 
+    async def _host_call(
+        self,
+        request_id: types.RequestId,
+        ticket: Any,
+        name: str,
+        arguments: dict[str, Any],
+        params: dict[str, Any],
+        host: HostLink,
+        scope: anyio.CancelScope,
+    ) -> None:
+        """Run a registered call taken from the host and answer it, as the SDK's server
+        would answer ``call_tool``'s result; a cancelled one is not answered."""
+        route = self._route
+        assert route is not None
+        result: types.CallToolResult | None = None
+        try:
+            with scope:
+                result = await route.call(ticket, name, arguments, params)
+        except Exception as e:  # a failure of the gateway itself: an error answer, as the SDK
+            log.error("gateway.call_failed", tool=name, error=type(e).__name__)
+            error = types.ErrorData(code=types.INTERNAL_ERROR, message=f"Error: {e}"[:500])
+            await host.answer(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+            return
+        finally:
+            self._host_calls.pop(coerce_request_id(request_id), None)
+        if result is not None:
+            await self._answer_host(host, request_id, result)
+
     def _forget_token(self, pending: _Pending) -> None:
         if pending.token is not None:
             self._tokens.pop(pending.token, None)
 
     async def _answer(self, pending: _Pending, result: types.CallToolResult) -> None:
+        assert pending.host is not None
+        await self._answer_host(pending.host, pending.request_id, result)
+
+    @staticmethod
+    async def _answer_host(
+        host: HostLink, request_id: types.RequestId, result: types.CallToolResult
+    ) -> None:
         """An answer the gateway makes, shaped as its SDK server shapes a tool's result."""
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        await pending.host.answer(
-            types.JSONRPCResponse(jsonrpc="2.0", id=pending.request_id, result=dumped)
-        )
+        await host.answer(types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped))
+
+    # -- the gateway's own calls (registered ones): past the client session --------------
+
+    async def forward(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Send a call of the gateway's own upstream and wait for its answer: the request
+        ``ClientSession.send_request`` would send (with a reserved id), and the same
+        outcomes: the result validated as a ``CallToolResult`` (``ValidationError`` when it
+        is not one), ``MCPError`` for an error answer, a timeout (the upstream then gets a
+        cancel, as the SDK sends) or a closed connection; cancelled, the upstream gets a
+        cancel too. Past the session's streams and models: no extra turns of the loop."""
+        if self._closed:
+            raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
+        self._calls += 1
+        request_id = f"{RESERVED_ID_PREFIX}call-{self._calls}"
+        send, receive = anyio.create_memory_object_stream[Outcome](1)
+        deadline = anyio.current_time() + self._timeout
+        self._pending[request_id] = _Pending(request_id, name, deadline, None, None, send)
+        self._wake.set()
+        line = _call_line(request_id, {"name": name, "arguments": arguments}, None)
+        started = False  # as the SDK: a write begun may have reached the upstream
+        try:
+            with receive:
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                started = True
+                if not await self._send_upstream(line + b"\n"):
+                    raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
+                outcome = await receive.receive()
+        except anyio.get_cancelled_exc_class():
+            if self._pending.pop(request_id, None) is not None and started:  # open upstream
+                with anyio.CancelScope(shield=True):
+                    await self._send_upstream(_cancel_line(request_id, "caller cancelled") + b"\n")
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+            send.close()
+        if isinstance(outcome, Exception):
+            raise outcome
+        if "error" in outcome:
+            error = types.ErrorData.model_validate(outcome["error"])
+            raise MCPError(error.code, error.message, error.data)
+        return types.CallToolResult.model_validate(outcome["result"], by_name=False)
+
+    def _settle_own(self, pending: _Pending, outcome: Outcome) -> None:
+        assert pending.waiter is not None
+        with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pending.waiter.send_nowait(outcome)
 
     # -- the upstream side ---------------------------------------------------------------
 
@@ -317,6 +438,11 @@ class Relay:
         if isinstance(data, dict):
             if "method" not in data:
                 answer_id = data.get("id")
+                if _reserved(answer_id) and answer_id[len(RESERVED_ID_PREFIX) :].startswith(
+                    "call-"
+                ):
+                    self._own_answer(answer_id, data)
+                    return
                 if _reserved(answer_id):
                     data["id"] = _own(answer_id)
                 elif _is_id(answer_id):
@@ -329,7 +455,9 @@ class Relay:
                 if _reserved(token):
                     params["progressToken"] = _own(token)
                 elif _is_id(token) and (key := self._tokens.get(coerce_request_id(token))):
-                    await self._pending[key].host.send_line(line)
+                    host = self._pending[key].host  # tokens are relayed calls': never None
+                    if host is not None:
+                        await host.send_line(line)
                     return
         try:
             message = types.jsonrpc_message_adapter.validate_python(data, by_name=False)
@@ -338,11 +466,19 @@ class Relay:
             return
         await self._deliver(SessionMessage(message))
 
+    def _own_answer(self, answer_id: str, data: dict[str, Any]) -> None:
+        pending = self._pending.pop(answer_id, None)
+        if pending is None or pending.waiter is None:  # late, for a call that timed out
+            log.warning("gateway.upstream_stray_answer", id=answer_id)
+            return
+        problem = ValueError("the answer is not a JSON-RPC 2.0 result or error")
+        self._settle_own(pending, data if _is_answer(data) else problem)
+
     async def _relayed_answer(
         self, answer_id: types.RequestId, data: Mapping[str, Any], line: bytes
     ) -> None:
         pending = self._pending.pop(coerce_request_id(answer_id), None)
-        if pending is None:  # late, for a call cancelled or timed out: nobody waits for it
+        if pending is None or pending.host is None:  # late: nobody waits for it
             log.warning("gateway.upstream_stray_answer", id=answer_id)
             return
         self._forget_token(pending)
@@ -357,10 +493,15 @@ class Relay:
         call still open gets the gone answer (unless the gateway itself is stopping)."""
         self._closed = True
         self._to_session.close()
+        pending = list(self._pending.values())
+        closed = MCPError(types.CONNECTION_CLOSED, "Connection closed")
+        for own in [p for p in pending if p.waiter is not None]:
+            del self._pending[coerce_request_id(own.request_id)]
+            self._settle_own(own, closed)  # as the session's waiters get it
         route = self._route
         if self._shutting_down or route is None:
             return
-        route.lost(MCPError(types.CONNECTION_CLOSED, "Connection closed"))
+        route.lost(closed)
         pending = list(self._pending.values())
         self._pending.clear()
         self._tokens.clear()
@@ -394,7 +535,11 @@ class Relay:
             self._forget_token(first)
             reason = f"timed out after {self._timeout}s"
             await self._send_upstream(_cancel_line(first.request_id, reason) + b"\n")
-            if self._route is not None:
+            if first.waiter is not None:  # the gateway's own call: as the session times out
+                self._settle_own(
+                    first, MCPError(types.REQUEST_TIMEOUT, "Request 'tools/call' timed out")
+                )
+            elif self._route is not None:
                 error = MCPError(types.REQUEST_TIMEOUT, "Request 'tools/call' timed out")
                 await self._answer(first, self._route.no_answer(first.name, error))
 
