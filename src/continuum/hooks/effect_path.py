@@ -309,7 +309,7 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int 
                 from continuum.recovery.plain_state import state_without_actions
 
                 store.get_head(run_id)  # NotFoundError for a run never started
-                states[run_id] = state_without_actions(store, run_id)
+                states[run_id] = state_without_actions(store, run_id).state
             return states[run_id]
 
         def run_budget(run_id: str) -> RunBudget:

@@ -94,6 +94,14 @@ def _found_once(run_id: str, by_id: ActionRow | None, by_key: ActionRow | None) 
     return by_key
 
 
+def _by_ref(tx: WriteTx, action_ref: str) -> ActionRow | None:
+    """The action ``action_ref`` names: an action key (``TYPE:KEY`` or ``TYPE#HASH``, never
+    without one of those) looked up as a key first, anything else as an id first."""
+    if ":" in action_ref or "#" in action_ref:
+        return tx.find_action(action_key=action_ref) or tx.find_action(action_id=action_ref)
+    return tx.find_action(action_id=action_ref) or tx.find_action(action_key=action_ref)
+
+
 def _model(record: dict[str, Any]) -> ActionRecord:
     """A record the fold just made, as the API's model."""
     from continuum.state.records import ActionRecord
@@ -587,7 +595,7 @@ class ActionLedger:
         record (plain data; the public methods return it as an ``ActionRecord``)."""
         origin = origin or self.origin
         with self.store.write(run_id) as tx:
-            row = tx.find_action(action_id=action_ref) or tx.find_action(action_key=action_ref)
+            row = _by_ref(tx, action_ref)
             if row is None:
                 raise NotFoundError(
                     f"action {action_ref!r} not found in run {run_id!r}",

@@ -14,9 +14,11 @@ Imports the store's plain reads, the fold and the leaves."""
 
 from __future__ import annotations
 
+import copy
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
+from continuum.errors import HistoryArchivedError
 from continuum.eventlog.canonical import digest, parse_json
 from continuum.eventlog.events import EventType
 from continuum.eventlog.payloads import payload_problem
@@ -68,17 +70,43 @@ def valid_checkpoint_text(
     return None, warnings
 
 
-def state_without_actions(store: Storage, run_id: str) -> dict[str, Any]:
-    """The run's state at its head, as plain data, its actions aside (see the module)."""
-    cp, _ = valid_checkpoint_text(store, run_id)
-    acc = empty_plain(run_id) if cp is None else json.loads(cp.state_json)
-    after, prev = (0, None) if cp is None else (acc["sequence"], acc["head_hash"])
-    events = store.iter_raw(run_id, after, prev_hash=prev)
-    return fold_plain(
-        acc,
-        (
-            e
-            for e in events
-            if e.type not in _ACTION_TYPES or payload_problem(e.type, e.payload) is not None
-        ),
-    )
+class PlainState(NamedTuple):
+    """A run's state without its actions (its JSON form, as ``State.model_dump``), and the
+    last event read into it (its sequence and hash): where the next read starts."""
+
+    state: dict[str, Any]
+    sequence: int
+    head_hash: str | None
+
+
+def state_without_actions(
+    store: Storage, run_id: str, start: PlainState | None = None
+) -> PlainState:
+    """The run's state at its head, as plain data, its actions aside (see the module).
+
+    ``start``: what a reader already knew of the run (a ``PlainState`` this function
+    returned): only the events after it are read, the link to it verified; ``start`` is
+    left as it was. A run whose history was archived since starts again from its
+    checkpoint."""
+    if start is None:
+        cp, _ = valid_checkpoint_text(store, run_id)
+        acc = empty_plain(run_id) if cp is None else json.loads(cp.state_json)
+        after, prev = (0, None) if cp is None else (acc["sequence"], acc["head_hash"])
+    else:
+        acc, after, prev = start.state, start.sequence, start.head_hash
+    try:
+        events = list(store.iter_raw(run_id, after, prev_hash=prev))
+    except HistoryArchivedError:
+        if start is None:
+            raise
+        return state_without_actions(store, run_id)
+    if events:
+        after, prev = events[-1].sequence, events[-1].hash
+    folded = [
+        e
+        for e in events
+        if e.type not in _ACTION_TYPES or payload_problem(e.type, e.payload) is not None
+    ]
+    if folded:  # the fold changes its state in place: never the one a reader holds
+        acc = fold_plain(copy.deepcopy(acc) if start is not None else acc, folded)
+    return PlainState(acc, after, prev)

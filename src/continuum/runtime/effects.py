@@ -180,11 +180,11 @@ class EffectsFacade(RunsFacade):
         return budget_scopes(run_id, self._run_budget, self._head_of, max_family=MAX_FAMILY)
 
     def _run_budget(self, run_id: str) -> RunBudget:
-        state = self.state(run_id)
-        return RunBudget(state.budget, state.parent, state.children)
+        state = self.plain_state(run_id)
+        return RunBudget(state.get("budget"), state.get("parent"), state.get("children") or [])
 
     def _head_of(self, run_id: str) -> int:
-        return self.store.get_run(run_id).head_sequence
+        return self.store.get_head(run_id).head_sequence
 
     def set_budget(
         self,

@@ -86,6 +86,7 @@ class Continuum(PerceptionFacade):
             )
         except IntegrityError:
             self._states.pop(run_id, None)
+            self._plain.pop(run_id, None)
             chain = self.store.verify_events(run_id)
             state = project(run_id, [])
             state = state.model_copy(update={"sequence": chain.trusted_through})

@@ -27,7 +27,14 @@ from continuum.recovery.checkpoints import (
     valid_checkpoint,
 )
 from continuum.recovery.engine import ChildView
-from continuum.recovery.revalidation import RevalidationPolicy, drifted, held_by, hold_reason
+from continuum.recovery.plain_state import PlainState, state_without_actions
+from continuum.recovery.revalidation import (
+    RevalidationPolicy,
+    drifted,
+    held_by,
+    held_in,
+    hold_reason,
+)
 from continuum.recovery.verification import bulk_reading
 from continuum.runtime.results import CheckpointInfo
 from continuum.state.environment import Probe, declarations, observe
@@ -97,6 +104,9 @@ class RunsFacade:
         # The last state computed per run (lean, verified): a later state() reads only the
         # events after it. A long-lived object (the MCP server's) resumes in constant time.
         self._states: OrderedDict[str, State] = OrderedDict()
+        # The same without actions, as plain data: what an intercept asks first (holds,
+        # budgets), brought up to date from the events after it without building a model.
+        self._plain: OrderedDict[str, PlainState] = OrderedDict()
         # Periodic revalidation (recovery/revalidation.py): when, the steps counted per run
         # since this object last looked, and the dependencies it found holding new effects.
         self.revalidation = RevalidationPolicy()
@@ -361,7 +371,7 @@ class RunsFacade:
         holds something: another process may have declared it again since)."""
         held = self._held.get(run_id)
         if held is None or held:
-            held = held_by(self.state(run_id))
+            held = held_in(self.plain_state(run_id)["dependencies"])
             self._held[run_id] = held
         return held
 
@@ -487,6 +497,27 @@ class RunsFacade:
         state, _, _ = lean_state(self.store, run_id, start=start)
         self._remember(run_id, state)
         return state
+
+    def plain_state(self, run_id: str) -> dict[str, Any]:
+        """The run's state at its head as plain data (``State``'s JSON form) without its
+        actions: what an intercept asks first (the holds, the budgets), from what this
+        object already read of the run and the events after it (``plain_state.py``).
+        Read only; ``NotFoundError`` for a run never started."""
+        head = self.store.get_head(run_id)
+        cached = self._plain.get(run_id)
+        if cached is not None and (cached.sequence, cached.head_hash) == (
+            head.head_sequence,
+            head.head_hash,
+        ):
+            self._plain.move_to_end(run_id)
+            return cached.state
+        start = cached if cached is not None and cached.sequence < head.head_sequence else None
+        known = state_without_actions(self.store, run_id, start)
+        self._plain[run_id] = known
+        self._plain.move_to_end(run_id)
+        while len(self._plain) > STATE_CACHE_RUNS:
+            self._plain.popitem(last=False)
+        return known.state
 
     def _remember(self, run_id: str, state: State) -> None:
         self._states[run_id] = state
@@ -629,6 +660,7 @@ class RunsFacade:
         from continuum.ops.archive import archive_run
 
         self._states.pop(run_id, None)
+        self._plain.pop(run_id, None)
         return archive_run(
             self.store, run_id, before, Path(to), origin=self.origin, progress=progress
         )
