@@ -1338,6 +1338,14 @@ key = "{command}"
 def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
     """The gate on every tool call (SPEC 13): what a host waits for, per hook process."""
     progress("host hooks: a call matching no rule, and a registered effect (pre + post)")
+    # Bytecode as an installed package has it: under PYTHONDONTWRITEBYTECODE (set on some
+    # machines) a module edited since its .pyc was written is compiled again by every hook
+    # process, which is not what a hook costs.
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(HERE.parent / "src" / "continuum")],
+        capture_output=True,
+        check=False,
+    )
     project = work / "hook-project"
     (project / ".continuum").mkdir(parents=True)
     (project / ".continuum" / "effects.toml").write_text(HOOK_REGISTRY, encoding="utf-8")

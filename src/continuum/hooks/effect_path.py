@@ -160,6 +160,22 @@ def call_arguments(event: HookEvent, rule: Rule, values: Mapping[str, Any]) -> d
     }
 
 
+def intercept_options(event: HookEvent, rule: Rule, values: Mapping[str, Any]) -> dict[str, Any]:
+    """How a gated call is intercepted, the same on both paths: what the ledger keeps of
+    it, its key, replay contract and versions; an approval binds the call itself (tool,
+    input, directory), not this session's ids."""
+    arguments = call_arguments(event, rule, values)
+    return {
+        "arguments": arguments,
+        "key": render_key(rule.key, values),
+        "replay": rule.replay,
+        "effect": rule.action_type,
+        "approval_arguments": {k: arguments[k] for k in ("tool", "input", "cwd")},
+        "versions": call_versions(event),
+        "block_drift": rule.block_drift,
+    }
+
+
 def call_versions(event: HookEvent) -> dict[str, str] | None:
     """What the host says the call runs under: its model, where its payload names one
     (at most the length a version may have; a longer one is not pinned)."""
@@ -294,8 +310,7 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int 
     from continuum.ledger.budget import budget_scopes
     from continuum.recovery.revalidation import held_in, hold_reason
 
-    values = template_values(event, rule)
-    key = render_key(rule.key, values)
+    options = intercept_options(event, rule, template_values(event, rule))
     store, ledger = _open(args, project, event)
     try:
         if not _exists(store, args.run) or (
@@ -327,20 +342,8 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int 
             lambda run_id: store.get_head(run_id).head_sequence,
             max_family=MAX_FAMILY,
         )
-        arguments = call_arguments(event, rule, values)
         answer = ledger.intercept_plain(
-            args.run,
-            rule.action_type,
-            arguments,
-            key=key,
-            replay=rule.replay,
-            effect=rule.action_type,
-            # An approval binds the call itself (tool, input, directory), not the session.
-            approval_arguments={k: arguments[k] for k in ("tool", "input", "cwd")},
-            versions=call_versions(event),
-            block_drift=rule.block_drift,
-            hold=hold,
-            budget=budget,
+            args.run, rule.action_type, **options, hold=hold, budget=budget
         )
         if answer["proceed"]:
             return 0  # allowed: print nothing, so the user's own permission rules still apply

@@ -33,6 +33,7 @@ from continuum.hooks.effect_path import (
     failure_text,
     file_evidence,
     host_owner,
+    intercept_options,
     subagent_run_id,
     template_values,
     wait_ms,
@@ -114,25 +115,12 @@ def _ensure_subagent_run(rt: Continuum, args: HookArgs, event: HookEvent) -> str
 
 
 def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int:
-    values = template_values(event, rule)
-    key = render_key(rule.key, values)
+    options = intercept_options(event, rule, template_values(event, rule))
     rt = _open(args, event, create=True, project=project)
     try:
         _ensure_run(rt, args.run)
         _ensure_subagent_run(rt, args, event)
-        arguments = call_arguments(event, rule, values)
-        # An approval binds the call itself (tool, input, directory), not this session's ids.
-        r = rt.intercept(
-            args.run,
-            rule.action_type,
-            arguments,
-            key=key,
-            replay=rule.replay,
-            effect=rule.action_type,
-            approval_arguments={k: arguments[k] for k in ("tool", "input", "cwd")},
-            versions=call_versions(event),
-            block_drift=rule.block_drift,
-        )
+        r = rt.intercept(args.run, rule.action_type, **options)
         if r.proceed:
             return 0  # allowed: print nothing, so the user's own permission rules still apply
         record = _record(rt, args.run, r.action_id)
