@@ -17,7 +17,7 @@ from typing import Any
 from continuum.eventlog.canonical import digest
 from continuum.eventlog.events import EventLike, EventType
 from continuum.eventlog.limits import clip_nested
-from continuum.eventlog.payloads import payload_problem
+from continuum.eventlog.payloads import payload_check, payload_ok
 from continuum.state.perception import branch_hold, higher_risk, reading_key, status_of
 from continuum.state.records import (
     ALL_COMPONENTS,
@@ -745,23 +745,30 @@ def fold(state: State, events: Iterable[EventLike]) -> State:
     return State.model_validate(fold_plain(state.model_dump(mode="json"), events))
 
 
+# Per known type (every handler is registered above): its handler, and the check of its
+# payload (``payload_check``: exactly ``payload_problem(type, payload) is None``, compiled).
+_STEPS: dict[str, tuple[Handler, Callable[[Any], bool]]] = {
+    t: (h, payload_check(t)) for t, h in _HANDLERS.items()
+}
+
+
 def fold_plain(acc: Acc, events: Iterable[EventLike]) -> Acc:
     """The fold on a state's JSON form (``State.model_dump(mode="json")``, or
     ``empty_plain``): the same handlers, no model built, so verify can fold a long log and
     compare its actions with the index without validating a model per action. ``acc`` is
     changed in place and returned."""
-    handlers, problem = _HANDLERS, payload_problem
+    steps = _STEPS
     sequence, head_hash = acc["sequence"], acc["head_hash"]
     for event in events:
         if event.sequence <= sequence:
             continue  # already folded (a checkpoint covers it)
-        handler = handlers.get(event.type)
-        if handler is None:
+        step = steps.get(event.type)
+        if step is None:
             acc["unknown_event_types"] += 1
-        elif problem(event.type, event.payload) is not None:
-            _malformed(acc, event)  # a known type that says something else: never dropped silently
-        else:
-            handler(acc, event, event.payload)
+        elif step[1](event.payload):
+            step[0](acc, event, event.payload)
+        else:  # a known type that says something else: never dropped silently
+            _malformed(acc, event)
         sequence, head_hash = event.sequence, event.hash
     acc["sequence"], acc["head_hash"] = sequence, head_hash
     progress = acc["progress"]
@@ -787,7 +794,7 @@ def apply_action_event(record: dict[str, Any] | None, event: EventLike) -> dict[
     action_id = event.payload.get("action_id")
     if handler is None or not event.type.startswith("action_") or not isinstance(action_id, str):
         return record
-    if payload_problem(event.type, event.payload) is not None:
+    if not payload_ok(event.type, event.payload):
         return record  # the fold skips it too
     acc: Acc = {"actions": {}, "malformed_events": 0}
     if record is not None:  # the handlers set top-level fields only: a shallow copy is enough
@@ -812,7 +819,7 @@ def apply_approval_event(record: dict[str, Any] | None, event: EventLike) -> dic
     """Apply one approval event to one approval record, with the fold's own handler (the
     store's approval index is built with it, as the action index is with
     ``apply_action_event``). None for an event that is not a well-formed approval event."""
-    if event.type not in APPROVAL_TYPES or payload_problem(event.type, event.payload) is not None:
+    if event.type not in APPROVAL_TYPES or not payload_ok(event.type, event.payload):
         return record
     acc: Acc = {"approvals": {}}
     if record is not None:
