@@ -598,35 +598,37 @@ _STARTED, _COMPLETED, _FAILED, _UNKNOWN, _COMPENSATED = (
 
 @_on(EventType.ACTION_INTERCEPTED)
 def _action_intercepted(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
-    replay, owner = p.get("replay"), p.get("owner")
-    acc["actions"][p["action_id"]] = {
+    # Once per action of a long log: each field read once, ``_str`` written out inline.
+    replay, owner, sequence = p.get("replay"), p.get("owner"), e.sequence
+    key, fallback, approval = p.get("key"), p.get("fallback_key"), p.get("approval_id")
+    record = acc["actions"][p["action_id"]] = {
         "action_id": p["action_id"],
         "action_key": p["action_key"],
         "action_type": p["action_type"],
-        "key": _str(p.get("key")),
+        "key": key if isinstance(key, str) else None,
         "dedup_key": p["dedup_key"],
-        "fallback_key": _str(p.get("fallback_key")),
+        "fallback_key": fallback if isinstance(fallback, str) else None,
         "arguments": clip_nested(p.get("arguments")),
         "replay": replay if replay in _REPLAYS else "never",
         "status": _STARTED,
         "attempt": 1,
         "operation_key": p["operation_key"],
         "owner": owner if type(owner) is dict else {},
-        "approval_id": _str(p.get("approval_id")),
+        "approval_id": approval if isinstance(approval, str) else None,
         "external_id": None,
         "result": None,
         "error": None,
         "note": None,
-        "intercepted_sequence": e.sequence,
-        "last_sequence": e.sequence,
+        "intercepted_sequence": sequence,
+        "last_sequence": sequence,
         "origin": str(e.source),
         "settled_by": None,
         "settled_at": None,
     }
     if "versions" in p:  # only then: the records of earlier logs stay as they were
-        acc["actions"][p["action_id"]]["versions"] = dict(p["versions"])
+        record["versions"] = dict(p["versions"])
     if "estimate" in p:
-        acc["actions"][p["action_id"]]["usage"] = [_usage_row(1, p["estimate"], e)]
+        record["usage"] = [_usage_row(1, p["estimate"], e)]
 
 
 def _usage_row(attempt: int, estimate: dict[str, Any] | None, e: EventLike) -> dict[str, Any]:
@@ -657,7 +659,8 @@ def _malformed(acc: Acc, e: EventLike) -> None:
 
 
 def _action(acc: Acc, e: EventLike, p: dict[str, Any]) -> dict[str, Any] | None:
-    rec: dict[str, Any] | None = acc["actions"].get(_str(p.get("action_id")) or "")
+    action_id = p.get("action_id")  # (``_str(...) or ""`` written out)
+    rec: dict[str, Any] | None = acc["actions"].get(action_id if isinstance(action_id, str) else "")
     if rec is not None:
         rec["last_sequence"] = e.sequence
     else:
@@ -684,14 +687,15 @@ def _action_retried(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
 @_on(EventType.ACTION_COMPLETED)
 def _action_completed(acc: Acc, e: EventLike, p: dict[str, Any]) -> None:
     if (rec := _action(acc, e, p)) is not None:
-        rec.update(
-            status=_COMPLETED,
-            external_id=_str(p.get("external_id")),
-            settled_by=str(e.source),
-            settled_at=e.timestamp,
-        )
+        # (``rec.update(...)`` written out, in its order: once per action of a long log)
+        external_id = p.get("external_id")
+        rec["status"] = _COMPLETED
+        rec["external_id"] = external_id if isinstance(external_id, str) else None
+        rec["settled_by"] = str(e.source)
+        rec["settled_at"] = e.timestamp
         rec["result"] = clip_nested(p.get("result"))
-        _settle_usage(rec, p, e)
+        if "actual" in p:
+            _settle_usage(rec, p, e)
 
 
 @_on(EventType.ACTION_FAILED)
