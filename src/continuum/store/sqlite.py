@@ -178,8 +178,14 @@ def _action_query(
     conn: apsw.Connection, run_id: str, column: str | None, value: str | None
 ) -> list[tuple[Any, ...]]:
     if column is None:
+        # The run's rowids first (a covering range of an index on run_id), then the rows in
+        # rowid order: the same rows in the same order as ``WHERE run_id = ? ORDER BY
+        # rowid``, which SQLite plans as that range plus a sort of the whole rows (records
+        # included) in a temporary b-tree: half the time of reading a long run's index.
         return conn.execute(
-            f"SELECT {ACTION_COLUMNS} FROM actions WHERE run_id = ? ORDER BY rowid", (run_id,)
+            f"SELECT {ACTION_COLUMNS} FROM actions WHERE rowid IN"
+            " (SELECT rowid FROM actions WHERE run_id = ?) ORDER BY rowid",
+            (run_id,),
         ).fetchall()
     return conn.execute(
         f"SELECT {ACTION_COLUMNS} FROM actions WHERE run_id = ? AND {column} = ?"
