@@ -14,11 +14,14 @@ time, with the load average before and after. ``--parts`` adds the parts of one 
 timed alone (fetching the rows, the read loop, the fold of decoded events, fetching the
 index rows, comparing them with the fold).
 
-A/B of two versions of the code on one store: build it once with ``--keep``, then run this
-script alternately with each version first on ``PYTHONPATH`` and ``--store`` naming the
-kept store (a SQLite path or a postgresql:// URL); the figures printed are those of the
-code imported. PostgreSQL stores are private databases (``continuum_bench_<pid>_*``),
-dropped at the end unless ``--keep``.
+A/B of two versions of the code on one store: build it once with ``--keep``, then
+``--store STORE --compare OTHER_SRC --rounds N`` runs this script N times for each version
+in turn, alternated (a process each: ``PYTHONPATH=OTHER_SRC``, then this checkout's
+``src``), each measuring ``--repeats`` times, and prints the median over the rounds of each
+version's medians, with the load average. (``git archive REV src | tar -x -C DIR`` gives
+an earlier version's ``DIR/src``.) A busy machine slows both alike; CPU time is the
+figure to judge by, wall time the one the targets name. PostgreSQL stores are private
+databases (``continuum_bench_<pid>_*``), dropped at the end unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -158,6 +162,36 @@ def verify_parts(rt: Continuum, head: int, repeats: int) -> dict[str, float]:
     return out
 
 
+def compare(store: str, other: Path, rounds: int, repeats: int) -> dict[str, Any]:
+    """Alternated processes of this script on ``store``: ``other`` (a ``src`` directory)
+    first, then this checkout's code, ``rounds`` times."""
+    sides = {"other": other.resolve(), "this": Path(__file__).resolve().parent.parent / "src"}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    before = load()
+    for n in range(rounds):
+        for name, src in sides.items():
+            env = {**os.environ, "PYTHONPATH": str(src)}
+            argv = [sys.executable, __file__, "--store", store, "--repeats", str(repeats)]
+            done = subprocess.run(
+                [*argv, "--json"], env=env, capture_output=True, text=True, check=True
+            )
+            doc = json.loads(done.stdout)
+            assert doc["code"] == str(src / "continuum"), (doc["code"], src)
+            runs[name].append(next(iter(doc["backends"].values())))
+            progress(f"round {n + 1}/{rounds}: {name} done")
+    out: dict[str, Any] = {"load_before": before, "load_after": load(), "rounds": rounds}
+    for name, src in sides.items():
+        out[name] = {"code": str(src)}
+        for figure_name in ("verify", "fold"):
+            for clock in ("cpu_s", "wall_s", "server_cpu_s"):
+                medians = [
+                    r[figure_name][clock]["median"] for r in runs[name] if clock in r[figure_name]
+                ]
+                if medians:
+                    out[name][f"{figure_name}_{clock}"] = figure(medians)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -173,7 +207,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", action="store_true", help="also time the parts of a verify")
     ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     ap.add_argument("--dir", type=Path, default=None, help="where SQLite stores are built")
+    ap.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        metavar="SRC",
+        help="with --store: alternate processes of another version's src directory and this one",
+    )
+    ap.add_argument("--rounds", type=int, default=5, help="with --compare: processes per side")
     args = ap.parse_args(argv)
+    if args.compare is not None:
+        if args.store is None:
+            ap.error("--compare measures a kept store: name it with --store")
+        doc = compare(args.store, args.compare, args.rounds, args.repeats)
+        if args.json:
+            print(json.dumps(doc, indent=2, sort_keys=True))
+            return 0
+        print(f"{redact_url(args.store)}: load {doc['load_before']} -> {doc['load_after']}")
+        for name in ("other", "this"):
+            side = doc[name]
+            print(f"  {name} ({side['code']}):")
+            for key, fig in side.items():
+                if key != "code":
+                    print(f"    {key:22} {fig['median']:.3f} ({fig['min']:.3f}-{fig['max']:.3f})")
+        return 0
     results: dict[str, Any] = {
         "code": str(Path(continuum.__file__).resolve().parent),
         "python": sys.version.split()[0],
