@@ -477,7 +477,8 @@ def payload_problem(type_: str, payload: Any) -> str | None:
 # every other value given to its check, so the answer is ``payload_problem``'s
 # (tests/property/test_fast_paths.py), without its loop over the fields or a message.
 
-# A condition on ``v`` under which a check passes (each check passes every value it holds).
+# A condition on ``v`` that the check passes whenever it holds (a value it does not settle
+# is given to the check itself).
 _ACCEPT: dict[Check, str] = {
     _string: "type(v) is str",
     _name: "type(v) is str and v.strip()",
@@ -512,12 +513,12 @@ def _compiled(type_: str) -> Callable[[Any], bool]:
             if accept is None
             else f"not ({accept}) and {name}(v) is not None"
         )
+        # A required field absent, or a field present with a value its check refuses:
         lines.append(f"    v = g({field!r}, M)")
         lines.append(
             f"    if v is M or {failed}:" if required else f"    if v is not M and {failed}:"
         )
         lines.append("        return False")
-        # (a required field absent, or present with a value its check refuses)
     progress = type_ == EventType.PROGRESS_RECORDED  # and its counters must add up
     lines.append("    return P(p) is None" if progress else "    return True")
     names = ", ".join(f"c{i}" for i in range(len(checks)))
