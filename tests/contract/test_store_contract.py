@@ -449,6 +449,31 @@ def test_the_action_index_is_scoped_to_its_run(store: Storage, run: str) -> None
     assert len(store.list_actions(run)) == 1
 
 
+def test_a_runs_action_index_lists_its_rows_in_the_order_first_written_whatever_their_status(
+    store: Storage, run: str
+) -> None:
+    store.create_run(Run(run_id="other"))
+    statuses = ["completed", "started", "failed", "unknown", "compensated", "completed"]
+    for n, status in enumerate(statuses):  # two runs' rows interleaved
+        with store.write(run) as tx:
+            tx.put_action(action_row(run, n, status=status))
+        with store.write("other") as tx:
+            tx.put_action(action_row("other", 100 + n, status=status))
+    with store.write(run) as tx:  # updated in place: it keeps its place
+        tx.put_action(action_row(run, 1, status="completed", external_id="ext-1"))
+    with store.write(run) as tx:
+        tx.put_action(action_row(run, 6, status="started"))
+
+    listed = [r.action_id for r in store.list_actions(run)]
+    assert listed == [f"act_{n}" for n in range(7)]
+    assert [r[1] for r in store.action_index_rows(run)] == listed
+    assert [r[0] for r in store.action_index_rows(run)] == [run] * 7
+    assert store.list_actions(run)[1].record["status"] == "completed"
+    assert [r.action_id for r in store.list_actions("other")] == [
+        f"act_{100 + n}" for n in range(6)
+    ]
+
+
 def test_renew_lease_moves_only_the_lease(store: Storage, run: str) -> None:
     with store.write(run) as tx:
         tx.put_action(action_row(run, 1))

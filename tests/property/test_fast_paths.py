@@ -16,19 +16,23 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import apsw
+import hypothesis
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from continuum.errors import ContinuumError
+from continuum.eventlog import payloads as payloads_module
 from continuum.eventlog.canonical import canonical_json, canonical_json_parsed, parse_json
 from continuum.eventlog.chain import with_violations
 from continuum.eventlog.event_model import Event, seal
 from continuum.eventlog.events import EventType, stored_event_hash
+from continuum.eventlog.payloads import payload_check, payload_ok, payload_problem
 from continuum.eventlog.reports import VerifyReport
 from continuum.recovery.verification import index_violations as _index_violations
 from continuum.runtime.facade import Continuum
@@ -578,3 +582,428 @@ def test_index_rows_scan_finds_exactly_what_action_record_and_index_violations_f
     ours = index_row_violations(acc, frozen)
     ref = _reference_index_row_violations(acc, frozen)
     assert [v.model_dump() for v in ours] == [v.model_dump() for v in ref]
+
+
+# -- the fold's payload checks: compiled against payload_problem -------------------------
+
+_CONSTANT_WORDS = sorted(
+    {
+        *payloads_module.REPLAYS,
+        *payloads_module.PROVIDERS,
+        *payloads_module.CONFIRM_SCOPES,
+        *payloads_module.APPROVAL_SCOPES,
+        *payloads_module.OBSERVATION_KINDS,
+        *payloads_module.RISKS,
+        *payloads_module.PERCEPTION_STATUSES,
+        *payloads_module.BRANCH_VERDICTS,
+        *payloads_module.VIA_CHANNELS,
+        "changed",
+        "removed",
+        "active",
+        "retracted",
+    }
+)
+# A value of each kind a check takes, well-formed or nearly: the first that passes a
+# field's check makes that field's well-formed value.
+_CANDIDATES: list[Any] = [
+    "x",
+    1,
+    True,
+    {},
+    ["a"],
+    {"model": "m"},
+    {"tokens": 1},
+    {"channel": "terminal"},
+    None,
+    *_CONSTANT_WORDS,
+]
+_field_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(),
+    st.sampled_from(["", " ", "x", " x ", "\u200b", "\t", *_CONSTANT_WORDS]),
+    st.sampled_from([Origin.HUMAN, EventType.RUN_STARTED]),  # a str of a subclass (in memory)
+    st.lists(st.sampled_from(["a", "", " ", 1, None, True]), max_size=3),
+    st.dictionaries(
+        st.sampled_from(
+            [*payloads_module.COST_FIELDS, *payloads_module.VERSION_FIELDS]
+            + [*payloads_module.VIA_FIELDS, "x", "name", "version", "provider"]
+        ),
+        st.one_of(
+            st.integers(-1, 3),
+            st.booleans(),
+            st.none(),
+            st.sampled_from(["", "m", "terminal", " r", "x" * 201, "static"]),
+        ),
+        max_size=3,
+    ),
+)
+_CHECKED_TYPES = [
+    *(str(t) for t in payloads_module.SCHEMAS),
+    str(EventType.DEPENDENCY_DECLARED),
+    "a_type_no_schema_knows",
+]
+
+
+def _well_formed(type_: str) -> dict[str, Any]:
+    """A payload of ``type_`` that passes: every field of its schema, a value it takes."""
+    out: dict[str, Any] = {}
+    for field, (_, check) in payloads_module.SCHEMAS.get(type_, {}).items():
+        out[field] = next(v for v in _CANDIDATES if check(v) is None)
+    if type_ == EventType.DEPENDENCY_DECLARED:
+        out["name"] = "dataset"
+    if type_ == EventType.PROGRESS_RECORDED:
+        out["total"] = 2  # its counters must add up
+    return out
+
+
+def test_every_type_has_a_well_formed_payload_the_compiled_check_passes() -> None:
+    for type_ in _CHECKED_TYPES:
+        payload = _well_formed(type_)
+        assert payload_problem(type_, payload) is None, type_
+        assert payload_ok(type_, payload) and payload_check(type_)(payload), type_
+
+
+@settings(max_examples=3000, deadline=None)
+@given(data=st.data())
+def test_compiled_payload_checks_say_exactly_what_payload_problem_says(data: Any) -> None:
+    type_ = data.draw(st.sampled_from(_CHECKED_TYPES))
+    fields = [*payloads_module.SCHEMAS.get(type_, {}), "name", "dependencies", "extra"]
+    payload: Any = dict(_well_formed(type_))
+    for field in data.draw(st.lists(st.sampled_from(fields), max_size=3)):
+        payload.pop(field, None)  # a field left out (a required one, or not)
+    edits = st.dictionaries(st.sampled_from(fields), _field_values, max_size=4)
+    payload.update(data.draw(edits))  # fields of other types and shapes
+    if data.draw(st.integers(0, 30)) == 0:
+        payload = data.draw(st.sampled_from([None, [], "x", 1, [payload]]))  # not an object
+    expected = payload_problem(type_, payload) is None
+    hypothesis.event(f"payload fine: {expected}")
+    assert payload_ok(type_, payload) is expected
+    assert payload_check(type_)(payload) is expected
+    for named in {type_, EventType(type_)} if type_ in set(EventType) else {type_}:
+        assert payload_ok(named, payload) is expected  # the type as a str or its enum
+
+
+# -- the fold against the reference loop ---------------------------------------------------
+
+
+@contextlib.contextmanager
+def _reference_helpers() -> Iterator[None]:
+    """The fold's handlers read ``_action`` and ``clip_nested`` from their module: the
+    reference ones (as they were before the fast paths) while the reference fold runs."""
+    from continuum.state import projection
+
+    saved = projection._action, projection.clip_nested
+    projection._action, projection.clip_nested = _ref_action, _ref_clip_nested
+    try:
+        yield
+    finally:
+        projection._action, projection.clip_nested = saved
+
+
+def _reference_fold(acc: dict[str, Any], events: list[Any]) -> dict[str, Any]:
+    """``fold_plain`` as it was: each known type's payload judged by ``payload_problem``,
+    then the reference handler (``_REFERENCE_HANDLERS``)."""
+    with _reference_helpers():
+        return _reference_loop(acc, events)
+
+
+def _reference_loop(acc: dict[str, Any], events: list[Any]) -> dict[str, Any]:
+    from continuum.state import projection
+
+    sequence, head_hash = acc["sequence"], acc["head_hash"]
+    for event in events:
+        if event.sequence <= sequence:
+            continue
+        handler = _REFERENCE_HANDLERS.get(event.type)
+        if handler is None:
+            acc["unknown_event_types"] += 1
+        elif payload_problem(event.type, event.payload) is not None:
+            projection._malformed(acc, event)
+        else:
+            handler(acc, event, event.payload)
+        sequence, head_hash = event.sequence, event.hash
+    acc["sequence"], acc["head_hash"] = sequence, head_hash
+    progress = acc["progress"]
+    if progress["total"] is not None:
+        progress["pending"] = max(progress["total"] - progress["completed"] - progress["failed"], 0)
+    else:
+        progress["pending"] = sum(1 for w in acc["work"].values() if w["status"] == "pending")
+    return acc
+
+
+# The ledger handlers and their helpers as they were before the fast paths (the fold's
+# definition of an action record): the fold must give exactly what they give.
+
+
+def _ref_clip_nested(value: Any) -> Any:
+    from continuum.eventlog.limits import clip_deep
+
+    if isinstance(value, dict):
+        if not any(isinstance(v, dict | list) for v in value.values()):
+            return value
+    elif isinstance(value, list):
+        if not any(isinstance(v, dict | list) for v in value):
+            return value
+    else:
+        return value
+    return clip_deep(value)
+
+
+def _ref_action(acc: dict[str, Any], e: Any, p: dict[str, Any]) -> dict[str, Any] | None:
+    from continuum.state.projection import _malformed, _str
+
+    rec: dict[str, Any] | None = acc["actions"].get(_str(p.get("action_id")) or "")
+    if rec is not None:
+        rec["last_sequence"] = e.sequence
+    else:
+        _malformed(acc, e)
+    return rec
+
+
+def _ref_action_intercepted(acc: dict[str, Any], e: Any, p: dict[str, Any]) -> None:
+    from continuum.state.projection import _REPLAYS, _STARTED, _str, _usage_row
+
+    replay, owner = p.get("replay"), p.get("owner")
+    acc["actions"][p["action_id"]] = {
+        "action_id": p["action_id"],
+        "action_key": p["action_key"],
+        "action_type": p["action_type"],
+        "key": _str(p.get("key")),
+        "dedup_key": p["dedup_key"],
+        "fallback_key": _str(p.get("fallback_key")),
+        "arguments": _ref_clip_nested(p.get("arguments")),
+        "replay": replay if replay in _REPLAYS else "never",
+        "status": _STARTED,
+        "attempt": 1,
+        "operation_key": p["operation_key"],
+        "owner": owner if type(owner) is dict else {},
+        "approval_id": _str(p.get("approval_id")),
+        "external_id": None,
+        "result": None,
+        "error": None,
+        "note": None,
+        "intercepted_sequence": e.sequence,
+        "last_sequence": e.sequence,
+        "origin": str(e.source),
+        "settled_by": None,
+        "settled_at": None,
+    }
+    if "versions" in p:
+        acc["actions"][p["action_id"]]["versions"] = dict(p["versions"])
+    if "estimate" in p:
+        acc["actions"][p["action_id"]]["usage"] = [_usage_row(1, p["estimate"], e)]
+
+
+def _ref_action_completed(acc: dict[str, Any], e: Any, p: dict[str, Any]) -> None:
+    from continuum.state.projection import _COMPLETED, _settle_usage, _str
+
+    if (rec := _ref_action(acc, e, p)) is not None:
+        rec.update(
+            status=_COMPLETED,
+            external_id=_str(p.get("external_id")),
+            settled_by=str(e.source),
+            settled_at=e.timestamp,
+        )
+        rec["result"] = _ref_clip_nested(p.get("result"))
+        _settle_usage(rec, p, e)
+
+
+def _reference_handlers() -> dict[str, Any]:
+    from continuum.state import projection
+
+    handlers = dict(projection._HANDLERS)
+    handlers[str(EventType.ACTION_INTERCEPTED)] = _ref_action_intercepted
+    handlers[str(EventType.ACTION_COMPLETED)] = _ref_action_completed
+    return handlers
+
+
+_REFERENCE_HANDLERS = _reference_handlers()
+
+_FOLDED_TYPES = [
+    str(EventType.ACTION_INTERCEPTED),
+    str(EventType.ACTION_COMPLETED),
+    str(EventType.ACTION_FAILED),
+    str(EventType.ACTION_RETRIED),
+    str(EventType.ACTION_MARKED_UNKNOWN),
+    str(EventType.ACTION_RECONCILED),
+    str(EventType.ACTION_COMPENSATED),
+    str(EventType.RUN_STARTED),
+    str(EventType.PROGRESS_RECORDED),
+    str(EventType.WORK_ADDED),
+    str(EventType.WORK_COMPLETED),
+    str(EventType.CHECKPOINTED),
+    str(EventType.APPROVAL_REQUESTED),
+    str(EventType.APPROVAL_GRANTED),
+    "a_type_no_handler_knows",
+]
+_nested_values = st.recursive(
+    _field_values, lambda inner: st.lists(inner, max_size=2), max_leaves=4
+) | st.dictionaries(st.sampled_from(["a", "b"]), st.lists(st.integers(), max_size=2), max_size=2)
+
+
+_LEDGER_TYPES = [str(t) for t in (EventType.ACTION_INTERCEPTED, EventType.ACTION_COMPLETED)]
+# The fields a ledger event may carry (each of some types only), and values for them that
+# pass a check or nearly do: another type, blank, a str of a subclass, a container.
+_LEDGER_FIELDS = [
+    "action_id",
+    "action_key",
+    "action_type",
+    "dedup_key",
+    "operation_key",
+    "key",
+    "fallback_key",
+    "replay",
+    "owner",
+    "approval_id",
+    "arguments",
+    "versions",
+    "estimate",
+    "actual",
+    "external_id",
+    "result",
+    "error",
+    "note",
+    "occurred",
+    "attempt",
+]
+_near_values: st.SearchStrategy[Any] = st.sampled_from(
+    [None, "", " ", "x", "never", "safe", Origin.HUMAN, 0, 1, -1, True, {}, [], {"tokens": 1}]
+)
+
+
+@st.composite
+def _fold_events(draw: Any) -> list[Any]:
+    """A log as the fold sees it: events of ledger and other types (intercepts and
+    completions most often), most well-formed, many with fields left out, added or of
+    another type, their actions drawn from a few ids (a completion of an action never
+    intercepted, an action intercepted twice)."""
+    from continuum.eventlog.events import RawEvent
+
+    events = []
+    for sequence in range(1, draw(st.integers(0, 12)) + 1):
+        type_ = draw(st.sampled_from(_LEDGER_TYPES) | st.sampled_from(_FOLDED_TYPES))
+        payload = dict(_well_formed(type_))
+        payload["action_id"] = draw(st.sampled_from(["a0", "a1", "a2"]))
+        if type_ == EventType.ACTION_INTERCEPTED:
+            payload.update(arguments=draw(_nested_values), owner=draw(_field_values))
+        if type_ == EventType.ACTION_COMPLETED:
+            payload["result"] = draw(_nested_values)
+        for field in draw(st.lists(st.sampled_from(_LEDGER_FIELDS), max_size=3, unique=True)):
+            how = draw(st.sampled_from(["drop", "near", "near", "any"]))
+            if how == "drop":
+                payload.pop(field, None)
+            else:
+                payload[field] = draw(_near_values if how == "near" else _field_values)
+        events.append(
+            RawEvent(
+                event_id=f"evt_{sequence}",
+                run_id="r",
+                sequence=sequence,
+                type=type_,
+                timestamp=f"2026-01-01T00:00:{sequence:02d}.000000Z",
+                payload=payload,
+                causer_event_id=None,
+                source=draw(st.sampled_from(list(Origin))),
+                prev_hash=None,
+                hash=f"h{sequence}",
+            )
+        )
+    return events
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=_fold_events(), skip=st.integers(0, 2))
+def test_fold_plain_gives_exactly_what_the_reference_fold_gives(
+    events: list[Any], skip: int
+) -> None:
+    from continuum.state.projection import empty_plain, fold_plain
+
+    start = empty_plain("r")
+    start["sequence"] = skip  # events a checkpoint already covers are skipped
+    ours = fold_plain(json.loads(json.dumps(start)), events)
+    reference = _reference_fold(json.loads(json.dumps(start)), events)
+    hypothesis.event(f"actions folded: {min(len(reference['actions']), 2)}")
+    hypothesis.event(f"malformed events: {min(reference['malformed_events'], 2)}")
+    assert json.dumps(ours) == json.dumps(reference)  # equal, keys in the same order
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    type_=st.sampled_from(_LEDGER_TYPES),
+    intercepted_before=st.booleans(),
+    data=st.data(),
+    source=st.sampled_from(list(Origin)),
+)
+def test_one_ledger_event_changes_the_state_exactly_as_the_reference_handler_does(
+    type_: str, intercepted_before: bool, data: Any, source: Origin
+) -> None:
+    fields = [*payloads_module.SCHEMAS[type_], "owner", "arguments", "versions"]
+    edits = data.draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(fields),
+                st.none() | _near_values | st.sampled_from([Origin.HUMAN]) | _field_values,
+            ),
+            max_size=3,
+        )
+    )
+    from continuum.eventlog.events import RawEvent
+    from continuum.state.projection import empty_plain, fold_plain
+
+    def event(sequence: int, type_: str, payload: dict[str, Any]) -> RawEvent:
+        return RawEvent(
+            event_id=f"evt_{sequence}",
+            run_id="r",
+            sequence=sequence,
+            type=type_,
+            timestamp=f"ts{sequence}",
+            payload=payload,
+            causer_event_id=None,
+            source=source,
+            prev_hash=None,
+            hash=f"h{sequence}",
+        )
+
+    intercept = {**_well_formed(str(EventType.ACTION_INTERCEPTED)), "action_id": "a0"}
+    payload = {**_well_formed(type_), "action_id": "a0"}
+    for field, value in edits:  # None: the field left out
+        if value is None:
+            payload.pop(field, None)
+        else:
+            payload[field] = value
+    log = [event(1, str(EventType.ACTION_INTERCEPTED), intercept)] if intercepted_before else []
+    log.append(event(2, type_, payload))
+    ours = fold_plain(empty_plain("r"), log)
+    reference = _reference_fold(empty_plain("r"), log)
+    assert json.dumps(ours) == json.dumps(reference)
+
+
+@st.composite
+def _deep_values(draw: Any) -> Any:
+    """A value nested to any depth up to past ``MAX_DEPTH``, inside a flat or nested
+    container or alone: each wrapper a list or an object, with siblings or not."""
+    from continuum.eventlog.limits import MAX_DEPTH
+
+    value: Any = draw(st.none() | st.integers(0, 3) | st.sampled_from(["x", Origin.HUMAN]))
+    for _ in range(draw(st.integers(0, MAX_DEPTH + 3))):
+        wrapper = draw(st.sampled_from(["list", "dict"]))
+        siblings = draw(st.lists(st.integers(0, 3) | st.just({}), max_size=2))
+        if wrapper == "list":
+            value = [*siblings, value]
+        else:
+            value = {**{f"s{i}": v for i, v in enumerate(siblings)}, "v": value}
+    return value
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_deep_values())
+def test_clip_nested_gives_what_it_gave_the_very_same_object_when_it_gave_that(
+    value: Any,
+) -> None:
+    from continuum.eventlog.limits import clip_nested
+
+    ours, reference = clip_nested(value), _ref_clip_nested(value)
+    assert ours == reference
+    assert (ours is value) == (reference is value)  # unwalked exactly when it was

@@ -3,6 +3,7 @@ component, self-certified state tracked until a human confirms it (contract §5)
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -804,3 +805,35 @@ def test_a_failed_item_that_later_completes_moves_the_counters() -> None:
     b = _ev(2, "work_completed", {"item_id": "x"}, a.hash)
     p = project("r", [a, b]).progress
     assert (p.completed, p.failed) == (1, 0)
+
+
+def test_the_fold_pauses_the_collector_while_it_runs_and_leaves_it_as_it_was() -> None:
+    from continuum.state.projection import empty_plain, fold_plain
+
+    log = Log()
+    log.add(EventType.RUN_STARTED, {"goal": "g"})
+    seen: list[bool] = []
+
+    def watched() -> Any:
+        for e in log.events:
+            seen.append(gc.isenabled())
+            yield e
+
+    was_on = gc.isenabled()
+    try:
+        for start_on in (True, False):
+            (gc.enable if start_on else gc.disable)()
+            fold_plain(empty_plain(RUN), watched())
+            assert gc.isenabled() is start_on
+        gc.enable()
+
+        def failing() -> Any:
+            yield from watched()
+            raise RuntimeError("the store failed mid-read")
+
+        with pytest.raises(RuntimeError):
+            fold_plain(empty_plain(RUN), failing())
+        assert gc.isenabled()  # back on after an error too
+    finally:
+        (gc.enable if was_on else gc.disable)()
+    assert seen == [False, False, False]

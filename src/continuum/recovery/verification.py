@@ -167,24 +167,26 @@ def index_row_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) -> li
     ``index_violations`` finds equal, confirmed with one scan and one comparison (cheaper
     than encoding the fold's record). Any other row takes ``action_record``, so a damaged
     row is judged as ``index_violations`` judges it, and a row too damaged to read is
-    named."""
+    named. (A confirmed row would only be found equal there: its action is passed as
+    covered instead, as an unreadable row's is, so it is not reported missing.)"""
     folded_actions: dict[str, dict[str, Any]] = acc["actions"]
     records: list[dict[str, Any]] = []
     out: list[Violation] = []
-    unreadable: set[Any] = set()
+    covered: set[Any] = set()  # the actions of confirmed and unreadable rows
     scan = _SCAN_RECORD
     for row in rows:
-        folded = folded_actions.get(row[1]) if type(row[1]) is str else None
+        action_id, text = row[1], row[2]
+        folded = folded_actions.get(action_id) if type(action_id) is str else None
         try:
             if (
                 folded is not None
-                and type(row[2]) is str
+                and type(text) is str
                 and row[4] == folded["dedup_key"]
-                and row[1] == folded["action_id"]
+                and action_id == folded["action_id"]
             ):
-                record, end = scan(row[2], 0)
-                if end == len(row[2]) and record == folded:
-                    records.append(folded)
+                record, end = scan(text, 0)
+                if end == len(text) and record == folded:
+                    covered.add(action_id)
                     continue
         except Exception:  # not JSON, or not only JSON: the slow way names it
             pass
@@ -198,10 +200,8 @@ def index_row_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) -> li
                     detail=e.message,
                 )
             )
-            unreadable.update(
-                (row[1] if isinstance(row[1], str) else None, _claimed_action(row[2]))
-            )
-    return out + index_violations(acc, records, unreadable=unreadable)
+            covered.update((row[1] if isinstance(row[1], str) else None, _claimed_action(row[2])))
+    return out + index_violations(acc, records, unreadable=covered)
 
 
 def approval_index_violations(
