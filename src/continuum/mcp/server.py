@@ -387,17 +387,21 @@ def main(argv: list[str] | None = None) -> int:
 def serve_stdio(args: argparse.Namespace, policy: Policy) -> int:
     """Answer ``initialize`` at once; check the store and the rules, register the tools and
     start the deliverer after it (``startup.py``); serve until stdin ends."""
-    log = get_logger("continuum.mcp")
     running = ExitStack()  # the deliverer, once started
 
-    def prepare() -> Tools:  # on a worker thread, after initialized (startup.py)
+    def check() -> str:
         url = checked_store(args.db)
+        from continuum.store import redact_url
+
+        get_logger("continuum.mcp").info("mcp.starting", store=redact_url(url), **policy.describe())
+        return url
+
+    def prepare() -> Tools:  # on a worker thread, after initialized (startup.py)
+        url = check()
         from continuum.ledger.deliverer import delivering  # its HTTP client loads on first use
         from continuum.mcp.tools import Tools, register
         from continuum.runtime.verdicts import VerdictWatch
-        from continuum.store import redact_url
 
-        log.info("mcp.starting", store=redact_url(url), **policy.describe())
         tools = Tools(url, with_confirm_limit(policy, url, "stdio"))
         register(server, tools)
         running.enter_context(
@@ -408,9 +412,7 @@ def serve_stdio(args: argparse.Namespace, policy: Policy) -> int:
     def refuse(e: ContinuumError) -> None:
         print(refusal_text(e), file=sys.stderr)
 
-    preparation = Preparation(
-        prepare, lambda: checked_store(args.db), refuse, background=renew_leases
-    )
+    preparation = Preparation(prepare, check, refuse, background=renew_leases)
     server = bare_server(policy, preparation=preparation)
     max_in_flight = args.max_in_flight or DEFAULT_MAX_IN_FLIGHT
 
