@@ -20,7 +20,9 @@ so work moved from before ``initialize`` to the first listing shows there.
 
 ``--base-src DIR`` adds a third server: ``continuum-mcp`` run with ``PYTHONPATH=DIR`` (a
 ``src`` directory of another commit, e.g. from ``git archive``), for an A/B of two commits
-in one interleaved run. The load average is printed before and after.
+in one interleaved run; this checkout's ``continuum-mcp`` then runs with ``PYTHONPATH`` set
+to its own ``src``, so both look modules up the same way. The load average is printed
+before and after.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 from bench import RawClient, build_event_store, continuum_mcp, hello_server, summary
 
 TARGET = 1.10
+HERE = Path(__file__).resolve().parent
 TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 
 
@@ -167,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             "hello": (hello_server(), None),
         }
         if args.base_src is not None:
+            own = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
+            servers["continuum"] = (servers["continuum"][0], own)
             env = {**os.environ, "PYTHONPATH": str(args.base_src.resolve())}
             probe = [sys.executable, "-c", "import continuum; print(continuum.__file__)"]
             where = subprocess.run(probe, env=env, capture_output=True, text=True, check=True)
