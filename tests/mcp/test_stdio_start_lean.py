@@ -1,6 +1,7 @@
 """A stdio ``continuum-mcp`` answers ``initialize`` before it loads what only tools need
 (issue 27's start-up target; ``continuum/mcp/startup.py``): the store, the tools and their
-models, the facade, the approval rules, the deliverer. Only ``--transport
+models, the facade, the approval rules, the deliverer, and the logger that writes the
+connecting client's line (written just after the answer). Only ``--transport
 streamable-http`` imports the HTTP transport and the operator page at all.
 
 Each check reads ``python -X importtime``'s lines (one per finished import, on stderr);
@@ -39,6 +40,7 @@ AFTER_INITIALIZE = {
     "continuum.eventlog.events",  # pydantic models built at import
     "continuum.state.records",
     "continuum.runtime.results",
+    "structlog",  # the line saying this client (off the allowlist) may not write
 }
 INIT = {
     "jsonrpc": "2.0",

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -42,7 +43,7 @@ from continuum.errors import ContinuumError
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
 from continuum.mcp.instructions import INSTRUCTIONS
 from continuum.mcp.startup import AfterPreparation, Preparation, refusal, refusal_text
-from continuum.serving.auth import ClientLog, Policy, connecting_client, load_policy
+from continuum.serving.auth import ClientLog, Era, Policy, connecting_client, load_policy
 from continuum.serving.confirm_limit import StoreConfirmLimit
 from continuum.serving.flags import DEFAULT_HTTP_MAX_IN_FLIGHT, MAX_IN_FLIGHT_FLAG, flag_problem
 from continuum.serving.transport import (
@@ -64,32 +65,41 @@ LEASE_RENEW_SECONDS = 10.0
 
 class LogConnectingClients:
     """Server middleware (SDK 2.3, provisional API): logs each client once as it is
-    first seen, with whether it may call mutating tools. It never alters or vetoes."""
+    first seen, with whether it may call mutating tools. It never alters or vetoes.
+
+    A client named by ``initialize`` is logged just after its answer: at its next message
+    (``notifications/initialized``) or, if it sends none, at ``flush`` as serving ends. A
+    line written before the answer would load the logger (structlog, ~8 ms) on the way
+    to it, and a client off the allowlist (every client, by default) gets a warning."""
 
     def __init__(self, policy: Policy) -> None:
         self._clients = ClientLog(policy)
+        self._answering: tuple[str | None, Era] | None = None
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
+        self.flush()
         with suppress(Exception):  # a log must never cost the client its request
             era, name = connecting_client(ctx.method, ctx.params, ctx.meta)
-            if era is not None:
+            if era is not None and ctx.method == "initialize":
+                self._answering = (name, era)
+            elif era is not None:
                 self._clients.saw(name, era)
         return await call_next(ctx)
 
+    def flush(self) -> None:
+        """Log the client whose ``initialize`` was answered, if not yet logged."""
+        if self._answering is not None:
+            (name, era), self._answering = self._answering, None
+            with suppress(Exception):
+                self._clients.saw(name, era)
 
-def bare_server(
-    policy: Policy, *, by_role: bool = False, preparation: Preparation | None = None
-) -> MCPServer[Any]:
-    """The server without its tools: enough to answer ``initialize``. With ``preparation``,
-    every other request waits until it has registered them (``startup.py``)."""
-    # Over HTTP the token's role decides, so the allowlist's connect log would mislead.
-    middleware: list[Any] = [] if by_role else [LogConnectingClients(policy)]
-    if preparation is not None:
-        middleware.append(AfterPreparation(preparation))
+
+def bare_server(middleware: Sequence[Any] = ()) -> MCPServer[Any]:
+    """The server without its tools: enough to answer ``initialize``."""
     return MCPServer(
-        name="continuum", version=__version__, instructions=INSTRUCTIONS, middleware=middleware
+        name="continuum", version=__version__, instructions=INSTRUCTIONS, middleware=[*middleware]
     )
 
 
@@ -97,7 +107,8 @@ def build_server(tools: Tools) -> MCPServer[Any]:
     """The server with its tools registered now (HTTP, and tests in process)."""
     from continuum.mcp.tools import register
 
-    server = bare_server(tools.policy, by_role=tools.by_role)
+    # Over HTTP the token's role decides, so the allowlist's connect log would mislead.
+    server = bare_server([] if tools.by_role else [LogConnectingClients(tools.policy)])
     register(server, tools)
     return server
 
@@ -413,7 +424,9 @@ def serve_stdio(args: argparse.Namespace, policy: Policy) -> int:
         print(refusal_text(e), file=sys.stderr)
 
     preparation = Preparation(prepare, check, refuse, background=renew_leases)
-    server = bare_server(policy, preparation=preparation)
+    # Every request but initialize and ping waits for the preparation (startup.py).
+    clients = LogConnectingClients(policy)
+    server = bare_server([clients, AfterPreparation(preparation)])
     max_in_flight = args.max_in_flight or DEFAULT_MAX_IN_FLIGHT
 
     async def serve() -> None:
@@ -429,6 +442,7 @@ def serve_stdio(args: argparse.Namespace, policy: Policy) -> int:
     try:
         with running:
             anyio.run(serve)
+            clients.flush()  # a client that left right after its initialize answer
             refused = preparation.finish()
     except KeyboardInterrupt:
         return 0
