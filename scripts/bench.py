@@ -1,7 +1,7 @@
 """Performance figures against hard limits measured in the same run (SPEC 13, issue 14).
 
 Usage: scripts/bench.py [--json] [--quick] [--db URL] [--agents-pg URL] [--dir DIR] [--keep]
-                        [--out FILE] [--previous FILE] [--hooks-only]
+                        [--out FILE] [--previous FILE] [--hooks-only] [--mcp-start-only]
 
 Every figure is a median with its spread over repeats, the ratio to the limit or
 baseline it is judged against (measured here, in this run, on the same file system or
@@ -1680,12 +1680,24 @@ def main(argv: list[str] | None = None) -> int:
         "(scripts/bench_hosts.py; `make hosts` installs them)",
     )
     ap.add_argument(
+        "--mcp-start-only",
+        action="store_true",
+        help="measure only continuum-mcp's start against a bare SDK server "
+        "(scripts/bench_mcp_start.py: 24 interleaved starts each, CPU of each child)",
+    )
+    ap.add_argument(
         "--previous",
         type=Path,
         default=None,
         help="a JSON document of an earlier run, shown next to each figure",
     )
     args = ap.parse_args(argv)
+    if args.mcp_start_only:
+        import bench_mcp_start
+
+        return bench_mcp_start.main(
+            (["--json"] if args.json else []) + (["--out", str(args.out)] if args.out else [])
+        )
     if args.hosts:
         import bench_hosts
 

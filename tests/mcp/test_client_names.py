@@ -151,3 +151,18 @@ async def test_each_connecting_client_is_logged_once_saying_whether_it_may_write
     assert "not on the allowlist" in seen[0]["message"]
     assert "mutating tools will be denied" in seen[0]["message"]
     assert "add 'Kilo' to CONTINUUM_MCP_MUTATING_CLIENTS" in seen[0]["message"]
+
+
+async def test_a_client_that_leaves_after_its_initialize_answer_is_still_logged(
+    site: ServerSite,
+) -> None:
+    """The handshake's client is logged after its answer (server.LogConnectingClients),
+    at its next message; one that sends none and closes stdin is logged as serving ends."""
+    with anyio.fail_after(BOUND):
+        async with site.raw() as server:
+            answer = await server.request(initialize_request("Kilo"))
+            assert "result" in answer
+    seen = log_events(site.stderr(), "mcp.client_connected")
+    assert [(e["client"], e["level"], e["mutating"]) for e in seen] == [
+        ("Kilo", "warning", "denied")
+    ]

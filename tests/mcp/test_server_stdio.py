@@ -31,6 +31,7 @@ from tests.mcp.conftest import (
     TOOL_NAMES,
     ServerSite,
     assert_stdout_is_only_json_rpc,
+    envelope,
     initialize_request,
     read_events,
     result_text,
@@ -381,6 +382,43 @@ def test_a_refused_start_up_is_one_line_on_stderr_exit_1_and_creates_nothing(
     assert done.stdout == ""
     assert tree_state(tmp_path) == before
     assert SECRET not in done.stderr
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_store_refused_after_initialize_ends_the_server_in_one_line_before_any_tool_answers(
+    tmp_path: Path, mode: str
+) -> None:
+    """The store is checked after the initialize answer (startup.py): a bad one still ends
+    the server with exit 1 and its one line, before any tool is listed or called (the
+    request held meanwhile gets the SDK's "connection closed" error, in either era), and
+    the file stays untouched."""
+    (tmp_path / "store.db").write_text("not a database\n" * 10)
+    before = tree_state(tmp_path)
+    with anyio.fail_after(BOUND):
+        async with await anyio.open_process(
+            server_command("store.db"), cwd=tmp_path, env=server_env()
+        ) as process:
+            assert process.stdin is not None and process.stdout and process.stderr
+            if mode == "legacy":
+                init = initialize_request()
+                await process.stdin.send(json.dumps(init).encode() + b"\n")
+                first = await process.stdout.receive()
+                assert b'"serverInfo"' in first  # answered before the store was looked at
+                await process.stdin.send(
+                    b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+                    b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n'
+                )
+            else:
+                call = tool_call(2, "continuum_resume", {}, meta=envelope("agent"))
+                await process.stdin.send(json.dumps(call).encode() + b"\n")
+            rest = b"".join([chunk async for chunk in process.stdout])
+            err = b"".join([chunk async for chunk in process.stderr]).decode()
+            assert await process.wait() == 1
+    answers = [json.loads(raw) for raw in rest.splitlines() if raw.strip()]
+    assert all("error" in a and "result" not in a for a in answers), answers  # no tool answer
+    assert stderr_lines(err)[-1].startswith("continuum-mcp: "), err
+    assert "[store.not_a_database]" in stderr_lines(err)[-1]
+    assert tree_state(tmp_path) == before
 
 
 async def test_start_up_and_shut_down_leave_another_connections_wal_and_shm_in_place(

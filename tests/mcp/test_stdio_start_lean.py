@@ -1,14 +1,47 @@
-"""A stdio ``continuum-mcp`` does not load the HTTP transport or the operator page
-(contract §13's start-up target): only ``--transport streamable-http`` imports them."""
+"""A stdio ``continuum-mcp`` answers ``initialize`` before it loads what only tools need
+(issue 27's start-up target; ``continuum/mcp/startup.py``): the store, the tools and their
+models, the facade, the approval rules, the deliverer, and the logger that writes the
+connecting client's line (written just after the answer). Only ``--transport
+streamable-http`` imports the HTTP transport and the operator page at all.
+
+Each check reads ``python -X importtime``'s lines (one per finished import, on stderr);
+each has a control showing that the same reading sees the modules once they are loaded.
+The tools registered after ``initialize`` are listed exactly as a server that registers
+them at once lists them (names, descriptions, input and output schemas, annotations)."""
 
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO, Any
+
+import anyio
+from mcp_types import ListToolsResult
+
+from continuum.mcp.server import build_server
+from continuum.mcp.tools import Tools
+from continuum.serving.auth import Policy
 
 HTTP_ONLY = {"continuum.mcp.http", "continuum.ui", "continuum.ui.routes"}
+AFTER_INITIALIZE = {
+    "continuum.store",  # the store check, and every store module under it
+    "continuum.mcp.tools",  # the thirteen tools and their argument and result models
+    "continuum.mcp.owners",
+    "continuum.mcp.roles",
+    "continuum.runtime.facade",
+    "continuum.ledger.gate",
+    "continuum.ledger.approval_rules",  # the approvals.toml check
+    "continuum.ledger.deliverer",
+    "continuum.runtime.verdicts",
+    "continuum.eventlog.events",  # pydantic models built at import
+    "continuum.state.records",
+    "continuum.runtime.results",
+    "structlog",  # the line saying this client (off the allowlist) may not write
+}
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -19,6 +52,7 @@ INIT = {
         "clientInfo": {"name": "lean-check", "version": "1"},
     },
 }
+BOUND = 60  # seconds: a ceiling on one answer, never a sleep
 
 
 def imported_modules(importtime_stderr: str) -> set[str]:
@@ -61,3 +95,108 @@ def test_an_http_start_does_import_them(tmp_path: Path) -> None:
         str(tmp_path / "missing"),
     )
     assert {"continuum.mcp.http", "continuum.ui"} <= loaded
+
+
+class ImportWatch:
+    """``continuum-mcp`` under ``-X importtime``, spoken to in JSON lines: ``answer`` sends a
+    request and returns its answer with the modules whose import finished before it (their
+    lines are on stderr before the answer is on stdout: one process, written in order)."""
+
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", "continuum.mcp", "--db", str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=db.parent,
+            env={k: v for k, v in os.environ.items() if not k.startswith("CONTINUUM_")},
+        )
+        assert self.proc.stderr is not None
+        os.set_blocking(self.proc.stderr.fileno(), False)
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self, message: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+        self.send(message)
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], BOUND)
+        assert ready, f"no answer to {message['method']} within {BOUND} s"
+        answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        assert answer.get("id") == message["id"], answer
+        return answer, imported_modules(self.written_so_far(self.proc.stderr))
+
+    @staticmethod
+    def written_so_far(stream: IO[bytes] | None) -> str:
+        assert stream is not None
+        text = b""
+        while True:
+            try:
+                chunk = os.read(stream.fileno(), 1 << 16)
+            except BlockingIOError:
+                return text.decode()
+            if not chunk:
+                return text.decode()
+            text += chunk
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None and self.proc.stdout and self.proc.stderr
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout=BOUND)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return code
+
+
+def test_initialize_is_answered_before_the_store_the_tools_and_the_rules_are_loaded(
+    tmp_path: Path,
+) -> None:
+    watch = ImportWatch(tmp_path / "agent.db")
+    try:
+        answer, before = watch.answer(INIT)
+        assert answer["result"]["serverInfo"]["name"] == "continuum"
+        assert "continuum.mcp.server" in before and "continuum.serving.auth" in before
+        assert before & AFTER_INITIALIZE == set()
+        # The control: the same reading sees them once the client is initialized and
+        # lists the tools (the server prepares them after initialized, startup.py).
+        watch.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        listed, after = watch.answer({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        assert len(listed["result"]["tools"]) == 13
+        assert after >= AFTER_INITIALIZE
+    finally:
+        assert watch.close() == 0
+
+
+def eagerly_listed(db: Path) -> list[dict[str, Any]]:
+    """``tools/list`` of a server whose tools are registered as it is built (``build_server``,
+    as over HTTP), shaped as the SDK writes a result (``runner._dump_result``)."""
+
+    async def listing() -> list[dict[str, Any]]:
+        server = build_server(Tools(str(db), Policy()))
+        result = ListToolsResult(tools=await server.list_tools())
+        tools: list[dict[str, Any]] = result.model_dump(
+            by_alias=True, mode="json", exclude_none=True
+        )["tools"]
+        return tools
+
+    return anyio.run(listing)
+
+
+def test_the_tools_listed_after_a_lean_start_are_the_ones_a_server_built_at_once_lists(
+    tmp_path: Path,
+) -> None:
+    watch = ImportWatch(tmp_path / "agent.db")
+    try:
+        watch.answer(INIT)
+        watch.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        listed, _ = watch.answer({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    finally:
+        assert watch.close() == 0
+    wire = listed["result"]["tools"]
+    assert len(wire) == 13
+    # The same JSON text (the transport writes keys sorted): what a client hashes or pins
+    # is unchanged.
+    eager = eagerly_listed(tmp_path / "agent.db")
+    assert json.dumps(wire, sort_keys=True) == json.dumps(eager, sort_keys=True)

@@ -1,7 +1,11 @@
 """The hot path loads only what it needs (issue 27): a hook process that gates an effect,
 and the facade a program opens, import neither structlog (with asyncio) nor the outbox's
 HTTP client until a line is logged or a notification delivered. Control: logging a line
-at the level in force does load structlog, so the check can see it."""
+at the level in force does load structlog, so the check can see it.
+
+``continuum-mcp``'s server module imports none of what it prepares after answering
+``initialize`` (the store, the tools and their models, the facade, the approval rules, the
+deliverer: ``mcp/startup.py``). Control: importing the tools module loads them."""
 
 from __future__ import annotations
 
@@ -11,11 +15,31 @@ import sys
 from pathlib import Path
 
 HEAVY = ("structlog", "asyncio", "http.client", "continuum.ledger.outbox")
+AFTER_INITIALIZE = (
+    "continuum.store",
+    "continuum.store.sqlite",
+    "continuum.mcp.tools",
+    "continuum.mcp.owners",
+    "continuum.mcp.roles",
+    "continuum.runtime.facade",
+    "continuum.runtime.results",
+    "continuum.runtime.verdicts",
+    "continuum.ledger.gate",
+    "continuum.ledger.approvals",
+    "continuum.ledger.approval_rules",
+    "continuum.ledger.deliverer",
+    "continuum.ledger.outbox",
+    "continuum.eventlog.events",
+    "continuum.state.records",
+    "continuum.state.projection",
+)
 
 
-def loaded(code: str, env: dict[str, str] | None = None) -> list[str]:
+def loaded(
+    code: str, env: dict[str, str] | None = None, modules: tuple[str, ...] = HEAVY
+) -> list[str]:
     probe = (
-        f"{code}\nimport sys, json\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+        f"{code}\nimport sys, json\nprint(json.dumps([m for m in {modules!r} if m in sys.modules]))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -114,3 +138,18 @@ def test_a_registered_effect_through_the_hooks_loads_no_models(tmp_path: Path) -
     assert _hook_loads(tmp_path, "post-tool", "INV-1", **done) == [0]
     refused = _hook_loads(tmp_path, "pre-tool", "INV-1")
     assert refused[0] == 2 and "pydantic" in refused
+
+
+def test_the_mcp_server_module_imports_nothing_it_prepares_after_initialize() -> None:
+    assert loaded("import continuum.mcp.server", modules=AFTER_INITIALIZE) == []
+
+
+def test_control_what_the_server_prepares_loads_them() -> None:
+    # What startup.py's preparation imports (server.serve_stdio's prepare): all of them
+    # but the outbox, which the deliverer loads in its own thread once a webhook is set.
+    prepare = (
+        "import continuum.mcp.server, continuum.mcp.tools, continuum.ledger.deliverer\n"
+        "import continuum.runtime.verdicts, continuum.ledger.approval_rules"
+    )
+    expected = [m for m in AFTER_INITIALIZE if m != "continuum.ledger.outbox"]
+    assert loaded(prepare, modules=AFTER_INITIALIZE) == expected

@@ -1,9 +1,12 @@
 """``continuum-mcp``: the MCP server (references/contract.md §9), over stdio or HTTP.
 
 Start-up: parse flags, load the authorization policy (a malformed one refuses to
-start), check the store URL without creating or modifying anything, then serve the
-tools over the hardened stdio transport. Every start-up failure is one line on stderr
-and exit 1 (a confirm token reused as another secret, or too weak to resist guessing,
+start), then serve over the hardened stdio transport. The ``initialize`` answer needs
+nothing more, so the rest comes after it (``startup.py``): check the store URL without
+creating or modifying anything and the approval rules, register the tools, start the
+outbox deliverer; every other request waits for that. Every start-up failure is one
+line on stderr and exit 1 (a confirm token reused as another secret, or too weak to
+resist guessing, a store that is not usable and a malformed ``approvals.toml``
 included). Logs go to stderr; stdout carries JSON-RPC alone. A presented confirm token
 is compared only through the store's counter of wrong ones (``confirm_limit.py``), on
 either transport.
@@ -26,7 +29,8 @@ import json
 import logging
 import os
 import sys
-from contextlib import suppress
+from collections.abc import Sequence
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -36,10 +40,10 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 
 from continuum.errors import ContinuumError
-from continuum.ledger.approval_rules import load_rules, rule_paths
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
-from continuum.mcp.tools import INSTRUCTIONS, Tools, register
-from continuum.serving.auth import ClientLog, Policy, connecting_client, load_policy
+from continuum.mcp.instructions import INSTRUCTIONS
+from continuum.mcp.startup import AfterPreparation, Preparation, refusal, refusal_text
+from continuum.serving.auth import ClientLog, Era, Policy, connecting_client, load_policy
 from continuum.serving.confirm_limit import StoreConfirmLimit
 from continuum.serving.flags import DEFAULT_HTTP_MAX_IN_FLIGHT, MAX_IN_FLIGHT_FLAG, flag_problem
 from continuum.serving.transport import (
@@ -47,40 +51,78 @@ from continuum.serving.transport import (
     DEFAULT_MAX_MESSAGE_BYTES,
     hardened_stdio_server,
 )
-from continuum.store import probe_store, redact_url, resolve_url
 from continuum.version import __version__
 
 if TYPE_CHECKING:
+    from continuum.mcp.tools import Tools
     from continuum.serving.config import HttpConfig
+
+# The store, the ledger, the runtime and the tools (tools.py) are imported where they are
+# used, not here: a stdio server answers initialize without them (startup.py).
 
 LEASE_RENEW_SECONDS = 10.0
 
 
 class LogConnectingClients:
     """Server middleware (SDK 2.3, provisional API): logs each client once as it is
-    first seen, with whether it may call mutating tools. It never alters or vetoes."""
+    first seen, with whether it may call mutating tools. It never alters or vetoes.
+
+    A client named by ``initialize`` is logged just after its answer: at its next message
+    (``notifications/initialized``) or, if it sends none, at ``flush`` as serving ends. A
+    line written before the answer would load the logger (structlog, ~8 ms) on the way
+    to it, and a client off the allowlist (every client, by default) gets a warning."""
 
     def __init__(self, policy: Policy) -> None:
         self._clients = ClientLog(policy)
+        self._answering: tuple[str | None, Era] | None = None
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
+        self.flush()
         with suppress(Exception):  # a log must never cost the client its request
             era, name = connecting_client(ctx.method, ctx.params, ctx.meta)
-            if era is not None:
+            if era is not None and ctx.method == "initialize":
+                self._answering = (name, era)
+            elif era is not None:
                 self._clients.saw(name, era)
         return await call_next(ctx)
 
+    def flush(self) -> None:
+        """Log the client whose ``initialize`` was answered, if not yet logged."""
+        if self._answering is not None:
+            (name, era), self._answering = self._answering, None
+            with suppress(Exception):
+                self._clients.saw(name, era)
+
+
+def bare_server(middleware: Sequence[Any] = ()) -> MCPServer[Any]:
+    """The server without its tools: enough to answer ``initialize``."""
+    return MCPServer(
+        name="continuum", version=__version__, instructions=INSTRUCTIONS, middleware=[*middleware]
+    )
+
 
 def build_server(tools: Tools) -> MCPServer[Any]:
+    """The server with its tools registered now (HTTP, and tests in process)."""
+    from continuum.mcp.tools import register
+
     # Over HTTP the token's role decides, so the allowlist's connect log would mislead.
-    middleware = [] if tools.by_role else [LogConnectingClients(tools.policy)]
-    server: MCPServer[Any] = MCPServer(
-        name="continuum", version=__version__, instructions=INSTRUCTIONS, middleware=middleware
-    )
+    server = bare_server([] if tools.by_role else [LogConnectingClients(tools.policy)])
     register(server, tools)
     return server
+
+
+def checked_store(db: str | None) -> str:
+    """The store's URL, checked without creating or modifying anything, and the approval
+    rules that apply beside it and here read once (a malformed ``approvals.toml``: no start)."""
+    from continuum.ledger.approval_rules import load_rules, rule_paths
+    from continuum.store import probe_store, resolve_url
+
+    url = resolve_url(db)
+    probe_store(url)
+    load_rules(rule_paths(str(Path.cwd()), url))
+    return url
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -180,8 +222,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _refusal(message: str, code: str, hint: str) -> str:
-    return f"continuum-mcp: {message} [{code}]" + (f"; {hint}" if hint else "")
+def _store_report(db: str | None) -> dict[str, Any]:
+    from continuum.store import probe_store, redact_url, resolve_url
+
+    url = resolve_url(db)
+    return {"url": redact_url(url), "exists": probe_store(url)}
 
 
 def doctor(db: str | None, client_names: list[str]) -> tuple[int, dict[str, Any]]:
@@ -196,8 +241,7 @@ def doctor(db: str | None, client_names: list[str]) -> tuple[int, dict[str, Any]
             **policy.describe(),
             "token_clients": sorted(policy.client_tokens),  # names only, never a secret
         }
-        url = resolve_url(db)
-        report["store"] = {"url": redact_url(url), "exists": probe_store(url)}
+        report["store"] = _store_report(db)
     except ContinuumError as e:
         return 1, {**report, "starts": False, "error": e.to_dict()}
     report["clients"] = [
@@ -256,8 +300,7 @@ def http_doctor(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     report: dict[str, Any] = {"server": {"version": __version__, "cwd": str(Path.cwd())}}
     try:
         report["http"] = _http_config(args).describe()
-        url = resolve_url(args.db)
-        report["store"] = {"url": redact_url(url), "exists": probe_store(url)}
+        report["store"] = _store_report(args.db)
     except ContinuumError as e:
         return 1, {**report, "starts": False, "error": e.to_dict()}
     return 0, {**report, "starts": True}
@@ -267,17 +310,17 @@ def serve_http(args: argparse.Namespace) -> int:
     """Load and check everything, bind, then serve over HTTP until SIGTERM/SIGINT."""
     # The HTTP stack: loaded only to serve over HTTP.
     from continuum.mcp import http
+    from continuum.mcp.tools import Tools
     from continuum.serving import server as serving
+    from continuum.store import redact_url
     from continuum.ui.mount import operator_page
 
     try:
         config = _http_config(args)
-        url = resolve_url(args.db)
-        probe_store(url)
-        load_rules(rule_paths(str(Path.cwd()), url))  # a malformed approvals.toml: no start
+        url = checked_store(args.db)
         sock = serving.bind(config.listen)
     except ContinuumError as e:
-        print(_refusal(e.message, e.code, e.hint), file=sys.stderr)
+        print(refusal(e.message, e.code, e.hint), file=sys.stderr)
         return 1
     get_logger("continuum.mcp").info("mcp.starting", store=redact_url(url), **config.describe())
     # Over HTTP the allowlist and _meta.authToken do not apply: only the confirm token.
@@ -310,9 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         configure(args.log_level)
     except BadLogLevel as e:  # a bad --log-level or CONTINUUM_LOG_LEVEL: refuse to start
-        print(_refusal(str(e), "usage.bad_log_level", "the default is warning"), file=sys.stderr)
+        print(refusal(str(e), "usage.bad_log_level", "the default is warning"), file=sys.stderr)
         return 1
-    log = get_logger("continuum.mcp")
     if args.max_message_bytes < 1024:
         print("continuum-mcp: --max-message-bytes must be at least 1024", file=sys.stderr)
         return 1
@@ -332,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem is None and args.ui and args.transport != "streamable-http":
         problem = "--ui is for --transport streamable-http (the page is served over HTTP)"
     if problem:
-        print(_refusal(problem, "usage.bad_flags", "see continuum-mcp --help"), file=sys.stderr)
+        print(refusal(problem, "usage.bad_flags", "see continuum-mcp --help"), file=sys.stderr)
         return 1
     if args.doctor:
         code, report = (
@@ -341,21 +383,50 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))  # ASCII: a name's bidi characters stay escaped
         if "error" in report:
             error = report["error"]
-            print(_refusal(error["message"], error["code"], error["hint"]), file=sys.stderr)
+            print(refusal(error["message"], error["code"], error["hint"]), file=sys.stderr)
         return code
     if args.transport == "streamable-http":
         return serve_http(args)
     try:
         policy = load_policy(os.environ, Path.cwd())
-        url = resolve_url(args.db)
-        probe_store(url)
-        load_rules(rule_paths(str(Path.cwd()), url))  # a malformed approvals.toml: no start
     except ContinuumError as e:
-        print(_refusal(e.message, e.code, e.hint), file=sys.stderr)
+        print(refusal(e.message, e.code, e.hint), file=sys.stderr)
         return 1
-    log.info("mcp.starting", store=redact_url(url), **policy.describe())
-    tools = Tools(url, with_confirm_limit(policy, url, "stdio"))
-    server = build_server(tools)
+    return serve_stdio(args, policy)
+
+
+def serve_stdio(args: argparse.Namespace, policy: Policy) -> int:
+    """Answer ``initialize`` at once; check the store and the rules, register the tools and
+    start the deliverer after it (``startup.py``); serve until stdin ends."""
+    running = ExitStack()  # the deliverer, once started
+
+    def check() -> str:
+        url = checked_store(args.db)
+        from continuum.store import redact_url
+
+        get_logger("continuum.mcp").info("mcp.starting", store=redact_url(url), **policy.describe())
+        return url
+
+    def prepare() -> Tools:  # on a worker thread, after initialized (startup.py)
+        url = check()
+        from continuum.ledger.deliverer import delivering  # its HTTP client loads on first use
+        from continuum.mcp.tools import Tools, register
+        from continuum.runtime.verdicts import VerdictWatch
+
+        tools = Tools(url, with_confirm_limit(policy, url, "stdio"))
+        register(server, tools)
+        running.enter_context(
+            delivering(url, str(Path.cwd()), "continuum-mcp", watch=VerdictWatch())
+        )
+        return tools
+
+    def refuse(e: ContinuumError) -> None:
+        print(refusal_text(e), file=sys.stderr)
+
+    preparation = Preparation(prepare, check, refuse, background=renew_leases)
+    # Every request but initialize and ping waits for the preparation (startup.py).
+    clients = LogConnectingClients(policy)
+    server = bare_server([clients, AfterPreparation(preparation)])
     max_in_flight = args.max_in_flight or DEFAULT_MAX_IN_FLIGHT
 
     async def serve() -> None:
@@ -364,16 +435,15 @@ def main(argv: list[str] | None = None) -> int:
         ) as (read, write):
             lowlevel = server._lowlevel_server  # SDK 2.3 has no public accessor (see transport.py)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(renew_leases, tools)
+                preparation.bind(tg)
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
                 tg.cancel_scope.cancel()
 
-    from continuum.ledger.deliverer import delivering  # its HTTP client loads on first use
-    from continuum.runtime.verdicts import VerdictWatch
-
     try:
-        with delivering(url, str(Path.cwd()), "continuum-mcp", watch=VerdictWatch()):
+        with running:
             anyio.run(serve)
+            clients.flush()  # a client that left right after its initialize answer
+            refused = preparation.finish()
     except KeyboardInterrupt:
         return 0
-    return 0
+    return 1 if refused is not None else 0

@@ -29,6 +29,7 @@ from continuum.eventlog.payloads import via_of
 from continuum.ledger.gate import InterceptResult
 from continuum.log import get_logger
 from continuum.mcp.host_arguments import without_control_arguments
+from continuum.mcp.instructions import INSTRUCTIONS as INSTRUCTIONS
 from continuum.mcp.owners import OwnedRuntimes
 from continuum.mcp.roles import authorize_call, grant_from_context, log_role_denial
 from continuum.runtime.facade import Continuum
@@ -853,22 +854,6 @@ class Tools:
             confirmed=result.confirmed,
             verdict=verdict.mode,
         )
-
-
-# Hosts show a server's tools under names of their own: Claude Code and Codex as
-# mcp__continuum__continuum_resume, Gemini CLI as mcp_continuum_continuum_resume, Kilo Code
-# as continuum_continuum_resume (seen on the real binaries, tests/hosts/). The
-# instructions name each tool by the ending every host keeps, and say so.
-INSTRUCTIONS = (
-    "continuum keeps a crash-safe record of this agent's run. Its tools are named below by "
-    "their own names; your host may show them with a prefix (mcp__continuum__continuum_resume, "
-    "mcp_continuum_continuum_resume, continuum_continuum_resume): use the tool whose name ends "
-    "with the name given here. After any restart call continuum_resume first and follow "
-    "next_allowed_action. Route every external side effect through continuum_intercept_action "
-    "(perform it only if proceed is true), then continuum_complete_action or "
-    "continuum_fail_action. Never redo an action reported unknown: check the external system "
-    "and call continuum_reconcile_action."
-)
 
 
 def tool_table() -> list[tuple[ToolSpec, str]]:

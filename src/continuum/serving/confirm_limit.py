@@ -18,11 +18,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from continuum.errors import NotFoundError
-from continuum.store import Storage, open_store
-from continuum.store.confirm_attempts import LOCK_AFTER, ConfirmAttempt
+
+if TYPE_CHECKING:
+    # The store (its models, its SQL) is loaded when a token is first presented, not
+    # when ``auth.py`` imports this module: a stdio server's way to its initialize
+    # answer never opens or imports the store (issue 27).
+    from continuum.store import Storage
+    from continuum.store.confirm_attempts import ConfirmAttempt
 
 __all__ = ["ConfirmLimit", "StoreConfirmLimit", "attempt_denial"]
 
@@ -47,6 +52,9 @@ class StoreConfirmLimit:
     def attempt(
         self, run_id: str | None, matches: Callable[[], bool], caller: str | None
     ) -> ConfirmAttempt:
+        from continuum.store import open_store
+        from continuum.store.confirm_attempts import ConfirmAttempt
+
         with self._opening:
             if self._store is None:
                 try:
@@ -64,6 +72,8 @@ def attempt_denial(
 ) -> tuple[str, str, str] | None:
     """(code, reason, remedy) for an attempt that did not confirm; None for the right token.
     ``human`` is the remedy that sends the agent to a person."""
+    from continuum.store.confirm_attempts import LOCK_AFTER  # loaded already: attempt came from it
+
     if attempt.accepted:
         return None
     if attempt.verdict == "no_run":
