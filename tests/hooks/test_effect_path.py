@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from continuum.hooks import effect_path, entry
+from continuum.recovery.revalidation import DEFAULT_EVERY_STEPS
 from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 from continuum.types import Origin
@@ -140,6 +141,8 @@ def _script(project: Path) -> Iterator[tuple[str, Any]]:
     yield "pre-tool", _send("INV-9", "t14")  # asks a person
     yield "pre-tool", _send("INV-10", "t15")
     yield "post-tool", {**_send("INV-10", "t15"), **OK}
+    yield "act", lambda cx: (cx.finish_run(f"{RUN}.agent.sub-1"), cx.finish_run(RUN))
+    yield "pre-tool", _send("INV-11", "t16")  # a finished run takes no new effects
 
 
 _VOLATILE = re.compile(
@@ -223,17 +226,30 @@ def test_the_plain_path_answers_and_writes_what_the_full_path_does(
     assert plain["actions"] == full["actions"]
     # The session did what it says (so the comparison covers each case).
     codes = [(kind, code) for kind, code, _, _ in plain["answers"]]
-    assert codes.count(("pre-tool", 2)) == 6  # done, unknown, in progress, held, budget, approval
-    assert "revalidation_required" in json.dumps(plain) or "changed:" in json.dumps(plain)
+    # done, unknown, in progress, held, budget, approval, finished
+    assert codes.count(("pre-tool", 2)) == 7
+    said = [err for _, code, _, err in plain["answers"] if code == 2]
+    assert any("changed: " in e and "declare them again" in e for e in said)  # the hold
+    assert any("budget" in e for e in said) and any("run_finished" in e for e in said)
+    # A hook process is one step of a facade: neither path revalidates on its own.
+    assert DEFAULT_EVERY_STEPS > 1
 
 
-def test_control_a_plain_path_that_forgets_the_hold_is_caught(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("forgets", ["the hold", "the budget"])
+def test_control_a_plain_path_that_forgets_a_limit_is_caught(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    forgets: str,
 ) -> None:
+    from continuum.ledger import budget
     from continuum.recovery import revalidation
 
     with monkeypatch.context() as broken:
-        broken.setattr(revalidation, "hold_reason", lambda held: None)
+        if forgets == "the hold":
+            broken.setattr(revalidation, "hold_reason", lambda held: None)
+        else:
+            broken.setattr(budget, "budget_scopes", lambda *args, **kw: None)
         plain = _play(tmp_path / "plain", capsys)
     _full_path_only(monkeypatch)
     full = _play(tmp_path / "full", capsys)

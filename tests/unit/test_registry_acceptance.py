@@ -135,3 +135,42 @@ def test_a_registry_edited_while_it_was_reviewed_is_not_accepted(tmp_path: Path)
     (tmp_path / REGISTRY_PATH).write_text(SHIPPED.read_text(encoding="utf-8"), encoding="utf-8")
     record_acceptance(Settings(), tmp_path, "r", shown, event=False)
     assert accepted_registry(str(tmp_path))[1]
+
+
+def test_a_rule_edited_only_in_its_block_drift_or_shell_is_not_accepted(tmp_path: Path) -> None:
+    """Every field counts, those the listing shows in other words too."""
+    import pytest
+
+    from continuum.cli.hooks import record_acceptance
+    from continuum.cli.output import Settings
+    from continuum.errors import UsageError
+
+    shown_text = (
+        '[[effect]]\ntool = "Bash"\naction_type = "push"\nkey = "{command}"\n'
+        'shell = "git push"\nblock_drift = ["tool_schema_hash", "model"]\n'
+    )
+    (tmp_path / ".continuum").mkdir()
+    shown = parse_registry(shown_text, str(tmp_path / REGISTRY_PATH))
+    for edited in (
+        shown_text.replace('["tool_schema_hash", "model"]', "[]"),
+        shown_text.replace('"git push"', '"git fetch"'),
+    ):
+        (tmp_path / REGISTRY_PATH).write_text(edited, encoding="utf-8")
+        with pytest.raises(UsageError) as refused:
+            record_acceptance(Settings(), tmp_path, "r", shown, event=False)
+        assert refused.value.code == "hooks.registry_changed"
+
+
+def test_doctor_says_when_the_kept_rules_are_not_the_registrys(tmp_path: Path) -> None:
+    """The kept tables are what the gate enforces: an acceptance whose tables were edited
+    (its digest left as it was) is reported. Control: an intact one passes."""
+    from continuum.hooks.doctor import _registry
+
+    _accept(tmp_path, SHIPPED.read_text(encoding="utf-8"))
+    checks = {c["name"]: c["ok"] for c in _registry(tmp_path)}
+    assert checks["registry accepted"] and checks["accepted rules"]
+    data = json.loads((tmp_path / ACCEPTED).read_text(encoding="utf-8"))
+    data["effects"][0][3]["tool"] = "NEVER"
+    (tmp_path / ACCEPTED).write_text(json.dumps(data), encoding="utf-8")
+    checks = {c["name"]: c["ok"] for c in _registry(tmp_path)}
+    assert checks["registry accepted"] and not checks["accepted rules"]

@@ -472,7 +472,9 @@ def record_acceptance(
 
     digest, entries = registry_snapshot(str(project))
     seen = registry_of(str(project / REGISTRY_PATH), entries) if entries is not None else None
-    if rule_data(seen or Registry(path=None)) != rule_data(registry):
+    if [r.shape() for r in (seen or Registry(path=None)).rules] != [
+        r.shape() for r in registry.rules
+    ]:
         raise UsageError(
             f"the effect registry {quoted(str(project / REGISTRY_PATH))} changed while it was "
             "being reviewed; nothing was accepted",

@@ -26,7 +26,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from continuum.hooks.guard import accepted, registry_digest
+from continuum.hooks.guard import accepted, accepted_registry, registry_digest
 from continuum.hooks.install import (
     EVENTS,
     PLUGIN_HOSTS,
@@ -159,6 +159,8 @@ def _registry(project: Path) -> list[Check]:
     known, digest = accepted(str(project))
     now = registry_digest(str(project))
     ok = known and digest == now
+    kept, _ = accepted_registry(str(project))  # compiled from the kept tables, if any
+    same = [r.shape() for r in kept.rules] == [r.shape() for r in registry.rules]
     return [
         _check(
             "effect registry",
@@ -173,6 +175,15 @@ def _registry(project: Path) -> list[Check]:
             else "the registry changed since a person accepted it, or was never accepted: "
             "the gate refuses every call that could be an effect",
             f"review it, then `continuum hooks accept --dir {project}`",
+        ),
+        _check(
+            "accepted rules",
+            same,
+            "the rules the gate compiles from the acceptance are the registry's"
+            if same
+            else "the acceptance's kept rules differ from the registry's text: the gate "
+            "enforces the kept ones",
+            f"review the registry, then `continuum hooks accept --dir {project}`",
         ),
     ]
 

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 WAIT_MS = 10_000  # a hook waits at most this long for another writer, then refuses
 WAIT_ENV = "CONTINUUM_HOOK_WAIT_MS"  # overrides WAIT_MS (milliseconds)
 MAX_INPUT_CHARS = 32_768  # larger tool input is kept as a digest
-MAX_FAMILY = 1000  # runs below one parent a budget looks at (``runtime.runs.MAX_FAMILY``)
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "login"})
 
 
@@ -307,7 +306,7 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int 
     the full path (``gate.pre_tool``) must take it; nothing is written then."""
     if not _plain_store(args):
         return None
-    from continuum.ledger.budget import budget_scopes
+    from continuum.ledger.budget import MAX_FAMILY, budget_scopes
     from continuum.recovery.revalidation import held_in, hold_reason
 
     options = intercept_options(event, rule, template_values(event, rule))
@@ -334,6 +333,8 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int 
             return RunBudget(state.get("budget"), state.get("parent"), state.get("children") or [])
 
         # What Continuum.intercept asks first: a changed dependency holds new effects, and
+        # (the facade also revalidates every ``every_steps`` of its steps, 25 by default; a
+        # hook process is one step, so neither path revalidates here: session start does)
         # budgets (the run's, its ancestors' over their families) are judged in the write.
         hold = hold_reason(held_in(state_of(args.run)["dependencies"]))
         budget = budget_scopes(

@@ -143,6 +143,23 @@ class Rule:
         """The placeholders its key and probe use."""
         return set(placeholders(self.key)) | set(placeholders(self.probe or ""))
 
+    def shape(self) -> tuple[Any, ...]:
+        """Every field, comparable: two rules of one shape gate and record alike."""
+        return (
+            self.index,
+            self.line,
+            self.tool.pattern,
+            self.action_type,
+            self.key,
+            self.replay,
+            sorted((k, p.pattern) for k, p in self.match.items()),
+            self.probe,
+            self.description,
+            self.shell,
+            sorted(self.shell_options),
+            self.block_drift,
+        )
+
 
 class Registry:
     __slots__ = ("path", "rules")

@@ -25,6 +25,7 @@ from continuum.errors import NotFoundError, UsageError
 MICROS = 1_000_000
 MAX_USD = 10**12  # a trillion dollars: past this it is a typo
 MAX_TOKENS = 10**15
+MAX_FAMILY = 1000  # runs below one parent a budget (and a verdict) looks at
 
 
 class BudgetScope(NamedTuple):

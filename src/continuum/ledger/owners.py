@@ -27,7 +27,12 @@ def process_start(pid: int) -> str | None:
 def host_name() -> str:
     """This machine's name as an owner records it: the kernel's node name, which is what
     ``socket.gethostname()`` returns (without importing ``socket``; a test compares them)."""
-    return os.uname().nodename
+    uname = getattr(os, "uname", None)
+    if uname is None:  # not Unix: ask the socket module
+        import socket
+
+        return socket.gethostname()
+    return str(uname().nodename)
 
 
 def current_owner() -> dict[str, Any]:

@@ -92,6 +92,7 @@ def state_without_actions(
         cp, _ = valid_checkpoint_text(store, run_id)
         acc = empty_plain(run_id) if cp is None else json.loads(cp.state_json)
         after, prev = (0, None) if cp is None else (acc["sequence"], acc["head_hash"])
+        acc["actions"] = {}  # the checkpoint's open ones: the index has them, as they are now
     else:
         acc, after, prev = start.state, start.sequence, start.head_hash
     try:

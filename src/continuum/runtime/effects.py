@@ -180,7 +180,7 @@ class EffectsFacade(RunsFacade):
         return budget_scopes(run_id, self._run_budget, self._head_of, max_family=MAX_FAMILY)
 
     def _run_budget(self, run_id: str) -> RunBudget:
-        state = self.plain_state(run_id)
+        state = self._plain_state(run_id)
         return RunBudget(state.get("budget"), state.get("parent"), state.get("children") or [])
 
     def _head_of(self, run_id: str) -> int:

@@ -18,6 +18,7 @@ from continuum.eventlog.event_model import Event
 from continuum.eventlog.events import EventType
 from continuum.eventlog.reports import VerifyReport
 from continuum.ledger.approval_rules import ApprovalRules, RuleFiles
+from continuum.ledger.budget import MAX_FAMILY as MAX_FAMILY
 from continuum.ledger.core import DEFAULT_LEASE_SECONDS, ActionLedger
 from continuum.ledger.owners import owner_alive
 from continuum.ops.operations import anchor_of, verify_history
@@ -56,7 +57,6 @@ if TYPE_CHECKING:  # imported when used: archiving is rare, a resume never needs
     from continuum.ops.fork import ForkResult
 
 MAX_NOTE_CHARS = 8000  # a handoff note: a few lines, not a transcript
-MAX_FAMILY = 1000  # runs below one parent that its verdict looks at (children, theirs, ...)
 STATE_CACHE_RUNS = 64  # runs whose last state a Continuum object keeps
 
 
@@ -371,7 +371,7 @@ class RunsFacade:
         holds something: another process may have declared it again since)."""
         held = self._held.get(run_id)
         if held is None or held:
-            held = held_in(self.plain_state(run_id)["dependencies"])
+            held = held_in(self._plain_state(run_id)["dependencies"])
             self._held[run_id] = held
         return held
 
@@ -498,11 +498,12 @@ class RunsFacade:
         self._remember(run_id, state)
         return state
 
-    def plain_state(self, run_id: str) -> dict[str, Any]:
+    def _plain_state(self, run_id: str) -> dict[str, Any]:
         """The run's state at its head as plain data (``State``'s JSON form) without its
         actions: what an intercept asks first (the holds, the budgets), from what this
         object already read of the run and the events after it (``plain_state.py``).
-        Read only; ``NotFoundError`` for a run never started."""
+        The cached state itself: read it, never change it; ``NotFoundError`` for a run
+        never started."""
         head = self.store.get_head(run_id)
         cached = self._plain.get(run_id)
         if cached is not None and (cached.sequence, cached.head_hash) == (
