@@ -233,7 +233,9 @@ def test_the_harness_counts_undetected_changes_when_hashes_are_not_recomputed(
     reference_db: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The broken variant: a verifier that trusts each row's stored hash.
-    monkeypatch.setattr("continuum.eventlog.event_model.Event.computed_hash", lambda self: self.hash)
+    monkeypatch.setattr(
+        "continuum.eventlog.event_model.Event.computed_hash", lambda self: self.hash
+    )
     monkeypatch.setattr(
         "continuum.eventlog.chain.stored_event_hash", lambda event, text: event.hash
     )
