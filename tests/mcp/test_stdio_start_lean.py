@@ -19,13 +19,6 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-import anyio
-from mcp_types import ListToolsResult
-
-from continuum.mcp.server import build_server
-from continuum.mcp.tools import Tools
-from continuum.serving.auth import Policy
-
 HTTP_ONLY = {"continuum.mcp.http", "continuum.ui", "continuum.ui.routes"}
 AFTER_INITIALIZE = {
     "continuum.store",  # the store check, and every store module under it
@@ -169,19 +162,41 @@ def test_initialize_is_answered_before_the_store_the_tools_and_the_rules_are_loa
         assert watch.close() == 0
 
 
+EAGER_LISTING = """
+import json, sys
+import anyio
+from mcp_types import ListToolsResult
+from continuum.mcp.server import build_server
+from continuum.mcp.tools import Tools
+from continuum.serving.auth import Policy
+
+async def listing():
+    server = build_server(Tools(sys.argv[1], Policy()))
+    result = ListToolsResult(tools=await server.list_tools())
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)["tools"]
+
+print(json.dumps(anyio.run(listing)))
+"""
+
+
 def eagerly_listed(db: Path) -> list[dict[str, Any]]:
     """``tools/list`` of a server whose tools are registered as it is built (``build_server``,
-    as over HTTP), shaped as the SDK writes a result (``runner._dump_result``)."""
+    as over HTTP), shaped as the SDK writes a result (``runner._dump_result``).
 
-    async def listing() -> list[dict[str, Any]]:
-        server = build_server(Tools(str(db), Policy()))
-        result = ListToolsResult(tools=await server.list_tools())
-        tools: list[dict[str, Any]] = result.model_dump(
-            by_alias=True, mode="json", exclude_none=True
-        )["tools"]
-        return tools
-
-    return anyio.run(listing)
+    Built in a fresh interpreter, as a server is: in this test process, ``typing`` caches
+    unions by equality, and ``Literal["high", "low"]`` equals ``Literal["low", "high"]``,
+    so another test's annotation could reorder an ``enum`` in the schema built here (a
+    CI run saw exactly that)."""
+    done = subprocess.run(
+        [sys.executable, "-c", EAGER_LISTING, str(db)],
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    tools: list[dict[str, Any]] = json.loads(done.stdout)
+    return tools
 
 
 def test_the_tools_listed_after_a_lean_start_are_the_ones_a_server_built_at_once_lists(
