@@ -15,8 +15,6 @@ does, what it returns and what it raises; references/api.md has the worked examp
 
 from __future__ import annotations
 
-from importlib import import_module
-
 from continuum.version import __version__
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy reads it the same)
@@ -147,6 +145,8 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'continuum' has no attribute {name!r}")
+    from importlib import import_module  # on first use: a hook process never needs it
+
     value = getattr(import_module(home), name)
     globals()[name] = value  # once loaded, a plain attribute
     return value

@@ -10,22 +10,30 @@ first use: the hooks' no-match path stays lean.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any, NamedTuple
 
 from continuum.errors import UsageError
 
-Bad = Callable[[str, str, str], UsageError]  # (path, where, problem) -> the caller's error
+TYPE_CHECKING = False  # no typing on the hooks' per-call path (it costs more than `re`)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, NamedTuple
 
+    Bad = Callable[[str, str, str], UsageError]  # (path, where, problem) -> the caller's error
 
-class Entry(NamedTuple):
-    """One ``[[table]]`` entry: its number from 1, its header's line (0 if unknown), how
-    errors name it, and its fields."""
+    class Entry(NamedTuple):
+        """One ``[[table]]`` entry: its number from 1, its header's line (0 if unknown), how
+        errors name it, and its fields."""
 
-    number: int
-    line: int
-    where: str
-    table: dict[str, Any]
+        number: int
+        line: int
+        where: str
+        table: dict[str, Any]
+
+else:
+    from collections import namedtuple
+
+    Bad = None  # a type, for annotations only
+    Entry = namedtuple("Entry", "number line where table")
 
 
 def rule_tables(
@@ -81,14 +89,63 @@ def rule_tables(
     return found
 
 
-def rule_regex(bad: Bad, path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
-    """A rule's regular expression field compiled, or ``bad(...)`` saying what is wrong."""
+# What makes a pattern more than text in Python's `re` (no flags set: a flag needs "(").
+_SPECIAL = frozenset("\\.^$*+?{}[]()")
+
+
+class Regex:
+    """A rule's regular expression, compiled on first use (a hook process that matches one
+    tool call needs only the patterns of the rules for that tool). A pattern that is
+    plain text, or plain texts joined by ``|`` (``"Bash|bash"``), is matched by string
+    comparison, as `re` would match it, without compiling anything."""
+
+    __slots__ = ("_compiled", "_texts", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._compiled: re.Pattern[str] | None = None
+        plain = not any(c in _SPECIAL for c in pattern)
+        self._texts: tuple[str, ...] | None = tuple(pattern.split("|")) if plain else None
+
+    def __repr__(self) -> str:
+        return f"Regex({self.pattern!r})"
+
+    def compiled(self) -> re.Pattern[str]:
+        """The compiled pattern (``re.error`` when it is not a regular expression)."""
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern)
+        return self._compiled
+
+    def fullmatch(self, text: str) -> bool:
+        """Whether the whole of ``text`` matches (``re.fullmatch``)."""
+        if self._texts is not None:
+            return text in self._texts
+        return self.compiled().fullmatch(text) is not None
+
+    def search(self, text: str) -> bool:
+        """Whether a match occurs anywhere in ``text`` (``re.search``)."""
+        if self._texts is not None:
+            return any(t in text for t in self._texts)
+        return self.compiled().search(text) is not None
+
+
+def rule_regex(
+    bad: Bad, path: str, where: str, what: str, value: Any, *, checked: bool = False
+) -> Regex:
+    """A rule's regular expression field, or ``bad(...)`` saying what is wrong. Compiled
+    here to check it, unless ``checked``: the tables a person accepted were checked then,
+    and are compiled on first use."""
     if not isinstance(value, str) or not value:
         raise bad(path, where, f"{what} must be a non-empty regular expression string")
-    try:
-        return re.compile(value)
-    except re.error as e:
-        raise bad(path, where, f"{what} {value!r} is not a valid regular expression ({e})") from e
+    regex = Regex(value)
+    if not checked:
+        try:
+            regex.compiled()
+        except re.error as e:
+            raise bad(
+                path, where, f"{what} {value!r} is not a valid regular expression ({e})"
+            ) from e
+    return regex
 
 
 def as_text(value: Any) -> str:

@@ -25,6 +25,7 @@ RANKS: dict[str, float] = {
     "continuum.faults": 0,
     "continuum.log": 0,
     "continuum.version": 0,
+    "continuum.digest": 0,  # sha256 without loading OpenSSL (the hooks per call)
     "continuum.eventlog.canonical": 1,
     "continuum.eventlog.limits": 1,  # one depth and size limit for every entry (pure)
     "continuum.untrusted": 1,

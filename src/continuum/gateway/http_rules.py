@@ -287,4 +287,4 @@ def load_http_rules(path: str | Path) -> HttpRules:
 
 
 def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
-    return rule_regex(_bad, path, where, what, value)
+    return rule_regex(_bad, path, where, what, value).compiled()

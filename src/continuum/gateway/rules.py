@@ -248,4 +248,4 @@ def explain(rules: GatewayRules) -> list[str]:
 
 
 def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
-    return rule_regex(_bad, path, where, what, value)
+    return rule_regex(_bad, path, where, what, value).compiled()

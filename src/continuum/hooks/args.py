@@ -114,9 +114,9 @@ def pre_compact_stamp(project: str, run: str) -> str:
     """The file whose modification time says when pre-compact last looked at ``run``.
     Not a record of anything (the log is): deleting or forging it only changes whether a
     checkpoint is considered."""
-    import hashlib
+    from continuum.digest import sha256_hex
 
-    tag = hashlib.sha256(run.encode("utf-8", "replace")).hexdigest()[:16]
+    tag = sha256_hex(run.encode("utf-8", "replace"))[:16]
     return os.path.join(project, ".continuum", f".pre-compact-{tag}")
 
 

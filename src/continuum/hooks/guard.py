@@ -33,10 +33,11 @@ Standard library only: this runs on every tool call.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
+
+from continuum.digest import sha256_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -98,9 +99,8 @@ _CONTINUUM_COMMAND = re.compile(
     r"(?:^|[\s;&|(`])(?:\S*/)?(?:continuum(?:\.exe)?|-m\s+continuum)"
     r"(?:\s+-\S+(?:\s+[^-\s]\S*)?)*\s+(" + "|".join(PERSON_COMMANDS) + r")\b"
 )
-_PATCH_PATHS = re.compile(
-    r"^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M
-)
+# Compiled on first use (only a patch tool needs it).
+_PATCH_PATHS = r"(?m)^\*\*\* (?:Add|Update|Delete) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"
 
 
 def _norm(path: str, base: str) -> str:
@@ -139,7 +139,7 @@ def _written_paths(tool_name: str, tool_input: Mapping[str, Any]) -> list[str]:
     if not isinstance(value, str):
         return []
     if tool_name == "apply_patch":  # Codex: every file the patch adds, changes, moves or deletes
-        return [m.group(1) or m.group(2) for m in _PATCH_PATHS.finditer(value)]
+        return [m.group(1) or m.group(2) for m in re.finditer(_PATCH_PATHS, value)]
     return [value]
 
 
@@ -183,7 +183,7 @@ def registry_digest(project: str) -> str | None:
 
     try:
         with open(os.path.join(project, REGISTRY_PATH), "rb") as f:
-            return "sha256:" + hashlib.sha256(f.read()).hexdigest()
+            return "sha256:" + sha256_hex(f.read())
     except FileNotFoundError:
         return None
 
@@ -230,14 +230,14 @@ def accepted_registry(project: str) -> tuple[Registry, bool]:
 
     path = os.path.join(project, REGISTRY_PATH)
     raw = read_registry(path)
-    digest = None if raw is None else "sha256:" + hashlib.sha256(raw).hexdigest()
+    digest = None if raw is None else "sha256:" + sha256_hex(raw)
     data = _acceptance(project)
     current = data is not None and data["registry_sha256"] == digest
     if raw is None:
         return Registry(path=None), current
     kept = _kept_entries(data) if current and data is not None else None
     if kept is not None:
-        return registry_of(path, kept), True
+        return registry_of(path, kept, checked=True), True
     return parse_registry(registry_text(raw, path), path), current
 
 
@@ -300,5 +300,5 @@ def registry_snapshot(project: str) -> tuple[str | None, list[Entry] | None]:
     raw = read_registry(path)
     if raw is None:
         return None, None
-    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    digest = "sha256:" + sha256_hex(raw)
     return digest, registry_entries(registry_text(raw, path), path)

@@ -93,9 +93,11 @@ FILE_TOOLS = {
     "write": "filePath",
     "edit": "filePath",  # Kilo Code (relative to the project, or absolute)
 }
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$", re.M)
-_EXIT_LINE = re.compile(r"(?im)^\s*exit code:?\s*(-?\d+)")
-_LEADING_EXIT = re.compile(r"(?i)^\s*exit code\s*(-?\d+)")
+# Patterns as text, compiled on first use (`re` caches them): a tool call that needs none
+# of them compiles none.
+_PATCH_FILE = r"(?m)^\*\*\* (?:Add|Update) File: (.+?)\s*$|^\*\*\* Move to: (.+?)\s*$"
+_EXIT_LINE = r"(?im)^\s*exit code:?\s*(-?\d+)"
+_LEADING_EXIT = r"(?i)^\s*exit code\s*(-?\d+)"
 
 
 class Outcome:
@@ -254,14 +256,14 @@ def parse_event(host: str, kind: str, data: bytes) -> HookEvent:
 
 
 def _digest(value: Any) -> tuple[str | None, int]:
-    import hashlib
+    from continuum.digest import sha256_hex
 
     if value is None:
         return None, 0
     text = (
         value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
     )
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest(), len(text)
+    return sha256_hex(text.encode("utf-8", "replace")), len(text)
 
 
 def _failure(
@@ -269,7 +271,7 @@ def _failure(
 ) -> Outcome:
     """A PostToolUseFailure-shaped event: ``error`` is "Exit code N ..." or the host's text."""
     message = _text(payload.get("error")) or "the tool failed"
-    m = _LEADING_EXIT.match(message)
+    m = re.match(_LEADING_EXIT, message)
     return Outcome(
         failed=True,
         exit_code=int(m.group(1)) if m else None,
@@ -308,7 +310,7 @@ def _outcome(host: str, kind: str, payload: Mapping[str, Any]) -> Outcome:
                 error = _text(err.get("message")) or _text(err.get("type")) or "tool error"
         elif isinstance(response, str):
             text = response
-        m = _EXIT_LINE.search(text)
+        m = re.search(_EXIT_LINE, text)
         code = int(m.group(1)) if m else (None if error else 0)
         cancelled = "cancelled" in text.lower() and "command was cancelled" in text.lower()
         return Outcome(
@@ -418,7 +420,7 @@ def file_paths(tool_name: str, tool_input: Mapping[str, Any]) -> list[str]:
     if not isinstance(value, str):
         return []
     if tool_name == "apply_patch":
-        return [m.group(1) or m.group(2) for m in _PATCH_FILE.finditer(value)]
+        return [m.group(1) or m.group(2) for m in re.finditer(_PATCH_FILE, value)]
     return [value]
 
 

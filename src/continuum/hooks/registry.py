@@ -28,7 +28,7 @@ import os
 import re
 
 from continuum.errors import UsageError
-from continuum.rule_tables import Bad, Entry, as_text, rule_regex, rule_tables
+from continuum.rule_tables import Bad, Entry, Regex, as_text, rule_regex, rule_tables
 
 TYPE_CHECKING = False  # no typing, dataclasses, pathlib or hashlib on the hot path
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ _VERSION_FIELDS = ("prompt_hash", "tool_schema_hash", "model")
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 KEY_LIMIT = 200  # longer rendered keys keep a prefix and a digest of the whole
-_UNSAFE_IN_KEY = re.compile(
+# Compiled on first use (a key is rendered only for a registered call).
+_UNSAFE_IN_KEY = (
     r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
     r"\u2060-\u206f\ufeff\ufff9-\ufffb]"
 )
@@ -86,11 +87,11 @@ class Rule:
         *,
         index: int,
         line: int,
-        tool: re.Pattern[str],
+        tool: Regex,
         action_type: str,
         key: str,
         replay: str = "never",
-        match: Mapping[str, re.Pattern[str]] | None = None,
+        match: Mapping[str, Regex] | None = None,
         probe: str | None = None,
         description: str | None = None,
         shell: tuple[tuple[str, ...], ...] = (),
@@ -103,7 +104,7 @@ class Rule:
         self.action_type = action_type
         self.key = key
         self.replay = replay
-        self.match: Mapping[str, re.Pattern[str]] = match or {}
+        self.match: Mapping[str, Regex] = match or {}
         self.probe = probe
         self.description = description
         # Commands this rule gates, as words (("git", "push"), ...), matched on the parsed
@@ -122,21 +123,22 @@ class Rule:
         return f"effect #{self.index}" + (f" (line {self.line})" if self.line else "")
 
     def matches(self, tool_name: str, tool_input: Mapping[str, Any]) -> bool:
+        # The cheap tests first: the tool's name, then the shell commands; the argument
+        # patterns (compiled on first use) only for a call that passed those.
         if not self.tool.fullmatch(tool_name):
             return False
+        if self.shell:
+            command = tool_input.get("command")
+            if not isinstance(command, str) or not any(
+                runs(words, wanted, self.shell_options)
+                for words in shell_commands(command)
+                for wanted in self.shell
+            ):
+                return False
         for name, pattern in self.match.items():
             value = tool_input.get(name)
             if value is None or not pattern.search(as_text(value)):
                 return False
-        if self.shell:
-            command = tool_input.get("command")
-            if not isinstance(command, str):
-                return False
-            return any(
-                runs(words, wanted, self.shell_options)
-                for words in shell_commands(command)
-                for wanted in self.shell
-            )
         return True
 
     def names(self) -> set[str]:
@@ -191,6 +193,9 @@ _WRAPPERS = {
     "timeout": 1,  # its duration
 }
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+# What an action type may hold (as the ledger's usage.bad_action_type check; a set, not a
+# pattern: no regex compiled on a tool call for it).
+_ACTION_TYPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _SEPARATORS = frozenset({";", "&", "&&", "|", "||", "|&", "\n", "(", ")", "`", ";;"})
 
 
@@ -359,13 +364,17 @@ def _template(path: str, where: str, what: str, value: Any) -> str:
     return template_field(_bad, path, where, what, value)
 
 
-def _rule(path: str, entry: Entry) -> Rule:
+def _rule(path: str, entry: Entry, checked: bool = False) -> Rule:
     index, line, where, table = entry.number, entry.line, entry.where, entry.table
     for required in ("tool", "action_type", "key"):
         if required not in table:
             raise _bad(path, where, f"{required!r} is required")
     action_type = table["action_type"]
-    if not isinstance(action_type, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]{1,100}", action_type):
+    if not (
+        isinstance(action_type, str)
+        and 1 <= len(action_type) <= 100
+        and _ACTION_TYPE_CHARS.issuperset(action_type)
+    ):
         raise _bad(path, where, "action_type must be 1-100 letters, digits, '_', '.' or '-'")
     replay = table.get("replay", "never")
     if replay not in REPLAYS:
@@ -393,11 +402,11 @@ def _rule(path: str, entry: Entry) -> Rule:
     return Rule(
         index=index,
         line=line,
-        tool=_regex(path, where, "tool", table["tool"]),
+        tool=_regex(path, where, "tool", table["tool"], checked),
         action_type=action_type,
         key=_template(path, where, "key", table["key"]),
         replay=replay,
-        match={str(k): _regex(path, where, f"match.{k}", v) for k, v in match.items()},
+        match={str(k): _regex(path, where, f"match.{k}", v, checked) for k, v in match.items()},
         probe=None if probe is None else probe_field(_bad, path, where, probe),
         description=description,
         shell=tuple(tuple(c.split()) for c in shell),
@@ -417,9 +426,10 @@ def registry_entries(text: str, path: str) -> list[Entry]:
     return rule_tables(text, path, "effect", _bad, label="effect", fields=_FIELDS)
 
 
-def registry_of(path: str, entries: list[Entry]) -> Registry:
-    """The registry compiled from its tables (each rule checked, its patterns compiled)."""
-    return Registry(path=path, rules=tuple(_rule(path, e) for e in entries))
+def registry_of(path: str, entries: list[Entry], *, checked: bool = False) -> Registry:
+    """The registry built from its tables, each rule checked; its patterns are compiled to
+    check them unless ``checked`` (tables a person accepted: compiled on first use)."""
+    return Registry(path=path, rules=tuple(_rule(path, e, checked) for e in entries))
 
 
 def read_registry(path: str) -> bytes | None:
@@ -484,11 +494,11 @@ def render_key(template: str, values: Mapping[str, Any]) -> str:
     line), control and invisible characters escaped, and a long key shortened to a prefix
     plus a digest of the whole, so the same call always gives the same key."""
     text = " ".join(render(template, values).split())
-    text = _UNSAFE_IN_KEY.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+    text = re.sub(_UNSAFE_IN_KEY, lambda m: f"\\u{ord(m.group(0)):04x}", text)
     if len(text) > KEY_LIMIT:
-        import hashlib
+        from continuum.digest import sha256_hex
 
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        digest = sha256_hex(text.encode("utf-8"))[:16]
         text = f"{text[: KEY_LIMIT - 24]}... #{digest}"
     return text or "-"
 
@@ -541,5 +551,5 @@ def _replay_meaning(replay: str) -> str:
     }[replay]
 
 
-def _regex(path: str, where: str, what: str, value: Any) -> re.Pattern[str]:
-    return rule_regex(_bad, path, where, what, value)
+def _regex(path: str, where: str, what: str, value: Any, checked: bool) -> Regex:
+    return rule_regex(_bad, path, where, what, value, checked=checked)
