@@ -533,14 +533,27 @@ def _compiled(type_: str) -> Callable[[Any], bool]:
     return made
 
 
-_OK: dict[str, Callable[[Any], bool]] = {str(t): _compiled(t) for t in SCHEMAS}
+# Made on first use per type: a hook process checks two or three types, and compiling
+# every one at import cost it about 8 ms.
+_OK: dict[str, Callable[[Any], bool]] = {}
+_SCHEMA_TYPES: dict[str, str] = {str(t): t for t in SCHEMAS}
+
+
+def _ok_for(type_: str) -> Callable[[Any], bool] | None:
+    made = _OK.get(type_)
+    if made is None:
+        known = _SCHEMA_TYPES.get(type_)
+        if known is None:
+            return None
+        made = _OK[type_] = _compiled(known)  # two threads at once: made twice, the same
+    return made
 
 
 def payload_check(type_: str) -> Callable[[Any], bool]:
     """The function that says whether a payload is fine for an event of ``type_``: exactly
     ``payload_problem(type_, payload) is None``, cheaper (compiled for a type of
     ``SCHEMAS``)."""
-    compiled = _OK.get(str(type_))
+    compiled = _ok_for(str(type_))
     if compiled is not None:
         return compiled
     return lambda payload: payload_problem(type_, payload) is None
@@ -548,7 +561,7 @@ def payload_check(type_: str) -> Callable[[Any], bool]:
 
 def payload_ok(type_: str, payload: Any) -> bool:
     """``payload_problem(type_, payload) is None``, without building the message."""
-    compiled = _OK.get(type_)
+    compiled = _OK.get(type_) or _ok_for(str(type_))
     if compiled is None:
         return payload_problem(type_, payload) is None
     return compiled(payload)

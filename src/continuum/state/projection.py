@@ -752,9 +752,17 @@ def fold(state: State, events: Iterable[EventLike]) -> State:
 
 # Per known type (every handler is registered above): its handler, and the check of its
 # payload (``payload_check``: exactly ``payload_problem(type, payload) is None``, compiled).
-_STEPS: dict[str, tuple[Handler, Callable[[Any], bool]]] = {
-    t: (h, payload_check(t)) for t, h in _HANDLERS.items()
-}
+# Made on first use per type: a hook process folds a few types, and compiling every check
+# at import cost it about 8 ms.
+_STEPS: dict[str, tuple[Handler, Callable[[Any], bool]]] = {}
+
+
+def _step_for(type_: str) -> tuple[Handler, Callable[[Any], bool]] | None:
+    handler = _HANDLERS.get(type_)
+    if handler is None:
+        return None
+    made = _STEPS[type_] = (handler, payload_check(type_))
+    return made
 
 
 def fold_plain(acc: Acc, events: Iterable[EventLike]) -> Acc:
@@ -776,7 +784,7 @@ def fold_plain(acc: Acc, events: Iterable[EventLike]) -> Acc:
         for event in events:
             if event.sequence <= sequence:
                 continue  # already folded (a checkpoint covers it)
-            step = steps.get(event.type)
+            step = steps.get(event.type) or _step_for(event.type)
             if step is None:
                 acc["unknown_event_types"] += 1
             elif step[1](event.payload):
