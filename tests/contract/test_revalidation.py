@@ -89,6 +89,24 @@ def test_a_switch_checks_at_once_and_another_process_sees_the_hold(
     assert off.switched(RUN) == []  # the policy can turn the switch check off
 
 
+def test_a_long_lived_facade_sees_a_hold_another_process_records_after_it_looked(
+    store: Storage, data: Path
+) -> None:
+    # An MCP server's facade intercepted while nothing was held; then a hook (another
+    # process) finds the dependency changed. The server must not keep its "nothing held":
+    # its next intercept is held, until the dependency is declared again.
+    server = facade(store, every=None)
+    server.start_run(RUN, "g")
+    server.declare_dependencies(RUN, files=[str(data)])
+    assert send(server, 1) == "started"  # looked: nothing held
+    data.write_text("v2\n", encoding="utf-8")
+    hook = facade(store, every=None)
+    assert hook.switched(RUN) == [f"file:{data}"]  # another process records the change
+    assert send(server, 2) == "revalidation_required"
+    hook.declare_dependencies(RUN, files=[str(data)])  # declared again, by the other one
+    assert send(server, 3) == "started"
+
+
 def test_each_interval_observes_each_dependency_once(store: Storage) -> None:
     looked: list[int] = []
 

@@ -54,13 +54,9 @@ def drifted(state: State, observed: Mapping[str, Observation | None]) -> list[tu
     return out
 
 
-def held_by(state: State) -> frozenset[str]:
-    """The dependencies recorded as changed or removed and not declared again since."""
-    return frozenset(n for n, d in state.dependencies.items() if d.recorded_change is not None)
-
-
 def held_in(dependencies: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
-    """``held_by`` of a state's plain form (its ``dependencies``, as JSON)."""
+    """The dependencies recorded as changed or removed and not declared again since, from
+    a state's plain form (its ``dependencies``, as JSON)."""
     return frozenset(n for n, d in dependencies.items() if d.get("recorded_change") is not None)
 
 

@@ -32,7 +32,6 @@ from continuum.recovery.plain_state import PlainState, state_without_actions
 from continuum.recovery.revalidation import (
     RevalidationPolicy,
     drifted,
-    held_by,
     held_in,
     hold_reason,
 )
@@ -107,11 +106,10 @@ class RunsFacade:
         # The same without actions, as plain data: what an intercept asks first (holds,
         # budgets), brought up to date from the events after it without building a model.
         self._plain: OrderedDict[str, PlainState] = OrderedDict()
-        # Periodic revalidation (recovery/revalidation.py): when, the steps counted per run
-        # since this object last looked, and the dependencies it found holding new effects.
+        # Periodic revalidation (recovery/revalidation.py): when, and the steps counted per
+        # run since this object last looked.
         self.revalidation = RevalidationPolicy()
         self._steps: dict[str, int] = {}
-        self._held: dict[str, frozenset[str]] = {}
 
     @classmethod
     def open(
@@ -351,7 +349,6 @@ class RunsFacade:
         for name, status in found:
             self.append(run_id, EventType.ENVIRONMENT_CHANGED, {"name": name, "status": status})
         self._steps[run_id] = 0
-        self._held[run_id] = held_by(self.state(run_id)) if found else held_by(state)
         return [name for name, _ in found]
 
     def switched(self, run_id: str, *, env: Mapping[str, str] | None = None) -> list[str]:
@@ -366,14 +363,10 @@ class RunsFacade:
         return hold_reason(self.holding(run_id))
 
     def holding(self, run_id: str) -> frozenset[str]:
-        """The dependencies whose recorded change holds new effects of ``run_id``, as this
-        object last saw them (read from the state on first use, and again whenever it
-        holds something: another process may have declared it again since)."""
-        held = self._held.get(run_id)
-        if held is None or held:
-            held = held_in(self._plain_state(run_id)["dependencies"])
-            self._held[run_id] = held
-        return held
+        """The dependencies whose recorded change holds new effects of ``run_id``, at the
+        run's head: a change another process recorded since this object last looked holds
+        here too (the plain state is brought up to date from the log on every call)."""
+        return held_in(self._plain_state(run_id)["dependencies"])
 
     def handoff(self, run_id: str, note: str) -> Event:
         """Record a note for the next session of the run (a reset with a handoff: what to
@@ -563,7 +556,6 @@ class RunsFacade:
         if not decls:
             return None
         event = self.append(run_id, EventType.DEPENDENCY_DECLARED, {"dependencies": decls})
-        self._held.pop(run_id, None)  # declared again: looked at afresh on the next step
         return event
 
     def checkpoint(
