@@ -7,14 +7,13 @@ its ``password=`` query parameter as ``password=***``. A SQLite path is shown as
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from continuum.hooks.advice import refusal, shown_db
 from continuum.hooks.args import HookArgs
 from continuum.hooks.registry import Rule
 from continuum.ledger.gate import InterceptResult
+from continuum.rule_tables import Regex
 from continuum.types import ReplayContract
 
 SECRET = "HUNTER2xyz"
@@ -64,7 +63,7 @@ def test_what_the_gate_tells_the_agent_holds_no_password(status: str) -> None:
     rule = Rule(
         index=1,
         line=1,
-        tool=re.compile("Bash"),
+        tool=Regex("Bash"),
         action_type="send_invoice",
         key="{input.command}",
         probe="true",

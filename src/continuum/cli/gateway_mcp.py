@@ -15,7 +15,7 @@ import click
 from continuum.cli.common import common, common_without_db, person_via, require_person
 from continuum.cli.output import AGENT_TEXT_NOTICE, Settings, ask, emit, write_lines
 from continuum.errors import ContinuumError, UsageError
-from continuum.gateway.pins import PINS_PATH, Pins
+from continuum.gateway.pins import PINS_PATH, Pins, locked_pins
 from continuum.gateway.rules import RULES_PATH, load_rules
 from continuum.hooks.install import continuum_command
 from continuum.untrusted import quoted
@@ -246,9 +246,22 @@ def accept_cmd(
                 "after checking them",
             )
     accepted = []
-    for c in changes:
-        accepted += pins.accept(c["server"], c["tool"], via=person_via(yes))
-    pins.save()
+    # Read again under the lock (a gateway may have pinned or recorded something while
+    # the person read): what is written keeps that, and what is accepted is what was shown.
+    with locked_pins(pins.path) as current:
+        now = {(c["server"], c["tool"]): c["new_sha256"] for c in current.pending(server)}
+        moved = [c for c in changes if now.get((c["server"], c["tool"])) != c["new_sha256"]]
+        if moved:
+            names = ", ".join(f"{c['server']} / {quoted(c['tool'])}" for c in moved)
+            raise UsageError(
+                f"the pending definition of {names} changed while it was shown (or was "
+                "accepted by someone else); nothing was accepted",
+                code="gateway.pins_changed",
+                hint="run `continuum gateway accept` again and review what it shows now",
+            )
+        for c in changes:
+            accepted += current.accept(c["server"], c["tool"], via=person_via(yes))
+        current.save()
     emit(
         s,
         {"accepted": accepted, "pins": str(pins.path)},

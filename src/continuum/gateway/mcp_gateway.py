@@ -68,7 +68,7 @@ from pydantic import ValidationError
 from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.eventlog.canonical import canonical_json, sha256_hex
 from continuum.faults import fault_point
-from continuum.gateway.pins import Pins
+from continuum.gateway.pins import Judgement, locked_pins
 from continuum.gateway.relay import Relay, open_stdio_upstream
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
 from continuum.ledger.gate import InterceptResult
@@ -300,12 +300,17 @@ class Gateway:
             cursor = page.next_cursor
             if not cursor:
                 break
-        pins = await anyio.to_thread.run_sync(Pins.load, self.config.pins_path)
-        judgement = pins.judge(
-            self.config.server, ((t.name, t.description, t.input_schema) for t in listed)
-        )
-        if judgement.pinned_now or judgement.changed:
-            await anyio.to_thread.run_sync(pins.save)
+        definitions = [(t.name, t.description, t.input_schema) for t in listed]
+
+        def judged() -> Judgement:
+            # Under the pins lock: a person's `gateway accept` meanwhile is not written over.
+            with locked_pins(self.config.pins_path) as pins:
+                judgement = pins.judge(self.config.server, definitions)
+                if judgement.pinned_now or judgement.changed:
+                    pins.save()
+                return judgement
+
+        judgement = await anyio.to_thread.run_sync(judged)
         for name in judgement.pinned_now:
             log.info("gateway.tool_pinned", server=self.config.server, tool=name)
         for name, (old, new) in judgement.changed.items():

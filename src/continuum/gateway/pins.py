@@ -25,14 +25,18 @@ The gateway hashes each upstream tool's definition (SHA-256 of the canonical JSO
   refused like any other change).
 
 The file is replaced atomically (a private temporary file, fsynced, renamed, the
-directory fsynced): a crash leaves the old pins or the new ones, never half a file.
+directory fsynced): a crash leaves the old pins or the new ones, never half a file. Every
+change is read, made and written under an exclusive lock (``locked_pins``: ``flock`` on
+``gateway-pins.json.lock`` beside it), so a gateway pinning a tool while a person accepts
+a change cannot write over the acceptance (or the person over the new pin).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -226,3 +230,24 @@ class Pins:
             os.fsync(f.fileno())
         os.replace(temporary, self.path)
         fsync_dir(self.path.parent)
+
+
+@contextmanager
+def locked_pins(path: str | Path | None = None) -> Iterator[Pins]:
+    """The pins file, read under an exclusive lock held until the block ends: make the
+    change and ``save`` inside it. Another writer (a gateway's ``tools/list``, a person's
+    ``gateway accept``) waits meanwhile, then reads what this one wrote."""
+    p = Path(path if path is not None else PINS_PATH)
+    lock = p.with_name(p.name + ".lock")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise _bad(p, f"its lock {lock} cannot be opened ({e.strerror or e})") from e
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
+        yield Pins.load(p)
+    finally:
+        os.close(fd)
