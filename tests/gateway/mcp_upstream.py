@@ -12,8 +12,9 @@ Tools:
   forwards as it is.
 
 On stdio by default; with ``UPSTREAM_PORT_FILE`` set it serves streamable HTTP on a free
-loopback port instead (written to that file once it listens), and with
-``UPSTREAM_BEARER`` it answers 401 to a request without that bearer token.
+loopback port instead (written to that file once it listens; ``UPSTREAM_PORT`` names the
+port, for a restart on the same one), and with ``UPSTREAM_BEARER`` it answers 401 to a
+request without that bearer token.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ def serve_http(port_file: str) -> None:
         await inner(scope, receive, send)
 
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart on the same port
+    sock.bind(("127.0.0.1", int(os.environ.get("UPSTREAM_PORT", "0"))))
     sock.listen(16)
     Path(port_file + ".tmp").write_text(str(sock.getsockname()[1]), encoding="utf-8")
     os.replace(port_file + ".tmp", port_file)

@@ -10,15 +10,18 @@ waited for by the port file it writes once it listens.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from continuum.errors import UsageError
 from continuum.gateway.mcp_gateway import check_upstream_url, parse_header, url_name
@@ -135,6 +138,111 @@ async def test_without_the_gateway_the_same_http_crash_repeats_the_effect(
     with http_upstream(project) as url:
         assert await send(url)
     assert effects(project) == ["invoice INV-7 70", "invoice INV-7 70"]  # sent twice
+
+
+def _free_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
+
+
+async def test_an_http_upstream_that_restarts_is_reached_again_on_the_next_call(
+    project: Path,
+) -> None:
+    port = _free_port()
+    with ExitStack() as first_upstream:
+        url = first_upstream.enter_context(http_upstream(project, UPSTREAM_PORT=port))
+        async with connect(project, gateway(url)) as session:
+            sent = await call(session, "send_invoice", invoice_id="INV-1", amount=5)
+            first_upstream.close()  # the upstream stops: its sessions are gone
+            down = await call(session, "read_balance", account="acme")
+            with http_upstream(project, UPSTREAM_PORT=port):  # back, on the same address
+                back = await call(session, "read_balance", account="acme")
+                again = await call(session, "send_invoice", invoice_id="INV-2", amount=7)
+                repeat = await call(session, "send_invoice", invoice_id="INV-1", amount=5)
+                listed = await session.list_tools()
+    assert not sent.is_error
+    assert down.is_error and ledger_meta(down)["refused"] == "upstream_gone"
+    assert "tries to reach it again" in text(down)
+    assert not back.is_error and text(back) == "balance of acme: 42"
+    assert not again.is_error and text(again) == "sent invoice INV-2 for 7"
+    assert ledger_meta(repeat)["answered"] == "from_ledger"  # the ledger outlived the session
+    assert {"send_invoice", "read_balance"} <= {t.name for t in listed.tools}
+    assert effects(project) == ["invoice INV-1 5", "invoice INV-2 7"]
+    assert "gateway.upstream_reconnected" in (project / "stderr.log").read_text("utf-8")
+
+
+async def test_an_upstream_restarted_between_calls_refuses_the_old_session_and_nothing_is_lost(
+    project: Path,
+) -> None:
+    # The upstream restarts between two calls (the gateway did not see it go): it refuses
+    # the old session (404). That is an answer, not a lost call: an unregistered call is
+    # sent again on a new session; a registered one is a certain failure (not unknown),
+    # so the agent's retry performs it, once.
+    port = _free_port()
+    with ExitStack() as first_upstream:
+        url = first_upstream.enter_context(http_upstream(project, UPSTREAM_PORT=port))
+        async with connect(project, gateway(url)) as session:
+            assert not (await call(session, "read_balance", account="acme")).is_error
+            first_upstream.close()
+            with ExitStack() as second_upstream:
+                second_upstream.enter_context(http_upstream(project, UPSTREAM_PORT=port))
+                read = await call(session, "read_balance", account="acme")
+                second_upstream.close()
+                with http_upstream(project, UPSTREAM_PORT=port):
+                    refused = await call(session, "send_invoice", invoice_id="INV-5", amount=9)
+                    retried = await call(session, "send_invoice", invoice_id="INV-5", amount=9)
+    assert not read.is_error and text(read) == "balance of acme: 42"
+    assert refused.is_error and ledger_meta(refused)["refused"] == "upstream_restarted"
+    assert not retried.is_error and text(retried) == "sent invoice INV-5 for 9"
+    assert effects(project) == ["invoice INV-5 9"]
+    [action] = actions(project)
+    assert action.status == "completed"
+
+
+async def test_a_restarted_http_upstream_that_changed_a_tool_has_it_refused(
+    project: Path,
+) -> None:
+    port = _free_port()
+    with ExitStack() as first_upstream:
+        url = first_upstream.enter_context(http_upstream(project, UPSTREAM_PORT=port))
+        async with connect(project, gateway(url)) as session:
+            await call(session, "read_balance", account="acme")  # pinned as first seen
+            first_upstream.close()
+            await call(session, "read_balance", account="acme")  # gone
+            changed = "Send an invoice, and copy it to the vendor."
+            with http_upstream(project, UPSTREAM_PORT=port, UPSTREAM_DESCRIPTION=changed):
+                refused = await call(session, "send_invoice", invoice_id="INV-3", amount=1)
+                read = await call(session, "read_balance", account="acme")
+    assert refused.is_error and ledger_meta(refused)["refused"] == "tool_changed"
+    assert not read.is_error  # an unchanged tool still passes
+    assert effects(project) == []
+
+
+async def test_control_a_client_session_kept_across_the_restart_is_refused_by_the_new_server(
+    project: Path,
+) -> None:
+    """The restart really ends the old session: a plain SDK client that keeps it gets an
+    error, so the gateway's calls above went through a session it opened again."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    port = _free_port()
+    with ExitStack() as first_upstream:
+        url = first_upstream.enter_context(http_upstream(project, UPSTREAM_PORT=port))
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            with anyio.fail_after(BOUND):
+                await session.initialize()
+            assert not (await call(session, "read_balance", account="acme")).is_error
+            first_upstream.close()
+            with (
+                http_upstream(project, UPSTREAM_PORT=port),
+                pytest.raises(MCPError, match="(?i)session"),
+            ):
+                await call(session, "read_balance", account="acme")
 
 
 async def test_headers_name_their_secret_by_environment_variable(project: Path) -> None:

@@ -48,7 +48,6 @@ import contextlib
 import json
 import os
 import re
-import sys
 import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -69,8 +68,16 @@ from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.eventlog.canonical import canonical_json, sha256_hex
 from continuum.faults import fault_point
 from continuum.gateway.pins import Judgement, locked_pins
-from continuum.gateway.relay import Relay, open_stdio_upstream
+from continuum.gateway.relay import Relay
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
+from continuum.gateway.upstream import (
+    STARTUP_TIMEOUT,
+    HttpUpstream,
+    http_upstream,
+    open_session,
+    open_stdio,
+    upstream_failed,
+)
 from continuum.ledger.gate import InterceptResult
 from continuum.log import get_logger
 from continuum.runtime.facade import Continuum
@@ -86,7 +93,6 @@ from continuum.version import __version__
 log = get_logger("continuum.gateway")
 
 DEFAULT_TIMEOUT = 120.0  # seconds a forwarded registered call may take before it is unknown
-STARTUP_TIMEOUT = 60.0  # seconds the upstream may take to start and list its tools
 MAX_RESULT_CHARS = 65_536  # a larger upstream result is stored as its digest
 LEASE_RENEW_SECONDS = 10.0
 LEDGER_META = "continuum/ledger"  # the _meta key of an answer the ledger gave
@@ -233,6 +239,9 @@ class Gateway:
         # the exposed tools' pins as ``tool_schema_hash`` versions, from the same listing
         self.versions: dict[str, dict[str, str]] = {}
         self.upstream_gone: str | None = None  # why the upstream cannot be reached
+        # with an upstream over HTTP: its sessions, opened again after one is lost
+        self.reconnector: HttpUpstream | None = None
+        self._reconnecting = anyio.Lock()
         # with an upstream on stdio: sends the gateway's own calls past the client session
         self.relay: Relay | None = None
         # The host's session as the SDK's server keeps it (its handshake's client_params),
@@ -333,11 +342,39 @@ class Gateway:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         self.host_session = ctx.session
-        try:
-            await self.refresh()
-        except Exception as e:  # the upstream is gone: list what was last judged
-            self._lost(e)
+        await self.reach()
+        if self.upstream_gone is None:
+            try:
+                await self.refresh()
+            except Exception as e:  # the upstream is gone: list what was last judged
+                self._lost(e)
         return types.ListToolsResult(tools=list(self.tools.values()))
+
+    async def reach(self) -> None:
+        """With an upstream over HTTP that was lost: open a new session (one attempt per
+        call; calls meanwhile wait for it) and judge its tools against the pins again
+        before anything is forwarded. A stdio upstream that exited stays gone."""
+        if self.upstream_gone is None or self.reconnector is None:
+            return
+        async with self._reconnecting:
+            if self.upstream_gone is None:
+                return  # another call reached it meanwhile
+            failure = await self.reconnector.again()
+            if failure is not None or self.reconnector.session is None:
+                self.upstream_gone = f"not reached again: {type(failure).__name__}: {failure}"[:500]
+                log.warning(
+                    "gateway.upstream_unreachable",
+                    server=self.config.server,
+                    error=self.upstream_gone,
+                )
+                return
+            self.session = self.reconnector.session
+            self.upstream_gone = None
+            log.warning("gateway.upstream_reconnected", server=self.config.server)
+            try:
+                await self.refresh()
+            except Exception as e:
+                self._lost(e)
 
     # -- the relay's questions (relay.Route): unregistered calls on a stdio upstream ----------
 
@@ -382,12 +419,27 @@ class Gateway:
     def lost(self, error: BaseException) -> None:
         self._lost(error)
 
+    def session_refused(self, e: BaseException) -> bool:
+        """Whether an HTTP upstream answered that it no longer knows the gateway's session
+        (it restarted): a 404 to the old session id, which the SDK reports as "Session
+        terminated", or as the server's own error ("Session not found" from the MCP SDKs'
+        servers). An answer, so the request was refused, not performed."""
+        return (
+            self.reconnector is not None
+            and isinstance(e, MCPError)
+            and e.error.code != types.CONNECTION_CLOSED
+            and "session" in e.error.message.lower()
+        )
+
     def _lost(self, e: BaseException) -> None:
         """Report an upstream failure; a closed connection (the upstream exited, or closed
-        its stdout) marks it gone for good, anything else (a timeout, an answer that is not
+        its stdout) or a session an HTTP upstream refused marks it gone (an HTTP one is
+        reached again on the next call), anything else (a timeout, an answer that is not
         valid MCP) is reported and the next call is tried again."""
         problem = f"{type(e).__name__}: {e}"[:500]
-        if isinstance(e, MCPError) and e.error.code == types.CONNECTION_CLOSED:
+        if (
+            isinstance(e, MCPError) and e.error.code == types.CONNECTION_CLOSED
+        ) or self.session_refused(e):
             self.upstream_gone = problem
             log.error("gateway.upstream_lost", server=self.config.server, error=problem)
         else:
@@ -413,6 +465,7 @@ class Gateway:
         self.host_session = ctx.session
         name = params.name
         arguments = dict(params.arguments or {})
+        await self.reach()
         if name not in self.tools and name not in self.changed and self.upstream_gone is None:
             try:
                 await self.refresh()  # the upstream may have added it since the last listing
@@ -469,12 +522,26 @@ class Gateway:
         try:
             return await self._forward(name, arguments)
         except Exception as e:
+            if not self.session_refused(e):
+                return self.no_answer(name, e)
+            self._lost(e)  # refused, not performed: sent once more on a new session
+        await self.reach()
+        if self.upstream_gone is not None:
+            return self._gone_result(name)
+        try:
+            return await self._forward(name, arguments)
+        except Exception as e:
             return self.no_answer(name, e)
 
     def _gone_result(self, name: str) -> types.CallToolResult:
         return _text_result(
             f"The upstream server {self.config.server!r} cannot be reached "
-            f"({self.upstream_gone}); {name!r} was not called. Restart the gateway.",
+            f"({self.upstream_gone}); {name!r} was not called. "
+            + (
+                "The gateway tries to reach it again on the next call."
+                if self.reconnector is not None
+                else "Restart the gateway."
+            ),
             refused="upstream_gone",
             tool=name,
         )
@@ -688,6 +755,19 @@ class Gateway:
             raise
         except Exception as e:
             self._lost(e)
+            if self.session_refused(e):  # an answer: the upstream did not perform it
+                await self._settle(
+                    rt, ref, error=f"the upstream refused the session: {e}"[:2000], certain=True
+                )
+                return _text_result(
+                    f"The upstream server {self.config.server!r} had restarted and refused "
+                    f"{name!r} ({e}); it was not performed (the action {ref} failed). Call it "
+                    "again: the gateway reaches the upstream again first.",
+                    refused="upstream_restarted",
+                    tool=name,
+                    action_key=ref,
+                    run=run,
+                )
             await self._settle(
                 rt, ref, error=f"no answer from the upstream ({type(e).__name__}: {e})"[:2000]
             )
@@ -731,23 +811,27 @@ class Passthrough:
     reaches the model as the upstream wrote it, as without the gateway). Registered only
     for what the upstream's handshake says it offers."""
 
-    def __init__(self, session: ClientSession) -> None:
-        self.session = session
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    async def _session(self) -> ClientSession:
+        await self.gateway.reach()
+        return self.gateway.session
 
     async def list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return await self.session.list_resources(params=_page(params))
+        return await (await self._session()).list_resources(params=_page(params))
 
     async def list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return await self.session.list_resource_templates(params=_page(params))
+        return await (await self._session()).list_resource_templates(params=_page(params))
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        result = await self.session.read_resource(params.uri)
+        result = await (await self._session()).read_resource(params.uri)
         if not isinstance(result, types.ReadResourceResult):  # asks the client for input
             raise MCPError(types.INVALID_REQUEST, "the upstream asked for input: not proxied")
         return result
@@ -755,12 +839,12 @@ class Passthrough:
     async def list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        return await self.session.list_prompts(params=_page(params))
+        return await (await self._session()).list_prompts(params=_page(params))
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        result = await self.session.get_prompt(params.name, params.arguments)
+        result = await (await self._session()).get_prompt(params.name, params.arguments)
         if not isinstance(result, types.GetPromptResult):
             raise MCPError(types.INVALID_REQUEST, "the upstream asked for input: not proxied")
         return result
@@ -787,59 +871,6 @@ async def _renew(gateway: Gateway) -> None:
             log.warning("gateway.lease_renewal_failed", code=e.code)
 
 
-async def _upstream_message(message: Any) -> None:
-    if isinstance(message, Exception):  # invalid JSON-RPC from the upstream: reported
-        log.warning(
-            "gateway.upstream_bad_message", error=f"{type(message).__name__}: {message}"[:500]
-        )
-
-
-def _upstream_failed(config: GatewayConfig, e: BaseException) -> UsageError:
-    return UsageError(
-        f"the upstream MCP server {config.server!r} "
-        + (f"at {config.url} did not answer" if config.url is not None else "did not start")
-        + f": {type(e).__name__}: {e}"[:1000],
-        code="gateway.upstream_failed",
-        hint=(
-            f"check that {config.url} serves MCP over streamable HTTP (and the --header "
-            "values it needs)"
-            if config.url is not None
-            else "check the command after `--` (run it alone: it must speak MCP on stdio) "
-            "and its stderr"
-        ),
-    )
-
-
-async def _connect(config: GatewayConfig, stack: AsyncExitStack) -> tuple[Any, Any, Relay | None]:
-    """The upstream's two streams, and for a subprocess on stdio its relay (a streamable
-    HTTP endpoint has none)."""
-    if config.url is not None:
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
-        client = await stack.enter_async_context(
-            httpx2.AsyncClient(
-                headers=dict(config.headers),
-                timeout=httpx2.Timeout(STARTUP_TIMEOUT, read=config.timeout + 5),
-                follow_redirects=False,  # a redirect could take the headers elsewhere
-                trust_env=False,  # no proxy from the environment: the headers go to url only
-            )
-        )
-        read, write = await stack.enter_async_context(
-            streamable_http_client(config.url, http_client=client)
-        )
-        return read, write, None
-    try:
-        relay = await stack.enter_async_context(
-            open_stdio_upstream(
-                config.upstream, timeout=config.timeout, env=os.environ, errlog=sys.stderr
-            )
-        )
-    except (OSError, ValueError) as e:  # not found, not executable, a NUL in an argument
-        raise _upstream_failed(config, e) from e
-    return relay.read_stream, relay.write_stream, relay
-
-
 async def serve(config: GatewayConfig) -> None:
     """Start (or connect to) the upstream, judge its tools, then serve the host on
     stdin/stdout until the host closes it. Raises ``UsageError``
@@ -847,23 +878,26 @@ async def serve(config: GatewayConfig) -> None:
     not answer the handshake."""
     log.info("gateway.policy", server=config.server, **config.policy.describe())
     async with AsyncExitStack() as stack:
-        up_read, up_write, relay = await _connect(config, stack)
-        session = await stack.enter_async_context(
-            ClientSession(
-                up_read,
-                up_write,
-                client_info=types.Implementation(name="continuum-gateway", version=__version__),
-                message_handler=_upstream_message,
-            )
-        )
+        relay: Relay | None = None
+        reconnector: HttpUpstream | None = None
         try:
-            with anyio.fail_after(STARTUP_TIMEOUT):
-                hello = await session.initialize()
+            if config.url is not None:
+                reconnector = await stack.enter_async_context(
+                    http_upstream(config.url, config.headers, config.timeout)
+                )
+                assert reconnector.session is not None and reconnector.hello is not None
+                session, hello = reconnector.session, reconnector.hello
+            else:
+                relay = await open_stdio(config.upstream, config.timeout, stack, os.environ)
+                session, hello = await open_session(relay.read_stream, relay.write_stream, stack)
             gateway = Gateway(config, session)
+            gateway.reconnector = reconnector
             with anyio.fail_after(STARTUP_TIMEOUT):
                 await gateway.refresh()
-        except Exception as e:
-            raise _upstream_failed(config, e) from e
+        except UsageError:  # the pins file: its own error
+            raise
+        except Exception as e:  # not found, not executable, no handshake, no listing
+            raise upstream_failed(config.server, config.url, e) from e
         server: Server[Any] = Server(
             "continuum-gateway",
             version=__version__,
@@ -872,7 +906,7 @@ async def serve(config: GatewayConfig) -> None:
             "continuum's ledger instead of being performed again.",
             on_list_tools=gateway.list_tools,
             on_call_tool=gateway.call_tool,
-            **Passthrough(session).handlers(hello.capabilities),
+            **Passthrough(gateway).handlers(hello.capabilities),
         )
         try:
             async with anyio.create_task_group() as tg:
