@@ -13,7 +13,11 @@ Tools:
   (a stray answer the gateway must drop);
 - ``progress(steps)``: ``steps`` progress notifications with the call's progress token,
   one for a token nobody asked for, then the answer;
-- ``die()``: the process exits at once, without an answer.
+- ``die()``: the process exits at once, without an answer;
+- ``garble()``: answered with a line that has the call's id but is not a JSON-RPC answer
+  (neither ``result`` nor ``error``);
+- ``deaf()``: answered, then the process closes its stdin and lives on, its stdout open:
+  the gateway's next write to it fails while nothing says the upstream ended.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 LOG = os.environ.get("UPSTREAM_LOG", "upstream.log")
 TOOLS = [
     {"name": name, "description": f"The {name} tool.", "inputSchema": {"type": "object"}}
-    for name in ("echo", "send_invoice", "hang", "progress", "die")
+    for name in ("echo", "send_invoice", "hang", "progress", "die", "garble", "deaf")
 ]
 
 
@@ -64,6 +69,12 @@ def call(request_id: Any, params: dict[str, Any], hanging: set[Any]) -> None:
         answer(request_id, text_result("progressed"))
     elif name == "die":
         os._exit(4)
+    elif name == "garble":
+        write('{"jsonrpc": "2.0", "id": ' + json.dumps(request_id) + ', "oops": true}')
+    elif name == "deaf":
+        answer(request_id, text_result("not listening any more"))
+        os.close(0)  # the read end of the gateway's pipe: its next write fails (EPIPE)
+        time.sleep(3600)  # alive, stdout open: only a failed write can tell
     else:
         error = {"code": -32602, "message": f"no tool {name}"}
         write(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}))

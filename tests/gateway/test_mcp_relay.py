@@ -286,6 +286,45 @@ async def test_the_upstream_dying_with_relayed_calls_open_answers_each_with_gone
     assert "gateway.upstream_lost" in log
 
 
+async def test_an_answer_to_a_relayed_call_that_is_not_json_rpc_gets_the_gateways_error(
+    project: Path,
+) -> None:
+    # The upstream answers with the call's id but neither a result nor an error: the host
+    # gets the answer the SDK path gives (upstream_bad_answer), not the upstream's line.
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(call(1, "garble"))
+        garbled = await gateway.answer(1)
+        await gateway.send(call(2, "echo", said="after"))
+        after = json.loads(await gateway.answer(2))
+    answer = json.loads(garbled)
+    assert b"oops" not in garbled
+    assert answer["result"]["isError"] is True
+    assert ledger(answer)["refused"] == "upstream_bad_answer"
+    assert ledger(answer)["tool"] == "garble"
+    assert "not a JSON-RPC 2.0 result or error" in text(answer)
+    assert text(after) == 'echo café {"said": "after"}'  # the gateway serves on
+
+
+async def test_a_write_the_upstream_no_longer_takes_answers_gone_and_never_hangs(
+    project: Path,
+) -> None:
+    # The upstream closed its stdin but lives on with its stdout open: nothing ends, only
+    # the gateway's next write fails. That call is answered (gone), as is every later one.
+    async with host(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(call(1, "deaf"))
+        heard = json.loads(await gateway.answer(1))
+        await gateway.send(call(2, "echo", said="anyone?"))
+        lost = json.loads(await gateway.answer(2))
+        await gateway.send(call(3, "echo", said="still?"))
+        later = json.loads(await gateway.answer(3))
+    assert text(heard) == "not listening any more"
+    for answer in (lost, later):
+        assert answer["result"]["isError"] is True
+        assert ledger(answer)["refused"] == "upstream_gone", answer
+    log = (project / "stderr.log").read_text(encoding="utf-8")
+    assert "gateway.upstream_lost" in log
+
+
 # -- progress, cancel, the in-flight limit ---------------------------------------------------
 
 
