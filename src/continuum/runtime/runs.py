@@ -342,6 +342,9 @@ class RunsFacade:
         (``environment_changed``, this facade's origin): until it is declared again, a
         new effect answers ``revalidation_required``. Returns the names found drifted.
         One observation of each dependency; raises as ``state`` does."""
+        if not self._plain_state(run_id)["dependencies"]:
+            self._steps[run_id] = 0  # nothing declared: nothing to observe
+            return []
         state = self.state(run_id)
         given = dict(env or {})
         observed = {n: observe(d, given, self.probes) for n, d in state.dependencies.items()}
