@@ -99,10 +99,13 @@ class Regex:
     plain text, or plain texts joined by ``|`` (``"Bash|bash"``), is matched by string
     comparison, as `re` would match it, without compiling anything."""
 
-    __slots__ = ("_compiled", "_texts", "pattern")
+    __slots__ = ("_compiled", "_invalid", "_texts", "pattern")
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(
+        self, pattern: str, invalid: Callable[[re.error], UsageError] | None = None
+    ) -> None:
         self.pattern = pattern
+        self._invalid = invalid  # the error to raise for a pattern that does not compile
         self._compiled: re.Pattern[str] | None = None
         plain = not any(c in _SPECIAL for c in pattern)
         self._texts: tuple[str, ...] | None = tuple(pattern.split("|")) if plain else None
@@ -111,9 +114,15 @@ class Regex:
         return f"Regex({self.pattern!r})"
 
     def compiled(self) -> re.Pattern[str]:
-        """The compiled pattern (``re.error`` when it is not a regular expression)."""
+        """The compiled pattern; when it is not a regular expression, the ``UsageError``
+        it was given (naming the file and the rule), else ``re.error``."""
         if self._compiled is None:
-            self._compiled = re.compile(self.pattern)
+            try:
+                self._compiled = re.compile(self.pattern)
+            except re.error as e:
+                if self._invalid is None:
+                    raise
+                raise self._invalid(e) from e
         return self._compiled
 
     def fullmatch(self, text: str) -> bool:
@@ -137,14 +146,13 @@ def rule_regex(
     and are compiled on first use."""
     if not isinstance(value, str) or not value:
         raise bad(path, where, f"{what} must be a non-empty regular expression string")
-    regex = Regex(value)
+
+    def invalid(e: re.error) -> UsageError:
+        return bad(path, where, f"{what} {value!r} is not a valid regular expression ({e})")
+
+    regex = Regex(value, invalid)
     if not checked:
-        try:
-            regex.compiled()
-        except re.error as e:
-            raise bad(
-                path, where, f"{what} {value!r} is not a valid regular expression ({e})"
-            ) from e
+        regex.compiled()
     return regex
 
 

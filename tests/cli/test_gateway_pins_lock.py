@@ -144,3 +144,41 @@ def test_another_process_holding_the_lock_makes_a_writer_wait_and_read_its_chang
         assert holder.wait(timeout=30) == 0
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+def test_a_lock_held_too_long_is_refused_with_a_clear_error_and_nothing_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import continuum.gateway.pins as pins_module
+    from continuum.errors import UsageError
+
+    pins_file = tmp_path / "gateway-pins.json"
+    _pending_change(pins_file)
+    before = pins_file.read_bytes()
+    monkeypatch.setattr(pins_module, "LOCK_WAIT_SECONDS", 0.3)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(pins_file), "30"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(UsageError) as refused, locked_pins(pins_file):
+            pass
+        assert refused.value.code == "gateway.pins_locked"
+        assert str(pins_file) in refused.value.message
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    assert pins_file.read_bytes() == before
+
+
+def test_a_listing_that_changes_nothing_is_not_a_modification() -> None:
+    pins = Pins(Path("unused.json"))
+    first = pins.judge("inv", [("send", "Send.", SCHEMA)])
+    again = pins.judge("inv", [("send", "Send.", SCHEMA)])
+    changed = pins.judge("inv", [("send", "Send more.", SCHEMA)])
+    same_change = pins.judge("inv", [("send", "Send more.", SCHEMA)])
+    back = pins.judge("inv", [("send", "Send.", SCHEMA)])  # the pending change is dropped
+    assert [first.modified, again.modified, changed.modified] == [True, False, True]
+    assert [same_change.modified, back.modified] == [False, True]

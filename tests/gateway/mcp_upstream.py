@@ -26,6 +26,8 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_REQUEST
 
 server = MCPServer("invoices")
 EFFECTS = os.environ.get("UPSTREAM_EFFECTS", "effects.txt")
@@ -44,6 +46,10 @@ def send_invoice(invoice_id: str, amount: int) -> str:
     _append(f"invoice {invoice_id} {amount}")
     if os.environ.get("UPSTREAM_DIE_AFTER_EFFECT") == invoice_id:
         os._exit(3)  # the effect happened; the answer never comes
+    if os.environ.get("UPSTREAM_SESSION_WORDING") == invoice_id:
+        # The effect happened; the answer is a JSON-RPC error worded exactly as an HTTP
+        # upstream's refusal of an unknown session, on a live session (no 404).
+        raise MCPError(INVALID_REQUEST, "Session not found")
     return f"sent invoice {invoice_id} for {amount}"
 
 

@@ -200,6 +200,26 @@ async def test_an_upstream_restarted_between_calls_refuses_the_old_session_and_n
     assert action.status == "completed"
 
 
+async def test_a_tool_error_worded_like_a_session_refusal_is_not_taken_for_a_restart(
+    project: Path,
+) -> None:
+    # The upstream performs the effect, then answers a JSON-RPC error that reads exactly
+    # like a restarted server's refusal of the session, on a session it still knows (no
+    # 404). Taken for a restart, the call would be a certain failure and its retry would
+    # send the invoice again; it is an error answer after the fact: unknown.
+    with http_upstream(project, UPSTREAM_SESSION_WORDING="INV-8") as url:
+        async with connect(project, gateway(url)) as session:
+            odd = await call(session, "send_invoice", invoice_id="INV-8", amount=8)
+            retry = await call(session, "send_invoice", invoice_id="INV-8", amount=8)
+            read = await call(session, "read_balance", account="acme")
+    assert odd.is_error and ledger_meta(odd)["refused"] == "unknown", text(odd)
+    assert retry.is_error and ledger_meta(retry)["refused"] == "unknown"
+    assert not read.is_error  # the same session serves on: nothing was reconnected
+    assert effects(project) == ["invoice INV-8 8"]
+    log = (project / "stderr.log").read_text("utf-8")
+    assert "gateway.upstream_reconnected" not in log and "gateway.upstream_lost" not in log
+
+
 async def test_a_restarted_http_upstream_that_changed_a_tool_has_it_refused(
     project: Path,
 ) -> None:

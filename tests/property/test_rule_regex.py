@@ -80,9 +80,10 @@ def test_an_invalid_pattern_is_refused_when_read_and_raises_at_use_when_kept() -
     with pytest.raises(UsageError, match="not a valid regular expression"):
         rule_regex(bad, "effects.toml", "effect #1", "tool", "Bash(")
     # Tables a person accepted were checked then: compiled on first use, and an invalid
-    # one (a damaged acceptance) raises there, which the gate turns into a refusal.
+    # one (a damaged acceptance) raises the same error there, naming the rule, which the
+    # gate turns into a refusal.
     kept = rule_regex(bad, "effects.toml", "effect #1", "tool", "Bash(", checked=True)
-    with pytest.raises(re.error):
+    with pytest.raises(UsageError, match="effect #1.*not a valid regular expression"):
         kept.fullmatch("Bash")
 
 

@@ -174,3 +174,42 @@ def test_doctor_says_when_the_kept_rules_are_not_the_registrys(tmp_path: Path) -
     (tmp_path / ACCEPTED).write_text(json.dumps(data), encoding="utf-8")
     checks = {c["name"]: c["ok"] for c in _registry(tmp_path)}
     assert checks["registry accepted"] and not checks["accepted rules"]
+
+
+def _pre_tool(project: Path, tool: str, tool_input: dict[str, object]) -> tuple[int, str]:
+    """``continuum hook pre-tool`` as Claude Code runs it: exit code and stderr."""
+    event = {"session_id": "s", "cwd": str(project), "tool_name": tool, "tool_input": tool_input}
+    done = subprocess.run(
+        [sys.executable, "-m", "continuum", "hook", "pre-tool", "--host", "claude-code"]
+        + ["--db", str(project / "store.db"), "--run", "r", "--project", str(project)],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.returncode, done.stderr
+
+
+def test_a_kept_pattern_that_does_not_compile_refuses_effects_by_name_and_lets_reads_pass(
+    tmp_path: Path,
+) -> None:
+    # The acceptance's kept tables are compiled on first use: one damaged to an invalid
+    # pattern (the registry's text is still the accepted one) is refused when a call
+    # reaches it, with the registry's own error naming the rule, never let through.
+    text = (
+        '[[effect]]\ntool = "Bash"\nmatch = { command = "^send" }\naction_type = "x"\nkey = "k"\n'
+    )
+    _accept(tmp_path, text)
+    data = json.loads((tmp_path / ACCEPTED).read_text(encoding="utf-8"))
+    data["effects"][0][3]["match"]["command"] = "^send("
+    (tmp_path / ACCEPTED).write_text(json.dumps(data), encoding="utf-8")
+    code, said = _pre_tool(tmp_path, "Bash", {"command": "ls"})
+    assert code == 2, said
+    assert "effect #1" in said and "not a valid regular expression" in said
+    assert "hooks.bad_registry" in said
+    code, said = _pre_tool(tmp_path, "Read", {"file_path": str(tmp_path / "a.txt")})
+    assert code == 0, said  # looking around stays possible while a person fixes it
+    # Control: the same call with the acceptance's tables intact is judged (no match: run).
+    _accept(tmp_path, text)
+    assert _pre_tool(tmp_path, "Bash", {"command": "ls"})[0] == 0

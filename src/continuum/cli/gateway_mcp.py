@@ -249,8 +249,15 @@ def accept_cmd(
     # Read again under the lock (a gateway may have pinned or recorded something while
     # the person read): what is written keeps that, and what is accepted is what was shown.
     with locked_pins(pins.path) as current:
-        now = {(c["server"], c["tool"]): c["new_sha256"] for c in current.pending(server)}
-        moved = [c for c in changes if now.get((c["server"], c["tool"])) != c["new_sha256"]]
+        now = {
+            (c["server"], c["tool"]): (c["old_sha256"], c["new_sha256"])
+            for c in current.pending(server)
+        }
+        moved = [
+            c
+            for c in changes
+            if now.get((c["server"], c["tool"])) != (c["old_sha256"], c["new_sha256"])
+        ]
         if moved:
             names = ", ".join(f"{c['server']} / {quoted(c['tool'])}" for c in moved)
             raise UsageError(

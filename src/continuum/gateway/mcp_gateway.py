@@ -67,10 +67,11 @@ from pydantic import ValidationError
 from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.eventlog.canonical import canonical_json, sha256_hex
 from continuum.faults import fault_point
-from continuum.gateway.pins import Judgement, locked_pins
+from continuum.gateway.pins import Judgement, Pins, locked_pins
 from continuum.gateway.relay import Relay
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
 from continuum.gateway.upstream import (
+    RECONNECT_TIMEOUT,
     STARTUP_TIMEOUT,
     HttpUpstream,
     http_upstream,
@@ -95,6 +96,16 @@ log = get_logger("continuum.gateway")
 DEFAULT_TIMEOUT = 120.0  # seconds a forwarded registered call may take before it is unknown
 MAX_RESULT_CHARS = 65_536  # a larger upstream result is stored as its digest
 LEASE_RENEW_SECONDS = 10.0
+# What an HTTP upstream that restarted answers a request on the old session (a 404): the
+# Python SDK's client says the first when the body is not JSON-RPC, passes on the second
+# from the Python SDK's server, the third from the TypeScript SDK's.
+SESSION_REFUSALS = frozenset(
+    {
+        (types.INVALID_REQUEST, "Session terminated"),
+        (types.INVALID_REQUEST, "Session not found"),
+        (-32001, "Session not found"),
+    }
+)
 LEDGER_META = "continuum/ledger"  # the _meta key of an answer the ledger gave
 _INTERPRETERS = {"python", "python3", "node", "npx", "uvx", "uv", "deno", "bun", "pipx", "sh"}
 
@@ -312,10 +323,14 @@ class Gateway:
         definitions = [(t.name, t.description, t.input_schema) for t in listed]
 
         def judged() -> Judgement:
-            # Under the pins lock: a person's `gateway accept` meanwhile is not written over.
+            judgement = Pins.load(self.config.pins_path).judge(self.config.server, definitions)
+            if not judgement.modified:
+                return judgement  # nothing to write: no lock (a read-only pins file works)
+            # Judged again under the pins lock, then saved: a person's `gateway accept`
+            # meanwhile is read, not written over.
             with locked_pins(self.config.pins_path) as pins:
                 judgement = pins.judge(self.config.server, definitions)
-                if judgement.pinned_now or judgement.changed:
+                if judgement.modified:
                     pins.save()
                 return judgement
 
@@ -344,37 +359,45 @@ class Gateway:
         self.host_session = ctx.session
         await self.reach()
         if self.upstream_gone is None:
+            session = self.session
             try:
                 await self.refresh()
             except Exception as e:  # the upstream is gone: list what was last judged
-                self._lost(e)
+                self._lost(e, session)
         return types.ListToolsResult(tools=list(self.tools.values()))
 
     async def reach(self) -> None:
-        """With an upstream over HTTP that was lost: open a new session (one attempt per
-        call; calls meanwhile wait for it) and judge its tools against the pins again
-        before anything is forwarded. A stdio upstream that exited stays gone."""
+        """With an upstream over HTTP that was lost: a session in place of the lost one
+        (one attempt at a time; calls meanwhile wait for it, each at most
+        ``RECONNECT_TIMEOUT``), its tools judged against the pins again before anything
+        is forwarded. A stdio upstream that exited stays gone."""
         if self.upstream_gone is None or self.reconnector is None:
             return
         async with self._reconnecting:
             if self.upstream_gone is None:
                 return  # another call reached it meanwhile
-            failure = await self.reconnector.again()
-            if failure is not None or self.reconnector.session is None:
-                self.upstream_gone = f"not reached again: {type(failure).__name__}: {failure}"[:500]
+            attempt = await self.reconnector.again(self.session)
+            if attempt.session is None or not attempt.open:
+                why = (
+                    f"{type(attempt.failure).__name__}: {attempt.failure}"
+                    if attempt.failure is not None
+                    else f"no session within {RECONNECT_TIMEOUT:g} s"
+                )
+                self.upstream_gone = f"not reached again ({why})"[:500]
                 log.warning(
                     "gateway.upstream_unreachable",
                     server=self.config.server,
                     error=self.upstream_gone,
                 )
                 return
-            self.session = self.reconnector.session
+            self.session = attempt.session
             self.upstream_gone = None
             log.warning("gateway.upstream_reconnected", server=self.config.server)
             try:
-                await self.refresh()
+                with anyio.fail_after(RECONNECT_TIMEOUT):
+                    await self.refresh()
             except Exception as e:
-                self._lost(e)
+                self._lost(e, attempt.session)
 
     # -- the relay's questions (relay.Route): unregistered calls on a stdio upstream ----------
 
@@ -402,8 +425,10 @@ class Gateway:
         caller = caller_identity(self.host_session.client_params, meta)
         return await self._judged(rule, name, arguments, caller)
 
-    def no_answer(self, name: str, error: Exception) -> types.CallToolResult:
-        self._lost(error)
+    def no_answer(
+        self, name: str, error: Exception, session: ClientSession | None = None
+    ) -> types.CallToolResult:
+        self._lost(error, session)
         if self.upstream_gone is not None:
             return self._gone_result(name)
         return _text_result(
@@ -419,27 +444,33 @@ class Gateway:
     def lost(self, error: BaseException) -> None:
         self._lost(error)
 
-    def session_refused(self, e: BaseException) -> bool:
-        """Whether an HTTP upstream answered that it no longer knows the gateway's session
-        (it restarted): a 404 to the old session id, which the SDK reports as "Session
-        terminated", or as the server's own error ("Session not found" from the MCP SDKs'
-        servers). An answer, so the request was refused, not performed."""
+    def session_refused(self, e: BaseException, session: ClientSession) -> bool:
+        """Whether an HTTP upstream answered that it no longer knows ``session`` (it
+        restarted): it answered 404 to a request carrying the session's id (seen on the
+        HTTP response itself), and the error is the transport's own for it, exactly as the
+        MCP SDKs spell it (``SESSION_REFUSALS``), never a tool's error that only mentions a
+        session. An answer, so the request was refused, not performed."""
         return (
             self.reconnector is not None
             and isinstance(e, MCPError)
-            and e.error.code != types.CONNECTION_CLOSED
-            and "session" in e.error.message.lower()
+            and (e.error.code, e.error.message) in SESSION_REFUSALS
+            and self.reconnector.refused(session)
         )
 
-    def _lost(self, e: BaseException) -> None:
+    def _lost(self, e: BaseException, session: ClientSession | None = None) -> None:
         """Report an upstream failure; a closed connection (the upstream exited, or closed
         its stdout) or a session an HTTP upstream refused marks it gone (an HTTP one is
         reached again on the next call), anything else (a timeout, an answer that is not
-        valid MCP) is reported and the next call is tried again."""
+        valid MCP) is reported and the next call is tried again. ``session``: the one
+        the failed request went on; a failure of a session already replaced changes
+        nothing (the new one is not ended for the old one's sake)."""
         problem = f"{type(e).__name__}: {e}"[:500]
-        if (
-            isinstance(e, MCPError) and e.error.code == types.CONNECTION_CLOSED
-        ) or self.session_refused(e):
+        if session is not None and session is not self.session:
+            log.info("gateway.upstream_old_session", server=self.config.server, error=problem)
+            return
+        if (isinstance(e, MCPError) and e.error.code == types.CONNECTION_CLOSED) or (
+            self.session_refused(e, session or self.session)
+        ):
             self.upstream_gone = problem
             log.error("gateway.upstream_lost", server=self.config.server, error=problem)
         else:
@@ -467,10 +498,23 @@ class Gateway:
         arguments = dict(params.arguments or {})
         await self.reach()
         if name not in self.tools and name not in self.changed and self.upstream_gone is None:
+            session = self.session
             try:
                 await self.refresh()  # the upstream may have added it since the last listing
             except Exception as e:
-                self._lost(e)
+                self._lost(e, session)
+        refused = self._not_exposed(name)
+        if refused is not None:
+            return refused
+        rule = self.config.rules.find(name, arguments)
+        if rule is None:
+            return await self._pass_through(name, arguments)
+        caller = caller_identity(ctx.session.client_params, ctx.meta)
+        return await self._judged(rule, name, arguments, caller)
+
+    def _not_exposed(self, name: str) -> types.CallToolResult | None:
+        """The refusal of a tool the gateway does not expose now (changed since pinned,
+        or not offered), or None."""
         if name in self.changed:
             return self._pin_refusal(name)
         if name not in self.tools:
@@ -480,11 +524,7 @@ class Gateway:
                 refused="unknown_tool",
                 tool=name,
             )
-        rule = self.config.rules.find(name, arguments)
-        if rule is None:
-            return await self._pass_through(name, arguments)
-        caller = caller_identity(ctx.session.client_params, ctx.meta)
-        return await self._judged(rule, name, arguments, caller)
+        return None
 
     async def _judged(
         self, rule: EffectRule, name: str, arguments: dict[str, Any], caller: Caller
@@ -501,7 +541,9 @@ class Gateway:
             )
         return await self._registered(rule, name, arguments)
 
-    async def _forward(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _forward(
+        self, name: str, arguments: dict[str, Any], session: ClientSession
+    ) -> types.CallToolResult:
         """The call, sent upstream as it came. Its result is not checked against the
         tool's output schema here (``ClientSession.call_tool`` would): the host checks
         what it receives, and the gateway answers with the upstream's result unchanged.
@@ -512,26 +554,31 @@ class Gateway:
         request = types.CallToolRequest(
             params=types.CallToolRequestParams(name=name, arguments=arguments)
         )
-        return await self.session.send_request(
+        return await session.send_request(
             request, types.CallToolResult, request_read_timeout_seconds=self.config.timeout
         )
 
     async def _pass_through(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if self.upstream_gone is not None:
             return self._gone_result(name)
+        session = self.session
         try:
-            return await self._forward(name, arguments)
+            return await self._forward(name, arguments, session)
         except Exception as e:
-            if not self.session_refused(e):
-                return self.no_answer(name, e)
-            self._lost(e)  # refused, not performed: sent once more on a new session
+            if not self.session_refused(e, session):
+                return self.no_answer(name, e, session)
+            self._lost(e, session)  # refused, not performed: sent again on a new session
         await self.reach()
         if self.upstream_gone is not None:
             return self._gone_result(name)
+        refused = self._not_exposed(name)  # judged again on the new session's listing
+        if refused is not None:
+            return refused
+        session = self.session
         try:
-            return await self._forward(name, arguments)
+            return await self._forward(name, arguments, session)
         except Exception as e:
-            return self.no_answer(name, e)
+            return self.no_answer(name, e, session)
 
     def _gone_result(self, name: str) -> types.CallToolResult:
         return _text_result(
@@ -748,14 +795,15 @@ class Gateway:
         if self.upstream_gone is not None:
             await self._settle(rt, ref, error="the upstream was gone: not forwarded", certain=True)
             return self._gone_result(name)
+        session = self.session
         try:
-            result = await self._forward(name, arguments)
+            result = await self._forward(name, arguments, session)
         except anyio.get_cancelled_exc_class():
             await self._settle(rt, ref, error="the call was cancelled mid-flight")
             raise
         except Exception as e:
-            self._lost(e)
-            if self.session_refused(e):  # an answer: the upstream did not perform it
+            self._lost(e, session)
+            if self.session_refused(e, session):  # an answer: it did not perform it
                 await self._settle(
                     rt, ref, error=f"the upstream refused the session: {e}"[:2000], certain=True
                 )
@@ -885,8 +933,9 @@ async def serve(config: GatewayConfig) -> None:
                 reconnector = await stack.enter_async_context(
                     http_upstream(config.url, config.headers, config.timeout)
                 )
-                assert reconnector.session is not None and reconnector.hello is not None
-                session, hello = reconnector.session, reconnector.hello
+                first = reconnector.current
+                assert first.session is not None and first.hello is not None
+                session, hello = first.session, first.hello
             else:
                 relay = await open_stdio(config.upstream, config.timeout, stack, os.environ)
                 session, hello = await open_session(relay.read_stream, relay.write_stream, stack)

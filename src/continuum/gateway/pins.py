@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ class Judgement:
     changed: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (pinned, new)
     pinned_now: list[str] = field(default_factory=list)  # new tools pinned on first sight
     digests: dict[str, str] = field(default_factory=dict)  # name -> its definition's digest
+    modified: bool = False  # the pins changed: a new pin, or a pending change added or gone
 
 
 def _now() -> str:
@@ -134,13 +136,15 @@ class Pins:
                 pinned[name] = {"sha256": new, "description": description, "pinned_at": _now()}
                 out.pinned_now.append(name)
                 out.exposed.append(name)
+                out.modified = True
             elif pin.get("sha256") == new:
-                pending.pop(name, None)
+                out.modified |= pending.pop(name, None) is not None
                 out.exposed.append(name)
             else:
                 out.changed[name] = (str(pin.get("sha256")), new)
                 seen = pending.get(name)
                 if seen is None or seen.get("sha256") != new:
+                    out.modified = True
                     pending[name] = {
                         "sha256": new,
                         "pinned_sha256": pin.get("sha256"),
@@ -241,13 +245,39 @@ def locked_pins(path: str | Path | None = None) -> Iterator[Pins]:
     lock = p.with_name(p.name + ".lock")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     except OSError as e:
         raise _bad(p, f"its lock {lock} cannot be opened ({e.strerror or e})") from e
     try:
-        import fcntl
-
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
+        _lock(fd, p, lock)  # released when fd is closed
         yield Pins.load(p)
     finally:
         os.close(fd)
+
+
+LOCK_WAIT_SECONDS = 10.0  # how long a writer waits for another one to finish
+
+
+def _lock(fd: int, path: Path, lock: Path) -> None:
+    """Take the exclusive lock, waiting at most ``LOCK_WAIT_SECONDS`` (a holder that never
+    lets go must not hang a gateway or a person's accept): else ``gateway.pins_locked``."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: one writer is the operator's care
+        return
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise UsageError(
+                    f"gateway pins {path}: another process has held its lock {lock} for "
+                    f"{LOCK_WAIT_SECONDS:g} s; nothing was changed",
+                    code="gateway.pins_locked",
+                    hint="another gateway or `continuum gateway accept` is writing it; try "
+                    "again, and if it persists, find the process holding the lock file",
+                    path=str(path),
+                ) from None
+            time.sleep(0.05)

@@ -6,9 +6,11 @@ An HTTP upstream is a separate service: it restarts (its sessions are gone, and 
 after that would be refused until the gateway itself was restarted. ``HttpUpstream`` opens
 the session in a task of its own (an anyio context must end in the task that entered it)
 and opens a new one when the gateway asks (``again``): on the next call after a loss, once
-per call at most, bounded by ``RECONNECT_TIMEOUT``. What was in flight when the session
-was lost is not retried (a registered call is ``unknown``, as before); the gateway judges
-the new session's tools against the pins before it forwards anything.
+per call at most, bounded by ``RECONNECT_TIMEOUT``; an attempt still under way when that
+bound passes goes on, and the next call waits for it instead of starting another. What
+was in flight when the session was lost is not retried (a registered call is
+``unknown``, as before); the gateway judges the new session's tools against the pins
+before it forwards anything.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ Opened = tuple[ClientSession, types.InitializeResult]
 
 def upstream_failed(server: str, url: str | None, e: BaseException) -> UsageError:
     """The gateway cannot start: the upstream did not start, answer or finish its handshake."""
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]  # a task group's wrapping: the cause is what a person needs
     return UsageError(
         f"the upstream MCP server {server!r} "
         + (f"at {url} did not answer" if url is not None else "did not start")
@@ -84,11 +88,22 @@ async def open_stdio(
 
 
 async def open_http(
-    url: str, headers: Sequence[tuple[str, str]], timeout: float, stack: AsyncExitStack
+    url: str,
+    headers: Sequence[tuple[str, str]],
+    timeout: float,
+    stack: AsyncExitStack,
+    on_session_404: Callable[[], None] | None = None,
 ) -> Opened:
-    """A session with the upstream at ``url`` over streamable HTTP, its handshake done."""
+    """A session with the upstream at ``url`` over streamable HTTP, its handshake done.
+    ``on_session_404`` is called when the upstream answers 404 to a request that carried
+    the session's id: the upstream no longer knows the session (it restarted)."""
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
+
+    async def seen(response: Any) -> None:
+        refused = response.status_code == 404 and response.request.headers.get("mcp-session-id")
+        if refused and on_session_404 is not None:
+            on_session_404()
 
     client = await stack.enter_async_context(
         httpx2.AsyncClient(
@@ -96,80 +111,111 @@ async def open_http(
             timeout=httpx2.Timeout(STARTUP_TIMEOUT, read=timeout + 5),
             follow_redirects=False,  # a redirect could take the headers elsewhere
             trust_env=False,  # no proxy from the environment: the headers go to url only
+            event_hooks={"response": [seen]},
         )
     )
     read, write = await stack.enter_async_context(streamable_http_client(url, http_client=client))
     return await open_session(read, write, stack)
 
 
-class HttpUpstream:
-    """The sessions with an upstream over streamable HTTP, one at a time: ``session`` is
-    the current one; ``again`` ends it and opens the next."""
+class Attempt:
+    """One attempt to open a session: its outcome once ``done`` is set (``session`` and
+    ``hello``, or ``failure``); setting ``ended`` closes an open one."""
 
-    def __init__(self, opener: Callable[[AsyncExitStack], Awaitable[Opened]]) -> None:
-        self._open = opener
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.ended = anyio.Event()
         self.session: ClientSession | None = None
         self.hello: types.InitializeResult | None = None
-        self.failure: BaseException | None = None  # why the last attempt failed
-        self._ended = anyio.Event()  # set: the current session is to end
-        self._wanted = anyio.Event()  # set: a new attempt is wanted
-        self._settled = anyio.Event()  # set: the last attempt's outcome is known
+        self.failure: BaseException | None = None
+        # The upstream answered 404 to this session's id: it no longer knows it.
+        self.refused = False
+
+    def mark_refused(self) -> None:
+        self.refused = True
+
+    @property
+    def open(self) -> bool:
+        return self.done.is_set() and self.session is not None and not self.ended.is_set()
+
+
+class HttpUpstream:
+    """The sessions with an upstream over streamable HTTP, one at a time, each opened in
+    ``run``'s task: ``current`` is the latest attempt; ``again`` opens the next."""
+
+    def __init__(self, opener: Callable[[AsyncExitStack, Attempt], Awaitable[Opened]]) -> None:
+        self._open = opener
+        self.current = Attempt()
+        self._recent: list[Attempt] = [self.current]  # the last few, newest last
+        self._wanted = anyio.Event()  # set: ``current`` is a new attempt to make
+
+    def refused(self, session: ClientSession) -> bool:
+        """Whether the upstream answered 404 to ``session``'s id (it restarted)."""
+        return any(a.session is session and a.refused for a in self._recent)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Open a session and keep it until ``again``; then open the next. The first
-        attempt's failure is raised (the gateway does not start); a later one is kept in
-        ``failure`` for the call that asked."""
+        """Make ``current``, keep its session until it is ended, then wait for the next
+        attempt. The first attempt's failure ends this task (``http_upstream`` raises
+        it); a later one is that attempt's ``failure``, for the calls waiting on it."""
         started = False
         while True:
-            self._ended = anyio.Event()
+            attempt = self.current
             try:
                 async with AsyncExitStack() as stack:
                     try:
-                        self.session, self.hello = await self._open(stack)
-                        self.failure = None
+                        attempt.session, attempt.hello = await self._open(stack, attempt)
                     except Exception as e:
-                        if not started:
-                            raise
-                        self.failure = e
+                        attempt.failure = e
+                        attempt.session = None
+                    attempt.done.set()
                     if not started:
-                        task_status.started()
                         started = True
-                    self._settled.set()
-                    if self.failure is None:
-                        await self._ended.wait()
-            except Exception as e:  # closing a lost session failed: reported, go on
-                if not started:
-                    raise
+                        task_status.started()
+                        if attempt.failure is not None:
+                            return
+                    if attempt.failure is None:
+                        await attempt.ended.wait()
+            except Exception as e:  # closing a session failed: reported, go on
+                attempt.done.set()
                 log.info("gateway.upstream_close_failed", error=f"{type(e).__name__}: {e}"[:500])
-                self._settled.set()
             await self._wanted.wait()
             self._wanted = anyio.Event()
 
-    async def again(self, timeout: float = RECONNECT_TIMEOUT) -> BaseException | None:
-        """End the current session and open a new one; None once it is open, else why
-        not. One caller at a time (the gateway holds a lock around it)."""
-        self._settled = anyio.Event()
-        self._ended.set()
-        self._wanted.set()
+    async def again(
+        self, lost: ClientSession | None, timeout: float = RECONNECT_TIMEOUT
+    ) -> Attempt:
+        """A session in place of ``lost``: one opened since, the attempt under way, or a
+        new attempt (``lost``'s ended first). Returns the attempt, done (``session`` or
+        ``failure``) or not yet (it did not finish within ``timeout``; it goes on, and the
+        next call waits for it rather than starting another)."""
+        attempt = self.current
+        if attempt.done.is_set() and not (attempt.open and attempt.session is not lost):
+            attempt.ended.set()  # the lost session (or a failed attempt): closed
+            attempt = self.current = Attempt()
+            self._recent = [*self._recent[-3:], attempt]
+            self._wanted.set()
         with anyio.move_on_after(timeout):
-            await self._settled.wait()
-            return self.failure
-        return TimeoutError(f"no new session within {timeout:g} s")
+            await attempt.done.wait()
+        return attempt
 
 
 @asynccontextmanager
 async def http_upstream(
     url: str, headers: Sequence[tuple[str, str]], timeout: float
 ) -> AsyncIterator[HttpUpstream]:
-    """An ``HttpUpstream`` with its first session open (raises what opening it raised)."""
+    """An ``HttpUpstream`` with its first session open; raises why it could not be."""
 
-    async def opener(stack: AsyncExitStack) -> Opened:
-        return await open_http(url, headers, timeout, stack)
+    async def opener(stack: AsyncExitStack, attempt: Attempt) -> Opened:
+        return await open_http(url, headers, timeout, stack, attempt.mark_refused)
 
     upstream = HttpUpstream(opener)
     async with anyio.create_task_group() as tg:
         await tg.start(upstream.run)
-        try:
-            yield upstream
-        finally:
-            tg.cancel_scope.cancel()
+        failure = upstream.current.failure
+        if failure is None:
+            try:
+                yield upstream
+            finally:
+                tg.cancel_scope.cancel()
+    if failure is not None:  # raised here, not inside the group: as it is, not wrapped
+        raise failure

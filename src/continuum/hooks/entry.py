@@ -127,7 +127,12 @@ def _run(args: HookArgs) -> int:
             raise
         if event.tool_name not in READ_ONLY_TOOLS and not current:
             return deny(unaccepted_refusal(project, registry))
-        rule = registry.find(event.tool_name, event.tool_input)
+        try:
+            rule = registry.find(event.tool_name, event.tool_input)
+        except UsageError:  # a kept pattern that does not compile (a damaged acceptance)
+            if event.tool_name in READ_ONLY_TOOLS:
+                return 0
+            raise
         if rule is None:
             return 0  # not a registered effect: allowed, store untouched
         from continuum.hooks import effect_path
