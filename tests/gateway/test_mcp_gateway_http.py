@@ -24,7 +24,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from continuum.errors import UsageError
-from continuum.gateway.mcp_gateway import check_upstream_url, parse_header, url_name
+from continuum.gateway.upstream import check_upstream_url, parse_header, url_name
 
 from .test_mcp_gateway import (
     BOUND,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from continuum.errors import UsageError
-from continuum.gateway.mcp_gateway import upstream_name
 from continuum.gateway.pins import Pins, tool_digest
 from continuum.gateway.rules import load_rules, parse_rules, render_key
+from continuum.gateway.upstream import upstream_name
 
 RULES = """\
 run = "billing"

@@ -123,11 +123,10 @@ def mcp_cmd(
 
     import anyio
 
-    from continuum.gateway.mcp_gateway import (
-        GatewayConfig,
+    from continuum.gateway.mcp_gateway import GatewayConfig, serve
+    from continuum.gateway.upstream import (
         check_upstream_url,
         parse_header,
-        serve,
         upstream_name,
         url_name,
     )

@@ -15,9 +15,11 @@ before it forwards anything.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -36,6 +38,107 @@ STARTUP_TIMEOUT = 60.0  # seconds the upstream may take to start and list its to
 RECONNECT_TIMEOUT = 10.0  # seconds a call waits for a lost HTTP upstream to be reached again
 
 Opened = tuple[ClientSession, types.InitializeResult]
+
+
+# -- naming and checking the upstream ----------------------------------------------------
+
+_INTERPRETERS = {"python", "python3", "node", "npx", "uvx", "uv", "deno", "bun", "pipx", "sh"}
+
+
+def upstream_name(command: Sequence[str]) -> str:
+    """A stable name for the upstream server, from its command line: the program's name,
+    or for an interpreter (``python``, ``node``, ``npx``, ...) its first argument that is
+    not an option (``python upstream_server.py`` -> ``upstream_server``)."""
+    words = list(command)
+    name = Path(words[0]).name if words else "upstream"
+    base = name.split(".")[0].rstrip("0123456789.")
+    if base in _INTERPRETERS or name.startswith("python"):
+        rest = iter(words[1:])
+        for word in rest:
+            if word == "-m":
+                name = next(rest, name)
+                break
+            if not word.startswith("-"):
+                name = Path(word).name
+                break
+    for suffix in (".py", ".js", ".mjs", ".ts"):
+        name = name.removesuffix(suffix)
+    name = name.rsplit("/", 1)[-1].split("@")[0] or "upstream"
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:100]
+
+
+_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_ENV_VALUE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+def _bad_upstream(problem: str, hint: str) -> UsageError:
+    return UsageError(problem, code="gateway.bad_upstream", hint=hint)
+
+
+def check_upstream_url(url: str) -> str:
+    """``url`` if it can name a streamable HTTP upstream: ``https://``, or ``http://`` on
+    loopback only (the calls and their answers are the ledger's evidence), and no
+    credentials in it (they would be logged: use ``--header``)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as e:
+        raise _bad_upstream(
+            f"--url {url!r} is not a URL ({e})", "e.g. --url https://host/mcp"
+        ) from e
+    if parts.scheme not in ("http", "https") or not host:
+        raise _bad_upstream(
+            f"--url {url!r} is not an http(s) URL", "e.g. --url https://billing.example.com/mcp"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise _bad_upstream(
+            "--url holds credentials, which would be logged and stored",
+            "pass them as a header instead: --header 'Authorization: Bearer $TOKEN_VAR'",
+        )
+    if parts.scheme == "http" and host not in _LOOPBACK:
+        raise _bad_upstream(
+            f"--url {url!r} is plain http to {host}, off this machine",
+            "use https:// (plain http only to 127.0.0.1, ::1 or localhost)",
+        )
+    return url
+
+
+def url_name(url: str) -> str:
+    """A stable name for an HTTP upstream: its host, and its port when it has one
+    (``https://billing.example.com/mcp`` -> ``billing.example.com``)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    name = (parts.hostname or "upstream") + (f"-{parts.port}" if parts.port else "")
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:100]
+
+
+def parse_header(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
+    """``NAME: VALUE`` as a header; a value that is ``$VAR`` or ``${VAR}`` is read from
+    the environment, so a host's configuration can name a secret without holding it."""
+    name, sep, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not _HEADER_NAME.fullmatch(name):
+        raise _bad_upstream(
+            "a --header is not NAME: VALUE (its text is not shown: it may hold a secret)",
+            "e.g. --header 'Authorization: Bearer $BILLING_TOKEN'",
+        )
+    found = _ENV_VALUE.fullmatch(value.removeprefix("Bearer ").strip())
+    if found is not None:
+        var = found.group(1)
+        if var not in environ:
+            raise _bad_upstream(
+                f"--header {name}: names the environment variable {var}, which is not set",
+                f"set {var} in the gateway's environment",
+            )
+        value = value.replace(found.group(0), environ[var])
+    if any(c in value for c in "\r\n\0"):
+        raise _bad_upstream(f"--header {name}: its value holds a line break", "one line only")
+    return name, value
 
 
 def upstream_failed(server: str, url: str | None, e: BaseException) -> UsageError:
