@@ -35,6 +35,20 @@ def test_the_first_matching_effect_decides_and_others_pass() -> None:
     assert rules.find("resend_invoice", {"currency": "EUR"}) is None  # full match on the name
 
 
+def test_a_hostile_or_long_key_is_escaped_and_shortened_as_the_hooks_do() -> None:
+    import hashlib
+
+    rule = parse_rules(RULES, "gateway.toml").effects[0]
+    hostile = "INV-1\u202e\x1b[31m\n  next"
+    assert render_key(rule, "send_invoice", {"invoice_id": hostile}) == (
+        "invoice:INV-1\\u202e\\u001b[31m next"
+    )
+    long = "x" * 300
+    whole = f"invoice:{long}"
+    expected = f"{whole[:176]}... #{hashlib.sha256(whole.encode()).hexdigest()[:16]}"
+    assert render_key(rule, "send_invoice", {"invoice_id": long}) == expected
+
+
 def test_a_key_argument_the_call_lacks_refuses_the_call() -> None:
     rule = parse_rules(RULES, "gateway.toml").effects[0]
     with pytest.raises(UsageError) as e:

@@ -27,7 +27,6 @@ below it); the shared part, the ``[[table]]`` reading with line numbers, is
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Mapping
@@ -36,7 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from continuum.errors import UsageError
-from continuum.hooks.registry import block_drift_field, probe_field, template_field  # the hooks'
+
+# The hooks' field checks and key rendering: one meaning of a rule for both.
+from continuum.hooks.registry import (
+    block_drift_field,
+    key_text,
+    probe_field,
+    template_field,
+)
 from continuum.rule_tables import Entry, as_text, rule_regex, rule_tables
 
 RULES_PATH = os.path.join(".continuum", "gateway.toml")
@@ -44,11 +50,6 @@ REPLAYS = ("never", "safe", "idempotent", "reconcile")
 _FIELDS = {"tool", "match", "action_type", "key", "replay", "description", "probe", "block_drift"}
 _TOP_LEVEL = frozenset({"run", "read_only"})
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
-KEY_LIMIT = 200  # a longer rendered key keeps a prefix and a digest of the whole
-_UNSAFE_IN_KEY = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
-    r"\u2060-\u206f\ufeff\ufff9-\ufffb]"
-)
 
 
 @dataclass(frozen=True)
@@ -225,12 +226,7 @@ def render_key(rule: EffectRule, tool: str, arguments: Mapping[str, Any]) -> str
             )
         return as_text(values[name])
 
-    text = " ".join(_PLACEHOLDER.sub(fill, rule.key).split())
-    text = _UNSAFE_IN_KEY.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
-    if len(text) > KEY_LIMIT:
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-        text = f"{text[: KEY_LIMIT - 24]}... #{digest}"
-    return text or "-"
+    return key_text(_PLACEHOLDER.sub(fill, rule.key))
 
 
 def explain(rules: GatewayRules) -> list[str]:

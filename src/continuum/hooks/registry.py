@@ -490,10 +490,16 @@ def render(template: str, values: Mapping[str, Any], *, quote: bool = False) -> 
 
 
 def render_key(template: str, values: Mapping[str, Any]) -> str:
-    """The ledger key for a call: whitespace runs collapsed (a multi-line command is one
-    line), control and invisible characters escaped, and a long key shortened to a prefix
-    plus a digest of the whole, so the same call always gives the same key."""
-    text = " ".join(render(template, values).split())
+    """The ledger key for a call: the template filled (``key_text`` then makes it a key)."""
+    return key_text(render(template, values))
+
+
+def key_text(rendered: str) -> str:
+    """A filled key template as a ledger key: whitespace runs collapsed (a multi-line
+    command is one line), control and invisible characters escaped, and a long key
+    shortened to a prefix plus a digest of the whole, so the same call always gives the
+    same key. Shared with the gateway's rules."""
+    text = " ".join(rendered.split())
     text = re.sub(_UNSAFE_IN_KEY, lambda m: f"\\u{ord(m.group(0)):04x}", text)
     if len(text) > KEY_LIMIT:
         from continuum.digest import sha256_hex
