@@ -140,27 +140,46 @@ async def test_without_the_gateway_the_same_http_crash_repeats_the_effect(
     assert effects(project) == ["invoice INV-7 70", "invoice INV-7 70"]  # sent twice
 
 
-def _free_port() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return str(sock.getsockname()[1])
+class OnePort:
+    """The upstream on one loopback port, stopped and started again by the test (a
+    restart: its sessions are gone, its address the same); stopped at the end."""
+
+    def __init__(self, project: Path) -> None:
+        self.project = project
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = str(sock.getsockname()[1])
+        self._running = ExitStack()
+
+    def start(self, **env: str) -> str:
+        return self._running.enter_context(
+            http_upstream(self.project, UPSTREAM_PORT=self.port, **env)
+        )
+
+    def stop(self) -> None:
+        self._running.close()
+        self._running = ExitStack()
+
+    def __enter__(self) -> OnePort:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 async def test_an_http_upstream_that_restarts_is_reached_again_on_the_next_call(
     project: Path,
 ) -> None:
-    port = _free_port()
-    with ExitStack() as first_upstream:
-        url = first_upstream.enter_context(http_upstream(project, UPSTREAM_PORT=port))
-        async with connect(project, gateway(url)) as session:
+    with OnePort(project) as upstream:
+        async with connect(project, gateway(upstream.start())) as session:
             sent = await call(session, "send_invoice", invoice_id="INV-1", amount=5)
-            first_upstream.close()  # the upstream stops: its sessions are gone
+            upstream.stop()  # its sessions are gone
             down = await call(session, "read_balance", account="acme")
-            with http_upstream(project, UPSTREAM_PORT=port):  # back, on the same address
-                back = await call(session, "read_balance", account="acme")
-                again = await call(session, "send_invoice", invoice_id="INV-2", amount=7)
-                repeat = await call(session, "send_invoice", invoice_id="INV-1", amount=5)
-                listed = await session.list_tools()
+            upstream.start()  # back, on the same address
+            back = await call(session, "read_balance", account="acme")
+            again = await call(session, "send_invoice", invoice_id="INV-2", amount=7)
+            repeat = await call(session, "send_invoice", invoice_id="INV-1", amount=5)
+            listed = await session.list_tools()
     assert not sent.is_error
     assert down.is_error and ledger_meta(down)["refused"] == "upstream_gone"
     assert "tries to reach it again" in text(down)
@@ -179,19 +198,16 @@ async def test_an_upstream_restarted_between_calls_refuses_the_old_session_and_n
     # the old session (404). That is an answer, not a lost call: an unregistered call is
     # sent again on a new session; a registered one is a certain failure (not unknown),
     # so the agent's retry performs it, once.
-    port = _free_port()
-    with ExitStack() as first_upstream:
-        url = first_upstream.enter_context(http_upstream(project, UPSTREAM_PORT=port))
-        async with connect(project, gateway(url)) as session:
+    with OnePort(project) as upstream:
+        async with connect(project, gateway(upstream.start())) as session:
             assert not (await call(session, "read_balance", account="acme")).is_error
-            first_upstream.close()
-            with ExitStack() as second_upstream:
-                second_upstream.enter_context(http_upstream(project, UPSTREAM_PORT=port))
-                read = await call(session, "read_balance", account="acme")
-                second_upstream.close()
-                with http_upstream(project, UPSTREAM_PORT=port):
-                    refused = await call(session, "send_invoice", invoice_id="INV-5", amount=9)
-                    retried = await call(session, "send_invoice", invoice_id="INV-5", amount=9)
+            upstream.stop()
+            upstream.start()  # restarted while no call was made
+            read = await call(session, "read_balance", account="acme")
+            upstream.stop()
+            upstream.start()
+            refused = await call(session, "send_invoice", invoice_id="INV-5", amount=9)
+            retried = await call(session, "send_invoice", invoice_id="INV-5", amount=9)
     assert not read.is_error and text(read) == "balance of acme: 42"
     assert refused.is_error and ledger_meta(refused)["refused"] == "upstream_restarted"
     assert not retried.is_error and text(retried) == "sent invoice INV-5 for 9"
@@ -223,17 +239,14 @@ async def test_a_tool_error_worded_like_a_session_refusal_is_not_taken_for_a_res
 async def test_a_restarted_http_upstream_that_changed_a_tool_has_it_refused(
     project: Path,
 ) -> None:
-    port = _free_port()
-    with ExitStack() as first_upstream:
-        url = first_upstream.enter_context(http_upstream(project, UPSTREAM_PORT=port))
-        async with connect(project, gateway(url)) as session:
+    with OnePort(project) as upstream:
+        async with connect(project, gateway(upstream.start())) as session:
             await call(session, "read_balance", account="acme")  # pinned as first seen
-            first_upstream.close()
+            upstream.stop()
             await call(session, "read_balance", account="acme")  # gone
-            changed = "Send an invoice, and copy it to the vendor."
-            with http_upstream(project, UPSTREAM_PORT=port, UPSTREAM_DESCRIPTION=changed):
-                refused = await call(session, "send_invoice", invoice_id="INV-3", amount=1)
-                read = await call(session, "read_balance", account="acme")
+            upstream.start(UPSTREAM_DESCRIPTION="Send an invoice, and copy it to the vendor.")
+            refused = await call(session, "send_invoice", invoice_id="INV-3", amount=1)
+            read = await call(session, "read_balance", account="acme")
     assert refused.is_error and ledger_meta(refused)["refused"] == "tool_changed"
     assert not read.is_error  # an unchanged tool still passes
     assert effects(project) == []
@@ -247,21 +260,17 @@ async def test_control_a_client_session_kept_across_the_restart_is_refused_by_th
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    port = _free_port()
-    with ExitStack() as first_upstream:
-        url = first_upstream.enter_context(http_upstream(project, UPSTREAM_PORT=port))
+    with OnePort(project) as upstream:
         async with (
-            streamable_http_client(url) as (read, write),
+            streamable_http_client(upstream.start()) as (read, write),
             ClientSession(read, write) as session,
         ):
             with anyio.fail_after(BOUND):
                 await session.initialize()
             assert not (await call(session, "read_balance", account="acme")).is_error
-            first_upstream.close()
-            with (
-                http_upstream(project, UPSTREAM_PORT=port),
-                pytest.raises(MCPError, match="(?i)session"),
-            ):
+            upstream.stop()
+            upstream.start()
+            with pytest.raises(MCPError, match="(?i)session"):
                 await call(session, "read_balance", account="acme")
 
 

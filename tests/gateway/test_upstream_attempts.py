@@ -10,11 +10,13 @@ bookkeeping of attempts, which only timing would expose there.
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from continuum.gateway.upstream import Attempt, HttpUpstream
 
@@ -47,66 +49,63 @@ class Opener:
         self.closed += 1
 
 
-async def test_an_attempt_under_way_is_waited_for_not_ended() -> None:
+@asynccontextmanager
+async def running() -> AsyncIterator[tuple[Opener, HttpUpstream, TaskGroup]]:
+    """An ``HttpUpstream`` over an ``Opener``, its first session open; stopped at the end."""
     opener = Opener()
     upstream = HttpUpstream(opener)
     with anyio.fail_after(BOUND):
         async with anyio.create_task_group() as tg:
             await tg.start(upstream.run)
-            first = upstream.current.session
-            assert first == "session-1"
-            # The session is lost; the next attempt is slow: the caller's bound passes.
-            slow = await upstream.again(first, timeout=0.05)
-            assert not slow.done.is_set()
-            # The next caller waits for that same attempt instead of ending it.
-            waiting: list[Attempt] = []
-
-            async def next_call() -> None:
-                waiting.append(await upstream.again(first, timeout=BOUND))
-
-            tg.start_soon(next_call)
-            await anyio.wait_all_tasks_blocked()
-            opener.release.set()
-            while not waiting:
-                await anyio.sleep(0.01)
-            [got] = waiting
-            assert got is slow and got.open and got.session == "session-2"
-            assert opener.closed == 1  # only the lost session was closed
-            # A caller that saw the first session lost gets the one opened since, as it is.
-            again = await upstream.again(first, timeout=BOUND)
-            assert again is slow and again.open and opener.opened == 2
+            yield opener, upstream, tg
             tg.cancel_scope.cancel()
+
+
+async def test_an_attempt_under_way_is_waited_for_not_ended() -> None:
+    async with running() as (opener, upstream, tg):
+        first = upstream.current.session
+        assert first == "session-1"
+        # The session is lost; the next attempt is slow: the caller's bound passes.
+        slow = await upstream.again(first, timeout=0.05)
+        assert not slow.done.is_set()
+        # The next caller waits for that same attempt instead of ending it.
+        waiting: list[Attempt] = []
+
+        async def next_call() -> None:
+            waiting.append(await upstream.again(first, timeout=BOUND))
+
+        tg.start_soon(next_call)
+        await anyio.wait_all_tasks_blocked()
+        opener.release.set()
+        while not waiting:
+            await anyio.sleep(0.01)
+        [got] = waiting
+        assert got is slow and got.open and got.session == "session-2"
+        assert opener.closed == 1  # only the lost session was closed
+        # A caller that saw the first session lost gets the one opened since, as it is.
+        again = await upstream.again(first, timeout=BOUND)
+        assert again is slow and again.open and opener.opened == 2
 
 
 async def test_a_failed_attempt_is_followed_by_a_new_one() -> None:
-    opener = Opener()
-    upstream = HttpUpstream(opener)
-    with anyio.fail_after(BOUND):
-        async with anyio.create_task_group() as tg:
-            await tg.start(upstream.run)
-            first = upstream.current.session
-            opener.fail_next = True
-            opener.release.set()
-            failed = await upstream.again(first, timeout=BOUND)
-            assert failed.done.is_set() and failed.session is None
-            assert isinstance(failed.failure, ConnectionRefusedError)
-            opener.release.set()
-            back = await upstream.again(first, timeout=BOUND)
-            assert back is not failed and back.open and back.session == "session-2"
-            tg.cancel_scope.cancel()
+    async with running() as (opener, upstream, tg):
+        first = upstream.current.session
+        opener.fail_next = True
+        opener.release.set()
+        failed = await upstream.again(first, timeout=BOUND)
+        assert failed.done.is_set() and failed.session is None
+        assert isinstance(failed.failure, ConnectionRefusedError)
+        opener.release.set()
+        back = await upstream.again(first, timeout=BOUND)
+        assert back is not failed and back.open and back.session == "session-2"
 
 
 async def test_control_ending_the_attempt_under_way_would_close_the_session_it_opens() -> None:
     # What the bookkeeping prevents: a caller that ends the attempt under way (as the
     # first version did) gets a session that closes as soon as it opens.
-    opener = Opener()
-    upstream = HttpUpstream(opener)
-    with anyio.fail_after(BOUND):
-        async with anyio.create_task_group() as tg:
-            await tg.start(upstream.run)
-            slow = await upstream.again(upstream.current.session, timeout=0.05)
-            slow.ended.set()  # ended while still opening
-            opener.release.set()
-            await slow.done.wait()
-            assert not slow.open
-            tg.cancel_scope.cancel()
+    async with running() as (opener, upstream, tg):
+        slow = await upstream.again(upstream.current.session, timeout=0.05)
+        slow.ended.set()  # ended while still opening
+        opener.release.set()
+        await slow.done.wait()
+        assert not slow.open
