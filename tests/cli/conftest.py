@@ -4,7 +4,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,15 @@ class Result:
 
     def json(self) -> Any:
         return json.loads(self.out)
+
+
+@pytest.fixture(autouse=True)
+def _reap_terminals() -> Iterator[None]:
+    """A command a failed test left running on a pty is ended here (see Terminal)."""
+    from tests.cli.pty_support import reap_terminals
+
+    yield
+    reap_terminals()
 
 
 @pytest.fixture

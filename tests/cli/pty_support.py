@@ -44,7 +44,14 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 class Terminal:
     """One ``continuum`` command with a pty as its terminal (stdin, and stdout/stderr
-    unless ``stdout`` is given), rendered by pyte."""
+    unless ``stdout`` is given), rendered by pyte.
+
+    A test that fails before ``finish`` leaves its command running: ``reap_terminals``
+    (an autouse fixture in tests/cli/conftest.py) ends and waits for it, so the failure
+    is reported once, in its own test, not as a ResourceWarning in a later one.
+    """
+
+    opened: list[Terminal] = []
 
     def __init__(self, db: str | Path, *args: str, cwd: Path, stdout: int | None = None) -> None:
         self.master, slave = os.openpty()
@@ -64,6 +71,16 @@ class Terminal:
             start_new_session=True,
         )
         os.close(slave)
+        Terminal.opened.append(self)
+
+    def close(self) -> None:
+        """End the command if it still runs, wait for it and close the terminal."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=DEADLINE)
+        if self.master >= 0:
+            os.close(self.master)
+            self.master = -1
 
     # -- reading ----------------------------------------------------------------------
 
@@ -108,6 +125,7 @@ class Terminal:
             self._pump(left)
         code = self.proc.wait(timeout=max(end - time.monotonic(), 1))
         os.close(self.master)
+        self.master = -1
         return code
 
     def send(self, keys: str) -> None:
@@ -130,6 +148,12 @@ class Terminal:
             rest,
         )
         return [bytes(f) for f in found]
+
+
+def reap_terminals() -> None:
+    """Close every Terminal a test opened (see Terminal)."""
+    while Terminal.opened:
+        Terminal.opened.pop().close()
 
 
 def run_on_terminal(db: str | Path, *args: str, cwd: Path) -> tuple[int, Terminal]:

@@ -153,6 +153,7 @@ def test_watch_on_a_terminal_redraws_when_another_process_records_progress(
     term = Terminal(db, "watch", "r1", "--interval", "0.2", cwd=tmp_path)
     try:
         term.wait_for("progress: 1/5 completed")
+        term.wait_for("verdict: resume")  # the frame's last line: all of it has arrived
         first = term.text()
         assert "run r1  [active]  head 2" in first and "verdict: resume" in first
         append(db, tmp_path, "r1", "progress_recorded", "--payload", '{"completed": 2}')
