@@ -21,9 +21,10 @@ from typing import Any, NamedTuple
 from continuum.errors import HistoryArchivedError
 from continuum.eventlog.canonical import digest, parse_json
 from continuum.eventlog.events import EventType
-from continuum.eventlog.payloads import payload_problem
+from continuum.eventlog.payloads import payload_ok
 from continuum.state.projection import empty_plain, fold_plain
-from continuum.store.base import Storage, StoredCheckpoint
+from continuum.store.base import RunHead, Storage, StoredCheckpoint
+from continuum.store.own_writes import readable
 
 CHECKPOINT_FORMAT = 2
 """1: the whole state; 2: the state without settled actions (``checkpoints.py``)."""
@@ -80,14 +81,16 @@ class PlainState(NamedTuple):
 
 
 def state_without_actions(
-    store: Storage, run_id: str, start: PlainState | None = None
+    store: Storage, run_id: str, start: PlainState | None = None, head: RunHead | None = None
 ) -> PlainState:
     """The run's state at its head, as plain data, its actions aside (see the module).
 
     ``start``: what a reader already knew of the run (a ``PlainState`` this function
     returned): only the events after it are read, the link to it verified; ``start`` is
     left as it was. A run whose history was archived since starts again from its
-    checkpoint."""
+    checkpoint. ``head``: the run's head as the caller just read it; when the store
+    object itself wrote every event from ``start`` to that head, they are taken from it
+    (``Storage.own_events``: the head's hash commits to them) instead of read back."""
     if start is None:
         cp, _ = valid_checkpoint_text(store, run_id)
         acc = empty_plain(run_id) if cp is None else json.loads(cp.state_json)
@@ -95,19 +98,23 @@ def state_without_actions(
         acc["actions"] = {}  # the checkpoint's open ones: the index has them, as they are now
     else:
         acc, after, prev = start.state, start.sequence, start.head_hash
-    try:
-        events = list(store.iter_raw(run_id, after, prev_hash=prev))
-    except HistoryArchivedError:
-        if start is None:
-            raise
-        return state_without_actions(store, run_id)
-    if events:
-        after, prev = events[-1].sequence, events[-1].hash
-    folded = [
-        e
-        for e in events
-        if e.type not in _ACTION_TYPES or payload_problem(e.type, e.payload) is not None
-    ]
+    own = None if start is None or head is None else store.own_events(run_id, after, prev, head)
+    if own is not None:  # this object wrote them: sealed after check_payload, so an action
+        # event is valid and skipped without parsing it (the fold's rule below)
+        after, prev = own[-1][0].sequence, own[-1][0].hash
+        folded = [readable(e, text) for e, text in own if e.type not in _ACTION_TYPES]
+    else:
+        try:
+            events = list(store.iter_raw(run_id, after, prev_hash=prev))
+        except HistoryArchivedError:
+            if start is None:
+                raise
+            return state_without_actions(store, run_id)
+        if events:
+            after, prev = events[-1].sequence, events[-1].hash
+        folded = [
+            e for e in events if e.type not in _ACTION_TYPES or not payload_ok(e.type, e.payload)
+        ]
     if folded:  # the fold changes its state in place: never the one a reader holds
         acc = fold_plain(copy.deepcopy(acc) if start is not None else acc, folded)
     return PlainState(acc, after, prev)

@@ -509,7 +509,7 @@ class RunsFacade:
             self._plain.move_to_end(run_id)
             return cached.state
         start = cached if cached is not None and cached.sequence < head.head_sequence else None
-        known = state_without_actions(self.store, run_id, start)
+        known = state_without_actions(self.store, run_id, start, head)
         self._plain[run_id] = known
         self._plain.move_to_end(run_id)
         while len(self._plain) > STATE_CACHE_RUNS:

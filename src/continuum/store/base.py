@@ -56,7 +56,10 @@ def check_run_id(run_id: str) -> None:
 
 def format_timestamp(moment: datetime) -> str:
     """UTC, microseconds, trailing Z: one textual form for every backend."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    moment = moment.astimezone(UTC)
+    if moment.year < 1000:  # strftime's %Y does not pad: keep its form
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.isoformat(timespec="microseconds")[:-6] + "Z"  # "+00:00" -> "Z"
 
 
 OUTBOX_STATUSES = ("pending", "delivered", "failed")
@@ -262,6 +265,15 @@ class Storage(Protocol):
         self, run_id: str, after: int = 0, *, prev_hash: str | None = None, upto: int | None = None
     ) -> Iterator[RawEvent]:
         """``iter_events`` as plain data, verified as read (see ``core.CoreStore``)."""
+        ...
+
+    def own_events(
+        self, run_id: str, after: int, prev_hash: str | None, head: RunHead
+    ) -> list[tuple[RawEvent, str]] | None:
+        """The events after ``after`` (hash ``prev_hash``) up to ``head``, if this object
+        wrote and committed every one of them; else None (read them with ``iter_raw``).
+        Each as sealed, with its payload's canonical text: take the payload from the text
+        (``own_writes.readable``), never from the event (it is the writer's object)."""
         ...
 
     def verify_events(self, run_id: str) -> VerifyReport:

@@ -47,6 +47,7 @@ from continuum.store.base import (
     integrity_error,
 )
 from continuum.store.confirm_attempts import ConfirmAttemptStore
+from continuum.store.own_writes import OwnWrites
 from continuum.store.rows import (
     EVERY_ROW,
     OPEN_STATUSES,
@@ -184,6 +185,30 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
     # events, outside the write lock (continuum.telemetry reads the new events). None: one
     # comparison per write.
     observer: Callable[[str, int, int], None] | None = None
+    _own: OwnWrites | None = None
+
+    @property
+    def own_writes(self) -> OwnWrites:
+        """The events this object committed last on each run (``own_writes.py``)."""
+        own = self._own
+        if own is None:
+            own = self._own = OwnWrites()
+        return own
+
+    def own_events(
+        self, run_id: str, after: int, prev_hash: str | None, head: RunHead
+    ) -> list[tuple[RawEvent, str]] | None:
+        """The events after ``after`` (hash ``prev_hash``) up to ``head``, if this object
+        wrote and committed every one of them (the head's hash commits to them all);
+        else None: read them (``iter_raw``). Each as sealed, with its payload's canonical
+        text: take the payload from the text (``own_writes.readable``), never from the
+        event (it is the writer's object)."""
+        return self.own_writes.since(run_id, after, prev_hash, head.head_sequence, head.head_hash)
+
+    def _kept(self, tx: CoreTx) -> None:
+        """Keep what a committed write sealed (called right after its COMMIT)."""
+        if tx.sealed:
+            self.own_writes.committed(tx.head.run_id, tx._opened_at, tx._opened_hash, tx.sealed)
 
     def _committed(self, tx: CoreTx) -> None:
         """Tell the observer about a committed write; its failure never fails the write."""

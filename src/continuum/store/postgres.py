@@ -469,6 +469,7 @@ class PostgresStorage(CoreStore):
                 raise run_not_found(run_id)
             holder.append(PgWriteTx(pc, run_head(row), self._clock, self._errors))
             yield holder[0]
+        self._kept(holder[0])
         fault_point("after_append_commit")
         if self.observer is not None:
             self._committed(holder[0])

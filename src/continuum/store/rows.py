@@ -224,7 +224,7 @@ def run_head(row: tuple[Any, ...]) -> RunHead:
         and status in _RUN_STATUSES
     ):
         try:
-            data = json.loads(metadata)
+            data = {} if metadata == "{}" else json.loads(metadata)
         except ValueError:
             data = None
         if type(data) is dict:

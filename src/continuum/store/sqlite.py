@@ -514,6 +514,7 @@ class SQLiteStorage(CoreStore):
                 yield tx
                 fault_point("before_append_commit")
                 conn.execute("COMMIT")
+                self._kept(tx)  # under the lock: kept in commit order
             except BaseException:
                 if self._connection is conn and not conn.getautocommit():
                     conn.execute("ROLLBACK")

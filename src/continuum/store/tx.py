@@ -64,7 +64,10 @@ class CoreTx:
 
     def __init__(self, head: RunHead, clock: Callable[[], str]) -> None:
         self._head, self._clock = head, clock
-        self._opened_at = head.head_sequence
+        self._opened_at, self._opened_hash = head.head_sequence, head.head_hash
+        # What this transaction sealed, with each payload's canonical text: the store
+        # keeps it once committed (``own_writes.py``).
+        self.sealed: list[tuple[RawEvent, str]] = []
         self._run: RunInfo | None = None
         self.last_event: RawEvent | None = None
 
@@ -163,6 +166,7 @@ class CoreTx:
         self._head = head._replace(head_sequence=sequence, head_hash=hash_, status=new_status)
         self._run = None
         self.last_event = event
+        self.sealed.append((event, payload_text))
         return event
 
     def find_action(
