@@ -9,12 +9,11 @@ first use: the hooks' no-match path stays lean.
 
 from __future__ import annotations
 
-import re
-
 from continuum.errors import UsageError
 
-TYPE_CHECKING = False  # no typing on the hooks' per-call path (it costs more than `re`)
+TYPE_CHECKING = False  # no typing (nor `re`, `collections`) on the hooks' per-call path
 if TYPE_CHECKING:
+    import re
     from collections.abc import Callable
     from typing import Any, NamedTuple
 
@@ -30,10 +29,25 @@ if TYPE_CHECKING:
         table: dict[str, Any]
 
 else:
-    from collections import namedtuple
+
+    class Entry(tuple):
+        """One ``[[table]]`` entry (a named tuple without ``collections``)."""
+
+        __slots__ = ()
+
+        def __new__(cls, number, line, where, table):
+            return tuple.__new__(cls, (number, line, where, table))
+
+        def __repr__(self):
+            number, line, where, table = self
+            return f"Entry(number={number!r}, line={line!r}, where={where!r}, table={table!r})"
+
+        number = property(lambda self: self[0])
+        line = property(lambda self: self[1])
+        where = property(lambda self: self[2])
+        table = property(lambda self: self[3])
 
     Bad = None  # a type, for annotations only
-    Entry = namedtuple("Entry", "number line where table")
 
 
 def rule_tables(
@@ -69,6 +83,8 @@ def rule_tables(
     tables = data.get(table, [])
     if not isinstance(tables, list):
         raise bad(path, "top level", f"{table} must be an array of tables: [[{table}]]")
+    import re
+
     header = re.compile(r"\s*\[\[\s*" + re.escape(table) + r"\s*\]\]")
     lines = [i for i, line in enumerate(text.splitlines(), 1) if header.match(line)]
     found = []
@@ -91,15 +107,38 @@ def rule_tables(
 
 # What makes a pattern more than text in Python's `re` (no flags set: a flag needs "(").
 _SPECIAL = frozenset("\\.^$*+?{}[]()")
+# A backslash before one of these is that character itself in `re` (ASCII punctuation
+# and the space; never a letter or digit, which name classes and back-references).
+_ESCAPED_SELF = frozenset(" !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+def _literal(body: str) -> str | None:
+    """The text ``body`` matches when it is a literal in `re` (plain characters and
+    escaped punctuation, no ``|``), else None."""
+    out, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            if i + 1 < len(body) and body[i + 1] in _ESCAPED_SELF:
+                out.append(body[i + 1])
+                i += 2
+                continue
+            return None
+        if c in _SPECIAL or c == "|":
+            return None
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 class Regex:
     """A rule's regular expression, compiled on first use (a hook process that matches one
     tool call needs only the patterns of the rules for that tool). A pattern that is
-    plain text, or plain texts joined by ``|`` (``"Bash|bash"``), is matched by string
+    plain text, plain texts joined by ``|`` (``"Bash|bash"``), or one text with escaped
+    punctuation, anchored at the start or not (``"^\\./send "``), is matched by string
     comparison, as `re` would match it, without compiling anything."""
 
-    __slots__ = ("_compiled", "_invalid", "_texts", "pattern")
+    __slots__ = ("_anchored", "_compiled", "_invalid", "_literal", "_texts", "pattern")
 
     def __init__(
         self, pattern: str, invalid: Callable[[re.error], UsageError] | None = None
@@ -109,6 +148,13 @@ class Regex:
         self._compiled: re.Pattern[str] | None = None
         plain = not any(c in _SPECIAL for c in pattern)
         self._texts: tuple[str, ...] | None = tuple(pattern.split("|")) if plain else None
+        # "^text" or text with escaped punctuation ("^\\./send "): a prefix or a literal.
+        self._anchored, self._literal = False, None
+        if not plain:
+            anchored = pattern.startswith("^")
+            literal = _literal(pattern[1:] if anchored else pattern)
+            if literal:
+                self._anchored, self._literal = anchored, literal
 
     def __repr__(self) -> str:
         return f"Regex({self.pattern!r})"
@@ -117,6 +163,8 @@ class Regex:
         """The compiled pattern; when it is not a regular expression, the ``UsageError``
         it was given (naming the file and the rule), else ``re.error``."""
         if self._compiled is None:
+            import re
+
             try:
                 self._compiled = re.compile(self.pattern)
             except re.error as e:
@@ -129,12 +177,16 @@ class Regex:
         """Whether the whole of ``text`` matches (``re.fullmatch``)."""
         if self._texts is not None:
             return text in self._texts
+        if self._literal is not None:
+            return text == self._literal
         return self.compiled().fullmatch(text) is not None
 
     def search(self, text: str) -> bool:
         """Whether a match occurs anywhere in ``text`` (``re.search``)."""
         if self._texts is not None:
             return any(t in text for t in self._texts)
+        if self._literal is not None:
+            return text.startswith(self._literal) if self._anchored else self._literal in text
         return self.compiled().search(text) is not None
 
 

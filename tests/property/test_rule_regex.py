@@ -47,6 +47,53 @@ def test_a_rule_pattern_answers_as_re_does(pattern: str, text: str) -> None:
         assert regex.search(text) == (re.search(pattern, text) is not None)
 
 
+# Literals with escaped punctuation, anchored or not: "^\\./send ", "a\\-b" (and their near
+# misses: a letter escaped, a special left bare), each against texts that often hold them.
+literal_parts = st.sampled_from(
+    [
+        "a",
+        "b",
+        " ",
+        "/",
+        "\\.",
+        "\\-",
+        "\\ ",
+        "\\^",
+        "\\|",
+        "\\\\",
+        ".",
+        "\\d",
+        "\\b",
+        "$",
+        "_",
+        "\\_",
+    ]
+)
+literals = st.builds(
+    lambda anchored, parts: ("^" if anchored else "") + "".join(parts),
+    st.booleans(),
+    st.lists(literal_parts, min_size=1, max_size=5),
+)
+literal_texts = st.lists(
+    st.sampled_from(["a", "b", " ", "/", ".", "-", "^", "|", "\\", "_", "x"]), max_size=7
+).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(literals, literal_texts)
+def test_a_literal_pattern_answers_as_re_does(pattern: str, text: str) -> None:
+    if not _compiles(pattern):
+        return
+    regex = Regex(pattern)
+    assert regex.fullmatch(text) == (re.fullmatch(pattern, text) is not None)
+    assert regex.search(text) == (re.search(pattern, text) is not None)
+    for at in range(len(text) + 1):  # the literal itself placed at every position
+        body = pattern[1:] if pattern.startswith("^") else pattern
+        literal = re.sub(r"\\(.)", r"\1", body)
+        placed = text[:at] + literal + text[at:]
+        assert regex.search(placed) == (re.search(pattern, placed) is not None)
+
+
 @pytest.mark.parametrize(
     ("pattern", "plain"),
     [
@@ -56,7 +103,10 @@ def test_a_rule_pattern_answers_as_re_does(pattern: str, text: str) -> None:
         ("a||b", True),
         ("Bash.*", False),
         ("(Bash|bash)", False),
-        ("^\\./send ", False),
+        ("^\\./send ", True),
+        ("\\./send\\ now", True),
+        ("^\\d", False),
+        ("^a|b", False),
         ("a{2}", False),
     ],
 )

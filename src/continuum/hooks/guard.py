@@ -33,11 +33,10 @@ Standard library only: this runs on every tool call.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 
 from continuum.digest import sha256_hex
+from continuum.json_text import loads as json_loads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -95,7 +94,8 @@ PERSON_COMMANDS = (
     "import",
     "migrate",
 )
-_CONTINUUM_COMMAND = re.compile(
+# Compiled on first use: only a command that holds the word "continuum" can match it.
+_CONTINUUM_COMMAND = (
     r"(?:^|[\s;&|(`])(?:\S*/)?(?:continuum(?:\.exe)?|-m\s+continuum)"
     r"(?:\s+-\S+(?:\s+[^-\s]\S*)?)*\s+(" + "|".join(PERSON_COMMANDS) + r")\b"
 )
@@ -139,6 +139,8 @@ def _written_paths(tool_name: str, tool_input: Mapping[str, Any]) -> list[str]:
     if not isinstance(value, str):
         return []
     if tool_name == "apply_patch":  # Codex: every file the patch adds, changes, moves or deletes
+        import re
+
         return [m.group(1) or m.group(2) for m in re.finditer(_PATCH_PATHS, value)]
     return [value]
 
@@ -166,9 +168,12 @@ def guarded_touch(
     command = _command(tool_name, tool_input)
     if command is None:
         return None
-    m = _CONTINUUM_COMMAND.search(command)
-    if m:
-        return f"`continuum {m.group(1)}`"
+    if "continuum" in command:  # the pattern's every match holds it (no `re` otherwise)
+        import re
+
+        m = re.search(_CONTINUUM_COMMAND, command)
+        if m:
+            return f"`continuum {m.group(1)}`"
     store = _store_path(db)
     names = [*NAMES, os.path.basename(store)] if store else list(NAMES)
     for name in names:
@@ -192,7 +197,7 @@ def _acceptance(project: str) -> dict[str, Any] | None:
     """What ``ACCEPTED`` records, or None when it is missing or unreadable."""
     try:
         with open(os.path.join(project, ACCEPTED), "rb") as f:
-            data = json.loads(f.read().decode("utf-8"))
+            data = json_loads(f.read().decode("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(data, dict) or "registry_sha256" not in data:
@@ -270,6 +275,8 @@ def accepted_text(
     """What ``ACCEPTED`` holds: the registry's digest and, when they can be written as
     JSON, its ``[[effect]]`` tables as parsed from those bytes (the gate then compiles
     them without parsing TOML on each tool call)."""
+    import json
+
     data: dict[str, Any] = {
         "registry_sha256": digest,
         "rules": rules,

@@ -33,10 +33,8 @@ Standard library only: this runs on every tool call.
 
 from __future__ import annotations
 
-import json
-import re
-
 from continuum.errors import UsageError
+from continuum.json_text import loads as json_loads
 
 TYPE_CHECKING = False  # no typing or dataclasses on the hot path (see registry.py)
 if TYPE_CHECKING:
@@ -226,7 +224,7 @@ def parse_event(host: str, kind: str, data: bytes) -> HookEvent:
             f"unknown hook {kind!r}", code="usage.bad_hook", hint=f"use one of {', '.join(KINDS)}"
         )
     try:
-        payload = json.loads(data.decode("utf-8")) if data.strip() else None
+        payload = json_loads(data.decode("utf-8")) if data.strip() else None
     except (UnicodeDecodeError, ValueError) as e:
         raise _bad(host, kind, f"stdin is not JSON ({e})") from e
     if not isinstance(payload, dict):
@@ -257,12 +255,11 @@ def parse_event(host: str, kind: str, data: bytes) -> HookEvent:
 
 def _digest(value: Any) -> tuple[str | None, int]:
     from continuum.digest import sha256_hex
+    from continuum.json_text import dumps_sorted
 
     if value is None:
         return None, 0
-    text = (
-        value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
-    )
+    text = value if isinstance(value, str) else dumps_sorted(value)
     return sha256_hex(text.encode("utf-8", "replace")), len(text)
 
 
@@ -270,6 +267,8 @@ def _failure(
     payload: Mapping[str, Any], *, interrupted: bool = False, never_started: bool = False
 ) -> Outcome:
     """A PostToolUseFailure-shaped event: ``error`` is "Exit code N ..." or the host's text."""
+    import re
+
     message = _text(payload.get("error")) or "the tool failed"
     m = re.match(_LEADING_EXIT, message)
     return Outcome(
@@ -310,6 +309,8 @@ def _outcome(host: str, kind: str, payload: Mapping[str, Any]) -> Outcome:
                 error = _text(err.get("message")) or _text(err.get("type")) or "tool error"
         elif isinstance(response, str):
             text = response
+        import re
+
         m = re.search(_EXIT_LINE, text)
         code = int(m.group(1)) if m else (None if error else 0)
         cancelled = "cancelled" in text.lower() and "command was cancelled" in text.lower()
@@ -380,6 +381,8 @@ def codex_exit_code(transcript: Any, call_id: Any) -> int | None:
     transcript is missing, unreadable or does not say. Codex writes that line before it
     runs PostToolUse (tests/hosts: every shell call, in parallel, after a yield, inside a
     subagent). Only the last ``TRANSCRIPT_TAIL`` bytes are read."""
+    import json
+
     if not isinstance(transcript, str) or not isinstance(call_id, str) or not call_id:
         return None
     try:
@@ -413,6 +416,8 @@ def codex_exit_code(transcript: Any, call_id: Any) -> int | None:
 
 def file_paths(tool_name: str, tool_input: Mapping[str, Any]) -> list[str]:
     """The files a file-writing tool call wrote (empty for other tools)."""
+    import re
+
     field_name = FILE_TOOLS.get(tool_name)
     if field_name is None:
         return []
@@ -476,6 +481,8 @@ def session_context(text: str, host: str | None = None, event: str = "SessionSta
     they are written as the visible escapes ``\x3c`` and ``\x3e`` instead, as every other
     unsafe character in a quoted value is (a backslash inside quotes is always doubled,
     so the escape is unambiguous)."""
+    import json
+
     if host == "gemini" and ("<" in text or ">" in text):
         text = text.replace("<", "\\x3c").replace(">", "\\x3e")
         text += (

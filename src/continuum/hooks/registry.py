@@ -25,14 +25,20 @@ library and the error tree: a call that matches no rule never loads the store.
 from __future__ import annotations
 
 import os
-import re
 
 from continuum.errors import UsageError
-from continuum.rule_tables import Bad, Entry, Regex, as_text, rule_regex, rule_tables
+from continuum.rule_tables import (
+    Bad,
+    Entry,
+    Regex,
+    as_text,
+    rule_regex,
+    rule_tables,
+)
 
 TYPE_CHECKING = False  # no typing, dataclasses, pathlib or hashlib on the hot path
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
     from typing import Any
 
@@ -53,8 +59,25 @@ _FIELDS = {
 }
 # The version fields a rule may say block a replay when they drift (ledger/core.py).
 _VERSION_FIELDS = ("prompt_hash", "tool_schema_hash", "model")
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A plain field name, and a shell variable assignment's start: [A-Za-z_][A-Za-z0-9_]*
+# (checked character by character: no pattern compiled on a tool call for them).
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_NAME_CHARS = _NAME_START | frozenset("0123456789")
+
+
+def is_name(text: str) -> bool:
+    """Whether ``text`` is a plain field name (``[A-Za-z_][A-Za-z0-9_]*``, whole)."""
+    return bool(text) and text[0] in _NAME_START and all(c in _NAME_CHARS for c in text)
+
+
+def assigns(word: str) -> bool:
+    """Whether a shell word starts with a variable assignment (``NAME=``)."""
+    i = 0
+    while i < len(word) and word[i] in _NAME_CHARS:
+        i += 1
+    return 0 < i < len(word) and word[i] == "=" and word[0] in _NAME_START
+
+
 KEY_LIMIT = 200  # longer rendered keys keep a prefix and a digest of the whole
 # Compiled on first use (a key is rendered only for a registered call).
 _UNSAFE_IN_KEY = (
@@ -129,7 +152,9 @@ class Rule:
             return False
         if self.shell:
             command = tool_input.get("command")
-            if not isinstance(command, str) or not any(
+            if not isinstance(command, str) or not may_run(command, self.shell):
+                return False
+            if not any(
                 runs(words, wanted, self.shell_options)
                 for words in shell_commands(command)
                 for wanted in self.shell
@@ -192,11 +217,27 @@ _WRAPPERS = {
     "xargs": 0,
     "timeout": 1,  # its duration
 }
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 # What an action type may hold (as the ledger's usage.bad_action_type check; a set, not a
 # pattern: no regex compiled on a tool call for it).
 _ACTION_TYPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _SEPARATORS = frozenset({";", "&", "&&", "|", "||", "|&", "\n", "(", ")", "`", ";;"})
+
+
+# What can make a shell word differ from the text it was written as (quotes, escapes).
+_QUOTING = ("'", '"', "\\")
+
+
+def may_run(text: str, wanted: Sequence[tuple[str, ...]]) -> bool:
+    """False only when no simple command of ``text`` can run a program of ``wanted``
+    (``runs`` compares the program word with ``wanted[0]`` exactly), decided without
+    splitting the text (which loads ``shlex`` and ``re``). Without quotes and
+    backslashes every word ``shell_commands`` reads, and so every program name (a word,
+    or the part of it after its last ``/``), is a stretch of the text as written: a
+    program name absent from the text cannot be run by it. With quotes or a backslash a
+    word can be spelled in pieces (``g'i't``): True, and the text is split."""
+    if any(q in text for q in _QUOTING):
+        return True
+    return any(w and w[0] in text for w in wanted)
 
 
 def shell_commands(text: str) -> list[list[str]]:
@@ -234,11 +275,11 @@ def _unwrapped(words: list[str]) -> list[str]:
     while i < len(words):
         word = words[i]
         base = word.rsplit("/", 1)[-1]
-        if _ASSIGNMENT.match(word):
+        if assigns(word):
             i += 1
         elif base in _WRAPPERS:
             i += 1
-            while i < len(words) and (words[i].startswith("-") or _ASSIGNMENT.match(words[i])):
+            while i < len(words) and (words[i].startswith("-") or assigns(words[i])):
                 i += 1 + (words[i] in ("-n", "-u", "-g", "-s", "-k") and base != "env")
             i += _WRAPPERS[base]
         elif base.startswith("python") and i + 2 < len(words) and words[i + 1] == "-m":
@@ -282,15 +323,47 @@ def _bad(path: str, where: str, problem: str) -> UsageError:
     )
 
 
+def _token_at(template: str, i: int) -> tuple[int, str | None] | None:
+    """The template token at ``i`` as the pattern ``\\{\\{|\\}\\}|\\{([^{}]*)\\}|[{}]``
+    would match it there: its end and its name (None for ``{{``, ``}}`` and a lone brace),
+    or None when no token starts at ``i``. Read by hand: no `re` on a tool call."""
+    c = template[i]
+    if c not in "{}":
+        return None
+    if template.startswith("{{", i) or template.startswith("}}", i):
+        return i + 2, None
+    if c == "{":
+        j = i + 1
+        while j < len(template) and template[j] not in "{}":
+            j += 1
+        if j < len(template) and template[j] == "}":
+            return j + 1, template[i + 1 : j]
+    return i + 1, None
+
+
+def _tokens(template: str) -> list[tuple[int, int, str | None]]:
+    """Every token of ``template``, left to right, as ``finditer`` finds them: (start,
+    end, name)."""
+    out, i = [], 0
+    while i < len(template):
+        found = _token_at(template, i)
+        if found is None:
+            i += 1
+            continue
+        end, name = found
+        out.append((i, end, name))
+        i = end
+    return out
+
+
 def placeholders(template: str) -> list[str]:
     """The names a template uses, in order (``{{``/``}}`` are literal braces)."""
     out = []
-    for m in _PLACEHOLDER.finditer(template):
-        token = m.group(0)
+    for start, end, name in _tokens(template):
+        token = template[start:end]
         if token in ("{{", "}}"):
             continue
-        name = m.group(1)
-        if name is None or not _NAME.fullmatch(name):
+        if name is None or not is_name(name):
             raise ValueError(
                 f"{token!r} is not a placeholder: write {{field}} with a plain "
                 "field name, or {{ and }} for literal braces"
@@ -314,9 +387,9 @@ def quoted_placeholders(template: str) -> list[str]:
         if c in "'\"" and quote in (None, c):
             quote = None if quote == c else c
         elif c == "{" and quote is not None:
-            m = _PLACEHOLDER.match(template, i)
-            if m is not None and m.group(1) is not None:
-                found.append(m.group(1))
+            token = _token_at(template, i)
+            if token is not None and token[1] is not None:
+                found.append(token[1])
         i += 1
     return found
 
@@ -462,14 +535,12 @@ def load_registry(project: str | Path) -> Registry:
 def render(template: str, values: Mapping[str, Any], *, quote: bool = False) -> str:
     """Fill ``template`` from ``values``; a missing field is a ``UsageError``."""
 
-    def fill(m: re.Match[str]) -> str:
-        token = m.group(0)
+    def fill(token: str, name: str | None) -> str:
         if token == "{{":
             return "{"
         if token == "}}":
             return "}"
-        name = m.group(1)
-        if name not in values or values[name] is None:
+        if name is None or name not in values or values[name] is None:
             raise UsageError(
                 f"the call has no {name!r} for the template {template!r}",
                 code="hooks.missing_field",
@@ -483,10 +554,11 @@ def render(template: str, values: Mapping[str, Any], *, quote: bool = False) -> 
             return shlex.quote(text)
         return text
 
-    try:
-        return _PLACEHOLDER.sub(fill, template)
-    except UsageError:
-        raise
+    out, at = [], 0
+    for start, end, name in _tokens(template):
+        out += [template[at:start], fill(template[start:end], name)]
+        at = end
+    return "".join([*out, template[at:]])
 
 
 def render_key(template: str, values: Mapping[str, Any]) -> str:
@@ -499,6 +571,8 @@ def key_text(rendered: str) -> str:
     command is one line), control and invisible characters escaped, and a long key
     shortened to a prefix plus a digest of the whole, so the same call always gives the
     same key. Shared with the gateway's rules."""
+    import re
+
     text = " ".join(rendered.split())
     text = re.sub(_UNSAFE_IN_KEY, lambda m: f"\\u{ord(m.group(0)):04x}", text)
     if len(text) > KEY_LIMIT:
