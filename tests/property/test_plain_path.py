@@ -362,7 +362,7 @@ def test_the_state_from_a_facades_own_writes_is_the_state_read_back(
     try:
         cx.start_run("r")
         cx._plain_state("r")
-        for i, step in enumerate(["effect", *steps]):
+        for i, step in enumerate(["effect", "effect", *steps]):  # watched after the 1st
             _play(cx, [step], tmp, first=i)
             _own_state_matches_a_read(cx, path)
             if i == at and other:
@@ -381,6 +381,8 @@ def _progress_then_changed_by_its_writer(tmp: Path) -> tuple[Continuum, dict[str
     cx = Continuum(open_store(str(tmp / "s.db")), cwd=str(tmp), origin=Origin.HUMAN)
     cx.start_run("r", goal="g")
     cx._plain_state("r")
+    cx.append("r", "progress_recorded", {"completed": 0, "total": 5})
+    cx._plain_state("r")  # from here on, the store keeps what it commits on the run
     payload: dict[str, Any] = {"completed": 1, "total": 5}
     cx.append("r", "progress_recorded", payload)
     payload["completed"] = 4  # the writer changes its object after the write

@@ -23,6 +23,7 @@ def chain(first: int, count: int, prev: str | None, tag: str = "") -> list[tuple
 
 def test_consecutive_commits_make_one_tail_handed_back_by_stretch() -> None:
     own = OwnWrites()
+    own.watch("r")
     own.committed("r", 0, None, chain(1, 2, None))
     own.committed("r", 2, "h2", chain(3, 2, "h2"))
     got = own.since("r", 1, "h1", 4, "h4")
@@ -33,6 +34,7 @@ def test_consecutive_commits_make_one_tail_handed_back_by_stretch() -> None:
 
 def test_anything_but_the_exact_stretch_is_none() -> None:
     own = OwnWrites()
+    own.watch("r")
     own.committed("r", 0, None, chain(1, 3, None))
     assert own.since("r", 1, "h1", 4, "h4") is None  # past what it wrote (another writer)
     assert own.since("r", 1, "hX", 3, "h3") is None  # the caller's link is not ours
@@ -43,6 +45,7 @@ def test_anything_but_the_exact_stretch_is_none() -> None:
 
 def test_a_commit_that_does_not_start_at_the_tail_starts_a_new_one() -> None:
     own = OwnWrites()
+    own.watch("r")
     own.committed("r", 0, None, chain(1, 2, None))
     own.committed("r", 5, "h5", chain(6, 1, "h5"))  # someone else wrote 3-5
     assert own.since("r", 0, None, 2, "h2") is None
@@ -51,6 +54,7 @@ def test_a_commit_that_does_not_start_at_the_tail_starts_a_new_one() -> None:
 
 def test_a_write_whose_events_do_not_link_to_its_start_is_forgotten() -> None:
     own = OwnWrites()
+    own.watch("r")
     own.committed("r", 0, None, chain(1, 2, None))
     own.committed("r", 2, "h2", chain(4, 1, "h3"))  # not sealed after 2: not ours alone
     assert own.since("r", 0, None, 2, "h2") is None
@@ -58,10 +62,20 @@ def test_a_write_whose_events_do_not_link_to_its_start_is_forgotten() -> None:
 
 def test_it_keeps_the_last_events_of_the_last_runs() -> None:
     own = OwnWrites()
+    own.watch("r")
     total = own_writes.MAX_EVENTS + 5
     own.committed("r", 0, None, chain(1, total, None))
     assert own.since("r", 0, None, total, f"h{total}") is None  # the oldest were dropped
     assert own.since("r", 5, "h5", total, f"h{total}") is not None
     for i in range(own_writes.MAX_RUNS):
+        own.watch(f"run{i}")
         own.committed(f"run{i}", 0, None, chain(1, 1, None))
     assert own.since("r", 5, "h5", total, f"h{total}") is None
+
+
+def test_nothing_is_kept_of_a_run_nobody_asked_about() -> None:
+    own = OwnWrites()
+    own.committed("r", 0, None, chain(1, 2, None))
+    assert own.since("r", 0, None, 2, "h2") is None  # not watched then: read it
+    own.committed("r", 2, "h2", chain(3, 1, "h2"))  # watched since that question
+    assert [e.sequence for e, _ in own.since("r", 2, "h2", 3, "h3") or []] == [3]

@@ -283,11 +283,14 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
                 "event payload must be a JSON object", code="usage.bad_payload", hint="pass a dict"
             )
         # refuse NaN / non-JSON, too deep or too large, before taking the write lock
-        check_entry(payload, canonical_json(payload), f"this {type} event")
+        text = canonical_json(payload)
+        check_entry(payload, text, f"this {type} event")
         check_payload(str(type), payload)
         refuse_marker(str(type))
         with self.write(run_id) as tx:
-            return tx.append_raw(type, payload, source=source, causer_event_id=causer_event_id)
+            return tx.append_raw(
+                type, payload, source=source, causer_event_id=causer_event_id, checked_text=text
+            )
 
     def append_events(
         self,

@@ -18,8 +18,9 @@ Each event is kept with its payload's canonical text (what was hashed and stored
 reader that needs the payload parses that text (``readable``), as a read would give it:
 a caller that changes its arguments after a write changes nothing here. A reader that
 only needs an event's type (the plain state skips valid action events) parses nothing. Bounded: the last
-``MAX_EVENTS`` events of at most ``MAX_RUNS`` runs. Thread-safe: one lock around a few
-tuple operations.
+``MAX_EVENTS`` events of at most ``MAX_RUNS`` runs, and only of runs a reader asked
+about (``since`` watches the run): a store object nobody reads this way (an append-only
+writer) keeps nothing. Thread-safe: one lock around a few tuple operations.
 """
 
 from __future__ import annotations
@@ -47,7 +48,15 @@ class OwnWrites:
 
     def __init__(self) -> None:
         self._tails: OrderedDict[str, _Tail] = OrderedDict()
+        self._watched: set[str] = set()
         self._lock = threading.Lock()
+
+    def watch(self, run_id: str) -> None:
+        """Keep what is committed on ``run_id`` from now on."""
+        with self._lock:
+            if len(self._watched) >= 4 * MAX_RUNS:
+                self._watched.clear()  # only a saving: a run asked about again is watched again
+            self._watched.add(run_id)
 
     def committed(
         self,
@@ -58,7 +67,7 @@ class OwnWrites:
     ) -> None:
         """A write on ``run_id`` that opened at head ``opened`` (hash ``opened_hash``) and
         appended ``sealed`` has committed."""
-        if not sealed:
+        if not sealed or run_id not in self._watched:
             return
         linked, after, link = True, opened, opened_hash
         for event, _ in sealed:
@@ -105,6 +114,10 @@ class OwnWrites:
             return None
         with self._lock:
             tail = self._tails.get(run_id)
+            if tail is None and run_id not in self._watched:
+                if len(self._watched) >= 4 * MAX_RUNS:
+                    self._watched.clear()
+                self._watched.add(run_id)
         if tail is None or after < tail.after:
             return None
         start, end = after - tail.after, head - tail.after

@@ -106,15 +106,21 @@ class CoreTx:
         *,
         source: Origin,
         causer_event_id: str | None = None,
+        checked_text: str | None = None,
     ) -> RawEvent:
         """Seal and write the next event of the run. The payload is encoded once: that text
         is both hashed (``row_hash``) and stored; the event is plain data (``RawEvent``),
-        every field ours or checked here."""
+        every field ours or checked here. ``checked_text``: the payload's canonical text
+        from a caller that already ran these checks on it (``CoreStore.append_raw``, before
+        taking the lock): not encoded and checked twice."""
         type_ = str(type)
-        check_payload(type_, payload)  # a malformed known payload is refused, not stored
         head, origin = self._head, Origin(source)
-        payload_text = canonical_json(payload)
-        check_entry(payload, payload_text, f"this {type_} event")  # limits.py: depth, size
+        if checked_text is None:
+            check_payload(type_, payload)  # a malformed known payload is refused, not stored
+            payload_text = canonical_json(payload)
+            check_entry(payload, payload_text, f"this {type_} event")  # limits.py: depth, size
+        else:
+            payload_text = checked_text
         if causer_event_id is not None and not isinstance(causer_event_id, str):
             raise UsageError(
                 "causer_event_id must be an event id (a string)",
