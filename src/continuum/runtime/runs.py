@@ -7,8 +7,10 @@ recovery; the layers build on each other in that order, one class each.
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from os import PathLike
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -88,6 +90,14 @@ class RunsFacade:
         ``telemetry``: export OpenTelemetry spans (the ``otel`` extra; default:
         ``CONTINUUM_OTEL=1``; references/telemetry.md).
         """
+        if isinstance(store, str | bytes | PathLike):
+            # A path or URL here failed deep inside with an AttributeError.
+            raise UsageError(
+                f"Continuum(...) takes an open store, not the path or URL {os.fsdecode(store)!r}",
+                code="usage.not_a_store",
+                hint="open one by path or URL: Continuum.open('agent.db') "
+                "(or Continuum(open_store(url)))",
+            )
         self.store = store
         self.telemetry = enable_telemetry(store, telemetry)
         self.origin = origin
