@@ -107,7 +107,7 @@ def _hook_loads(tmp_path: Path, kind: str, call: str, **extra: object) -> list[s
         "from continuum.hooks.entry import main\n"
         f"code = main([{kind!r}, '--host', 'claude-code', '--db', {str(db)!r}, '--run', 'r',"
         f" '--project', {str(project)!r}])\n"
-        f"print(json.dumps([code] + [m for m in {MODELS!r} if m in sys.modules]))"
+        f"print(json.dumps([code] + [m for m in {MODELS + STDLIB!r} if m in sys.modules]))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
@@ -117,12 +117,16 @@ def _hook_loads(tmp_path: Path, kind: str, call: str, **extra: object) -> list[s
 
 
 MODELS = ("pydantic", "continuum.runtime.facade", "continuum.state.records", "structlog")
+# Standard library a gated call does without: pathlib with urllib.parse and ipaddress (~25 M
+# instructions) and OpenSSL's hashlib (~11 M), against a bare start's 40 M.
+STDLIB = ("pathlib", "urllib.parse", "ipaddress", "_hashlib")
 
 
 def test_a_registered_effect_through_the_hooks_loads_no_models(tmp_path: Path) -> None:
     """Issue 27: the hooks' effect path (intercept in pre-tool, complete in post-tool)
-    imports neither pydantic nor the runtime. Control: a refused repeat does (its words
-    come from the full path), so the check can see them."""
+    imports neither pydantic nor the runtime, nor pathlib, urllib.parse or OpenSSL's
+    hashlib. Control: a refused repeat does (its words come from the full path), so the
+    check can see them."""
     project = tmp_path / "proj"
     (project / ".continuum").mkdir(parents=True)
     (project / ".continuum" / "effects.toml").write_text(REGISTRY, encoding="utf-8")
@@ -138,6 +142,7 @@ def test_a_registered_effect_through_the_hooks_loads_no_models(tmp_path: Path) -
     assert _hook_loads(tmp_path, "post-tool", "INV-1", **done) == [0]
     refused = _hook_loads(tmp_path, "pre-tool", "INV-1")
     assert refused[0] == 2 and "pydantic" in refused
+    assert "pathlib" in refused and "urllib.parse" in refused
 
 
 def test_the_mcp_server_module_imports_nothing_it_prepares_after_initialize() -> None:

@@ -7,13 +7,13 @@ across processes, hosts and backends.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Callable
 from json.encoder import encode_basestring
 from typing import Any
 
+from continuum.digest import store_sha256
 from continuum.errors import UsageError
 
 # The C encoder json.dumps uses (None on a Python without the accelerator).
@@ -133,7 +133,8 @@ def canonical_bytes(value: Any) -> bytes:
 def sha256_hex(data: bytes | str) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8")
-    return hashlib.sha256(data).hexdigest()
+    hexdigest: str = store_sha256()(data).hexdigest()
+    return hexdigest
 
 
 def digest(value: Any) -> str:

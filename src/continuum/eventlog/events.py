@@ -8,11 +8,11 @@ before it (references/contract.md §3).
 
 from __future__ import annotations
 
-import hashlib
 from enum import StrEnum
 from json.encoder import encode_basestring as _json_string
 from typing import Any, NamedTuple, Protocol
 
+from continuum.digest import store_sha256
 from continuum.eventlog.canonical import digest
 from continuum.types import Origin
 
@@ -173,7 +173,8 @@ def row_hash(
         f',"source":{_json_string(source)}'
         f',"timestamp":{_json_string(timestamp)},"type":{_json_string(type)}}}'
     )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    hexdigest: str = store_sha256()(text.encode("utf-8")).hexdigest()
+    return hexdigest
 
 
 def raw_hash(event: RawEvent, payload_text: str) -> str:
@@ -189,7 +190,8 @@ def raw_hash(event: RawEvent, payload_text: str) -> str:
         f',"source":{_json_string(event.source.value)}'
         f',"timestamp":{_json_string(event.timestamp)},"type":{_json_string(event.type)}}}'
     )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    hexdigest: str = store_sha256()(text.encode("utf-8")).hexdigest()
+    return hexdigest
 
 
 def event_hash(event: EventLike) -> str:

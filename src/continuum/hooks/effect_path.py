@@ -18,13 +18,12 @@ templates see, what the ledger keeps of a call, and the evidence a settled call 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from continuum.digest import sha256_hex
 from continuum.errors import ActionOwnedError, NotFoundError, UsageError
 from continuum.eventlog.events import EventType
 from continuum.hooks.args import HookArgs, deny
@@ -101,7 +100,7 @@ def subagent_run_id(run_id: str, agent_id: str) -> str:
     """The child run a host's subagent session maps to: ``RUN.agent.ID`` (an id the host
     gave in other characters, or longer than 80, by its digest)."""
     plain = 0 < len(agent_id) <= 80 and set(agent_id) <= SUBAGENT_ID_CHARS
-    name = agent_id if plain else "h" + hashlib.sha256(agent_id.encode()).hexdigest()[:20]
+    name = agent_id if plain else "h" + sha256_hex(agent_id.encode())[:20]
     return f"{run_id}.agent.{name}"
 
 
@@ -144,7 +143,7 @@ def call_arguments(event: HookEvent, rule: Rule, values: Mapping[str, Any]) -> d
     tool_input: Any = (
         dict(event.tool_input)
         if len(text) <= MAX_INPUT_CHARS
-        else {"sha256": hashlib.sha256(text.encode()).hexdigest(), "chars": len(text)}
+        else {"sha256": sha256_hex(text.encode()), "chars": len(text)}
     )
     return {
         "host": event.host,
@@ -222,6 +221,8 @@ def effect_evidence(
 
 def file_evidence(store: Storage, run_id: str, event: HookEvent, path_text: str) -> None:
     """The checksum of a file a tool wrote, as continuum read it after the call."""
+    from pathlib import Path  # a file tool's call only
+
     from continuum.state.environment import file_checksum
 
     path = Path(path_text)

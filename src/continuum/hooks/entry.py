@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 
+from continuum.digest import use_builtin_sha256
 from continuum.errors import ContinuumError, UsageError
 from continuum.hooks.args import (
     HookArgs,
@@ -88,6 +89,8 @@ def main(argv: list[str]) -> int:
     # installed package for its plugins (tens of milliseconds) is skipped unless the user
     # asked for plugins in the environment.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # It hashes a few records: loading OpenSSL for them costs more than it saves (digest.py).
+    use_builtin_sha256()
     try:
         args = parse_args(argv)
         return _run(args)

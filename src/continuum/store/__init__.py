@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from continuum.errors import NotFoundError, StoreError, UsageError
 from continuum.store.base import (
@@ -21,10 +19,12 @@ from continuum.store.base import (
     WriteTx,
 )
 from continuum.store.sqlite import SQLiteStorage, check_sqlite_path
-from continuum.store.sqlite_files import holds_no_database
+from continuum.store.sqlite_files import holds_no_database, path_text
 from continuum.untrusted import as_typed
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from continuum.store.models import CheckpointRow, Run, RunExport, RunInfo
 else:
 
@@ -87,6 +87,16 @@ def _bad(url: str, why: str) -> UsageError:
 
 
 def sqlite_path_from_url(url: str) -> Path:
+    """The file a SQLite store URL names (``sqlite_file_from_url``) as a ``Path``."""
+    from pathlib import Path  # not on a hook's path (see sqlite_file_from_url)
+
+    return Path(sqlite_file_from_url(url))
+
+
+def sqlite_file_from_url(url: str) -> str:
+    """The file a SQLite store URL names, as ``str(Path(...))`` gives it: a plain path,
+    or ``sqlite:///ABSOLUTE/PATH``; anything else is refused (``store.bad_url``). Text,
+    so that opening a store does not load pathlib (a hook opens one per tool call)."""
     if not url or not url.strip():
         raise _bad(url, "it is empty")
     if "\x00" in url:
@@ -99,11 +109,11 @@ def sqlite_path_from_url(url: str) -> Path:
         rest = url[len("sqlite://") :]
         if "?" in rest or "#" in rest:
             raise _bad(url, "query strings and fragments are not supported")
-        return Path(rest)
+        return path_text(rest)
     if "://" in url:
         scheme = url.split("://", 1)[0]
         raise _bad(url, f"unsupported scheme {scheme!r} (use sqlite:/// or postgresql://)")
-    return Path(url)
+    return path_text(url)
 
 
 def probe_store(url: str) -> bool:
@@ -119,7 +129,7 @@ def probe_store(url: str) -> bool:
         except NotFoundError:
             return False  # a reachable database without a store yet: created on first write
         return True
-    path = sqlite_path_from_url(url)
+    path = sqlite_file_from_url(url)
     existed = check_sqlite_path(path, create=True) and not holds_no_database(path)
     if existed:
         open_store(url, create=False).close()
@@ -136,8 +146,8 @@ def open_store(url: str, *, create: bool = True, wait_ms: int | None = None) -> 
         options = {} if wait_ms is None else {"lock_timeout_ms": wait_ms}
         return _postgres_storage()(url, create=create, **options)
     if wait_ms is None:
-        return SQLiteStorage(sqlite_path_from_url(url), create=create)
-    return SQLiteStorage(sqlite_path_from_url(url), create=create, busy_timeout_ms=wait_ms)
+        return SQLiteStorage(sqlite_file_from_url(url), create=create)
+    return SQLiteStorage(sqlite_file_from_url(url), create=create, busy_timeout_ms=wait_ms)
 
 
 def is_postgres_url(url: str) -> bool:
@@ -151,6 +161,8 @@ def redact_url(url: str, *, mark: bool = False) -> str:
     (``postgresql://user:***@host/db``). A file path is returned as it is."""
     if not is_postgres_url(url):
         return url
+    from urllib.parse import urlsplit, urlunsplit  # only for a PostgreSQL URL
+
     try:
         parts = urlsplit(url)
     except ValueError:

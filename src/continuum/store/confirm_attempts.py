@@ -25,13 +25,13 @@ never locked.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
+from continuum.digest import store_sha256
 from continuum.errors import IntegrityError
 from continuum.eventlog.notices import confirm_failure_notice
 from continuum.log import get_logger
@@ -98,7 +98,7 @@ class ConfirmAttempt(NamedTuple):
 
 # The same form as pg_rows.lock_key("continuum:confirm_attempts"), without importing psycopg.
 _PG_LOCK_KEY = int.from_bytes(
-    hashlib.sha256(b"continuum:confirm_attempts").digest()[:8], "big", signed=True
+    store_sha256()(b"continuum:confirm_attempts").digest()[:8], "big", signed=True
 )
 
 

@@ -12,7 +12,6 @@ So the same damage gets the same error code, and the same exit code, on every ba
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,6 +19,7 @@ from contextlib import AbstractContextManager
 from json.encoder import encode_basestring as _json_string
 from typing import TYPE_CHECKING, Any
 
+from continuum.digest import store_sha256
 from continuum.errors import (
     IntegrityError,
     StoreError,
@@ -115,7 +115,7 @@ def verified_raw(
     run_q = _json_string(run_id)
     prev_q = "null" if prev is None else _json_string(prev)
     types: dict[str, str] = {}
-    sha256, scan, sources = hashlib.sha256, _SCAN_PAYLOAD, _SOURCES
+    sha256, scan, sources = store_sha256(), _SCAN_PAYLOAD, _SOURCES
     it = iter(rows)
     for row in it:
         try:

@@ -16,9 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote as url_quote
 
 import apsw
 
@@ -54,10 +52,12 @@ from continuum.store.schema import MIGRATIONS, SCHEMA_VERSION, SQLITE_APPLICATIO
 from continuum.store.sqlite_files import (
     DEFAULT_BUSY_TIMEOUT_MS,
     SQLITE_HEADER,
+    absolute_text,
     check_sqlite_library,
     check_sqlite_path,
     create_private,
     on_read_only_file_system,
+    path_text,
     sqlite_version_is_affected,
     translate_errors,
 )
@@ -66,6 +66,8 @@ from continuum.types import RunStatus
 from continuum.untrusted import as_typed
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from continuum.eventlog.events import EventLike
     from continuum.store.models import ApprovalRow, CheckpointRow, Run, RunExport, RunInfo
 
@@ -235,18 +237,23 @@ class SQLiteStorage(CoreStore):
                 hint="leave it at FULL",
             )
         self._synchronous = _synchronous
-        self.path = Path(path)
-        self.url = (
-            f"sqlite://{self.path.absolute()}"  # sqlite:///abs/path.db (references/contract.md §2)
-        )
+        self._file = path_text(path)  # what str(Path(path)) gives, without pathlib
+        self.url = f"sqlite://{absolute_text(self._file)}"  # sqlite:///abs/path.db (references/contract.md §2)
         self._busy_timeout_ms = busy_timeout_ms
         self._clock = clock or _now
         self._lock = threading.RLock()
         self._connection: apsw.Connection | None = None
-        existed = check_sqlite_path(self.path, create=create)
+        existed = check_sqlite_path(self._file, create=create)
         if not existed:
-            create_private(self.path)
+            create_private(self._file)
         self._open()
+
+    @property
+    def path(self) -> Path:
+        """The store's file, as given (not made absolute)."""
+        from pathlib import Path  # not on a hook's path: pathlib costs it a tenth
+
+        return Path(self._file)
 
     # -- connection management ----------------------------------------------------------
 
@@ -254,12 +261,12 @@ class SQLiteStorage(CoreStore):
         return translate_errors(self._discard_connection)
 
     def _open(self) -> None:
-        if on_read_only_file_system(self.path):
+        if on_read_only_file_system(self._file):
             self._open_read_only()
             return
         flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | apsw.SQLITE_OPEN_NOFOLLOW
         with self._errors():
-            conn = apsw.Connection(str(self.path), flags=flags)
+            conn = apsw.Connection(self._file, flags=flags)
             conn.setbusytimeout(self._busy_timeout_ms)
             self._connection = conn
             self._prepare(conn)
@@ -271,8 +278,10 @@ class SQLiteStorage(CoreStore):
         could not create the -shm it needs for WAL reads: the file is read as immutable.
         With a -wal (a writer elsewhere, through a read-write mount of the same files)
         it is read through them as they are."""
-        immutable = not Path(f"{self.path}-wal").exists()
-        uri = f"file:{url_quote(str(self.path.absolute()))}?mode=ro" + (
+        from urllib.parse import quote as url_quote  # a read-only file system only
+
+        immutable = not os.path.exists(f"{self._file}-wal")
+        uri = f"file:{url_quote(absolute_text(self._file))}?mode=ro" + (
             "&immutable=1" if immutable else ""
         )
         flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI | apsw.SQLITE_OPEN_NOFOLLOW
@@ -284,7 +293,7 @@ class SQLiteStorage(CoreStore):
             if app_id != SQLITE_APPLICATION_ID:
                 self._discard_connection()
                 raise StoreError(
-                    f"{as_typed(str(self.path))} is not a continuum store",
+                    f"{as_typed(self._file)} is not a continuum store",
                     code="store.foreign_database",
                     hint="point --db at a continuum store; this one was left untouched",
                 )
@@ -294,7 +303,7 @@ class SQLiteStorage(CoreStore):
             if version < SCHEMA_VERSION:
                 self._discard_connection()
                 raise StoreError(
-                    f"{as_typed(str(self.path))} has schema version {version} and is on a "
+                    f"{as_typed(self._file)} has schema version {version} and is on a "
                     "read-only file system, so it cannot be migrated to this version's "
                     f"{SCHEMA_VERSION} to be read",
                     code="store.read_only",
@@ -321,7 +330,7 @@ class SQLiteStorage(CoreStore):
         if app_id != SQLITE_APPLICATION_ID and tables > 0:
             self._discard_connection()
             raise StoreError(
-                f"{as_typed(str(self.path))} is a SQLite database but not a continuum store",
+                f"{as_typed(self._file)} is a SQLite database but not a continuum store",
                 code="store.foreign_database",
                 hint="point --db at a continuum store or a new file; this one was left untouched",
             )
@@ -392,7 +401,7 @@ class SQLiteStorage(CoreStore):
         called (or the process ends); None while another process holds it."""
         import fcntl
 
-        lock_path = f"{self.path}.deliver.lock"
+        lock_path = f"{self._file}.deliver.lock"
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -11,7 +11,6 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import apsw
 
@@ -56,39 +55,81 @@ def check_sqlite_library(version: str | None = None) -> None:
         )
 
 
-def check_sqlite_path(path: Path, *, create: bool) -> bool:
+# -- paths as text: ``str(pathlib.Path(...))`` without loading pathlib -------------------------
+# A hook process opens the store once per tool call, and pathlib (with the urllib.parse and
+# ipaddress it imports) was about a tenth of a registered call's instructions. These give
+# exactly what ``str(Path(p))``, ``str(Path(p).parent)`` and ``str(Path(p).absolute())``
+# give on POSIX (tests/property/test_path_text.py).
+
+
+def _pieces(path: str | os.PathLike[str]) -> tuple[str, list[str]]:
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError(f"a store path is text, not {type(text).__name__}")
+    if text.startswith("/"):
+        lead = "//" if text.startswith("//") and not text.startswith("///") else "/"
+    else:
+        lead = ""
+    return lead, [p for p in text.split("/") if p and p != "."]
+
+
+def _joined(lead: str, parts: list[str]) -> str:
+    return lead + "/".join(parts) if lead or parts else "."
+
+
+def path_text(path: str | os.PathLike[str]) -> str:
+    """``str(Path(path))``: repeated slashes and ``.`` parts dropped, ``..`` kept."""
+    return _joined(*_pieces(path))
+
+
+def parent_text(path: str | os.PathLike[str]) -> str:
+    """``str(Path(path).parent)``."""
+    lead, parts = _pieces(path)
+    return _joined(lead, parts[:-1])
+
+
+def absolute_text(path: str | os.PathLike[str]) -> str:
+    """``str(Path(path).absolute())``: joined to the working directory, not resolved."""
+    lead, parts = _pieces(path)
+    if lead:
+        return _joined(lead, parts)
+    cwd_lead, cwd_parts = _pieces(os.getcwd())
+    return _joined(cwd_lead, cwd_parts + parts)
+
+
+def check_sqlite_path(path: str | os.PathLike[str], *, create: bool) -> bool:
     """Refuse anything that is not a usable database path; return True if it exists.
 
     With ``create=False`` a missing path, or an empty file (0 bytes, no -wal), is
     ``not_found.store``: a command that only opens a store never makes one of a stray
     file. Nothing is created or touched here: a refused path is left exactly as it was.
     """
-    text = str(path)
+    text = path_text(path)
     if not text or text.startswith("-"):
         raise UsageError(
             f"store path {as_typed(text)} is not usable",
             code="store.bad_url",
             hint="give a file path, sqlite:///abs/path.db or postgresql://...",
         )
-    if os.path.islink(path):
+    if os.path.islink(text):
         raise StoreError(
             f"store path {as_typed(text)} is a symbolic link",
             code="store.symlink",
             hint="point --db at the real file (symlinks are refused so a link cannot redirect writes)",
         )
     try:
-        st = os.stat(path)
+        st = os.stat(text)
     except FileNotFoundError:
-        parent = path.parent if str(path.parent) else Path(".")
-        if not parent.is_dir():
+        parent = parent_text(text)
+        if not os.path.isdir(parent):
             raise StoreError(
-                f"directory {as_typed(str(parent))} for store {as_typed(text)} does not exist",
+                f"directory {as_typed(parent)} for store {as_typed(text)} does not exist",
                 code="store.missing_directory",
                 hint="create the directory first, or point --db / CONTINUUM_DB elsewhere",
                 path=text,
             ) from None
         if not create:
-            raise no_store(path) from None
+            raise no_store(text) from None
         return False
     except OSError as e:
         raise StoreError(
@@ -108,11 +149,11 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
             code="store.not_regular_file",
             hint="point --db at a database file, not a device, FIFO or socket",
         )
-    if st.st_size == 0 and not create and holds_no_database(path):
-        raise no_store(path, empty=True)
+    if st.st_size == 0 and not create and holds_no_database(text):
+        raise no_store(text, empty=True)
     if st.st_size > 0:
         try:
-            with open(path, "rb") as f:
+            with open(text, "rb") as f:
                 header = f.read(len(SQLITE_HEADER))
         except OSError as e:
             raise StoreError(
@@ -128,14 +169,15 @@ def check_sqlite_path(path: Path, *, create: bool) -> bool:
     return True
 
 
-def holds_no_database(path: Path) -> bool:
+def holds_no_database(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is an empty file (0 bytes) with no write-ahead log beside it: no
     store is in it yet. (A store's first page is written when it is created, so a real
     one is never 0 bytes; a -wal with frames could still hold its pages.)"""
     try:
-        if os.stat(path).st_size > 0:
+        text = path_text(path)
+        if os.stat(text).st_size > 0:
             return False
-        return os.stat(f"{path}-wal").st_size == 0
+        return os.stat(f"{text}-wal").st_size == 0
     except FileNotFoundError:
         return True
     except OSError:
@@ -169,21 +211,21 @@ def no_store_words(
     return message, hint
 
 
-def no_store(path: Path, *, empty: bool = False) -> NotFoundError:
+def no_store(path: str | os.PathLike[str], *, empty: bool = False) -> NotFoundError:
     """``not_found.store`` for ``path`` (as typed): missing, or an empty file."""
-    absolute = str(path.absolute())
+    absolute = absolute_text(path)
     message, hint = no_store_words(absolute, empty=empty)
     return NotFoundError(
         message,
         code="not_found.store",
         hint=hint,
-        path=str(path),
+        path=path_text(path),
         absolute_path=absolute,
         empty=empty,
     )
 
 
-def create_private(path: Path) -> None:
+def create_private(path: str | os.PathLike[str]) -> None:
     """Create the (empty) database file readable and writable by its owner only.
 
     A store holds goals, arguments and results an agent wrote; SQLite would create the file
@@ -191,22 +233,22 @@ def create_private(path: Path) -> None:
     database file's mode, so creating it 0600 first covers all three.
     """
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd = os.open(path_text(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
         return  # another process created it a moment ago: it is theirs to have made
     except OSError as e:
         raise StoreError(
-            f"cannot create store {as_typed(str(path))}: {e.strerror}",
+            f"cannot create store {as_typed(path_text(path))}: {e.strerror}",
             code="store.unusable",
             hint="check the directory's permissions",
         ) from e
     os.close(fd)
 
 
-def on_read_only_file_system(path: Path) -> bool:
+def on_read_only_file_system(path: str | os.PathLike[str]) -> bool:
     """Whether ``path``'s directory is on a file system mounted read-only."""
     try:
-        return bool(os.statvfs(path.parent if str(path.parent) else ".").f_flag & os.ST_RDONLY)
+        return bool(os.statvfs(parent_text(path)).f_flag & os.ST_RDONLY)
     except OSError:
         return False
 
