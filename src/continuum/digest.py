@@ -9,9 +9,10 @@ instructions), which a verify of 100,000 events would feel and a hook, hashing a
 of records, does not.
 
 - ``sha256_hex``: the interpreter's own, for the hooks' few kilobytes;
-- ``store_sha256()``: the constructor the store and the event log hash with: OpenSSL's
-  (loaded on first use, not on import), unless the process said it is a short one
-  (``use_builtin_sha256``, which the hook entry calls first).
+- ``sha256`` (``store_sha256()`` to bind it before a loop): the constructor the store and
+  the event log hash with: OpenSSL's (loaded on first use, not on import), unless the
+  process said it is a short one (``use_builtin_sha256``, which a hook process's entry
+  point calls first).
 """
 
 from __future__ import annotations
@@ -29,28 +30,38 @@ except ImportError:  # pragma: no cover - the interpreter decides
     except ImportError:
         from hashlib import sha256 as _sha256
 
-_chosen: Callable[[bytes], Any] | None = None
+
+def _first_sha256(data: bytes = b"") -> Any:
+    """``sha256`` until the first call: OpenSSL's, loaded now (not on import)."""
+    return store_sha256()(data)
+
+
+sha256: Callable[[bytes], Any] = _first_sha256
+"""The store's and the event log's sha256 constructor (``hashlib.sha256``'s interface):
+OpenSSL's, unless the process chose the interpreter's own (``use_builtin_sha256``). Call
+it as ``digest.sha256(...)`` (a module attribute, rebound once), or bind
+``store_sha256()`` before a loop."""
 
 
 def sha256_hex(data: bytes) -> str:
-    """The hex sha256 of ``data`` (what ``hashlib.sha256(data).hexdigest()`` gives)."""
+    """The hex sha256 of ``data`` by the interpreter's own (for the hooks' few kilobytes)."""
     hexdigest: str = _sha256(data).hexdigest()
     return hexdigest
 
 
 def store_sha256() -> Callable[[bytes], Any]:
-    """The sha256 constructor for the store's hashes (``hashlib.sha256``'s interface)."""
-    global _chosen
-    if _chosen is None:
+    """``sha256``, resolved: the constructor itself, to bind before a loop."""
+    global sha256
+    if sha256 is _first_sha256:
         import hashlib
 
-        _chosen = hashlib.sha256
-    return _chosen
+        sha256 = hashlib.sha256
+    return sha256
 
 
 def use_builtin_sha256() -> None:
-    """From now on in this process, ``store_sha256`` is the interpreter's own: for a short
-    process that hashes a few records (a hook), where loading OpenSSL costs more than it
-    saves. The digests are the same."""
-    global _chosen
-    _chosen = _sha256
+    """From now on in this process, ``sha256`` is the interpreter's own: for a short
+    process that hashes a few records (a hook process, from its entry point), where
+    loading OpenSSL costs more than it saves. The digests are the same."""
+    global sha256
+    sha256 = _sha256

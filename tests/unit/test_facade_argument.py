@@ -19,9 +19,16 @@ def test_a_path_instead_of_a_store_is_refused_with_the_way_to_open_it(
     with pytest.raises(UsageError) as caught:
         Continuum(kind(db))  # type: ignore[operator]
     assert caught.value.code == "usage.not_a_store"
-    assert str(db) in str(caught.value)
+    assert caught.value.fields["given"] == str(db)
     assert "Continuum.open" in caught.value.hint
     assert not db.exists()
+
+
+def test_a_postgresql_url_given_instead_loses_its_password() -> None:
+    with pytest.raises(UsageError) as caught:
+        Continuum("postgresql://agent:s3cret@db.example/agents")  # type: ignore[arg-type]
+    assert "s3cret" not in str(caught.value) and "s3cret" not in str(caught.value.fields)
+    assert caught.value.fields["given"] == "postgresql://agent@db.example/agents"
 
 
 def test_an_open_store_is_still_taken(tmp_path: Path) -> None:

@@ -104,7 +104,7 @@ def _hook_loads(tmp_path: Path, kind: str, call: str, **extra: object) -> list[s
     probe = (
         "import io, json, sys\n"
         f"sys.stdin = io.TextIOWrapper(io.BytesIO({json.dumps(event).encode()!r}))\n"
-        "from continuum.hooks.entry import main\n"
+        "from continuum.hooks.entry import process_main as main\n"
         f"code = main([{kind!r}, '--host', 'claude-code', '--db', {str(db)!r}, '--run', 'r',"
         f" '--project', {str(project)!r}])\n"
         f"print(json.dumps([code] + [m for m in {MODELS + STDLIB!r} if m in sys.modules]))"

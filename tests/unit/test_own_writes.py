@@ -79,3 +79,32 @@ def test_nothing_is_kept_of_a_run_nobody_asked_about() -> None:
     assert own.since("r", 0, None, 2, "h2") is None  # not watched then: read it
     own.committed("r", 2, "h2", chain(3, 1, "h2"))  # watched since that question
     assert [e.sequence for e, _ in own.since("r", 2, "h2", 3, "h3") or []] == [3]
+
+
+def test_a_run_asked_about_lately_stays_watched_past_many_others() -> None:
+    """The watched runs are the ones asked about most lately: a busy run is not dropped
+    because many others were asked about once (it was, with a set cleared when full)."""
+    own = OwnWrites()
+    own.watch("busy")
+    own.committed("busy", 0, None, chain(1, 1, None))
+    for i in range(4 * own_writes.MAX_RUNS + 10):
+        own.since(f"other{i}", 0, None, 1, "x")  # asked about once each
+        if i % 50 == 0:  # the busy run keeps being asked about, and written
+            seq = i // 50 + 1
+            assert own.since("busy", seq - 1, f"h{seq - 1}" if seq > 1 else None, seq, f"h{seq}")
+            own.committed("busy", seq, f"h{seq}", chain(seq + 1, 1, f"h{seq}"))
+    last = (4 * own_writes.MAX_RUNS + 9) // 50 + 2
+    assert own.since("busy", last - 1, f"h{last - 1}", last, f"h{last}") is not None
+
+
+def test_a_run_pushed_out_of_the_watch_loses_its_tail() -> None:
+    """Control: one not asked about while more than 4 x MAX_RUNS others were is no longer
+    kept, and what was kept of it is dropped (it would go stale), then watched again."""
+    own = OwnWrites()
+    own.watch("quiet")
+    own.committed("quiet", 0, None, chain(1, 1, None))
+    for i in range(4 * own_writes.MAX_RUNS):
+        own.watch(f"other{i}")
+    assert own.since("quiet", 0, None, 1, "h1") is None  # dropped; asking watches it again
+    own.committed("quiet", 1, "h1", chain(2, 1, "h1"))
+    assert own.since("quiet", 1, "h1", 2, "h2") is not None

@@ -1,6 +1,6 @@
-"""``digest.store_sha256``: OpenSSL's sha256 for the store unless a short process (a hook)
-chose the interpreter's own; the digests are the same either way, and a hook process
-does choose it."""
+"""``digest.sha256``: OpenSSL's sha256 for the store unless a hook process chose the
+interpreter's own; the digests are the same either way; a hook process (and only one)
+does choose it, and the store hashes nothing on import."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ import pytest
 
 from continuum import digest
 from continuum.eventlog.events import row_hash
+from continuum.store import confirm_attempts, open_store, pg_rows
 
 
 @pytest.fixture
 def restored() -> Iterator[None]:
-    before = digest._chosen
+    before = digest.sha256
     try:
         yield
     finally:
-        digest._chosen = before
+        digest.sha256 = before
 
 
 def _sealed() -> str:
@@ -40,9 +41,9 @@ def _sealed() -> str:
 
 
 def test_openssl_by_default_and_the_same_digests_with_the_builtin(restored: None) -> None:
-    digest._chosen = None
-    assert digest.store_sha256() is hashlib.sha256
+    digest.sha256 = digest._first_sha256
     with_openssl = _sealed()
+    assert digest.sha256 is hashlib.sha256  # resolved on first use
     digest.use_builtin_sha256()
     assert digest.store_sha256() is not hashlib.sha256
     assert _sealed() == with_openssl
@@ -51,18 +52,38 @@ def test_openssl_by_default_and_the_same_digests_with_the_builtin(restored: None
         assert digest.sha256_hex(data) == hashlib.sha256(data).hexdigest()
 
 
-def test_a_hook_process_hashes_with_the_builtin() -> None:
-    """Control for the lean-import test: after the hook entry's start, ``store_sha256`` is
-    not OpenSSL's (and importing the event log did not load it)."""
-    probe = (
-        "import sys, json\n"
-        "from continuum.hooks import entry\n"
-        "from continuum import digest\n"
-        "entry.main(['pre-tool', '--help'])\n"
-        "print(json.dumps([digest.store_sha256().__module__, '_hashlib' in sys.modules]))"
-    )
+def test_the_confirm_attempts_lock_key_is_the_one_pg_rows_computes() -> None:
+    assert pg_rows.lock_key("continuum:confirm_attempts") == confirm_attempts._PG_LOCK_KEY
+
+
+PROBE = """
+import json, sys
+{entry}
+from continuum import digest
+from continuum.eventlog.events import row_hash
+from continuum.store import open_store
+open_store(sys.argv[1]).close()
+row_hash(event_id="e", run_id="r", sequence=1, type="t", timestamp="x", payload_text="{{}}",
+         causer_event_id=None, source="human", prev_hash=None)
+print(json.dumps([digest.store_sha256().__module__, "_hashlib" in sys.modules]))
+"""
+
+
+def _probe(entry: str, db: str) -> tuple[str, bool]:
+    code = PROBE.format(entry=entry)
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", code, db], capture_output=True, text=True, timeout=60, check=True
     )
     module, openssl = json.loads(done.stdout.splitlines()[-1])
-    assert module != "_hashlib" and not openssl
+    return module, openssl
+
+
+def test_a_hook_process_hashes_with_the_builtin(tmp_path: object) -> None:
+    """A process through the hooks' entry point opens a store and seals an event's hash
+    without OpenSSL;
+    control: the same process without that entry point loads it, so the check sees it."""
+    db = f"{tmp_path}/s.db"
+    open_store(db).close()  # made here: a new store's schema loads the models (and OpenSSL)
+    entry = "from continuum.hooks import entry\nentry.process_main(['pre-tool', '--help'])"
+    assert _probe(entry, db) == ("_sha256", False)
+    assert _probe("", db) == ("_hashlib", True)

@@ -13,9 +13,9 @@ import sys
 def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["hook"]:
-        from continuum.hooks.entry import main as hook_main
+        from continuum.hooks.entry import process_main
 
-        sys.exit(hook_main(argv[1:]))
+        sys.exit(process_main(argv[1:]))
     from continuum.cli.main import main as cli_main
 
     cli_main()

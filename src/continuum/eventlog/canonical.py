@@ -13,7 +13,7 @@ from collections.abc import Callable
 from json.encoder import encode_basestring
 from typing import Any
 
-from continuum.digest import store_sha256
+import continuum.digest as _digest
 from continuum.errors import UsageError
 
 # The C encoder json.dumps uses (None on a Python without the accelerator).
@@ -133,7 +133,7 @@ def canonical_bytes(value: Any) -> bytes:
 def sha256_hex(data: bytes | str) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8")
-    hexdigest: str = store_sha256()(data).hexdigest()
+    hexdigest: str = _digest.sha256(data).hexdigest()
     return hexdigest
 
 

@@ -12,7 +12,7 @@ from enum import StrEnum
 from json.encoder import encode_basestring as _json_string
 from typing import Any, NamedTuple, Protocol
 
-from continuum.digest import store_sha256
+import continuum.digest as _digest
 from continuum.eventlog.canonical import digest
 from continuum.types import Origin
 
@@ -173,7 +173,7 @@ def row_hash(
         f',"source":{_json_string(source)}'
         f',"timestamp":{_json_string(timestamp)},"type":{_json_string(type)}}}'
     )
-    hexdigest: str = store_sha256()(text.encode("utf-8")).hexdigest()
+    hexdigest: str = _digest.sha256(text.encode("utf-8")).hexdigest()
     return hexdigest
 
 
@@ -190,7 +190,7 @@ def raw_hash(event: RawEvent, payload_text: str) -> str:
         f',"source":{_json_string(event.source.value)}'
         f',"timestamp":{_json_string(event.timestamp)},"type":{_json_string(event.type)}}}'
     )
-    hexdigest: str = store_sha256()(text.encode("utf-8")).hexdigest()
+    hexdigest: str = _digest.sha256(text.encode("utf-8")).hexdigest()
     return hexdigest
 
 

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from continuum.hooks.entry import main
+from continuum.hooks.entry import process_main
 
-sys.exit(main(sys.argv[1:]))
+sys.exit(process_main(sys.argv[1:]))

@@ -83,14 +83,22 @@ def _read_stdin() -> bytes:
     return data
 
 
+def process_main(argv: list[str]) -> int:
+    """``main`` as a hook process's entry point (``continuum hook``, ``python -m
+    continuum.hooks``): such a process hashes a few records, for which loading OpenSSL
+    costs more than it saves, so it hashes with the interpreter's own sha256 (digest.py;
+    the same digests). Not in ``main``: a process that calls it in passing (``hooks try``,
+    the tests) keeps its choice."""
+    use_builtin_sha256()
+    return main(argv)
+
+
 def main(argv: list[str]) -> int:
     kind = argv[0] if argv else ""
     # A hook process is short-lived and continuum's own: pydantic's search of every
     # installed package for its plugins (tens of milliseconds) is skipped unless the user
     # asked for plugins in the environment.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    # It hashes a few records: loading OpenSSL for them costs more than it saves (digest.py).
-    use_builtin_sha256()
     try:
         args = parse_args(argv)
         return _run(args)

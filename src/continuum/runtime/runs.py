@@ -47,11 +47,13 @@ from continuum.store import (
     RunInfo,
     Storage,
     open_store,
+    redact_url,
     resolve_url,
 )
 from continuum.store.base import check_run_id
 from continuum.telemetry import enable as enable_telemetry
 from continuum.types import ActionStatus, Origin, RunStatus
+from continuum.untrusted import as_typed
 
 if TYPE_CHECKING:  # imported when used: archiving is rare, a resume never needs it
     from continuum.ops.archive import ArchiveResult
@@ -92,11 +94,13 @@ class RunsFacade:
         """
         if isinstance(store, str | bytes | PathLike):
             # A path or URL here failed deep inside with an AttributeError.
+            given = redact_url(os.fsdecode(store))  # a PostgreSQL URL may hold a password
             raise UsageError(
-                f"Continuum(...) takes an open store, not the path or URL {os.fsdecode(store)!r}",
+                f"Continuum(...) takes an open store, not the path or URL {as_typed(given)}",
                 code="usage.not_a_store",
                 hint="open one by path or URL: Continuum.open('agent.db') "
                 "(or Continuum(open_store(url)))",
+                given=given,
             )
         self.store = store
         self.telemetry = enable_telemetry(store, telemetry)

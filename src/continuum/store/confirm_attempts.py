@@ -31,7 +31,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
-from continuum.digest import store_sha256
 from continuum.errors import IntegrityError
 from continuum.eventlog.notices import confirm_failure_notice
 from continuum.log import get_logger
@@ -96,10 +95,10 @@ class ConfirmAttempt(NamedTuple):
         return math.ceil(self.retry_after)
 
 
-# The same form as pg_rows.lock_key("continuum:confirm_attempts"), without importing psycopg.
-_PG_LOCK_KEY = int.from_bytes(
-    store_sha256()(b"continuum:confirm_attempts").digest()[:8], "big", signed=True
-)
+# pg_rows.lock_key("continuum:confirm_attempts"): the first 8 bytes of that text's sha256
+# as a signed integer, written in so that importing the store neither imports psycopg nor
+# hashes (tests/unit/test_store_sha256.py checks it).
+_PG_LOCK_KEY = -6087686928379539554
 
 
 def _tables(d: Dialect) -> tuple[str, str, str | None]:

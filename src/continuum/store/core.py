@@ -63,9 +63,7 @@ from continuum.store.rows import (
     verified_events,
     verify_rows,
 )
-from continuum.store.tx import (
-    CoreTx,
-)
+from continuum.store.tx import DERIVED_ROWS, CoreTx
 from continuum.types import Origin, RunStatus
 
 if TYPE_CHECKING:
@@ -287,9 +285,13 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
         check_entry(payload, text, f"this {type} event")
         check_payload(str(type), payload)
         refuse_marker(str(type))
+        # The text checked here is the text stored, unless the event also feeds the approval
+        # index or the outbox: those read the payload itself, so it is encoded again under
+        # the lock, where the stored text and those rows see the same dict.
+        checked = None if type in DERIVED_ROWS else text
         with self.write(run_id) as tx:
             return tx.append_raw(
-                type, payload, source=source, causer_event_id=causer_event_id, checked_text=text
+                type, payload, source=source, causer_event_id=causer_event_id, checked_text=checked
             )
 
     def append_events(

@@ -48,15 +48,22 @@ class OwnWrites:
 
     def __init__(self) -> None:
         self._tails: OrderedDict[str, _Tail] = OrderedDict()
-        self._watched: set[str] = set()
+        self._watched: OrderedDict[str, None] = OrderedDict()  # least lately asked first
         self._lock = threading.Lock()
 
     def watch(self, run_id: str) -> None:
         """Keep what is committed on ``run_id`` from now on."""
         with self._lock:
-            if len(self._watched) >= 4 * MAX_RUNS:
-                self._watched.clear()  # only a saving: a run asked about again is watched again
-            self._watched.add(run_id)
+            self._watch(run_id)
+
+    def _watch(self, run_id: str) -> None:
+        # Under the lock. The runs asked about most lately stay watched; one pushed out
+        # loses its tail too (it would go stale unwatched) and is watched again when asked.
+        self._watched[run_id] = None
+        self._watched.move_to_end(run_id)
+        while len(self._watched) > 4 * MAX_RUNS:
+            dropped, _ = self._watched.popitem(last=False)
+            self._tails.pop(dropped, None)
 
     def committed(
         self,
@@ -114,10 +121,7 @@ class OwnWrites:
             return None
         with self._lock:
             tail = self._tails.get(run_id)
-            if tail is None and run_id not in self._watched:
-                if len(self._watched) >= 4 * MAX_RUNS:
-                    self._watched.clear()
-                self._watched.add(run_id)
+            self._watch(run_id)
         if tail is None or after < tail.after:
             return None
         start, end = after - tail.after, head - tail.after

@@ -44,6 +44,10 @@ if TYPE_CHECKING:
     from continuum.eventlog.event_model import Event
     from continuum.store.models import ApprovalRow, CheckpointRow, RunInfo
 
+# Event types whose write also writes rows derived from the payload (the approval index,
+# the outbox): their text is encoded under the lock, beside those rows.
+DERIVED_ROWS = frozenset(APPROVAL_TYPES) | frozenset(NOTIFYING)
+
 
 def new_event_id() -> str:
     """``evt_`` and ``uuid.uuid4().hex`` (16 random bytes, version 4, the RFC 4122
@@ -112,7 +116,9 @@ class CoreTx:
         is both hashed (``row_hash``) and stored; the event is plain data (``RawEvent``),
         every field ours or checked here. ``checked_text``: the payload's canonical text
         from a caller that already ran these checks on it (``CoreStore.append_raw``, before
-        taking the lock): not encoded and checked twice."""
+        taking the lock): not encoded and checked twice; that caller's payload must not
+        change meanwhile, and a type in ``DERIVED_ROWS`` (whose index and outbox rows read
+        the payload itself) is never given one."""
         type_ = str(type)
         head, origin = self._head, Origin(source)
         if checked_text is None:
