@@ -18,6 +18,9 @@ Tools:
   (neither ``result`` nor ``error``);
 - ``deaf()``: answered, then the process closes its stdin and lives on, its stdout open:
   the gateway's next write to it fails while nothing says the upstream ended.
+
+``UPSTREAM_DESCRIPTIONS`` names a JSON file of ``{tool: description}`` read at each
+listing, if it exists: a tool whose definition changes while the upstream is restarted.
 """
 
 from __future__ import annotations
@@ -33,6 +36,15 @@ TOOLS = [
     {"name": name, "description": f"The {name} tool.", "inputSchema": {"type": "object"}}
     for name in ("echo", "send_invoice", "hang", "progress", "die", "garble", "deaf")
 ]
+
+
+def listed() -> list[dict[str, Any]]:
+    path = os.environ.get("UPSTREAM_DESCRIPTIONS")
+    if not path or not os.path.exists(path):
+        return TOOLS
+    with open(path, encoding="utf-8") as f:
+        descriptions = json.load(f)
+    return [{**t, "description": descriptions.get(t["name"], t["description"])} for t in TOOLS]
 
 
 def write(text: str) -> None:
@@ -101,7 +113,7 @@ def main() -> None:
             result = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}
             answer(request_id, json.dumps(result))
         elif method == "tools/list":
-            answer(request_id, json.dumps({"tools": TOOLS}))
+            answer(request_id, json.dumps({"tools": listed()}))
         elif method == "tools/call":
             call(request_id, params, hanging)
         elif method == "ping":

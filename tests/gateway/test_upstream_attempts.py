@@ -1,4 +1,4 @@
-"""``HttpUpstream``'s attempts to open a session again (gateway/upstream.py), in-process
+"""``UpstreamSessions``'s attempts to open a session again (gateway/upstream.py), in-process
 with an opener the test controls: an attempt still under way when a caller's bound
 passes is waited for by the next caller, never ended and replaced; a session opened since
 the loss is handed out as it is; a failed attempt is followed by a new one.
@@ -18,7 +18,7 @@ import anyio
 import pytest
 from anyio.abc import TaskGroup
 
-from continuum.gateway.upstream import Attempt, HttpUpstream
+from continuum.gateway.upstream import Attempt, UpstreamSessions
 
 pytestmark = pytest.mark.anyio
 
@@ -50,10 +50,10 @@ class Opener:
 
 
 @asynccontextmanager
-async def running() -> AsyncIterator[tuple[Opener, HttpUpstream, TaskGroup]]:
-    """An ``HttpUpstream`` over an ``Opener``, its first session open; stopped at the end."""
+async def running() -> AsyncIterator[tuple[Opener, UpstreamSessions, TaskGroup]]:
+    """An ``UpstreamSessions`` over an ``Opener``, its first session open; stopped at the end."""
     opener = Opener()
-    upstream = HttpUpstream(opener)
+    upstream = UpstreamSessions(opener)
     with anyio.fail_after(BOUND):
         async with anyio.create_task_group() as tg:
             await tg.start(upstream.run)

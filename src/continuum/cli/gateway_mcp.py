@@ -92,6 +92,13 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     help="A header sent to the --url upstream (repeatable); a VALUE of $VAR (or "
     "'Bearer $VAR') is read from the environment.",
 )
+@click.option(
+    "--restart-upstream",
+    "restart_upstream",
+    is_flag=True,
+    help="Start the upstream command again on the next call after it exits (its state is "
+    "lost: off by default, so the host sees it fail); an --url upstream is always reached again.",
+)
 @click.argument(
     "upstream", nargs=-1, required=False, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]..."
 )
@@ -106,6 +113,7 @@ def mcp_cmd(
     timeout: float,
     url: str | None,
     headers: tuple[str, ...],
+    restart_upstream: bool,
     upstream: tuple[str, ...],
 ) -> None:
     """Serve MCP on stdio in front of the MCP server started by UPSTREAM (after `--`),
@@ -146,6 +154,12 @@ def mcp_cmd(
             hint="e.g. continuum gateway mcp -- npx -y @modelcontextprotocol/server-memory, "
             "or continuum gateway mcp --url https://billing.example.com/mcp",
         )
+    if restart_upstream and url is not None:
+        raise UsageError(
+            "--restart-upstream is for an upstream command after `--`",
+            code="usage.invalid",
+            hint="an upstream at --url is reached again on the next call without it",
+        )
     if headers and url is None:
         raise UsageError(
             "--header is for an upstream at --url",
@@ -170,6 +184,7 @@ def mcp_cmd(
         url=url,
         headers=sent,
         policy=policy,
+        restart=restart_upstream,
     )
     try:
         with _delivering(config.db):

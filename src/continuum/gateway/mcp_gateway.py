@@ -48,6 +48,7 @@ import contextlib
 import json
 import os
 import threading
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,10 +72,9 @@ from continuum.gateway.rules import EffectRule, GatewayRules, render_key
 from continuum.gateway.upstream import (
     RECONNECT_TIMEOUT,
     STARTUP_TIMEOUT,
-    HttpUpstream,
+    UpstreamSessions,
     http_upstream,
-    open_session,
-    open_stdio,
+    stdio_upstream,
     upstream_failed,
 )
 from continuum.ledger.gate import InterceptResult
@@ -84,6 +84,7 @@ from continuum.serving.auth import Caller, Policy, caller_identity, log_denial
 from continuum.serving.transport import (
     DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_MESSAGE_BYTES,
+    HostLink,
     hardened_stdio_server,
 )
 from continuum.types import Origin
@@ -124,6 +125,9 @@ class GatewayConfig:
     policy: Policy = field(default_factory=Policy)
     # sent with every HTTP request to ``url``; never shown (a value may be a secret)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # --restart-upstream: a stdio upstream that exited is started again on the next call
+    # (its state is lost; off by default: the host sees it fail, as without the gateway)
+    restart: bool = False
 
 
 def _text_result(text: str, **meta: Any) -> types.CallToolResult:
@@ -151,11 +155,14 @@ class Gateway:
         # the exposed tools' pins as ``tool_schema_hash`` versions, from the same listing
         self.versions: dict[str, dict[str, str]] = {}
         self.upstream_gone: str | None = None  # why the upstream cannot be reached
-        # with an upstream over HTTP: its sessions, opened again after one is lost
-        self.reconnector: HttpUpstream | None = None
+        # the upstream's sessions, opened again (a stdio upstream started again) after a loss
+        self.reconnector: UpstreamSessions | None = None
         self._reconnecting = anyio.Lock()
-        # with an upstream on stdio: sends the gateway's own calls past the client session
+        # with an upstream on stdio: the relay in front of the running upstream process
+        # (host calls past the SDK, and the gateway's own calls past the client session),
+        # and how a registered call it takes from the host is started (``serve``'s group)
         self.relay: Relay | None = None
+        self.spawn: Callable[..., Any] | None = None
         # The host's session as the SDK's server keeps it (its handshake's client_params),
         # seen by the first handler the SDK ran: a call the relay takes from the host is
         # authorized against the same handshake as one the SDK passes to ``call_tool``.
@@ -268,12 +275,16 @@ class Gateway:
         return types.ListToolsResult(tools=list(self.tools.values()))
 
     async def reach(self) -> None:
-        """With an upstream over HTTP that was lost: a session in place of the lost one
-        (one attempt at a time; calls meanwhile wait for it, each at most
-        ``RECONNECT_TIMEOUT``), its tools judged against the pins again before anything
-        is forwarded. A stdio upstream that exited stays gone."""
+        """With an upstream that was lost: a session in place of the lost one (over HTTP,
+        reached again; on stdio with ``--restart-upstream``, the command started again
+        behind a new relay; one attempt at a time; calls meanwhile wait for it, each at
+        most ``RECONNECT_TIMEOUT``), its tools judged against the pins again before
+        anything is forwarded. Without that flag a stdio upstream that exited stays gone:
+        its lost state is the host's to see fail, as without the gateway."""
         if self.upstream_gone is None or self.reconnector is None:
             return
+        if self.config.url is None and not self.config.restart:
+            return  # a stdio upstream that exited stays gone unless --restart-upstream
         async with self._reconnecting:
             if self.upstream_gone is None:
                 return  # another call reached it meanwhile
@@ -291,6 +302,11 @@ class Gateway:
                     error=self.upstream_gone,
                 )
                 return
+            if attempt.relay is not None:  # a stdio upstream started again: its new relay
+                old, self.relay = self.relay, attempt.relay
+                assert self.spawn is not None
+                host_ready = old is not None and old.host_ready
+                attempt.relay.bind(self, self.spawn, host_ready=host_ready)
             self.session = attempt.session
             self.upstream_gone = None
             log.warning("gateway.upstream_reconnected", server=self.config.server)
@@ -301,6 +317,17 @@ class Gateway:
                 self._lost(e, attempt.session)
 
     # -- the relay's questions (relay.Route): unregistered calls on a stdio upstream ----------
+
+    async def divert(
+        self,
+        message: types.JSONRPCRequest | types.JSONRPCNotification,
+        line: bytes,
+        host: HostLink,
+    ) -> bool:
+        """The host transport's hook: the current relay's (a stdio upstream started again
+        has a new one)."""
+        relay = self.relay
+        return relay is not None and await relay.divert(message, line, host)
 
     def judge(self, name: str, arguments: dict[str, Any]) -> EffectRule | bool:
         """What the relay may do with a host's call: True, send it upstream as bytes (what
@@ -487,8 +514,11 @@ class Gateway:
             f"({self.upstream_gone}); {name!r} was not called. "
             + (
                 "The gateway tries to reach it again on the next call."
-                if self.reconnector is not None
-                else "Restart the gateway."
+                if self.config.url is not None
+                else "The gateway starts it again on the next call."
+                if self.config.restart
+                else "Restart the gateway (or run it with --restart-upstream, which starts "
+                "the server again on the next call)."
             ),
             refused="upstream_gone",
             tool=name,
@@ -827,19 +857,18 @@ async def serve(config: GatewayConfig) -> None:
     not answer the handshake."""
     log.info("gateway.policy", server=config.server, **config.policy.describe())
     async with AsyncExitStack() as stack:
-        relay: Relay | None = None
-        reconnector: HttpUpstream | None = None
         try:
             if config.url is not None:
                 reconnector = await stack.enter_async_context(
                     http_upstream(config.url, config.headers, config.timeout)
                 )
-                first = reconnector.current
-                assert first.session is not None and first.hello is not None
-                session, hello = first.session, first.hello
             else:
-                relay = await open_stdio(config.upstream, config.timeout, stack, os.environ)
-                session, hello = await open_session(relay.read_stream, relay.write_stream, stack)
+                reconnector = await stack.enter_async_context(
+                    stdio_upstream(config.upstream, config.timeout, os.environ)
+                )
+            first = reconnector.current
+            assert first.session is not None and first.hello is not None
+            session, hello, relay = first.session, first.hello, first.relay
             gateway = Gateway(config, session)
             gateway.reconnector = reconnector
             with anyio.fail_after(STARTUP_TIMEOUT):
@@ -863,13 +892,14 @@ async def serve(config: GatewayConfig) -> None:
                 if relay is not None:
                     # Registered calls the relay takes run in this group: cancelled (and
                     # settled, as the SDK's handlers are) when the host side stops serving.
+                    gateway.spawn = tg.start_soon
                     relay.bind(gateway, tg.start_soon)
                     gateway.relay = relay
                 tg.start_soon(_renew, gateway)
                 async with hardened_stdio_server(
                     DEFAULT_MAX_MESSAGE_BYTES,
                     max_in_flight=DEFAULT_MAX_IN_FLIGHT,
-                    divert=relay.divert if relay is not None else None,
+                    divert=gateway.divert if relay is not None else None,
                 ) as (read, write):
                     await server.run(read, write, server.create_initialization_options())
                 tg.cancel_scope.cancel()

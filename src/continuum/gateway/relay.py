@@ -215,12 +215,20 @@ class Relay:
         ](0)
         self.write_stream, self._from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
-    def bind(self, route: Route, spawn: Callable[..., Any]) -> None:
+    def bind(self, route: Route, spawn: Callable[..., Any], *, host_ready: bool = False) -> None:
         """Start relaying: before this, every host message takes the SDK path. ``spawn``
         starts a registered call taken from the host (``TaskGroup.start_soon`` of a group
-        that ends, cancelling what is still open, when the host side stops serving)."""
+        that ends, cancelling what is still open, when the host side stops serving).
+        ``host_ready``: the host finished its handshake already (a relay in front of an
+        upstream started again, which never sees that handshake)."""
         self._route = route
         self._spawn = spawn
+        self._host_ready = self._host_ready or host_ready
+
+    @property
+    def host_ready(self) -> bool:
+        """The host finished its handshake (sent ``notifications/initialized``)."""
+        return self._host_ready
 
     # -- the host side: the hardened transport's hook --------------------------------------
 

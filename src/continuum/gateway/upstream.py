@@ -1,16 +1,19 @@
 """The gateway's upstream MCP server: a command started on stdio, or an endpoint reached
-over streamable HTTP (and reached again after it was lost).
+over streamable HTTP; either one started or reached again after it was lost.
 
 An HTTP upstream is a separate service: it restarts (its sessions are gone, and it answers
-404 to the old session id), or its connection drops. Without a new session every call
-after that would be refused until the gateway itself was restarted. ``HttpUpstream`` opens
-the session in a task of its own (an anyio context must end in the task that entered it)
-and opens a new one when the gateway asks (``again``): on the next call after a loss, once
-per call at most, bounded by ``RECONNECT_TIMEOUT``; an attempt still under way when that
-bound passes goes on, and the next call waits for it instead of starting another. What
-was in flight when the session was lost is not retried (a registered call is
-``unknown``, as before); the gateway judges the new session's tools against the pins
-before it forwards anything.
+404 to the old session id), or its connection drops. A stdio upstream is the gateway's own
+child: it can crash, exit or stop reading. Without a new session every call after that
+would be refused until the gateway itself was restarted (for a host, a new agent session).
+``UpstreamSessions`` opens the session (for stdio: starts the command, behind a new relay)
+in a task of its own (an anyio context must end in the task that entered it) and opens a
+new one when the gateway asks (``again``): on the next call after a loss, once per call at
+most, bounded by ``RECONNECT_TIMEOUT``; an attempt still under way when that bound passes
+goes on, and the next call waits for it instead of starting another. The lost one is
+ended first (a stdio upstream still running is stopped as at the gateway's end: stdin
+closed, a grace period, its process group terminated). What was in flight when the
+session was lost is not retried (a registered call is ``unknown``, as before); the gateway
+judges the new session's tools against the pins before it forwards anything.
 """
 
 from __future__ import annotations
@@ -233,6 +236,8 @@ class Attempt:
         self.failure: BaseException | None = None
         # The upstream answered 404 to this session's id: it no longer knows it.
         self.refused = False
+        # A stdio upstream: the relay in front of this attempt's process.
+        self.relay: Relay | None = None
 
     def mark_refused(self) -> None:
         self.refused = True
@@ -242,9 +247,10 @@ class Attempt:
         return self.done.is_set() and self.session is not None and not self.ended.is_set()
 
 
-class HttpUpstream:
-    """The sessions with an upstream over streamable HTTP, one at a time, each opened in
-    ``run``'s task: ``current`` is the latest attempt; ``again`` opens the next."""
+class UpstreamSessions:
+    """The sessions with an upstream (over streamable HTTP, or a command on stdio), one at
+    a time, each opened in ``run``'s task: ``current`` is the latest attempt; ``again``
+    opens the next."""
 
     def __init__(self, opener: Callable[[AsyncExitStack, Attempt], Awaitable[Opened]]) -> None:
         self._open = opener
@@ -305,13 +311,37 @@ class HttpUpstream:
 @asynccontextmanager
 async def http_upstream(
     url: str, headers: Sequence[tuple[str, str]], timeout: float
-) -> AsyncIterator[HttpUpstream]:
-    """An ``HttpUpstream`` with its first session open; raises why it could not be."""
+) -> AsyncIterator[UpstreamSessions]:
+    """The sessions with the upstream at ``url``, the first one open; raises why it could
+    not be."""
 
     async def opener(stack: AsyncExitStack, attempt: Attempt) -> Opened:
         return await open_http(url, headers, timeout, stack, attempt.mark_refused)
 
-    upstream = HttpUpstream(opener)
+    async with _sessions(opener) as upstream:
+        yield upstream
+
+
+@asynccontextmanager
+async def stdio_upstream(
+    command: Sequence[str], timeout: float, environ: Mapping[str, str]
+) -> AsyncIterator[UpstreamSessions]:
+    """The upstream ``command`` on stdio, started, its session open (each attempt's relay
+    is ``attempt.relay``); raises why it could not be. Started again by ``again``."""
+
+    async def opener(stack: AsyncExitStack, attempt: Attempt) -> Opened:
+        relay = attempt.relay = await open_stdio(command, timeout, stack, environ)
+        return await open_session(relay.read_stream, relay.write_stream, stack)
+
+    async with _sessions(opener) as upstream:
+        yield upstream
+
+
+@asynccontextmanager
+async def _sessions(
+    opener: Callable[[AsyncExitStack, Attempt], Awaitable[Opened]],
+) -> AsyncIterator[UpstreamSessions]:
+    upstream = UpstreamSessions(opener)
     async with anyio.create_task_group() as tg:
         await tg.start(upstream.run)
         failure = upstream.current.failure
