@@ -21,6 +21,8 @@ Tools:
 
 ``UPSTREAM_DESCRIPTIONS`` names a JSON file of ``{tool: description}`` read at each
 listing, if it exists: a tool whose definition changes while the upstream is restarted.
+``UPSTREAM_STARTS`` names a file each start appends a line to; while the file named by
+``UPSTREAM_CRASH`` exists, a start exits at once (status 3), before any handshake.
 """
 
 from __future__ import annotations
@@ -84,8 +86,8 @@ def call(request_id: Any, params: dict[str, Any], hanging: set[Any]) -> None:
     elif name == "garble":
         write('{"jsonrpc": "2.0", "id": ' + json.dumps(request_id) + ', "oops": true}')
     elif name == "deaf":
-        answer(request_id, text_result("not listening any more"))
         os.close(0)  # the read end of the gateway's pipe: its next write fails (EPIPE)
+        answer(request_id, text_result("not listening any more"))  # closed before this
         time.sleep(3600)  # alive, stdout open: only a failed write can tell
     else:
         error = {"code": -32602, "message": f"no tool {name}"}
@@ -93,6 +95,13 @@ def call(request_id: Any, params: dict[str, Any], hanging: set[Any]) -> None:
 
 
 def main() -> None:
+    starts = os.environ.get("UPSTREAM_STARTS")
+    if starts:
+        with open(starts, "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()}\n")
+    crash = os.environ.get("UPSTREAM_CRASH")
+    if crash and os.path.exists(crash):
+        sys.exit(3)
     hanging: set[Any] = set()
     for line in sys.stdin:
         with open(LOG, "a", encoding="utf-8") as log:

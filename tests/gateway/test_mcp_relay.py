@@ -525,4 +525,9 @@ async def test_a_host_cancel_of_a_registered_call_the_gateway_took_is_never_answ
     # it, under the gateway's own id; the host's cancel itself is never passed on.
     hung = [m["id"] for m in sent if m["params"]["name"] == "hang"]
     assert [c["params"]["requestId"] for c in cancels] == hung
-    assert actions_of(project, RUN).get("hang:1") != "completed"
+    # A cancel that lands before the call's intercept ran leaves nothing recorded (not even
+    # the store, on a first call); otherwise the action is anything but completed.
+    if (project / "continuum.db").exists():
+        assert actions_of(project, RUN).get("hang:1") != "completed"
+    else:
+        assert hung == []

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from .test_mcp_gateway import BOUND, RULES, actions, gateway_command, refused_start
-from .test_mcp_relay import RELAY_UPSTREAM, call, host, ledger, log_env, text, upstream_log
+from .test_mcp_relay import RELAY_UPSTREAM, call, host, ledger, log_env, text
 
 pytestmark = pytest.mark.anyio
 
@@ -26,12 +27,17 @@ def restarting() -> list[str]:
     return [*gateway_command("--restart-upstream")[:-1], RELAY_UPSTREAM]
 
 
+def _log(project: Path) -> list[dict[str, Any]]:
+    """The upstream's log, whole lines only (it may be mid-write when read)."""
+    path = project / "upstream.log"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+
+
 def _calls(project: Path) -> list[tuple[object, str]]:
     """Every tools/call the upstream processes received, (id, tool), in order."""
     return [
-        (m.get("id"), m["params"]["name"])
-        for m in upstream_log(project)
-        if m.get("method") == "tools/call"
+        (m.get("id"), m["params"]["name"]) for m in _log(project) if m.get("method") == "tools/call"
     ]
 
 
@@ -44,7 +50,7 @@ async def _logged(project: Path, tool: str) -> None:
 
 
 def _starts(project: Path) -> int:
-    return [m.get("method") for m in upstream_log(project)].count("initialize")
+    return [m.get("method") for m in _log(project)].count("initialize")
 
 
 async def test_a_registered_call_lost_with_the_upstream_stays_unknown_after_the_restart(
@@ -178,3 +184,44 @@ def test_the_flag_with_an_http_upstream_is_refused_at_start(project: Path) -> No
     args = ["gateway", "mcp", "--restart-upstream", "--url", "http://127.0.0.1:9/mcp"]
     error = refused_start(project, args)
     assert error["code"] == "usage.invalid" and "--restart-upstream" in error["message"]
+
+
+async def test_a_relayed_call_open_on_a_deaf_upstream_is_answered_when_it_is_replaced(
+    project: Path,
+) -> None:
+    """The deaf process is stopped by the gateway itself (which answers nothing at its own
+    stop): the relayed call still open on it is answered gone before, not left to hang
+    (it would hold one of the host's in-flight slots for good)."""
+    async with host(project, restarting(), **log_env(project)) as gateway:
+        await gateway.send(call(1, "hang"), call(2, "deaf"))
+        await gateway.answer(2)
+        await gateway.send(call(3, "echo", said="lost"))
+        lost = json.loads(await gateway.answer(3))
+        await gateway.send(call(4, "echo", said="new"))
+        found = await gateway.answers(1, 4)
+    assert ledger(lost)["refused"] == "upstream_gone"
+    assert ledger(found["1"])["refused"] == "upstream_gone"
+    assert text(found["4"]) == 'echo café {"said": "new"}'
+
+
+async def test_calls_waiting_on_a_failed_start_do_not_each_start_it_again(
+    project: Path,
+) -> None:
+    """An upstream that crashes as it starts: the calls that queued behind one failed
+    attempt are answered gone from it (one start for all of them, not one each); a call
+    after them tries again."""
+    starts, crash = project / "starts.txt", project / "crash"
+    env = {**log_env(project), "UPSTREAM_STARTS": str(starts), "UPSTREAM_CRASH": str(crash)}
+    async with host(project, restarting(), **env) as gateway:
+        await gateway.send(call(1, "die"))
+        await gateway.answer(1)
+        crash.write_text("crash")
+        await gateway.send(*(call(10 + i, "echo", said=str(i)) for i in range(4)))
+        queued = await gateway.answers(*range(10, 14))
+        once = len(starts.read_text().splitlines())
+        await gateway.send(call(20, "echo", said="again"))
+        again = json.loads(await gateway.answer(20))
+    assert {ledger(a)["refused"] for a in queued.values()} == {"upstream_gone"}
+    assert once == 2  # the first start, and one attempt for the four queued calls
+    assert ledger(again)["refused"] == "upstream_gone"
+    assert len(starts.read_text().splitlines()) == 3

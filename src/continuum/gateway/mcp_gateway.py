@@ -163,6 +163,8 @@ class Gateway:
         # and how a registered call it takes from the host is started (``serve``'s group)
         self.relay: Relay | None = None
         self.spawn: Callable[..., Any] | None = None
+        self._retired: list[Relay] = []  # replaced relays still running calls they took
+        self._attempts = 0  # attempts to reach (or start) the upstream again, so far
         # The host's session as the SDK's server keeps it (its handshake's client_params),
         # seen by the first handler the SDK ran: a call the relay takes from the host is
         # authorized against the same handshake as one the SDK passes to ``call_tool``.
@@ -285,9 +287,17 @@ class Gateway:
             return
         if self.config.url is None and not self.config.restart:
             return  # a stdio upstream that exited stays gone unless --restart-upstream
+        # An attempt under way when this call came (or begun before it got the lock) is
+        # this call's too: when it failed, the call is answered gone, not by one more.
+        waited, seen = self._reconnecting.locked(), self._attempts
         async with self._reconnecting:
             if self.upstream_gone is None:
                 return  # another call reached it meanwhile
+            if waited or self._attempts != seen:
+                return
+            self._attempts += 1
+            if self.relay is not None:
+                await self.relay.retire()  # its calls answered: the stop that comes is ours
             attempt = await self.reconnector.again(self.session)
             if attempt.session is None or not attempt.open:
                 why = (
@@ -302,19 +312,31 @@ class Gateway:
                     error=self.upstream_gone,
                 )
                 return
+            # Its tools are judged against the pins before anything is sent on it: until
+            # then the upstream stays gone (calls wait on the lock, or are refused).
+            self.session = attempt.session
+            try:
+                with anyio.fail_after(RECONNECT_TIMEOUT):
+                    await self.refresh()
+            except Exception as e:
+                self.upstream_gone = f"not reached again (its tools could not be listed: {e!r})"[
+                    :500
+                ]
+                log.warning(
+                    "gateway.upstream_unreachable",
+                    server=self.config.server,
+                    error=self.upstream_gone,
+                )
+                return
             if attempt.relay is not None:  # a stdio upstream started again: its new relay
                 old, self.relay = self.relay, attempt.relay
                 assert self.spawn is not None
                 host_ready = old is not None and old.host_ready
                 attempt.relay.bind(self, self.spawn, host_ready=host_ready)
-            self.session = attempt.session
+                if old is not None and old.busy:
+                    self._retired.append(old)
             self.upstream_gone = None
             log.warning("gateway.upstream_reconnected", server=self.config.server)
-            try:
-                with anyio.fail_after(RECONNECT_TIMEOUT):
-                    await self.refresh()
-            except Exception as e:
-                self._lost(e, attempt.session)
 
     # -- the relay's questions (relay.Route): unregistered calls on a stdio upstream ----------
 
@@ -325,9 +347,20 @@ class Gateway:
         host: HostLink,
     ) -> bool:
         """The host transport's hook: the current relay's (a stdio upstream started again
-        has a new one)."""
+        has a new one); a host's cancel of a call a replaced relay took is that relay's."""
         relay = self.relay
-        return relay is not None and await relay.divert(message, line, host)
+        if relay is None:
+            return False
+        if (
+            self._retired
+            and isinstance(message, types.JSONRPCNotification)
+            and message.method == "notifications/cancelled"
+        ):
+            self._retired = [r for r in self._retired if r.busy]
+            for old in self._retired:
+                if await old.divert(message, line, host):
+                    return True
+        return await relay.divert(message, line, host)
 
     def judge(self, name: str, arguments: dict[str, Any]) -> EffectRule | bool:
         """What the relay may do with a host's call: True, send it upstream as bytes (what
@@ -351,6 +384,9 @@ class Gateway:
         except ValidationError:
             meta = None
         caller = caller_identity(self.host_session.client_params, meta)
+        refused = self._not_exposed(name)  # judged again: the upstream may be a new one now
+        if refused is not None:
+            return refused
         return await self._judged(rule, name, arguments, caller)
 
     def no_answer(
@@ -550,6 +586,7 @@ class Gateway:
         self, rule: EffectRule, name: str, arguments: dict[str, Any], *, probe: bool = True
     ) -> types.CallToolResult:
         run = self.config.run
+        judged_on = self.session  # the upstream whose listing judged this call
         try:
             key = render_key(rule, name, arguments)
             recorded = self._record_arguments(rule, name, arguments)
@@ -597,7 +634,7 @@ class Gateway:
                 return await self._registered(rule, name, arguments, probe=False)
             probed = f"The rule's probe could not tell ({said}). "
         if decision.proceed:
-            return await self._perform(rt, name, arguments, ref)
+            return await self._perform(rt, name, arguments, ref, judged_on)
         if status == "completed":
             return self._from_ledger(decision.previous_result, name, ref, decision.action_id)
         what = (
@@ -720,12 +757,30 @@ class Gateway:
             log.error("gateway.settle_failed", action=ref, code=e.code, message=e.message)
 
     async def _perform(
-        self, rt: Continuum, name: str, arguments: dict[str, Any], ref: str
+        self,
+        rt: Continuum,
+        name: str,
+        arguments: dict[str, Any],
+        ref: str,
+        judged_on: ClientSession,
     ) -> types.CallToolResult:
         run = self.config.run
         if self.upstream_gone is not None:
             await self._settle(rt, ref, error="the upstream was gone: not forwarded", certain=True)
             return self._gone_result(name)
+        if self.session is not judged_on:  # reached (or started) again since it was judged
+            await self._settle(
+                rt, ref, error="the upstream was replaced before it was sent", certain=True
+            )
+            return _text_result(
+                f"The upstream server {self.config.server!r} was reached (or started) again "
+                f"after {name!r} was judged, so it was not sent (the action {ref} failed). "
+                "Call it again: it is judged against the new upstream's tools first.",
+                refused="upstream_restarted",
+                tool=name,
+                action_key=ref,
+                run=run,
+            )
         session = self.session
         try:
             result = await self._forward(name, arguments, session)

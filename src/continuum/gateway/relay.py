@@ -298,7 +298,7 @@ class Relay:
         if message.method == "notifications/initialized":
             self._host_ready = True
             return False  # the SDK's server needs it too
-        if message.method != "notifications/cancelled" or not self._pending:
+        if message.method != "notifications/cancelled" or not (self._pending or self._host_calls):
             return False
         request_id = (message.params or {}).get("requestId")
         if not _is_id(request_id) or _reserved(request_id):
@@ -495,6 +495,30 @@ class Relay:
         elif self._route is not None:
             problem = ValueError("the answer is not a JSON-RPC 2.0 result or error")
             await self._answer(pending, self._route.no_answer(pending.name, problem))
+
+    @property
+    def busy(self) -> bool:
+        """Calls are open on it: relayed or the gateway's own, or registered ones it took."""
+        return bool(self._pending or self._host_calls)
+
+    async def retire(self) -> None:
+        """Before its upstream is stopped for a new one (``--restart-upstream``): the calls
+        still open on it are answered as its end answers them (the gateway's own:
+        connection closed; the host's relayed ones: gone), since the stop that follows is
+        the gateway's own and answers nothing; it takes no more calls. A registered call
+        it took goes on (it forwards through the gateway's current relay), and a host's
+        cancel of one is still its to take (``Gateway.divert``)."""
+        self._closed = True
+        route = self._route
+        closed = MCPError(types.CONNECTION_CLOSED, "Connection closed")
+        pending = list(self._pending.values())
+        self._pending.clear()
+        self._tokens.clear()
+        for each in pending:
+            if each.waiter is not None:
+                self._settle_own(each, closed)
+            elif route is not None:
+                await self._answer(each, route.gone(each.name))
 
     async def _upstream_ended(self) -> None:
         """The upstream's stdout ended: the session's connection closes, and every relayed

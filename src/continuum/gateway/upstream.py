@@ -269,6 +269,7 @@ class UpstreamSessions:
         started = False
         while True:
             attempt = self.current
+            first = not started
             try:
                 async with AsyncExitStack() as stack:
                     try:
@@ -277,7 +278,7 @@ class UpstreamSessions:
                         attempt.failure = e
                         attempt.session = None
                     attempt.done.set()
-                    if not started:
+                    if first:
                         started = True
                         task_status.started()
                         if attempt.failure is not None:
@@ -287,6 +288,8 @@ class UpstreamSessions:
             except Exception as e:  # closing a session failed: reported, go on
                 attempt.done.set()
                 log.info("gateway.upstream_close_failed", error=f"{type(e).__name__}: {e}"[:500])
+                if first and attempt.failure is not None:
+                    return  # the first attempt failed (its close too): ``_sessions`` raises it
             await self._wanted.wait()
             self._wanted = anyio.Event()
 
