@@ -196,3 +196,20 @@ def test_a_codex_server_name_that_names_another_table_is_refused_untouched(
     assert out.returncode == 1, out
     assert json.loads(out.stdout)["error"]["code"] == "usage.bad_config_file"
     assert path.read_text(encoding="utf-8") == text
+
+
+def test_restart_upstream_is_written_into_the_gateway_command(tmp_path: Path) -> None:
+    original = {"type": "stdio", "command": sys.executable, "args": [UPSTREAM], "env": {}}
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"billing": original}}))
+    args = ["--client", "claude-code", "--server", "billing", "--restart-upstream", "--print"]
+    printed = _continuum(tmp_path, *args)
+    assert printed.returncode == 0, printed
+    entry = json.loads(printed.stdout)["config"]["mcpServers"]["billing"]
+    words = entry["args"]
+    assert "--restart-upstream" in words
+    assert words.index("--restart-upstream") < words.index("--")  # the gateway's, not the server's
+    plain = _continuum(tmp_path, "--client", "claude-code", "--server", "billing", "--print")
+    assert (
+        "--restart-upstream"
+        not in json.loads(plain.stdout)["config"]["mcpServers"]["billing"]["args"]
+    )

@@ -373,6 +373,13 @@ def _wrapped(client: str, original: dict[str, Any], gateway_words: list[str]) ->
 )
 @click.option("--run", "run", metavar="RUN", default=None, help="The run to record into.")
 @click.option(
+    "--restart-upstream",
+    "restart_upstream",
+    is_flag=True,
+    help="The gateway starts the server again on the next call after it exits (see "
+    "`gateway mcp --help`).",
+)
+@click.option(
     "--restore",
     is_flag=True,
     help=f"Put back the entry as it was before (kept in {ORIGINALS_PATH}).",
@@ -391,6 +398,7 @@ def install_cmd(
     config_path: str | None,
     rules_path: str | None,
     run: str | None,
+    restart_upstream: bool,
     restore: bool,
     print_only: bool,
     force: bool,
@@ -398,7 +406,8 @@ def install_cmd(
     """Put the gateway in front of the MCP server NAME of CLIENT's configuration.
 
     The entry's command becomes `continuum gateway mcp --db STORE --name NAME --rules
-    RULES --pins PINS -- ORIGINAL COMMAND...` (store, rules and pins absolute); its env,
+    RULES --pins PINS [--run RUN] [--restart-upstream] -- ORIGINAL COMMAND...` (store,
+    rules and pins absolute); its env,
     cwd and other settings are kept (the upstream inherits the gateway's environment).
     The original entry is kept in .continuum/gateway-originals.json, so `--restore` puts
     it back. Installing twice changes nothing. Codex's TOML: only that server's table is
@@ -465,6 +474,7 @@ def install_cmd(
             "--pins",
             str(Path(PINS_PATH).absolute()),
             *(["--run", run] if run else []),
+            *(["--restart-upstream"] if restart_upstream else []),
             "--",
             *upstream,
         ]
