@@ -11,6 +11,8 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from continuum import digest
 from continuum.eventlog.events import row_hash
@@ -87,3 +89,11 @@ def test_a_hook_process_hashes_with_the_builtin(tmp_path: object) -> None:
     entry = "from continuum.hooks import entry\nentry.process_main(['pre-tool', '--help'])"
     assert _probe(entry, db) == ("_sha256", False)
     assert _probe("", db) == ("_hashlib", True)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=5000))
+def test_the_builtin_and_openssl_agree_on_any_bytes(data: bytes) -> None:
+    builtin = digest._sha256  # the interpreter's own, what a hook process hashes with
+    assert builtin(data).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert builtin(data).digest() == hashlib.sha256(data).digest()
