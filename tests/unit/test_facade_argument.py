@@ -36,3 +36,30 @@ def test_an_open_store_is_still_taken(tmp_path: Path) -> None:
         again = Continuum(cx.store)
         again.start_run("r1", "goal")
         assert [r.run_id for r in cx.runs()] == ["r1"]
+
+
+def test_a_pathlib_path_opens_a_store_as_its_text_does(tmp_path: Path) -> None:
+    """``Continuum.open(Path(...))`` and ``open_store(Path(...))`` (an AttributeError
+    from deep inside, before) open the file the path names."""
+    from continuum.store import open_store
+
+    db = tmp_path / "agent.db"
+    with Continuum.open(db) as cx:
+        cx.start_run("r1", "goal")
+        assert cx.store.url == f"sqlite://{db}"
+    store = open_store(db, create=False)
+    try:
+        assert store.url == f"sqlite://{db}"
+    finally:
+        store.close()
+
+
+def test_a_store_named_by_bytes_is_refused_with_what_to_give(tmp_path: Path) -> None:
+    from continuum.store import open_store
+
+    db = tmp_path / "agent.db"
+    for opener in (Continuum.open, open_store):
+        with pytest.raises(UsageError) as caught:
+            opener(str(db).encode())  # type: ignore[arg-type]
+        assert caught.value.code == "store.bad_url" and "pathlib.Path" in caught.value.hint
+    assert not db.exists()

@@ -49,6 +49,7 @@ from continuum.store import (
     open_store,
     redact_url,
     resolve_url,
+    url_text,
 )
 from continuum.store.base import check_run_id
 from continuum.telemetry import enable as enable_telemetry
@@ -128,7 +129,7 @@ class RunsFacade:
     @classmethod
     def open(
         cls,
-        url: str | None = None,
+        url: str | PathLike[str] | None = None,
         *,
         create: bool = True,
         origin: Origin = Origin.DETERMINISTIC,
@@ -136,7 +137,8 @@ class RunsFacade:
     ) -> Self:
         """Open the store at ``url`` and wrap it: ``with Continuum.open(url) as cx: ...``.
 
-        ``url``: a file path, ``sqlite:///abs/path.db`` or ``postgresql://...``; None means
+        ``url``: a file path (text or ``pathlib.Path``), ``sqlite:///abs/path.db`` or
+        ``postgresql://...``; None means
         ``$CONTINUUM_DB``, else ``./continuum.db``. A missing SQLite file is created unless
         ``create=False``. Other keyword arguments go to ``Continuum(...)``.
 
@@ -145,7 +147,7 @@ class RunsFacade:
         ``create=False``, ``NotFoundError`` (``not_found.store``). A refused store is left
         untouched and nothing is created.
         """
-        store = open_store(resolve_url(url), create=create)
+        store = open_store(resolve_url(None if url is None else url_text(url)), create=create)
         try:
             return cls(store, origin=origin, **kwargs)
         except BaseException:  # e.g. telemetry asked for without its extra: close what we opened

@@ -52,6 +52,7 @@ __all__ = [
     "probe_store",
     "resolve_url",
     "url_source",
+    "url_text",
     "is_postgres_url",
     "redact_url",
     "DEFAULT_DB",
@@ -136,12 +137,32 @@ def probe_store(url: str) -> bool:
     return existed
 
 
-def open_store(url: str, *, create: bool = True, wait_ms: int | None = None) -> Storage:
-    """Open the store at ``url``; with ``create=False`` a missing SQLite file is refused.
+def url_text(url: str | os.PathLike[str]) -> str:
+    """A store URL or path as text: a ``pathlib.Path`` (any ``os.PathLike``) is taken as
+    the path it names; anything else that is not text is refused (``store.bad_url``)."""
+    if isinstance(url, str):
+        return url
+    text = os.fspath(url) if isinstance(url, os.PathLike) else None
+    if not isinstance(text, str):
+        raise UsageError(
+            f"a store is named by a path or URL as text, not {type(url).__name__}",
+            code="store.bad_url",
+            hint="give a file path (str or pathlib.Path), sqlite:///abs/path.db or "
+            "postgresql://user@host/db",
+        )
+    return text
+
+
+def open_store(
+    url: str | os.PathLike[str], *, create: bool = True, wait_ms: int | None = None
+) -> Storage:
+    """Open the store at ``url`` (a path, ``pathlib.Path`` included, or a URL); with
+    ``create=False`` a missing SQLite file is refused.
 
     ``wait_ms`` bounds how long a write waits for another writer's lock (SQLite's busy
     timeout, PostgreSQL's lock timeout) before ``store.busy``; default: the backend's.
     """
+    url = url_text(url)
     if is_postgres_url(url):
         options = {} if wait_ms is None else {"lock_timeout_ms": wait_ms}
         return _postgres_storage()(url, create=create, **options)
