@@ -63,6 +63,10 @@ def test_a_registered_effect_runs_once_and_the_model_reads_why_its_repeat_was_re
         assert action.get("versions") == {"model": CODEX_MODEL}, action
     else:
         assert action.get("versions") is None, action
+    # The hook processes sealed these events with the interpreter's own sha256 (they do
+    # not load OpenSSL); the CLI verifies the chain with OpenSSL's: the same digests.
+    checked = p.continuum_json("verify", p.run)
+    assert checked["ok"] is True and checked["reports"][0]["events_checked"] >= 2, checked
 
 
 @pytest.mark.parametrize("host", HOOK_HOSTS, ids=lambda h: h.name)
