@@ -319,9 +319,8 @@ class Gateway:
                 with anyio.fail_after(RECONNECT_TIMEOUT):
                     await self.refresh()
             except Exception as e:
-                self.upstream_gone = f"not reached again (its tools could not be listed: {e!r})"[
-                    :500
-                ]
+                listed = f"its tools could not be listed: {type(e).__name__}: {e}"
+                self.upstream_gone = f"not reached again ({listed})"[:500]
                 log.warning(
                     "gateway.upstream_unreachable",
                     server=self.config.server,
