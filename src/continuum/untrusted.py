@@ -138,7 +138,7 @@ def check_identifier(
         raise UsageError(
             f"{what} is {len(value)} characters long (at most {max_length})", code=code, hint=hint
         )
-    bad = unsafe_characters(value)
+    bad = [] if _PLAIN.fullmatch(value) else unsafe_characters(value)
     if bad:
         raise UsageError(
             f"{what} {quoted(value, limit=80)} holds control, bidi or invisible "

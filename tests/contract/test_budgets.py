@@ -316,7 +316,7 @@ import continuum.runtime.effects as effects
 from continuum.runtime.facade import Continuum
 url, worker, per, broken, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
 if broken:
-    effects.EffectsFacade.budget_scopes = lambda self, run_id: None
+    effects.EffectsFacade.budget_scopes = lambda self, run_id, **_: None
 cx = Continuum.open(url, origin="external_agent")
 cx.start_run(f"child-{worker}", "answer some tickets", parent="run_budget")
 while not os.path.exists(go):  # all four start together

@@ -30,13 +30,14 @@ from continuum.errors import ContinuumError
 from continuum.eventlog import payloads as payloads_module
 from continuum.eventlog.canonical import canonical_json, canonical_json_parsed, parse_json
 from continuum.eventlog.chain import with_violations
-from continuum.eventlog.event_model import Event, seal
-from continuum.eventlog.events import EventType, stored_event_hash
+from continuum.eventlog.event_model import Event, checked_event, seal
+from continuum.eventlog.events import EventType, RawEvent, known_type, stored_event_hash
 from continuum.eventlog.payloads import payload_check, payload_ok, payload_problem
 from continuum.eventlog.reports import VerifyReport
 from continuum.recovery.verification import index_violations as _index_violations
 from continuum.runtime.facade import Continuum
 from continuum.state.projection import project
+from continuum.store.rows import event_from_raw
 from continuum.types import Origin
 
 text = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
@@ -153,6 +154,60 @@ def test_a_sealed_event_read_back_from_its_text_verifies_on_the_fast_path(
     rewritten = canonical_json({**read_back.payload, "x": 1})  # the stored text is edited
     tampered = Event(**{**read_back.model_dump(), "payload": parse_json(rewritten)})
     assert stored_event_hash(tampered, rewritten) == tampered.computed_hash() != sealed.hash
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(
+    payload=payloads,
+    event_id=any_text,
+    type_=st.sampled_from([str(t) for t in EventType]) | any_text,
+    sequence=st.integers(1, 2**40),
+    causer=st.none() | any_text,
+    prev=st.none() | any_text,
+    source=st.sampled_from(list(Origin)),
+)
+def test_an_event_built_from_a_checked_row_is_the_one_model_construct_builds(
+    payload: dict[str, Any],
+    event_id: str,
+    type_: str,
+    sequence: int,
+    causer: str | None,
+    prev: str | None,
+    source: Origin,
+) -> None:
+    raw = RawEvent(event_id, "r", sequence, type_, "ts", payload, causer, source, prev, "h")
+    fast = event_from_raw(raw)
+    fields = {**raw._asdict(), "type": known_type(type_)}
+    slow = Event.model_construct(**fields)
+    assert fast == slow
+    assert type(fast.type) is type(slow.type)
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.model_dump() == slow.model_dump()
+    assert fast.model_dump_json() == slow.model_dump_json()
+    assert fast.__pydantic_extra__ == slow.__pydantic_extra__
+    assert fast.__pydantic_private__ == slow.__pydantic_private__
+    assert fast.hashed_fields() == slow.hashed_fields()
+    with pytest.raises(ValueError):  # frozen, as the model's own: pydantic's error
+        fast.sequence = 0  # type: ignore[misc]
+
+
+def test_a_checked_event_missing_a_field_is_built_the_model_s_way() -> None:
+    # Not every field given: no shortcut, model_construct's defaults (causer None).
+    fields: dict[str, Any] = dict(
+        event_id="e",
+        run_id="r",
+        sequence=1,
+        type="t",
+        timestamp="ts",
+        payload={},
+        source=Origin.LLM,
+        prev_hash=None,
+        hash="h",
+    )
+    built = checked_event(dict(fields))
+    assert built == Event.model_construct(**fields)
+    assert built.causer_event_id is None
+    assert built.model_fields_set == Event.model_construct(**fields).model_fields_set
 
 
 def test_a_stored_text_no_writer_could_have_stored_never_verifies() -> None:

@@ -100,12 +100,12 @@ class EffectsFacade(RunsFacade):
         """
         extra = {} if approval_arguments is None else {"approval_arguments": approval_arguments}
         estimate = cost_given(cost)
-        limits = self.budget_scopes(run_id)
+        hold, state = self._hold_and_state(run_id)
+        limits = self.budget_scopes(run_id, state=state)
         if limits is not None:
             extra["budget"] = limits
         if estimate is not None:
             extra["estimate"] = estimate
-        hold = self.hold_for(run_id)
         return self.ledger.intercept(
             run_id,
             action_type,
@@ -173,15 +173,24 @@ class EffectsFacade(RunsFacade):
 
     # -- budgets and usage (ledger/budget.py) ---------------------------------------------------
 
-    def budget_scopes(self, run_id: str) -> list[BudgetScope] | None:
+    def budget_scopes(
+        self, run_id: str, *, state: Mapping[str, Any] | None = None
+    ) -> list[BudgetScope] | None:
         """The budgets an intercept in the run is judged against, as the ledger checks
         them: the run's own limits, then each ancestor's that has some, counted over that
-        ancestor's whole family (a parent's budget covers its children); None: none."""
-        return budget_scopes(run_id, self._run_budget, self._head_of, max_family=MAX_FAMILY)
+        ancestor's whole family (a parent's budget covers its children); None: none.
+        ``state``: the run's plain state as the caller read it a moment ago (``intercept``
+        reads the run once for its hold and its budgets)."""
+
+        def state_of(r: str) -> RunBudget:
+            return (
+                _run_budget_of(state) if state is not None and r == run_id else self._run_budget(r)
+            )
+
+        return budget_scopes(run_id, state_of, self._head_of, max_family=MAX_FAMILY)
 
     def _run_budget(self, run_id: str) -> RunBudget:
-        state = self._plain_state(run_id)
-        return RunBudget(state.get("budget"), state.get("parent"), state.get("children") or [])
+        return _run_budget_of(self._plain_state(run_id))
 
     def _head_of(self, run_id: str) -> int:
         return self.store.get_head(run_id).head_sequence
@@ -486,3 +495,8 @@ class EffectsFacade(RunsFacade):
     def retry_outbox(self, delivery_ids: Sequence[str] | None = None) -> int:
         """Put failed notifications (these, or all) back to pending; returns how many."""
         return self.store.requeue_outbox(delivery_ids)
+
+
+def _run_budget_of(state: Mapping[str, Any]) -> RunBudget:
+    """What a budget asks of a run's plain state (``RunsFacade._plain_state``)."""
+    return RunBudget(state.get("budget"), state.get("parent"), state.get("children") or [])

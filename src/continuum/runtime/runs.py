@@ -378,8 +378,14 @@ class RunsFacade:
     def hold_for(self, run_id: str) -> str | None:
         """One step of ``run_id`` (revalidating when due), then why a new effect may not
         start now, or None: what ``intercept`` and every effect ask first."""
+        return self._hold_and_state(run_id)[0]
+
+    def _hold_and_state(self, run_id: str) -> tuple[str | None, dict[str, Any]]:
+        """``hold_for``, with the plain state it judged by (``_plain_state``): what
+        ``intercept`` reads the run's budgets from too, one read of the head for both."""
         self._step(run_id)
-        return hold_reason(self.holding(run_id))
+        state = self._plain_state(run_id)
+        return hold_reason(held_in(state["dependencies"])), state
 
     def holding(self, run_id: str) -> frozenset[str]:
         """The dependencies whose recorded change holds new effects of ``run_id``, at the

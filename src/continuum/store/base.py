@@ -62,6 +62,15 @@ def format_timestamp(moment: datetime) -> str:
     return moment.isoformat(timespec="microseconds")[:-6] + "Z"  # "+00:00" -> "Z"
 
 
+def now_timestamp() -> str:
+    """``format_timestamp`` of this moment (the stores' clock), without converting a moment
+    that is already in UTC."""
+    moment = datetime.now(UTC)
+    if moment.year < 1000:  # never on a sane clock; the one form either way
+        return format_timestamp(moment)
+    return moment.isoformat(timespec="microseconds")[:-6] + "Z"
+
+
 OUTBOX_STATUSES = ("pending", "delivered", "failed")
 
 # Action listings come a page at a time (``Storage.action_page``): this many by default.

@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -41,7 +40,7 @@ from continuum.eventlog.canonical import canonical_json
 from continuum.faults import fault_point
 from continuum.log import get_logger
 from continuum.store.approval_outbox import POSTGRES, Execute, backfill_approvals
-from continuum.store.base import RunHead, check_run_id, format_timestamp
+from continuum.store.base import RunHead, check_run_id, now_timestamp
 from continuum.store.core import RUN_TABLES, CoreStore, check_deletable, import_ids, verify_imported
 from continuum.store.models import Run, RunExport, RunInfo
 from continuum.store.pg_connection import (
@@ -91,10 +90,6 @@ DEFAULT_RESOLVE_TIMEOUT_S = 30.0
 _log = get_logger("continuum.store")
 
 
-def _now() -> str:
-    return format_timestamp(datetime.now(UTC))
-
-
 class PostgresStorage(CoreStore):
     """A continuum store in one PostgreSQL database (schema ``continuum``).
 
@@ -116,7 +111,7 @@ class PostgresStorage(CoreStore):
     ) -> None:
         self._target: PgTarget = parse_url(url)
         self.url = self._target.display  # never the password
-        self._clock = clock or _now
+        self._clock = clock or now_timestamp
         self._lock_timeout_ms = lock_timeout_ms
         self._resolve_timeout_s = resolve_timeout_s
         self._check = not _skip_durability_check

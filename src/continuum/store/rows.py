@@ -179,11 +179,11 @@ def raw_from_row(row: tuple[Any, ...]) -> RawEvent:
 def event_from_raw(raw: RawEvent) -> Event:
     """The API's validated model of a row already checked (``type`` an ``EventType`` when
     known, as ``Event`` validation gives it)."""
-    from continuum.eventlog.event_model import Event
+    from continuum.eventlog.event_model import checked_event
 
     fields = raw._asdict()
     fields["type"] = known_type(raw.type)
-    return Event.model_construct(**fields)
+    return checked_event(fields)
 
 
 def run_from_row(row: tuple[Any, ...]) -> RunInfo:

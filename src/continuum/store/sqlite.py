@@ -15,7 +15,6 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import apsw
@@ -34,7 +33,7 @@ from continuum.store.base import (
     ActionRow,
     RunHead,
     check_run_id,
-    format_timestamp,
+    now_timestamp,
 )
 from continuum.store.core import RUN_TABLES, CoreStore, check_deletable, import_ids, verify_imported
 from continuum.store.rows import (
@@ -60,6 +59,7 @@ from continuum.store.sqlite_files import (
     path_text,
     sqlite_version_is_affected,
     translate_errors,
+    translated_error,
 )
 from continuum.store.tx import CoreTx, action_values, checkpoint_values, event_values, run_values
 from continuum.types import RunStatus
@@ -106,11 +106,8 @@ _PUT_ACTION = (
     " ON CONFLICT (run_id, action_id) DO UPDATE SET status = excluded.status,"
     " record = excluded.record, lease_expires = excluded.lease_expires"
 )
+_RUN_ROW = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"
 _PUT_CHECKPOINT = f"INSERT INTO checkpoints ({CHECKPOINT_COLUMNS}) VALUES (?,?,?,?,?,?)"
-
-
-def _now() -> str:
-    return format_timestamp(datetime.now(UTC))
 
 
 class _Tx(CoreTx):
@@ -191,11 +188,16 @@ def _action_query(
             " (SELECT rowid FROM actions WHERE run_id = ?) ORDER BY rowid",
             (run_id,),
         ).fetchall()
-    return conn.execute(
-        f"SELECT {ACTION_COLUMNS} FROM actions WHERE run_id = ? AND {column} = ?"
-        " ORDER BY rowid LIMIT 1",
-        (run_id, value),
-    ).fetchall()
+    return conn.execute(_ACTION_BY[column], (run_id, value)).fetchall()
+
+
+# One statement text per look-up column, built once (apsw finds its prepared statement by
+# the text: a text built per call costs a new string and its hash every time).
+_ACTION_BY = {
+    column: f"SELECT {ACTION_COLUMNS} FROM actions WHERE run_id = ? AND {column} = ?"
+    " ORDER BY rowid LIMIT 1"
+    for column in ("action_id", "dedup_key", "action_key", "fallback_key")
+}
 
 
 def _handed_out(rows: list[T]) -> Iterator[T]:
@@ -240,7 +242,7 @@ class SQLiteStorage(CoreStore):
         self._file = path_text(path)  # what str(Path(path)) gives, without pathlib
         self.url = f"sqlite://{absolute_text(self._file)}"  # sqlite:///abs/path.db (references/contract.md §2)
         self._busy_timeout_ms = busy_timeout_ms
-        self._clock = clock or _now
+        self._clock = clock or now_timestamp
         self._lock = threading.RLock()
         self._connection: apsw.Connection | None = None
         existed = check_sqlite_path(self._file, create=create)
@@ -431,9 +433,7 @@ class SQLiteStorage(CoreStore):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                existing = conn.execute(
-                    f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run.run_id,)
-                ).fetchall()
+                existing = conn.execute(_RUN_ROW, (run.run_id,)).fetchall()
                 if existing:
                     conn.execute("ROLLBACK")
                     if exist_ok:
@@ -466,11 +466,7 @@ class SQLiteStorage(CoreStore):
 
     def _run_row(self, run_id: str) -> tuple[Any, ...]:
         with self._lock, self._errors():
-            rows = (
-                self._conn()
-                .execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
-                .fetchall()
-            )
+            rows = self._conn().execute(_RUN_ROW, (run_id,)).fetchall()
         if not rows:
             raise run_not_found(run_id)
         return tuple(rows[0])
@@ -505,29 +501,35 @@ class SQLiteStorage(CoreStore):
     @contextmanager
     def write(self, run_id: str) -> Iterator[_Tx]:
         """One serialized write transaction on ``run_id``: all of it commits, or none."""
-        with self._lock, self._errors():
-            conn = self._conn()
-            conn.execute("BEGIN IMMEDIATE")
+        # The errors are translated here rather than in a second context manager
+        # (``_errors``): one generator frame per write, not two.
+        with self._lock:
             try:
-                rows = conn.execute(
-                    f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-                ).fetchall()
-                if not rows:
-                    raise NotFoundError(
-                        f"run {run_id!r} not found",
-                        code="not_found.run",
-                        hint="create it first (`continuum start`)",
-                        run_id=run_id,
-                    )
-                tx = _Tx(conn, run_head(rows[0]), self._clock)
-                yield tx
-                fault_point("before_append_commit")
-                conn.execute("COMMIT")
-                self._kept(tx)  # under the lock: kept in commit order
-            except BaseException:
-                if self._connection is conn and not conn.getautocommit():
-                    conn.execute("ROLLBACK")
-                raise
+                conn = self._conn()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    rows = conn.execute(_RUN_ROW, (run_id,)).fetchall()
+                    if not rows:
+                        raise NotFoundError(
+                            f"run {run_id!r} not found",
+                            code="not_found.run",
+                            hint="create it first (`continuum start`)",
+                            run_id=run_id,
+                        )
+                    tx = _Tx(conn, run_head(rows[0]), self._clock)
+                    yield tx
+                    fault_point("before_append_commit")
+                    conn.execute("COMMIT")
+                    self._kept(tx)  # under the lock: kept in commit order
+                except BaseException:
+                    if self._connection is conn and not conn.getautocommit():
+                        conn.execute("ROLLBACK")
+                    raise
+            except (apsw.Error, UnicodeDecodeError) as e:
+                mapped = translated_error(e, self._discard_connection)
+                if mapped is None:
+                    raise
+                raise mapped from e
         fault_point("after_append_commit")
         if self.observer is not None:
             self._committed(tx)
@@ -714,9 +716,7 @@ class SQLiteStorage(CoreStore):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                rows = conn.execute(
-                    f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
-                ).fetchall()
+                rows = conn.execute(_RUN_ROW, (run_id,)).fetchall()
                 if not rows:
                     raise run_not_found(run_id)
                 run = run_from_row(rows[0])

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from typing import Literal
 
 import apsw
 
@@ -253,63 +253,81 @@ def on_read_only_file_system(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-@contextmanager
-def translate_errors(discard: Callable[[], None] | None = None) -> Iterator[None]:
-    """Map apsw errors to continuum errors, once, at the store boundary.
+def translated_error(
+    e: BaseException, discard: Callable[[], None] | None = None
+) -> BaseException | None:
+    """The continuum error an apsw error (or a stored text that is not UTF-8) stands for,
+    or None for anything else (it passes through unchanged): the one mapping of the store
+    boundary (``translate_errors``).
 
     ``discard`` drops the store's connection after an error that leaves its state in doubt
     (disk full, I/O error, corruption): the next use opens a fresh one.
     """
-    try:
-        yield
-    except apsw.ConstraintError as e:
-        raise ForkRejectedError(
+    if isinstance(e, UnicodeDecodeError):  # a stored text that is not UTF-8: damaged
+        return IntegrityError(
+            "the database file is damaged: a stored text is not valid UTF-8",
+            code="integrity.database_corrupt",
+            hint="stop writing to it, keep a copy, and restore from a backup or export",
+        )
+    if not isinstance(e, apsw.Error):
+        return None
+    if isinstance(e, apsw.ConstraintError):
+        return ForkRejectedError(
             "write rejected by a uniqueness constraint (a concurrent writer got there first)",
             hint="retry the operation; the chain was not changed",
             detail=str(e),
-        ) from e
-    except (apsw.BusyError, apsw.LockedError) as e:
-        raise StoreBusyError(
+        )
+    if isinstance(e, (apsw.BusyError, apsw.LockedError)):
+        return StoreBusyError(
             "the store stayed locked by another writer past the busy timeout",
             hint="retry, or look for a process holding a long write transaction",
-        ) from e
-    except apsw.FullError as e:
-        if discard is not None:
-            discard()
-        raise DiskFullError(
-            "the disk is full; the write was not acknowledged and nothing was recorded",
-            hint="free disk space, then retry; earlier data is intact",
-        ) from e
-    except (apsw.CorruptError, apsw.NotADBError) as e:
-        if discard is not None:
-            discard()
-        raise IntegrityError(
-            f"the database file is damaged: {e}",
-            code="integrity.database_corrupt",
-            hint="stop writing to it, keep a copy, and restore from a backup or export",
-        ) from e
-    except apsw.ReadOnlyError as e:
-        raise StoreError(
+        )
+    if isinstance(e, apsw.ReadOnlyError):
+        return StoreError(
             "the store cannot be written: it is read-only (a read-only file system, or a "
             "file this process may not write); reading it works, nothing was changed",
             code="store.read_only",
             hint="copy the store to a writable place (`continuum backup`, then `restore` "
             "there), or remount the file system read-write, then write again",
-        ) from e
-    except apsw.IOError as e:
-        if discard is not None:
-            discard()
-        raise StoreIOError(
-            f"I/O error in the store: {e}; the write was not acknowledged",
-            hint="check the disk and the file system, then retry",
-        ) from e
-    except apsw.Error as e:
-        if discard is not None and not isinstance(e, apsw.SQLError):
-            discard()
-        raise StoreError(f"store error: {e}", hint="see the message; nothing was changed") from e
-    except UnicodeDecodeError as e:  # a stored text that is not UTF-8: the file is damaged
-        raise IntegrityError(
-            "the database file is damaged: a stored text is not valid UTF-8",
+        )
+    if discard is not None and not isinstance(e, apsw.SQLError):
+        discard()  # the handle's state is in doubt: the next use opens a fresh one
+    if isinstance(e, apsw.FullError):
+        return DiskFullError(
+            "the disk is full; the write was not acknowledged and nothing was recorded",
+            hint="free disk space, then retry; earlier data is intact",
+        )
+    if isinstance(e, (apsw.CorruptError, apsw.NotADBError)):
+        return IntegrityError(
+            f"the database file is damaged: {e}",
             code="integrity.database_corrupt",
             hint="stop writing to it, keep a copy, and restore from a backup or export",
-        ) from e
+        )
+    if isinstance(e, apsw.IOError):
+        return StoreIOError(
+            f"I/O error in the store: {e}; the write was not acknowledged",
+            hint="check the disk and the file system, then retry",
+        )
+    return StoreError(f"store error: {e}", hint="see the message; nothing was changed")
+
+
+class translate_errors:  # noqa: N801 (named and used as a function: `with translate_errors():`)
+    """Map apsw errors to continuum errors, once, at the store boundary
+    (``translated_error``), each raised from the apsw error it stands for. A class, not a
+    generator: every read and write of the store enters one, and a generator's frame costs
+    several times more."""
+
+    __slots__ = ("_discard",)
+
+    def __init__(self, discard: Callable[[], None] | None = None) -> None:
+        self._discard = discard
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, e: BaseException | None, tb: object) -> Literal[False]:
+        if e is not None:
+            mapped = translated_error(e, self._discard)
+            if mapped is not None:
+                raise mapped from e
+        return False
