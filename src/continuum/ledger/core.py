@@ -102,11 +102,32 @@ def _by_ref(tx: WriteTx, action_ref: str) -> ActionRow | None:
     return tx.find_action(action_id=action_ref) or tx.find_action(action_key=action_ref)
 
 
+# The API's models, loaded on first use (with pydantic) and kept: an import statement in
+# a function costs every call a look-up in the import system.
+_models: dict[str, Any] = {}
+
+
+def _action_record() -> type[ActionRecord]:
+    model = _models.get("ActionRecord")
+    if model is None:
+        from continuum.state.records import ActionRecord
+
+        model = _models["ActionRecord"] = ActionRecord
+    return model
+
+
+def _intercept_result() -> type[InterceptResult]:
+    model = _models.get("InterceptResult")
+    if model is None:
+        from continuum.ledger.gate import InterceptResult
+
+        model = _models["InterceptResult"] = InterceptResult
+    return model
+
+
 def _model(record: dict[str, Any]) -> ActionRecord:
     """A record the fold just made, as the API's model."""
-    from continuum.state.records import ActionRecord
-
-    return ActionRecord.model_validate(record)
+    return _action_record().model_validate(record)
 
 
 def _record(row: ActionRow) -> ActionRecord:
@@ -221,9 +242,7 @@ class ActionLedger:
         are malformed) and ``LedgerError`` (``ledger.run_finished``) for a run that has
         completed or was aborted; nothing is written in either case.
         """
-        from continuum.ledger.gate import InterceptResult
-
-        return InterceptResult(
+        return _intercept_result()(
             **self.intercept_plain(
                 run_id,
                 action_type,

@@ -7,7 +7,7 @@ the whole-log report that never raises on damage, ``verify_rows``); the common e
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from continuum.errors import (
@@ -176,14 +176,24 @@ def raw_from_row(row: tuple[Any, ...]) -> RawEvent:
     )
 
 
+# ``event_model.checked_event``, loaded on the first event built (pydantic comes with it):
+# an import statement in the function would cost every append and every event read a
+# look-up in the import system.
+_checked_event: Callable[[dict[str, Any]], Event] | None = None
+
+
 def event_from_raw(raw: RawEvent) -> Event:
     """The API's validated model of a row already checked (``type`` an ``EventType`` when
     known, as ``Event`` validation gives it)."""
-    from continuum.eventlog.event_model import checked_event
+    global _checked_event
+    build = _checked_event
+    if build is None:
+        from continuum.eventlog.event_model import checked_event
 
+        build = _checked_event = checked_event
     fields = raw._asdict()
     fields["type"] = known_type(raw.type)
-    return checked_event(fields)
+    return build(fields)
 
 
 def run_from_row(row: tuple[Any, ...]) -> RunInfo:
