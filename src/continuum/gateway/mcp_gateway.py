@@ -45,7 +45,6 @@ never a crash of the gateway.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from collections.abc import Callable
@@ -64,8 +63,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from continuum.errors import ContinuumError, NotFoundError, UsageError
-from continuum.eventlog.canonical import canonical_json, sha256_hex
 from continuum.faults import fault_point
+from continuum.gateway import mcp_answers as answers
 from continuum.gateway.pins import Judgement, Pins, locked_pins
 from continuum.gateway.relay import Relay
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
@@ -93,7 +92,6 @@ from continuum.version import __version__
 log = get_logger("continuum.gateway")
 
 DEFAULT_TIMEOUT = 120.0  # seconds a forwarded registered call may take before it is unknown
-MAX_RESULT_CHARS = 65_536  # a larger upstream result is stored as its digest
 LEASE_RENEW_SECONDS = 10.0
 # What an HTTP upstream that restarted answers a request on the old session (a 404): the
 # Python SDK's client says the first when the body is not JSON-RPC, passes on the second
@@ -105,7 +103,6 @@ SESSION_REFUSALS = frozenset(
         (-32001, "Session not found"),
     }
 )
-LEDGER_META = "continuum/ledger"  # the _meta key of an answer the ledger gave
 
 
 @dataclass(frozen=True)
@@ -128,19 +125,6 @@ class GatewayConfig:
     # --restart-upstream: a stdio upstream that exited is started again on the next call
     # (its state is lost; off by default: the host sees it fail, as without the gateway)
     restart: bool = False
-
-
-def _text_result(text: str, **meta: Any) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        is_error=True,
-        _meta={LEDGER_META: meta} if meta else None,
-    )
-
-
-def _result_text(result: types.CallToolResult) -> str:
-    parts = [c.text for c in result.content if isinstance(c, types.TextContent)]
-    return " ".join(parts)[:2000] or "the upstream answered isError"
 
 
 class Gateway:
@@ -394,12 +378,7 @@ class Gateway:
         self._lost(error, session)
         if self.upstream_gone is not None:
             return self._gone_result(name)
-        return _text_result(
-            f"The upstream server {self.config.server!r} gave no valid answer to "
-            f"{name!r} ({type(error).__name__}: {error})"[:2000],
-            refused="upstream_bad_answer",
-            tool=name,
-        )
+        return answers.bad_answer(self.config.server, name, error)
 
     def gone(self, name: str) -> types.CallToolResult:
         return self._gone_result(name)
@@ -443,15 +422,7 @@ class Gateway:
 
     def _pin_refusal(self, name: str) -> types.CallToolResult:
         old, new = self.changed[name]
-        return _text_result(
-            f"Refused: the upstream server {self.config.server!r} changed the definition of "
-            f"the tool {name!r} since it was pinned (pinned sha256 {old[:16]}..., now "
-            f"{new[:16]}...). A changed tool is not exposed until a person reviews and "
-            f"accepts it: ask a person to run `continuum gateway accept --server "
-            f"{self.config.server} --tool {name}`.",
-            refused="tool_changed",
-            tool=name,
-        )
+        return answers.tool_changed(self.config.server, name, old, new)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -481,12 +452,7 @@ class Gateway:
         if name in self.changed:
             return self._pin_refusal(name)
         if name not in self.tools:
-            return _text_result(
-                f"Refused: the tool {name!r} is not offered by the upstream server "
-                f"{self.config.server!r} through this gateway.",
-                refused="unknown_tool",
-                tool=name,
-            )
+            return answers.unknown_tool(self.config.server, name)
         return None
 
     async def _judged(
@@ -496,12 +462,7 @@ class Gateway:
         decision = self.config.policy.authorize(name, caller)
         if not decision.allowed:
             log_denial(decision)
-            return _text_result(
-                f"Refused: {name!r} is a registered effect ({rule.where}) and {decision.reason}; "
-                f"it was not called and nothing was recorded. {decision.remedy}.",
-                refused=decision.code,
-                tool=name,
-            )
+            return answers.not_allowed(rule, name, decision.reason, decision.remedy, decision.code)
         return await self._registered(rule, name, arguments)
 
     async def _forward(
@@ -544,19 +505,12 @@ class Gateway:
             return self.no_answer(name, e, session)
 
     def _gone_result(self, name: str) -> types.CallToolResult:
-        return _text_result(
-            f"The upstream server {self.config.server!r} cannot be reached "
-            f"({self.upstream_gone}); {name!r} was not called. "
-            + (
-                "The gateway tries to reach it again on the next call."
-                if self.config.url is not None
-                else "The gateway starts it again on the next call."
-                if self.config.restart
-                else "Restart the gateway (or run it with --restart-upstream, which starts "
-                "the server again on the next call)."
-            ),
-            refused="upstream_gone",
-            tool=name,
+        return answers.upstream_gone(
+            self.config.server,
+            str(self.upstream_gone),
+            name,
+            reconnects=self.config.url is not None,
+            restarts=self.config.restart,
         )
 
     def _versions(self, name: str) -> dict[str, str] | None:
@@ -566,21 +520,6 @@ class Gateway:
         since (``version_drift``)."""
         return self.versions.get(name)
 
-    def _record_arguments(self, rule: EffectRule, name: str, arguments: dict[str, Any]) -> Any:
-        text = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
-        kept: Any = (
-            arguments
-            if len(text) <= MAX_RESULT_CHARS
-            else {"sha256": sha256_hex(text), "chars": len(text)}
-        )
-        return {
-            "gateway": "mcp",
-            "server": self.config.server,
-            "tool": name,
-            "arguments": kept,
-            "rule": {"index": rule.index, "action_type": rule.action_type},
-        }
-
     async def _registered(
         self, rule: EffectRule, name: str, arguments: dict[str, Any], *, probe: bool = True
     ) -> types.CallToolResult:
@@ -588,7 +527,7 @@ class Gateway:
         judged_on = self.session  # the upstream whose listing judged this call
         try:
             key = render_key(rule, name, arguments)
-            recorded = self._record_arguments(rule, name, arguments)
+            recorded = answers.kept_arguments(self.config.server, rule, name, arguments)
             versions = self._versions(name)
 
             def intercept() -> tuple[Continuum, InterceptResult]:
@@ -608,13 +547,7 @@ class Gateway:
             if e.code.startswith("store."):
                 self.drop_runtime()  # open it again for the next call
             log.warning("gateway.call_refused", tool=name, code=e.code)
-            return _text_result(
-                f"Refused: {name!r} is a registered effect ({rule.where}) that continuum "
-                "cannot record now, so it was not called: "
-                f"{e.message} [{e.code}]" + (f" ({e.hint})" if e.hint else ""),
-                refused=e.code,
-                tool=name,
-            )
+            return answers.unrecordable(rule, name, e)
         ref = decision.action_key
         status = str(decision.status)
         probed = ""
@@ -628,34 +561,31 @@ class Gateway:
                     self.drop_runtime()
                 verdict, said = "unknown", f"recording its verdict failed: {e.message} [{e.code}]"
             if verdict == "occurred":
-                return self._probe_found(name, ref, decision.action_id, said)
+                return answers.probe_found(
+                    name, ref, decision.action_id, said, no_result=self._no_result(name)
+                )
             if verdict == "not_occurred":  # settled as failed by continuum's own check
                 return await self._registered(rule, name, arguments, probe=False)
             probed = f"The rule's probe could not tell ({said}). "
         if decision.proceed:
             return await self._perform(rt, name, arguments, ref, judged_on)
         if status == "completed":
-            return self._from_ledger(decision.previous_result, name, ref, decision.action_id)
-        what = (
-            f"a person must check whether it happened at {self.config.server!r}, then run "
-            f"`continuum reconcile {run} {ref} --occurred` (it happened) or "
-            f"`continuum reconcile {run} {ref} --not-occurred` (it did not)"
-        )
-        return _text_result(
-            f"Refused: {name!r} is the action {ref} of run {run!r}, and the ledger says "
-            f"{status}: {decision.guidance} It was not called again. "
-            + probed
-            + (
-                what
-                if status
-                in ("unknown", "reconcile_required", "needs_confirmation", "version_drift")
-                else ""
-            ),
-            refused=status,
-            tool=name,
-            action_id=decision.action_id,
-            action_key=ref,
-            run=run,
+            return answers.from_ledger(
+                decision.previous_result,
+                name,
+                ref,
+                decision.action_id,
+                no_result=self._no_result(name),
+            )
+        return answers.ledger_refusal(
+            self.config.server,
+            run,
+            name,
+            ref,
+            decision.action_id,
+            status,
+            decision.guidance,
+            probed,
         )
 
     def _probe(
@@ -687,50 +617,6 @@ class Gateway:
         the upstream has (the client would reject the answer)."""
         tool = self.tools.get(name)
         return tool is not None and tool.output_schema is not None
-
-    def _probe_found(self, name: str, ref: str, action_id: str, said: str) -> types.CallToolResult:
-        return types.CallToolResult(
-            is_error=self._no_result(name),
-            content=[
-                types.TextContent(
-                    type="text",
-                    text=f"Already done: {name!r} ({ref}) had no recorded answer, and the "
-                    f"rule's probe found that it happened ({said}); it was not called again.",
-                )
-            ],
-            _meta={
-                LEDGER_META: {
-                    "answered": "probe_occurred",
-                    "action_key": ref,
-                    "action_id": action_id,
-                }
-            },
-        )
-
-    def _from_ledger(
-        self, stored: Any, name: str, ref: str, action_id: str
-    ) -> types.CallToolResult:
-        meta = {"answered": "from_ledger", "action_key": ref, "action_id": action_id}
-        if isinstance(stored, dict) and "result" in stored:
-            try:
-                result = types.CallToolResult.model_validate(stored["result"])
-            except ValueError:
-                result = None
-            if result is not None:
-                merged = dict(result.meta or {})
-                merged[LEDGER_META] = meta
-                return result.model_copy(update={"meta": merged})
-        return types.CallToolResult(
-            is_error=self._no_result(name),
-            content=[
-                types.TextContent(
-                    type="text",
-                    text=f"Already done: {name!r} ({ref}) completed earlier; its result was "
-                    "too large to keep, so only its digest is stored. It was not called again.",
-                )
-            ],
-            _meta={LEDGER_META: {**meta, "stored": stored}},
-        )
 
     async def _settle(
         self,
@@ -771,15 +657,7 @@ class Gateway:
             await self._settle(
                 rt, ref, error="the upstream was replaced before it was sent", certain=True
             )
-            return _text_result(
-                f"The upstream server {self.config.server!r} was reached (or started) again "
-                f"after {name!r} was judged, so it was not sent (the action {ref} failed). "
-                "Call it again: it is judged against the new upstream's tools first.",
-                refused="upstream_restarted",
-                tool=name,
-                action_key=ref,
-                run=run,
-            )
+            return answers.replaced_before_sent(self.config.server, run, name, ref)
         session = self.session
         try:
             result = await self._forward(name, arguments, session)
@@ -792,41 +670,16 @@ class Gateway:
                 await self._settle(
                     rt, ref, error=f"the upstream refused the session: {e}"[:2000], certain=True
                 )
-                return _text_result(
-                    f"The upstream server {self.config.server!r} had restarted and refused "
-                    f"{name!r} ({e}); it was not performed (the action {ref} failed). Call it "
-                    "again: the gateway reaches the upstream again first.",
-                    refused="upstream_restarted",
-                    tool=name,
-                    action_key=ref,
-                    run=run,
-                )
+                return answers.session_refused(self.config.server, run, name, ref, e)
             await self._settle(
                 rt, ref, error=f"no answer from the upstream ({type(e).__name__}: {e})"[:2000]
             )
-            return _text_result(
-                f"The upstream server {self.config.server!r} gave no answer to {name!r} "
-                f"({type(e).__name__}: {e}); it may or may not have happened. The action "
-                f"{ref} of run {run!r} is now unknown and will not be called again until a "
-                f"person checks the upstream, then runs `continuum reconcile {run} {ref} "
-                "--occurred` or `--not-occurred`.",
-                refused="unknown",
-                tool=name,
-                action_key=ref,
-                run=run,
-            )
+            return answers.unknown_outcome(self.config.server, run, name, ref, e)
         fault_point("gateway_after_forward")  # crash tests: forwarded, nothing recorded yet
         if result.is_error:
-            await self._settle(rt, ref, error=_result_text(result), certain=True)
+            await self._settle(rt, ref, error=answers.result_text(result), certain=True)
             return result
-        dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        text = canonical_json(dumped)
-        stored: dict[str, Any] = (
-            {"result": dumped}
-            if len(text) <= MAX_RESULT_CHARS
-            else {"sha256": sha256_hex(text), "chars": len(text)}
-        )
-        await self._settle(rt, ref, result=stored)
+        await self._settle(rt, ref, result=answers.kept_result(result))
         return result
 
 
