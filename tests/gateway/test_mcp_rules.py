@@ -54,6 +54,19 @@ def test_a_key_argument_the_call_lacks_refuses_the_call() -> None:
     with pytest.raises(UsageError) as e:
         render_key(rule, "send_invoice", {"currency": "EUR"})
     assert e.value.code == "gateway.missing_argument"
+    assert "'invoice_id'" in e.value.message and "effect #1 (line 4)" in e.value.message
+    with pytest.raises(UsageError) as none:  # a null argument is no value either
+        render_key(rule, "send_invoice", {"invoice_id": None})
+    assert none.value.code == "gateway.missing_argument"
+
+
+def test_a_key_takes_literal_braces_and_the_tool_s_name() -> None:
+    rules = parse_rules(
+        '[[effect]]\ntool = "send_.*"\naction_type = "send"\nkey = "{{x}}:{tool_name}:{n}"\n',
+        "gateway.toml",
+    )
+    rule = rules.effects[0]
+    assert render_key(rule, "send_mail", {"n": 7}) == "{x}:send_mail:7"
 
 
 @pytest.mark.parametrize(

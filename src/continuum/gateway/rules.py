@@ -41,6 +41,7 @@ from continuum.hooks.registry import (
     block_drift_field,
     key_text,
     probe_field,
+    render,
     template_field,
 )
 from continuum.rule_tables import Entry, as_text, rule_regex, rule_tables
@@ -49,7 +50,6 @@ RULES_PATH = os.path.join(".continuum", "gateway.toml")
 REPLAYS = ("never", "safe", "idempotent", "reconcile")
 _FIELDS = {"tool", "match", "action_type", "key", "replay", "description", "probe", "block_drift"}
 _TOP_LEVEL = frozenset({"run", "read_only"})
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 
 
 @dataclass(frozen=True)
@@ -207,26 +207,17 @@ def render_key(rule: EffectRule, tool: str, arguments: Mapping[str, Any]) -> str
     (and ``{tool_name}``), whitespace runs collapsed, control and invisible characters
     escaped, a long key shortened to a prefix plus a digest of the whole. A missing
     argument is a ``UsageError`` (``gateway.missing_argument``): the call is refused."""
-    values: dict[str, Any] = {"tool_name": tool, **arguments}
 
-    def fill(m: re.Match[str]) -> str:
-        token = m.group(0)
-        if token == "{{":
-            return "{"
-        if token == "}}":
-            return "}"
-        name = m.group(1)
-        if values.get(name) is None:
-            raise UsageError(
-                f"the call to {tool!r} has no argument {name!r} for the key "
-                f"{rule.key!r} of {rule.where}",
-                code="gateway.missing_argument",
-                hint="pass the argument, or fix the rule's key or match so it only "
-                "matches calls that have it",
-            )
-        return as_text(values[name])
+    def missing(name: str | None) -> UsageError:
+        return UsageError(
+            f"the call to {tool!r} has no argument {name!r} for the key "
+            f"{rule.key!r} of {rule.where}",
+            code="gateway.missing_argument",
+            hint="pass the argument, or fix the rule's key or match so it only "
+            "matches calls that have it",
+        )
 
-    return key_text(_PLACEHOLDER.sub(fill, rule.key))
+    return key_text(render(rule.key, {"tool_name": tool, **arguments}, missing=missing))
 
 
 def explain(rules: GatewayRules) -> list[str]:

@@ -38,7 +38,7 @@ from continuum.rule_tables import (
 
 TYPE_CHECKING = False  # no typing, dataclasses, pathlib or hashlib on the hot path
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
     from typing import Any
 
@@ -532,8 +532,15 @@ def load_registry(project: str | Path) -> Registry:
     return parse_registry(registry_text(raw, path), path)
 
 
-def render(template: str, values: Mapping[str, Any], *, quote: bool = False) -> str:
-    """Fill ``template`` from ``values``; a missing field is a ``UsageError``."""
+def render(
+    template: str,
+    values: Mapping[str, Any],
+    *,
+    quote: bool = False,
+    missing: Callable[[str | None], Exception] | None = None,
+) -> str:
+    """Fill ``template`` from ``values``; a missing (or None) field is a ``UsageError``,
+    or the error ``missing(name)`` gives (the gateways name the call and their rule)."""
 
     def fill(token: str, name: str | None) -> str:
         if token == "{{":
@@ -541,6 +548,8 @@ def render(template: str, values: Mapping[str, Any], *, quote: bool = False) -> 
         if token == "}}":
             return "}"
         if name is None or name not in values or values[name] is None:
+            if missing is not None:
+                raise missing(name)
             raise UsageError(
                 f"the call has no {name!r} for the template {template!r}",
                 code="hooks.missing_field",
