@@ -15,6 +15,7 @@ import json
 import signal
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -316,7 +317,7 @@ import continuum.runtime.effects as effects
 from continuum.runtime.facade import Continuum
 url, worker, per, broken, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
 if broken:
-    effects.EffectsFacade.budget_scopes = lambda self, run_id, **_: None
+    effects.EffectsFacade.budget_scopes = lambda self, run_id: None
 cx = Continuum.open(url, origin="external_agent")
 cx.start_run(f"child-{worker}", "answer some tickets", parent="run_budget")
 while not os.path.exists(go):  # all four start together
@@ -406,3 +407,65 @@ def test_a_person_is_told_once_when_the_budget_is_reached_naming_the_family(
     cx.set_budget(RUN, tokens=5)  # lowered: reached again, told again
     assert cx.intercept(RUN, "llm", {"q": 5}, key="q5").status == "budget_exceeded"
     assert len([n for n in store.list_outbox() if n.kind == "budget_exceeded"]) == 2
+
+
+# Another writer (a second facade on the same store: another process, in effect) starts a
+# child of the parent and spends in it at the worst moment of the parent's own intercept:
+# between reading the parent's state and reading its head (where the budget's family is
+# fixed), or just after the intercept read the run for its hold. The family's count must
+# still see the child: 0.01 + 0.90 + 0.50 passes the 1.00 limit.
+@pytest.mark.parametrize("moment", ["before_head", "after_hold"])
+@pytest.mark.parametrize("had_child", [False, True], ids=["no_child_yet", "a_child_already"])
+def test_a_child_started_while_the_parent_intercepts_is_counted_in_its_budget(
+    store_factory: StoreFactory, store: Storage, moment: str, had_child: bool
+) -> None:
+    a = facade(store)
+    b = facade(store_factory.open(), Origin.EXTERNAL_AGENT)
+    a.start_run("P", "parent")
+    a.set_budget("P", usd="1.00")
+    if had_child:
+        a.start_run("C1", "child one", parent="P")
+    assert a.intercept("P", "llm_call", {"i": 0}, key="warm", cost={"usd": "0.01"}).proceed
+    fired: list[str] = []
+
+    def other_writer() -> None:
+        if not fired:
+            fired.append(moment)
+            b.start_run("C2", "child two", parent="P")
+            spent = b.intercept("C2", "llm_call", {"x": 1}, key="c2", cost={"usd": "0.90"})
+            assert spent.proceed  # 0.91 of 1.00: within the budget
+
+    if moment == "before_head":
+        real_head = a._head_of
+
+        def head_of(run_id: str) -> int:
+            if run_id == "P":
+                other_writer()
+            return real_head(run_id)
+
+        a._head_of = head_of  # type: ignore[method-assign]
+    else:
+        real_hold = a._hold_and_state
+
+        def hold_and_state(run_id: str) -> Any:
+            out = real_hold(run_id)
+            other_writer()
+            return out
+
+        a._hold_and_state = hold_and_state  # type: ignore[method-assign]
+    r = a.intercept("P", "llm_call", {"i": 1}, key="p1", cost={"usd": "0.50"})
+    assert fired == [moment]  # the other writer did run inside the intercept
+    assert r.status == InterceptStatus.BUDGET_EXCEEDED, r.guidance
+    within = a.intercept("P", "llm_call", {"i": 2}, key="p2", cost={"usd": "0.05"})
+    assert within.proceed  # control: 0.96 of 1.00 still fits
+
+
+def test_intercepts_on_runs_that_do_not_exist_keep_nothing(cx: Continuum) -> None:
+    from continuum.errors import NotFoundError
+
+    for i in range(50):
+        with pytest.raises(NotFoundError):
+            cx.intercept(f"no-such-run-{i}", "t", {}, key="k")
+    assert not any(r.startswith("no-such-run") for r in cx._steps)
+    cx.intercept(RUN, "t", {}, key="k")
+    assert RUN in cx._steps  # control: a real run's steps are counted

@@ -70,8 +70,21 @@ def budget_scopes(
             scopes.append(
                 BudgetScope(run_id, limits, *listed_family(run_id, state_of, head_of, max_family))
             )
-        else:  # the write transaction still adds a child started since
-            scopes.append(BudgetScope(run_id, limits, (run_id,), (head_of(run_id),)))
+        else:
+            # The head first, then the run as it is at that head: a child started before
+            # it is listed now (its family counted), one started after it is found by the
+            # write transaction, which reads the log after the head. (The state above
+            # was read before the head: a child started in between was in neither.)
+            head = head_of(run_id)
+            listed = state_of(run_id).children
+            if listed:
+                scopes.append(
+                    BudgetScope(
+                        run_id, limits, *listed_family(run_id, state_of, head_of, max_family)
+                    )
+                )
+            else:
+                scopes.append(BudgetScope(run_id, limits, (run_id,), (head,)))
     seen, child, parent = {run_id}, run_id, state.parent
     while parent is not None and parent not in seen and len(seen) <= max_family:
         seen.add(parent)

@@ -101,7 +101,14 @@ class EffectsFacade(RunsFacade):
         extra = {} if approval_arguments is None else {"approval_arguments": approval_arguments}
         estimate = cost_given(cost)
         hold, state = self._hold_and_state(run_id)
-        limits = self.budget_scopes(run_id, state=state)
+        # No limits of its own and no parent: no budget applies (what ``budget_scopes``
+        # answers from this state), and the run is not read again for it. Anything else
+        # is read afresh, in the order the family's count depends on (``budget.py``).
+        limits = (
+            None
+            if state.get("budget") is None and state.get("parent") is None
+            else self.budget_scopes(run_id)
+        )
         if limits is not None:
             extra["budget"] = limits
         if estimate is not None:
@@ -173,21 +180,11 @@ class EffectsFacade(RunsFacade):
 
     # -- budgets and usage (ledger/budget.py) ---------------------------------------------------
 
-    def budget_scopes(
-        self, run_id: str, *, state: Mapping[str, Any] | None = None
-    ) -> list[BudgetScope] | None:
+    def budget_scopes(self, run_id: str) -> list[BudgetScope] | None:
         """The budgets an intercept in the run is judged against, as the ledger checks
         them: the run's own limits, then each ancestor's that has some, counted over that
-        ancestor's whole family (a parent's budget covers its children); None: none.
-        ``state``: the run's plain state as the caller read it a moment ago (``intercept``
-        reads the run once for its hold and its budgets)."""
-
-        def state_of(r: str) -> RunBudget:
-            return (
-                _run_budget_of(state) if state is not None and r == run_id else self._run_budget(r)
-            )
-
-        return budget_scopes(run_id, state_of, self._head_of, max_family=MAX_FAMILY)
+        ancestor's whole family (a parent's budget covers its children); None: none."""
+        return budget_scopes(run_id, self._run_budget, self._head_of, max_family=MAX_FAMILY)
 
     def _run_budget(self, run_id: str) -> RunBudget:
         return _run_budget_of(self._plain_state(run_id))

@@ -384,7 +384,11 @@ class RunsFacade:
         """``hold_for``, with the plain state it judged by (``_plain_state``): what
         ``intercept`` reads the run's budgets from too, one read of the head for both."""
         self._step(run_id)
-        state = self._plain_state(run_id)
+        try:
+            state = self._plain_state(run_id)
+        except NotFoundError:
+            self._steps.pop(run_id, None)  # no run: no count kept for it (ids are agents')
+            raise
         return hold_reason(held_in(state["dependencies"])), state
 
     def holding(self, run_id: str) -> frozenset[str]:
