@@ -142,6 +142,21 @@ def digest(value: Any) -> str:
     return sha256_hex(canonical_bytes(value))
 
 
+def digest_texts(*parts: str) -> str:
+    """``digest(list(parts))`` of a list of strings, its canonical JSON written directly
+    (each string as ``canonical_json`` encodes it, no spaces): the identities' digests
+    of fixed lists of text, without the encoder's walk (a third of the cost)."""
+    if not all(type(p) is str for p in parts):
+        return digest(list(parts))  # not all text: the encoder's way, its checks and errors
+    text = "[" + ",".join([encode_basestring(p) for p in parts]) + "]"
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return digest(list(parts))  # a lone surrogate: canonical_bytes raises its error
+    hexdigest: str = _digest.sha256(data).hexdigest()
+    return hexdigest
+
+
 def _reject_constant(token: str) -> Any:
     raise ValueError(f"non-finite number {token} is not allowed")
 

@@ -11,7 +11,7 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from continuum.eventlog.canonical import canonical_json, digest
+from continuum.eventlog.canonical import canonical_json, digest, digest_texts
 
 if TYPE_CHECKING:
     from continuum.store.base import RunHead
@@ -168,7 +168,7 @@ def action_identity(
     fallback: str | None
     if key is not None:
         key = normalize_key(action_type, key)
-        dedup = digest(["key", action_type, key])
+        dedup = digest_texts("key", action_type, key)
         fallback = None
     else:
         dedup, fallback = _args_keys(action_type, normalized, cwd)
@@ -177,15 +177,15 @@ def action_identity(
             action_type, normalize_arguments(arguments, cwd, spaced=False), None
         )
         if old != dedup:
-            earlier = (("act_" + digest([run_id, old])[:24], old),)
+            earlier = (("act_" + digest_texts(run_id, old)[:24], old),)
         if old_fallback != fallback:
             earlier_fallback = (old_fallback,)
     return ActionIdentity(
-        action_id="act_" + digest([run_id, dedup])[:24],
+        action_id="act_" + digest_texts(run_id, dedup)[:24],
         action_key=action_key_of(action_type, key, dedup),
         dedup_key=dedup,
         fallback_key=fallback,
-        operation_key="op_" + digest(["operation", run_id, dedup])[:32],
+        operation_key="op_" + digest_texts("operation", run_id, dedup)[:32],
         normalized_arguments=normalized,
         earlier=earlier,
         earlier_fallback=earlier_fallback,
