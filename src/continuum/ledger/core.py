@@ -187,9 +187,12 @@ class ActionLedger:
         payload: dict[str, Any],
         origin: Origin,
         lease: float | None,
+        keys_checked: bool = False,
     ) -> dict[str, Any]:
-        """Append the event and put the action's new index row; its record (the fold's)."""
-        event = tx.append_raw(type, payload, source=origin)
+        """Append the event and put the action's new index row; its record (the fold's).
+        ``keys_checked``: the payload holds only the ledger's own fields and values
+        ``canonical_json`` already accepted (``WriteTx.append_raw``)."""
+        event = tx.append_raw(type, payload, source=origin, keys_checked=keys_checked)
         record = apply_action_event(row.record if row else None, event)
         assert record is not None
         tx.put_action(ActionRow(tx.head.run_id, record["action_id"], record, lease))
@@ -402,6 +405,7 @@ class ActionLedger:
                     },
                     origin,
                     now + self.lease_seconds,
+                    keys_checked=True,  # the arguments were checked above, the rest is ours
                 )
                 result = answer(rec, True, "started", None)
             else:
@@ -609,6 +613,7 @@ class ActionLedger:
         *,
         force: bool = False,
         also: Callable[[dict[str, Any]], bool] | None = None,
+        keys_checked: bool = False,
     ) -> dict[str, Any]:
         """One transition of a recorded action, in one write transaction; the action's new
         record (plain data; the public methods return it as an ``ActionRecord``)."""
@@ -654,7 +659,13 @@ class ActionLedger:
                     owner=owner,
                 )
             new = self._apply(
-                tx, row, type, {"action_id": rec["action_id"], **payload}, origin, None
+                tx,
+                row,
+                type,
+                {"action_id": rec["action_id"], **payload},
+                origin,
+                None,
+                keys_checked=keys_checked,
             )
         if new["status"] != ActionStatus.STARTED:
             self.held.discard((run_id, new["action_id"]))
@@ -710,6 +721,7 @@ class ActionLedger:
             },
             origin,
             "complete",
+            keys_checked=True,  # the result was checked above; actual is cost_of's
         )
 
     def fail(

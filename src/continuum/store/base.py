@@ -141,8 +141,11 @@ class WriteTx(Protocol):
         *,
         source: Origin,
         causer_event_id: str | None = None,
+        keys_checked: bool = False,
     ) -> RawEvent:
-        """``append``, the event as plain data."""
+        """``append``, the event as plain data. ``keys_checked``: the payload's keys are
+        all strings and its values all JSON by construction (its encoding skips that
+        walk; its form and limits are still checked)."""
         ...
 
     def find_action(

@@ -111,6 +111,7 @@ class CoreTx:
         source: Origin,
         causer_event_id: str | None = None,
         checked_text: str | None = None,
+        keys_checked: bool = False,
     ) -> RawEvent:
         """Seal and write the next event of the run. The payload is encoded once: that text
         is both hashed (``row_hash``) and stored; the event is plain data (``RawEvent``),
@@ -118,12 +119,17 @@ class CoreTx:
         from a caller that already ran these checks on it (``CoreStore.append_raw``, before
         taking the lock): not encoded and checked twice; that caller's payload must not
         change meanwhile, and a type in ``DERIVED_ROWS`` (whose index and outbox rows read
-        the payload itself) is never given one."""
+        the payload itself) is never given one. ``keys_checked``: every key of the
+        payload (at any depth) is a string and every value one ``canonical_json``
+        accepts, by construction (the ledger's own fields around values it checked):
+        encoded without the walk over its keys; its known form and limits still checked."""
         type_ = str(type)
         head, origin = self._head, Origin(source)
         if checked_text is None:
             check_payload(type_, payload)  # a malformed known payload is refused, not stored
-            payload_text = canonical_json(payload)
+            payload_text = (
+                canonical_json_parsed(payload) if keys_checked else canonical_json(payload)
+            )
             check_entry(payload, payload_text, f"this {type_} event")  # limits.py: depth, size
         else:
             payload_text = checked_text
