@@ -9,6 +9,7 @@ No sleeps: every read is bounded with ``anyio.fail_after(BOUND)``.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -19,7 +20,7 @@ import anyio
 import pytest
 from anyio.abc import Process
 
-from continuum.gateway.relay import RESERVED_ID_PREFIX
+from continuum.gateway.relay import RESERVED_ID_PREFIX, open_stdio_upstream
 from continuum.serving.flags import SERVER_BUSY
 from continuum.serving.transport import DEFAULT_MAX_IN_FLIGHT
 
@@ -531,3 +532,53 @@ async def test_a_host_cancel_of_a_registered_call_the_gateway_took_is_never_answ
         assert actions_of(project, RUN).get("hang:1") != "completed"
     else:
         assert hung == []
+
+
+# -- the upstream's pipes (in process) ---------------------------------------------------
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+async def test_the_upstreams_pipes_are_closed_at_the_end_its_stdin_first(tmp_path: Path) -> None:
+    # The upstream reads to the end of its stdin and says so: the gateway's stop closed it
+    # (the end the SDK's stdio_client gives too), not a kill; no descriptor is left open.
+    said = tmp_path / "saw-the-end"
+    script = tmp_path / "reads_to_the_end.py"
+    script.write_text(
+        "import sys, pathlib\n"
+        "sys.stdin.buffer.read()\n"
+        f"pathlib.Path({str(said)!r}).write_text('yes')\n",
+        encoding="utf-8",
+    )
+    before = _open_fds()
+    with anyio.fail_after(BOUND):
+        async with open_stdio_upstream(
+            [sys.executable, str(script)], timeout=5, env=dict(os.environ), errlog=sys.stderr
+        ) as relay:
+            assert not relay.busy
+    assert said.read_text(encoding="utf-8") == "yes"
+    assert _open_fds() == before
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc (Linux)")
+async def test_a_write_the_upstream_never_reads_can_be_cancelled_and_does_not_hang_the_stop(
+    tmp_path: Path,
+) -> None:
+    # The upstream never reads: a line larger than the pipe's buffer waits, whole, in the
+    # event loop's buffer. Its sender can be cancelled (a write parked in a thread could
+    # not be: this test hung with one), the stop ends the upstream after its grace period,
+    # and every descriptor is closed.
+    script = tmp_path / "never_reads.py"
+    script.write_text("import time\ntime.sleep(600)\n", encoding="utf-8")
+    before = _open_fds()
+    with anyio.fail_after(BOUND):
+        async with open_stdio_upstream(
+            [sys.executable, str(script)], timeout=5, env=dict(os.environ), errlog=sys.stderr
+        ) as relay:
+            with anyio.move_on_after(0.5) as waited:
+                await relay._send_upstream(b"x" * (1 << 20) + b"\n")
+            assert waited.cancelled_caught  # it waited for room, and the wait was cancellable
+    assert _open_fds() == before

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import json
+import os
 import sys
 import tracemalloc
 from collections.abc import AsyncIterator, Iterator
@@ -33,6 +36,7 @@ from continuum.serving.transport import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_MESSAGE_BYTES_FLAG,
     BoundedLineReader,
+    FdSource,
     OversizedLine,
     Rejected,
     hardened_stdio_server,
@@ -169,6 +173,103 @@ async def test_reader_memory_stays_bounded_while_skipping_a_20_mb_line() -> None
         tracemalloc.stop()
     assert items == [OversizedLine(limit), b"after"]
     assert peak < 4 * limit  # limit + one chunk, plus copies: far below the 20 MB line
+
+
+# --- reading a descriptor (FdSource) -----------------------------------------------
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[int, int]]:
+    read_end, write_end = os.pipe()
+    yield read_end, write_end
+    for fd in (read_end, write_end):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+@pytest.mark.anyio
+async def test_fd_source_reads_a_pipe_and_keeps_watching_it_between_reads(
+    pipe: tuple[int, int],
+) -> None:
+    read_end, write_end = pipe
+    source = FdSource(read_end)
+    loop = asyncio.get_running_loop()
+    try:
+        for chunk in (b"one\n", b"two\n"):
+            os.write(write_end, chunk)
+            with anyio.fail_after(BOUND):
+                assert await source.receive() == chunk
+        # Still registered after a read: no epoll_ctl pair per line (anyio's wait_readable
+        # drops the descriptor after each wait, and this assertion fails with it).
+        assert loop.remove_reader(read_end) is True
+        loop.add_reader(read_end, source._readable)  # as it was, for close() below
+    finally:
+        source.close()
+    assert loop.remove_reader(read_end) is False  # close() dropped it
+
+
+@pytest.mark.anyio
+async def test_fd_source_reads_nothing_ahead_when_nobody_waits(pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    source = FdSource(read_end)
+    try:
+        os.write(write_end, b"first\n")
+        with anyio.fail_after(BOUND):
+            assert await source.receive() == b"first\n"
+        os.write(write_end, b"left for another reader\n")  # nobody receives now
+        for _ in range(5):
+            await anyio.lowlevel.checkpoint()  # the loop's callback runs with no waiter
+        assert asyncio.get_running_loop().remove_reader(read_end) is False  # stopped watching
+        assert os.read(read_end, 100) == b"left for another reader\n"  # still in the pipe
+        os.write(write_end, b"again\n")
+        with anyio.fail_after(BOUND):
+            assert await source.receive() == b"again\n"  # watched again for the next one
+    finally:
+        source.close()
+
+
+@pytest.mark.anyio
+async def test_fd_source_cancelled_receive_loses_nothing(pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    source = FdSource(read_end)
+    try:
+        with anyio.move_on_after(0.05) as scope:
+            await source.receive()
+        assert scope.cancelled_caught
+        os.write(write_end, b"after the cancel\n")
+        with anyio.fail_after(BOUND):
+            assert await source.receive() == b"after the cancel\n"
+    finally:
+        source.close()
+
+
+@pytest.mark.anyio
+async def test_fd_source_ends_at_the_end_of_the_pipe_and_stops_watching(
+    pipe: tuple[int, int],
+) -> None:
+    read_end, write_end = pipe
+    source = FdSource(read_end)
+    os.write(write_end, b"last")
+    os.close(write_end)
+    with anyio.fail_after(BOUND):
+        assert await source.receive() == b"last"
+        with pytest.raises(anyio.EndOfStream):
+            await source.receive()
+    assert asyncio.get_running_loop().remove_reader(read_end) is False
+
+
+@pytest.mark.anyio
+async def test_fd_source_reads_a_regular_file_in_a_thread(tmp_path: Path) -> None:
+    path = tmp_path / "input.jsonl"
+    path.write_bytes(b'{"a":1}\n{"b":2}\n')
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        source = FdSource(fd)
+        with anyio.fail_after(BOUND):
+            assert await _read_all(BoundedLineReader(source, limit=100)) == [b'{"a":1}', b'{"b":2}']
+        source.close()
+    finally:
+        os.close(fd)
 
 
 # --- parsing one line ------------------------------------------------------------

@@ -56,7 +56,9 @@ What this module owns:
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -75,9 +77,14 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from continuum.log import get_logger
-from continuum.serving.transport import BoundedLineReader, HostLink, OversizedLine
+from continuum.serving.transport import (
+    BoundedLineReader,
+    FdSource,
+    HostLink,
+    OversizedLine,
+)
 
-__all__ = ["RESERVED_ID_PREFIX", "Relay", "Route", "open_stdio_upstream"]
+__all__ = ["RESERVED_ID_PREFIX", "Relay", "Route", "StdinPipe", "open_stdio_upstream"]
 
 log = get_logger("continuum.gateway")
 
@@ -192,17 +199,88 @@ def _call_line(request_id: types.RequestId, params: Mapping[str, Any], token: An
     return json.dumps(request, separators=(",", ":")).encode()
 
 
+class StdinPipe(asyncio.Protocol):
+    """The upstream's stdin, written by asyncio's pipe transport: a line goes out at once
+    or waits whole in the loop's buffer, lines stay in the order they were sent, and a
+    sender waits (cancellably) only while that buffer is over its mark: nothing is
+    written by a thread that a cancel could not stop, and the descriptor is never closed
+    under a write. The transport notices at once when the upstream closes its end."""
+
+    def __init__(self) -> None:
+        self._transport: asyncio.WriteTransport | None = None
+        self._paused = False
+        self._lost = False
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @classmethod
+    async def open(cls, fd: int) -> StdinPipe:
+        """Take ``fd`` (a pipe's write end): it is closed with the transport."""
+        pipe = cls()
+        await asyncio.get_running_loop().connect_write_pipe(
+            lambda: pipe, os.fdopen(fd, "wb", buffering=0)
+        )
+        return pipe
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        self._transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._wake()
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def send(self, data: bytes) -> bool:
+        """Write ``data`` whole; False when the upstream can no longer take it."""
+        transport = self._transport
+        if transport is None or self._lost or transport.is_closing():
+            return False
+        transport.write(data)
+        if transport.is_closing():  # the write failed: the upstream closed its stdin
+            return False
+        while self._paused and not self._lost:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+        return not self._lost
+
+    def close(self) -> None:
+        """Close once what is buffered is written (the upstream then reads its end)."""
+        if self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        """After ``close``: drop what is still buffered, which closes it now. (With an
+        empty buffer the close is done or under way: a second one would run its end twice.)"""
+        transport = self._transport
+        if transport is not None and not self._lost and transport.get_write_buffer_size():
+            transport.abort()
+
+
 class Relay:
     """One upstream subprocess: the session's streams, and the relay of host calls."""
 
-    def __init__(self, process: Process, timeout: float) -> None:
+    def __init__(self, process: Process, timeout: float, stdin: StdinPipe, stdout: int) -> None:
         self._process = process
+        self._stdin = stdin
+        self._stdout = FdSource(stdout)  # the read end of its stdout (ours)
         self._timeout = timeout
         self._route: Route | None = None
         self._spawn: Callable[..., Any] | None = None  # starts a host call the route runs
         self._host_calls: dict[types.RequestId, anyio.CancelScope] = {}  # by coerced host id
         self._calls = 0  # the gateway's own calls sent so far (their reserved ids)
-        self._stdin_lock = anyio.Lock(fast_acquire=True)
         self._pending: dict[types.RequestId, _Pending] = {}  # by coerced id: deadline order
         self._tokens: dict[types.RequestId, types.RequestId] = {}  # coerced token -> its key
         self._wake = anyio.Event()
@@ -410,30 +488,22 @@ class Relay:
 
     async def _send_upstream(self, data: bytes) -> bool:
         """One whole line to the upstream's stdin; False when it cannot take it."""
-        stdin = self._process.stdin
-        assert stdin is not None
-        async with self._stdin_lock:
-            try:
-                await stdin.send(data)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                return False
-        return True
+        return await self._stdin.send(data)
 
     async def _deliver(self, item: SessionMessage | Exception) -> None:
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await self._to_session.send(item)
 
     async def _read_upstream(self) -> None:
-        stdout = self._process.stdout
-        assert stdout is not None
-        reader = BoundedLineReader(stdout, _NO_LIMIT)
+        reader = BoundedLineReader(self._stdout, _NO_LIMIT)
         try:
             while (line := await reader.next_line()) is not None:
                 if not isinstance(line, OversizedLine):  # (none: there is no limit)
                     await self._upstream_line(line)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass  # closed under the read: the end, as an end of stream
+        except OSError:
+            pass  # a read that failed: the end, as an end of stream
         finally:
+            self._stdout.close()
             with anyio.CancelScope(shield=True):
                 await self._upstream_ended()
 
@@ -584,13 +654,12 @@ class Relay:
         with anyio.move_on_after(FLUSH_SECONDS):
             await self._writer_done.wait()
         process = self._process
-        if process.stdin is not None:
-            with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await process.stdin.aclose()
+        self._stdin.close()  # what is buffered goes first; then the upstream reads its end
         if not await _exited(process, GRACE_SECONDS):
             await terminate_posix_process_tree(process, KILL_SECONDS)
             if not await _exited(process, KILL_SECONDS):
                 log.warning("gateway.upstream_survived_kill", pid=process.pid)
+        self._stdin.abort()  # what it never read is dropped with it
         with anyio.move_on_after(KILL_SECONDS):
             await process.aclose()
 
@@ -610,17 +679,48 @@ async def open_stdio_upstream(
 ) -> AsyncIterator[Relay]:
     """Start the upstream (raises ``OSError`` or ``ValueError`` when it cannot be) and
     serve its pipes until the block ends; then stop it."""
-    process = await anyio.open_process(
-        list(command), env=dict(env), stderr=errlog, start_new_session=True
-    )
-    relay = Relay(process, timeout)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(relay._read_upstream)
-        tg.start_soon(relay._write_session)
-        tg.start_soon(relay._sweep)
-        try:
-            yield relay
-        finally:
-            with anyio.CancelScope(shield=True):
-                await relay._stop()
-            tg.cancel_scope.cancel()
+    # The pipes are the gateway's own: its stdout read as the host's stdin is (serving's
+    # FdSource), its stdin written by the event loop (StdinPipe). anyio's process streams
+    # cost a turn of the loop per write and a registration per read, on a path where each
+    # relayed call pays for every turn.
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    try:
+        process = await anyio.open_process(
+            list(command),
+            stdin=stdin_read,
+            stdout=stdout_write,
+            env=dict(env),
+            stderr=errlog,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(stdin_write)
+        os.close(stdout_read)
+        raise
+    finally:
+        os.close(stdin_read)  # the upstream's ends: its own now
+        os.close(stdout_write)
+    try:
+        stdin = await StdinPipe.open(stdin_write)
+    except BaseException:
+        os.close(stdout_read)
+        with anyio.CancelScope(shield=True):
+            await terminate_posix_process_tree(process, KILL_SECONDS)
+            await process.aclose()
+        raise
+    relay = Relay(process, timeout, stdin, stdout_read)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(relay._read_upstream)
+            tg.start_soon(relay._write_session)
+            tg.start_soon(relay._sweep)
+            try:
+                yield relay
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await relay._stop()
+                tg.cancel_scope.cancel()
+    finally:
+        relay._stdout.close()  # no longer watched: the reader has ended
+        os.close(stdout_read)

@@ -56,6 +56,7 @@ request decides).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -69,6 +70,7 @@ from functools import partial
 from typing import Any, Protocol
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
@@ -387,34 +389,89 @@ def _encode(message: types.JSONRPCMessage) -> bytes:
     return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
-class _FdSource:
+class FdSource:
     """Reads a file descriptor without parking a thread on it when it can.
 
-    Pipes and terminals are polled (``anyio.wait_readable``), so a server that
-    stops while stdin stays open exits at once; a regular file (``< input``)
-    cannot be polled and is read in a worker thread instead.
+    Pipes, sockets and terminals are watched by the event loop, so a server that stops
+    while stdin stays open exits at once; a regular file (``< input``) cannot be polled
+    and is read in a worker thread instead. On asyncio the descriptor stays registered
+    with the loop between reads: anyio's ``wait_readable`` registers it and drops it
+    again on every call (two ``epoll_ctl`` and a turn of the loop: 12 us a line against
+    3 us, measured, on a relayed call the gateway spends about 0.2 ms on in all). The
+    loop's callback reads only while a ``receive`` waits, so nothing is read ahead of
+    the caller (what a stopped reader left stays in the pipe); when nobody waits it
+    stops watching until the next ``receive``. ``close`` drops the registration: call
+    it before the descriptor is closed or given back.
     """
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._pollable = True
+        self._loop: asyncio.AbstractEventLoop | None = None  # watching on it
+        self._waiter: asyncio.Future[bytes] | None = None
+        self._want = CHUNK_BYTES
 
     async def receive(self, max_bytes: int = CHUNK_BYTES) -> bytes:
         if self._pollable:
-            try:
-                await anyio.wait_readable(self._fd)
-            except OSError:  # epoll refuses regular files
-                self._pollable = False
-        if self._pollable:
-            data = os.read(self._fd, max_bytes)  # readable: returns without blocking
+            data = await self._watched(max_bytes)
         else:
             data = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes)
         if not data:
             raise anyio.EndOfStream
         return data
 
+    async def _watched(self, max_bytes: int) -> bytes:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another backend (trio): anyio's registration per read
+            loop = None
+        if loop is None:
+            try:
+                await anyio.wait_readable(self._fd)
+            except OSError:  # epoll refuses regular files
+                self._pollable = False
+                return await anyio.to_thread.run_sync(os.read, self._fd, max_bytes)
+            return os.read(self._fd, max_bytes)  # readable: returns without blocking
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        if self._loop is not loop:
+            self.close()
+            try:
+                loop.add_reader(self._fd, self._readable)
+            except OSError:  # epoll refuses regular files
+                self._pollable = False
+                return await anyio.to_thread.run_sync(os.read, self._fd, max_bytes)
+            self._loop = loop
+        waiter: asyncio.Future[bytes] = loop.create_future()
+        self._waiter = waiter
+        self._want = max_bytes
+        try:
+            return await waiter
+        finally:
+            self._waiter = None
 
-class _FdSink:
+    def _readable(self) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():  # nobody waits: stop watching until one does
+            self.close()
+            return
+        try:
+            data = os.read(self._fd, self._want)  # readable: returns without blocking
+        except OSError as e:
+            self.close()
+            waiter.set_exception(e)
+            return
+        if not data:  # the end, which stays readable: stop watching it
+            self.close()
+        waiter.set_result(data)
+
+    def close(self) -> None:
+        """Stop watching the descriptor (a later ``receive`` watches it again)."""
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._fd)
+
+
+class FdSink:
     """Writes a whole line to a file descriptor; never abandoned, so lines stay whole.
 
     On a pipe or a socket (what hosts connect), each piece of up to ``PIPE_BUF`` bytes
@@ -653,11 +710,13 @@ async def hardened_stdio_server(
         if stdin is None:
             devnull = os.open(os.devnull, os.O_RDONLY)
             try:
-                stdin = _FdSource(claims.enter_context(_claim_fd(0, devnull)))
+                source = FdSource(claims.enter_context(_claim_fd(0, devnull)))
+                claims.callback(source.close)  # before fd 0 is given back (last in, first out)
+                stdin = source
             finally:
                 os.close(devnull)
         if stdout is None:
-            stdout = _FdSink(claims.enter_context(_claim_fd(1, 2)))
+            stdout = FdSink(claims.enter_context(_claim_fd(1, 2)))
         wire = _Wire(stdout)
         reader = BoundedLineReader(stdin, max_message_bytes)
         in_flight = InFlight(max_in_flight)
