@@ -8,6 +8,8 @@ Tools:
 - ``charge_card(card)``: always an error result (a declined card: certainly not done).
 - ``slow_effect(seconds)``: appends a line, then sleeps (a call that hangs).
 - ``read_balance(account)``: a read.
+- ``ask_customer(question)``: asks its client (an elicitation request, on the call's
+  stream over HTTP) and says what came back.
 - a resource ``invoices://terms`` and a prompt ``dunning(customer)``: what the gateway
   forwards as it is.
 
@@ -24,10 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_REQUEST
+from pydantic import BaseModel
 
 server = MCPServer("invoices")
 EFFECTS = os.environ.get("UPSTREAM_EFFECTS", "effects.txt")
@@ -68,6 +71,18 @@ def slow_effect(seconds: float) -> str:
 @server.tool(description="Read an account's balance.")
 def read_balance(account: str) -> str:
     return f"balance of {account}: 42"
+
+
+@server.tool(description="Ask the customer a question (the upstream asks its client).")
+async def ask_customer(question: str, ctx: Context) -> str:
+    class Answer(BaseModel):
+        answer: str
+
+    try:
+        result = await ctx.elicit(question, Answer)
+    except MCPError as e:
+        return f"the client did not answer: {e.error.code} {e.error.message}"
+    return f"the client answered: {result.action}"
 
 
 @server.resource("invoices://terms", description="The payment terms.")

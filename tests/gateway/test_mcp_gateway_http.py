@@ -274,6 +274,43 @@ async def test_control_a_client_session_kept_across_the_restart_is_refused_by_th
                 await call(session, "read_balance", account="acme")
 
 
+async def test_a_request_the_upstream_sends_on_a_calls_stream_is_refused_and_the_call_ends(
+    project: Path,
+) -> None:
+    # The upstream asks its client something mid-call (an elicitation, on the call's SSE
+    # stream). The gateway's own leg refuses it, so the tool goes on and the call ends;
+    # left unanswered, the upstream would wait and the call hang.
+    with http_upstream(project) as url:
+        async with connect(project, gateway(url)) as session:
+            asked = await call(session, "ask_customer", question="pay now?")
+            read = await call(session, "read_balance", account="acme")
+    assert not asked.is_error
+    assert text(asked) == "the client did not answer: -32601 Method not found"
+    assert text(read) == "balance of acme: 42"
+    log = (project / "stderr.log").read_text(encoding="utf-8")
+    assert "gateway.upstream_request_refused" in log and "elicitation/create" in log
+
+
+async def test_a_registered_call_over_http_without_an_answer_in_time_is_unknown(
+    project: Path,
+) -> None:
+    rules = project / "slow.toml"
+    rules.write_text(
+        '[[effect]]\ntool = "slow_effect"\naction_type = "slow"\nkey = "{seconds}"\n',
+        encoding="utf-8",
+    )
+    with http_upstream(project) as url:
+        command = gateway(url, "--rules", str(rules), "--run", RUN, "--timeout", "0.5")
+        async with connect(project, command) as session:
+            late = await call(session, "slow_effect", seconds=3)
+            read = await call(session, "read_balance", account="acme")
+    assert late.is_error and ledger_meta(late)["refused"] == "unknown"
+    assert "timed out" in text(late)
+    [action] = actions(project)
+    assert action.status == "unknown"
+    assert text(read) == "balance of acme: 42"  # the session serves on
+
+
 async def test_headers_name_their_secret_by_environment_variable(project: Path) -> None:
     with http_upstream(project, UPSTREAM_BEARER="s3cret-token") as url:
         command = gateway(url, "--header", "Authorization: Bearer $BILLING_TOKEN")

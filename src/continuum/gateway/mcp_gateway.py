@@ -51,7 +51,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -65,6 +65,7 @@ from pydantic import ValidationError
 from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.faults import fault_point
 from continuum.gateway import mcp_answers as answers
+from continuum.gateway.host_calls import HostCalls, host_call, is_request_id
 from continuum.gateway.pins import Judgement, Pins, locked_pins
 from continuum.gateway.relay import Relay
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
@@ -88,6 +89,9 @@ from continuum.serving.transport import (
 )
 from continuum.types import Origin
 from continuum.version import __version__
+
+if TYPE_CHECKING:
+    from continuum.gateway.http_leg import HttpLeg
 
 log = get_logger("continuum.gateway")
 
@@ -146,8 +150,15 @@ class Gateway:
         # (host calls past the SDK, and the gateway's own calls past the client session),
         # and how a registered call it takes from the host is started (``serve``'s group)
         self.relay: Relay | None = None
+        # with an upstream over HTTP: the gateway's calls past the SDK's client, on the
+        # session they belong to (``http_leg.py``)
+        self.leg: tuple[ClientSession, HttpLeg] | None = None
         self.spawn: Callable[..., Any] | None = None
         self._retired: list[Relay] = []  # replaced relays still running calls they took
+        # with an upstream over HTTP: the host's calls taken past the SDK's server, once
+        # the host finished its handshake
+        self._taken = HostCalls()
+        self._host_ready = False
         self._attempts = 0  # attempts to reach (or start) the upstream again, so far
         # The host's session as the SDK's server keeps it (its handshake's client_params),
         # seen by the first handler the SDK ran: a call the relay takes from the host is
@@ -299,6 +310,7 @@ class Gateway:
             # Its tools are judged against the pins before anything is sent on it: until
             # then the upstream stays gone (calls wait on the lock, or are refused).
             self.session = attempt.session
+            self.leg = None if attempt.leg is None else (attempt.session, attempt.leg)
             try:
                 with anyio.fail_after(RECONNECT_TIMEOUT):
                     await self.refresh()
@@ -333,7 +345,7 @@ class Gateway:
         has a new one); a host's cancel of a call a replaced relay took is that relay's."""
         relay = self.relay
         if relay is None:
-            return False
+            return await self._take(message, host) if self.config.url is not None else False
         if (
             self._retired
             and isinstance(message, types.JSONRPCNotification)
@@ -344,6 +356,42 @@ class Gateway:
                 if await old.divert(message, line, host):
                     return True
         return await relay.divert(message, line, host)
+
+    async def _take(
+        self, message: types.JSONRPCRequest | types.JSONRPCNotification, host: HostLink
+    ) -> bool:
+        """An upstream over HTTP: once the host finished its handshake, a plain call of an
+        exposed tool (``judge``) is taken past the SDK's server (``host_calls.py``) and
+        run as ``call_tool`` runs it (forwarded through the client session, or judged as
+        a registered one); anything else takes the SDK path."""
+        if isinstance(message, types.JSONRPCNotification):
+            if message.method == "notifications/initialized":
+                self._host_ready = True  # the SDK's server needs it too
+            elif message.method == "notifications/cancelled":
+                request_id = (message.params or {}).get("requestId")
+                if is_request_id(request_id) and self._taken.cancel(request_id, host):
+                    return True
+            return False
+        if not self._host_ready or self.spawn is None or message.id in self._taken:
+            return False
+        call = host_call(message)
+        if call is None:
+            return False
+        try:
+            verdict = self.judge(call.name, call.arguments)
+        except Exception:  # a rule that cannot judge these arguments: the SDK path decides
+            return False
+        if verdict is False:
+            return False
+        name, arguments, params = call.name, call.arguments, call.params
+
+        async def run() -> types.CallToolResult:
+            if verdict is True:
+                return await self._pass_through(name, arguments)
+            return await self.call(verdict, name, arguments, params)
+
+        self._taken.take(self.spawn, message.id, name, run, host)
+        return True
 
     def judge(self, name: str, arguments: dict[str, Any]) -> EffectRule | bool:
         """What the relay may do with a host's call: True, send it upstream as bytes (what
@@ -475,6 +523,8 @@ class Gateway:
         errors as the client session, without its turns of the event loop)."""
         if self.relay is not None:
             return await self.relay.forward(name, arguments)
+        if self.leg is not None and self.leg[0] is session and self.leg[1].ready:
+            return await self.leg[1].call(name, arguments, self.config.timeout)
         request = types.CallToolRequest(
             params=types.CallToolRequestParams(name=name, arguments=arguments)
         )
@@ -778,6 +828,8 @@ async def serve(config: GatewayConfig) -> None:
             session, hello, relay = first.session, first.hello, first.relay
             gateway = Gateway(config, session)
             gateway.reconnector = reconnector
+            if first.leg is not None:
+                gateway.leg = (session, first.leg)
             with anyio.fail_after(STARTUP_TIMEOUT):
                 await gateway.refresh()
         except UsageError:  # the pins file: its own error
@@ -796,17 +848,17 @@ async def serve(config: GatewayConfig) -> None:
         )
         try:
             async with anyio.create_task_group() as tg:
+                # Host calls taken past the SDK's server run in this group: cancelled (and
+                # settled, as the SDK's handlers are) when the host side stops serving.
+                gateway.spawn = tg.start_soon
                 if relay is not None:
-                    # Registered calls the relay takes run in this group: cancelled (and
-                    # settled, as the SDK's handlers are) when the host side stops serving.
-                    gateway.spawn = tg.start_soon
                     relay.bind(gateway, tg.start_soon)
                     gateway.relay = relay
                 tg.start_soon(_renew, gateway)
                 async with hardened_stdio_server(
                     DEFAULT_MAX_MESSAGE_BYTES,
                     max_in_flight=DEFAULT_MAX_IN_FLIGHT,
-                    divert=gateway.divert if relay is not None else None,
+                    divert=gateway.divert,
                 ) as (read, write):
                     await server.run(read, write, server.create_initialization_options())
                 tg.cancel_scope.cancel()

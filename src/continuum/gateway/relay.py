@@ -76,6 +76,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from continuum.gateway.host_calls import HostCalls, answer_host, host_call, is_request_id
 from continuum.log import get_logger
 from continuum.serving.transport import (
     BoundedLineReader,
@@ -94,7 +95,6 @@ RESERVED_ID_PREFIX = "continuum-gateway:"
 GRACE_SECONDS = 2.0  # the upstream's time to exit once its stdin closes (as stdio_client)
 KILL_SECONDS = 2.0  # after SIGTERM to its process group, before SIGKILL
 FLUSH_SECONDS = 0.5  # the session's last messages' time to reach the upstream at the end
-_CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
 _NO_LIMIT = sys.maxsize  # the upstream's lines are not bounded (nor were they by stdio_client)
 
 
@@ -136,10 +136,6 @@ class _Pending:
     host: HostLink | None  # None: the gateway's own call, answered to ``waiter``
     token: types.RequestId | None  # its progressToken, coerced
     waiter: MemoryObjectSendStream[Outcome] | None = None
-
-
-def _is_id(value: object) -> TypeGuard[types.RequestId]:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _reserved(value: object) -> TypeGuard[str]:
@@ -279,7 +275,7 @@ class Relay:
         self._timeout = timeout
         self._route: Route | None = None
         self._spawn: Callable[..., Any] | None = None  # starts a host call the route runs
-        self._host_calls: dict[types.RequestId, anyio.CancelScope] = {}  # by coerced host id
+        self._taken = HostCalls()  # the registered calls the gateway took from the host
         self._calls = 0  # the gateway's own calls sent so far (their reserved ids)
         self._pending: dict[types.RequestId, _Pending] = {}  # by coerced id: deadline order
         self._tokens: dict[types.RequestId, types.RequestId] = {}  # coerced token -> its key
@@ -322,24 +318,16 @@ class Relay:
         if message.method != "tools/call" or not self._host_ready or self._closed or not route:
             return False
         key = coerce_request_id(message.id)
-        if _reserved(message.id) or key in self._pending or key in self._host_calls:
+        if _reserved(message.id) or key in self._pending or message.id in self._taken:
             return False  # one of the gateway's own ids, or a reused one: the SDK path
-        params = message.params or {}
-        name, arguments = params.get("name"), params.get("arguments")
-        arguments = {} if arguments is None else arguments
-        if not isinstance(name, str) or not isinstance(arguments, dict):
-            return False
-        if not params.keys() <= _CALL_PARAMS:
+        call = host_call(message)
+        if call is None:
             return False  # e.g. a task-augmented call: the SDK path, as before
-        meta, token = params.get("_meta"), None
-        if meta is not None:
-            if not isinstance(meta, dict):
-                return False
-            token = meta.get("progressToken")
-            if token is not None and (
-                not _is_id(token) or _reserved(token) or coerce_request_id(token) in self._tokens
-            ):
-                return False  # a token the SDK path must judge, or one already relayed
+        name, arguments, params, token = call.name, call.arguments, call.params, call.token
+        if token is not None and (
+            not is_request_id(token) or _reserved(token) or coerce_request_id(token) in self._tokens
+        ):
+            return False  # a token the SDK path must judge, or one already relayed
         try:
             verdict = route.judge(name, arguments)
         except Exception:  # a rule that cannot judge these arguments: the SDK path decides
@@ -348,9 +336,11 @@ class Relay:
             return False
         if verdict is not True:  # a registered call: the gateway runs it, past the SDK
             assert self._spawn is not None
-            scope = anyio.CancelScope()
-            self._host_calls[key] = scope
-            self._spawn(self._host_call, message.id, verdict, name, arguments, params, host, scope)
+
+            async def run() -> types.CallToolResult:
+                return await route.call(verdict, name, arguments, params)
+
+            self._taken.take(self._spawn, message.id, name, run, host)
             return True
         # Always the call as judged, re-encoded: the host's own bytes could hold a key twice
         # (JSON leaves duplicates to the parser), and an upstream that keeps the first of
@@ -376,16 +366,13 @@ class Relay:
         if message.method == "notifications/initialized":
             self._host_ready = True
             return False  # the SDK's server needs it too
-        if message.method != "notifications/cancelled" or not (self._pending or self._host_calls):
+        if message.method != "notifications/cancelled" or not (self._pending or self._taken.busy):
             return False
         request_id = (message.params or {}).get("requestId")
-        if not _is_id(request_id) or _reserved(request_id):
+        if not is_request_id(request_id) or _reserved(request_id):
             return False
-        scope = self._host_calls.pop(coerce_request_id(request_id), None)
-        if scope is not None:  # a registered call the gateway runs: as the SDK cancels one
-            scope.cancel()  # its forward (if it went out) sends the upstream its own cancel
-            host.settle(request_id)
-            return True
+        if self._taken.cancel(request_id, host):  # a registered call the gateway runs: its
+            return True  # forward (if it went out) sends the upstream its own cancel
         pending = self._pending.pop(coerce_request_id(request_id), None)
         if pending is None:
             return False
@@ -394,49 +381,13 @@ class Relay:
         await self._send_upstream(line.removesuffix(b"\r") + b"\n")
         return True
 
-    async def _host_call(
-        self,
-        request_id: types.RequestId,
-        ticket: Any,
-        name: str,
-        arguments: dict[str, Any],
-        params: dict[str, Any],
-        host: HostLink,
-        scope: anyio.CancelScope,
-    ) -> None:
-        """Run a registered call taken from the host and answer it, as the SDK's server
-        would answer ``call_tool``'s result; a cancelled one is not answered."""
-        route = self._route
-        assert route is not None
-        result: types.CallToolResult | None = None
-        try:
-            with scope:
-                result = await route.call(ticket, name, arguments, params)
-        except Exception as e:  # a failure of the gateway itself: an error answer, as the SDK
-            log.error("gateway.call_failed", tool=name, error=type(e).__name__)
-            error = types.ErrorData(code=types.INTERNAL_ERROR, message=f"Error: {e}"[:500])
-            await host.answer(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
-            return
-        finally:
-            self._host_calls.pop(coerce_request_id(request_id), None)
-        if result is not None:
-            await self._answer_host(host, request_id, result)
-
     def _forget_token(self, pending: _Pending) -> None:
         if pending.token is not None:
             self._tokens.pop(pending.token, None)
 
     async def _answer(self, pending: _Pending, result: types.CallToolResult) -> None:
         assert pending.host is not None
-        await self._answer_host(pending.host, pending.request_id, result)
-
-    @staticmethod
-    async def _answer_host(
-        host: HostLink, request_id: types.RequestId, result: types.CallToolResult
-    ) -> None:
-        """An answer the gateway makes, shaped as its SDK server shapes a tool's result."""
-        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        await host.answer(types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped))
+        await answer_host(pending.host, pending.request_id, result)
 
     # -- the gateway's own calls (registered ones): past the client session --------------
 
@@ -523,7 +474,7 @@ class Relay:
                     return
                 if _reserved(answer_id):
                     data["id"] = _own(answer_id)
-                elif _is_id(answer_id):
+                elif is_request_id(answer_id):
                     await self._relayed_answer(answer_id, data, line)
                     return
             elif data["method"] == "notifications/progress":
@@ -532,7 +483,7 @@ class Relay:
                 token = params.get("progressToken")
                 if _reserved(token):
                     params["progressToken"] = _own(token)
-                elif _is_id(token) and (key := self._tokens.get(coerce_request_id(token))):
+                elif is_request_id(token) and (key := self._tokens.get(coerce_request_id(token))):
                     host = self._pending[key].host  # tokens are relayed calls': never None
                     if host is not None:
                         await host.send_line(line)
@@ -569,7 +520,7 @@ class Relay:
     @property
     def busy(self) -> bool:
         """Calls are open on it: relayed or the gateway's own, or registered ones it took."""
-        return bool(self._pending or self._host_calls)
+        return bool(self._pending) or self._taken.busy
 
     async def retire(self) -> None:
         """Before its upstream is stopped for a new one (``--restart-upstream``): the calls

@@ -23,7 +23,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -34,6 +34,9 @@ from continuum.errors import UsageError
 from continuum.gateway.relay import Relay, open_stdio_upstream
 from continuum.log import get_logger
 from continuum.version import __version__
+
+if TYPE_CHECKING:
+    from continuum.gateway.http_leg import HttpLeg
 
 log = get_logger("continuum.gateway")
 
@@ -199,10 +202,12 @@ async def open_http(
     timeout: float,
     stack: AsyncExitStack,
     on_session_404: Callable[[], None] | None = None,
+    leg: HttpLeg | None = None,
 ) -> Opened:
     """A session with the upstream at ``url`` over streamable HTTP, its handshake done.
     ``on_session_404`` is called when the upstream answers 404 to a request that carried
-    the session's id: the upstream no longer knows the session (it restarted)."""
+    the session's id: the upstream no longer knows the session (it restarted). ``leg``
+    is given the client, and learns the session's headers from the SDK's requests."""
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -217,9 +222,11 @@ async def open_http(
             timeout=httpx2.Timeout(STARTUP_TIMEOUT, read=timeout + 5),
             follow_redirects=False,  # a redirect could take the headers elsewhere
             trust_env=False,  # no proxy from the environment: the headers go to url only
-            event_hooks={"response": [seen]},
+            event_hooks={"response": [seen], "request": [] if leg is None else [leg.remember]},
         )
     )
+    if leg is not None:
+        leg.client = client
     read, write = await stack.enter_async_context(streamable_http_client(url, http_client=client))
     return await open_session(read, write, stack)
 
@@ -238,6 +245,8 @@ class Attempt:
         self.refused = False
         # A stdio upstream: the relay in front of this attempt's process.
         self.relay: Relay | None = None
+        # An HTTP upstream: the gateway's calls on this attempt's session, past the SDK.
+        self.leg: HttpLeg | None = None
 
     def mark_refused(self) -> None:
         self.refused = True
@@ -319,7 +328,10 @@ async def http_upstream(
     not be."""
 
     async def opener(stack: AsyncExitStack, attempt: Attempt) -> Opened:
-        return await open_http(url, headers, timeout, stack, attempt.mark_refused)
+        from continuum.gateway.http_leg import HttpLeg
+
+        attempt.leg = HttpLeg(url)
+        return await open_http(url, headers, timeout, stack, attempt.mark_refused, attempt.leg)
 
     async with _sessions(opener) as upstream:
         yield upstream

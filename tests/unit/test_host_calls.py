@@ -1,0 +1,155 @@
+"""Host calls the MCP gateway takes past the SDK's server (``gateway/host_calls.py``): which
+requests are taken, and how a taken call is answered, cancelled or failed. The host link is
+a recorder (a unit test of the logic); the real transport and upstreams are exercised by
+tests/gateway/."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from mcp import types
+
+from continuum.gateway.host_calls import HostCalls, host_call, is_request_id
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def request(params: dict[str, Any] | None, method: str = "tools/call") -> types.JSONRPCRequest:
+    return types.JSONRPCRequest(jsonrpc="2.0", id=7, method=method, params=params)
+
+
+def test_a_plain_call_is_taken_with_its_progress_token() -> None:
+    call = host_call(
+        request({"name": "read", "arguments": {"a": 1}, "_meta": {"progressToken": "t"}})
+    )
+    assert call is not None
+    assert (call.name, call.arguments, call.token) == ("read", {"a": 1}, "t")
+    bare = host_call(request({"name": "read"}))
+    assert bare is not None and bare.arguments == {} and bare.token is None
+
+
+@pytest.mark.parametrize(
+    "params, method",
+    [
+        pytest.param({"name": "read", "arguments": {}}, "tools/list", id="another-method"),
+        pytest.param({"name": 5, "arguments": {}}, "tools/call", id="name-not-text"),
+        pytest.param({"name": "read", "arguments": [1]}, "tools/call", id="arguments-a-list"),
+        pytest.param({"name": "read", "_meta": "x"}, "tools/call", id="meta-not-an-object"),
+        pytest.param({"name": "read", "task": {"ttl": 1}}, "tools/call", id="task-augmented"),
+        pytest.param(None, "tools/call", id="no-params"),
+    ],
+)
+def test_anything_else_takes_the_sdk_path(params: dict[str, Any] | None, method: str) -> None:
+    assert host_call(request(params, method)) is None
+
+
+def test_request_ids_are_text_or_whole_numbers_never_booleans() -> None:
+    assert is_request_id("a") and is_request_id(3)
+    assert not any(is_request_id(v) for v in (True, 1.5, None, {"a": 1}))
+
+
+class Host:
+    """Records what a taken call writes to the host."""
+
+    def __init__(self) -> None:
+        self.answers: list[types.JSONRPCResponse | types.JSONRPCError] = []
+        self.settled: list[types.RequestId] = []
+        self.written = anyio.Event()
+
+    async def answer(self, message: types.JSONRPCResponse | types.JSONRPCError) -> None:
+        self.answers.append(message)
+        self.written.set()
+
+    def settle(self, request_id: types.RequestId) -> None:
+        self.settled.append(request_id)
+
+
+async def test_a_taken_call_is_answered_as_the_sdk_shapes_a_tool_result() -> None:
+    host, calls = Host(), HostCalls()
+    result = types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+
+    async def run() -> types.CallToolResult:
+        return result
+
+    async with anyio.create_task_group() as tg:
+        calls.take(tg.start_soon, 7, "read", run, host)  # type: ignore[arg-type]
+        assert 7 in calls and calls.busy
+    assert not calls.busy
+    (answer,) = host.answers
+    assert isinstance(answer, types.JSONRPCResponse) and answer.id == 7
+    assert answer.result == {
+        "content": [{"type": "text", "text": "ok"}],
+        "isError": False,
+        "resultType": "complete",  # as the SDK 2.3 server writes a tool's result
+    }
+
+
+async def test_a_cancelled_call_is_never_answered_and_its_id_is_settled() -> None:
+    host, calls = Host(), HostCalls()
+    started = anyio.Event()
+
+    async def run() -> types.CallToolResult:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("not reached")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            calls.take(tg.start_soon, "c1", "slow", run, host)  # type: ignore[arg-type]
+            await started.wait()
+            assert calls.cancel("c1", host)  # type: ignore[arg-type]
+            assert not calls.cancel("c1", host)  # type: ignore[arg-type]  # once only
+    assert host.answers == [] and host.settled == ["c1"]
+
+
+async def test_a_failure_of_the_gateway_is_an_internal_error_answer() -> None:
+    host, calls = Host(), HostCalls()
+
+    async def run() -> types.CallToolResult:
+        raise RuntimeError("the store broke")
+
+    async with anyio.create_task_group() as tg:
+        calls.take(tg.start_soon, 9, "read", run, host)  # type: ignore[arg-type]
+    (answer,) = host.answers
+    assert isinstance(answer, types.JSONRPCError)
+    assert answer.error.code == types.INTERNAL_ERROR and "the store broke" in answer.error.message
+
+
+async def test_a_later_call_reusing_a_cancelled_id_stays_tracked_when_the_first_ends() -> None:
+    # The first call, cancelled, ends after a second call took its id: the second is still
+    # one of the taken calls (a host cancel of it must find it), not dropped by the first's
+    # end. (Dropping by id alone, as the relay once did, fails this test.)
+    host, calls = Host(), HostCalls()
+    first_started, release_second = anyio.Event(), anyio.Event()
+
+    async def first() -> types.CallToolResult:
+        first_started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.lowlevel.checkpoint()  # its end comes after the second is taken
+        raise AssertionError("not reached")
+
+    async def second() -> types.CallToolResult:
+        await release_second.wait()
+        return types.CallToolResult(content=[])
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            calls.take(tg.start_soon, 5, "a", first, host)  # type: ignore[arg-type]
+            await first_started.wait()
+            assert calls.cancel(5, host)  # type: ignore[arg-type]
+            calls.take(tg.start_soon, 5, "b", second, host)  # type: ignore[arg-type]
+            for _ in range(10):
+                await anyio.lowlevel.checkpoint()  # the first call's task ends meanwhile
+            assert 5 in calls  # still tracked: cancellable by the host
+            release_second.set()
+    assert [a.id for a in host.answers] == [5]
