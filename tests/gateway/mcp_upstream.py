@@ -16,7 +16,9 @@ Tools:
 On stdio by default; with ``UPSTREAM_PORT_FILE`` set it serves streamable HTTP on a free
 loopback port instead (written to that file once it listens; ``UPSTREAM_PORT`` names the
 port, for a restart on the same one), and with ``UPSTREAM_BEARER`` it answers 401 to a
-request without that bearer token.
+request without that bearer token. With ``UPSTREAM_RESUMABLE=1`` it keeps events for
+resumption, and ``polled_effect(tag)`` closes its call's stream before it answers (the
+client must resume it with ``Last-Event-ID``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http import EventMessage, EventStore
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_REQUEST
 from pydantic import BaseModel
@@ -85,6 +88,36 @@ async def ask_customer(question: str, ctx: Context) -> str:
     return f"the client answered: {result.action}"
 
 
+@server.tool(description="An effect whose answer comes after its stream was closed.")
+async def polled_effect(tag: str, ctx: Context) -> str:
+    _append(f"polled {tag}")
+    await ctx.close_sse_stream()  # the client must resume with Last-Event-ID (HTTP only)
+    time.sleep(0.2)
+    return f"done polling {tag}"
+
+
+class MemoryEvents(EventStore):
+    """Events kept for resumption (``UPSTREAM_RESUMABLE``): in memory, numbered."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, Any]] = []  # (event id, stream id, message)
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        self.events.append((str(len(self.events) + 1), stream_id, message))
+        return self.events[-1][0]
+
+    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
+        ids = [event_id for event_id, _, _ in self.events]
+        if last_event_id not in ids:
+            return None
+        start = ids.index(last_event_id)
+        stream = self.events[start][1]
+        for event_id, stream_id, message in self.events[start + 1 :]:
+            if stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream
+
+
 @server.resource("invoices://terms", description="The payment terms.")
 def terms() -> str:
     return "net 30 days"
@@ -101,7 +134,12 @@ def serve_http(port_file: str) -> None:
     import uvicorn
     from starlette.responses import PlainTextResponse
 
-    inner = server.streamable_http_app()
+    resumable = os.environ.get("UPSTREAM_RESUMABLE") == "1"
+    inner = (
+        server.streamable_http_app(event_store=MemoryEvents(), retry_interval=100)
+        if resumable
+        else server.streamable_http_app()
+    )
     bearer = os.environ.get("UPSTREAM_BEARER")
 
     async def app(scope: Any, receive: Any, send: Any) -> None:

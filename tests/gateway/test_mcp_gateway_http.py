@@ -278,14 +278,15 @@ async def test_a_request_the_upstream_sends_on_a_calls_stream_is_refused_and_the
     project: Path,
 ) -> None:
     # The upstream asks its client something mid-call (an elicitation, on the call's SSE
-    # stream). The gateway's own leg refuses it, so the tool goes on and the call ends;
-    # left unanswered, the upstream would wait and the call hang.
+    # stream). The gateway's own leg refuses it as the SDK's client session does, so the
+    # tool goes on and the call ends; left unanswered, the upstream would wait and the call
+    # hang. (The log line is the leg's: the SDK's path logs nothing here.)
     with http_upstream(project) as url:
         async with connect(project, gateway(url)) as session:
             asked = await call(session, "ask_customer", question="pay now?")
             read = await call(session, "read_balance", account="acme")
     assert not asked.is_error
-    assert text(asked) == "the client did not answer: -32601 Method not found"
+    assert text(asked) == "the client did not answer: -32600 Elicitation not supported"
     assert text(read) == "balance of acme: 42"
     log = (project / "stderr.log").read_text(encoding="utf-8")
     assert "gateway.upstream_request_refused" in log and "elicitation/create" in log
@@ -309,6 +310,29 @@ async def test_a_registered_call_over_http_without_an_answer_in_time_is_unknown(
     [action] = actions(project)
     assert action.status == "unknown"
     assert text(read) == "balance of acme: 42"  # the session serves on
+
+
+async def test_a_calls_stream_closed_by_the_upstream_is_resumed_and_the_effect_completed(
+    project: Path,
+) -> None:
+    # The upstream closes the call's SSE stream on purpose (the spec's polling pattern) and
+    # answers on the resumed one. Taken as a lost connection, the completed effect would be
+    # `unknown` and the healthy session dropped (the leg before resumption failed here).
+    rules = project / "polled.toml"
+    rules.write_text(
+        '[[effect]]\ntool = "polled_effect"\naction_type = "polled"\nkey = "{tag}"\n',
+        encoding="utf-8",
+    )
+    with http_upstream(project, UPSTREAM_RESUMABLE="1") as url:
+        command = gateway(url, "--rules", str(rules), "--run", RUN)
+        async with connect(project, command) as session:
+            done = await call(session, "polled_effect", tag="p1")
+            again = await call(session, "polled_effect", tag="p1")
+    assert not done.is_error and text(done) == "done polling p1"
+    assert ledger_meta(again)["answered"] == "from_ledger"
+    assert effects(project) == ["polled p1"]
+    [action] = actions(project)
+    assert action.status == "completed"
 
 
 async def test_headers_name_their_secret_by_environment_variable(project: Path) -> None:

@@ -18,15 +18,23 @@ its answer read from the JSON body or the SSE stream, and the same outcomes as
 - ``MCPError(REQUEST_TIMEOUT)`` after ``timeout`` seconds, and, as when the caller is
   cancelled, a ``notifications/cancelled`` to the upstream (bounded, best effort).
 
+As the SDK's transport does: a redirect is followed only within the URL's origin and
+keeping the method (307/308 for a POST; anything else is answered as an error, not sent
+elsewhere with the session's headers); on the SSE stream only ``message`` events count
+(an event of another type, a heartbeat say, is skipped, and an empty one only primes
+the stream's resumption), the first JSON-RPC answer on it is the call's, and a stream
+that ends without one after an event with an id is resumed with a GET carrying
+``Last-Event-ID`` (after the server's ``retry`` or a second, at most twice in a row, as
+the SDK tries), else it is a lost connection.
+
 The session's id and protocol version are those the SDK's own requests carry (read off
 them by a request hook of the client, ``remember``): the gateway's calls go on the
 session the SDK opened and closes. Each call's id is ``continuum-gateway:http-<n>``, never
 one of the session's own. What the upstream sends on a call's stream besides the answer
 is not routed to the session: notifications are dropped (as the gateway's session only
-logged them), ``ping`` is answered, and any other request of the upstream's (sampling,
-elicitation, roots) is refused with ``METHOD_NOT_FOUND``, which the gateway's session
-never handled either. A stream that breaks is not resumed (the SDK would try with the
-last event's id): the call is then a lost connection, ``unknown`` if registered.
+logged them), ``ping`` is answered, and the upstream's other requests get the answers the
+SDK's client session gives when no handler is set (sampling, elicitation and roots:
+``INVALID_REQUEST``, "... not supported"; anything else ``METHOD_NOT_FOUND``).
 """
 
 from __future__ import annotations
@@ -49,8 +57,16 @@ log = get_logger("continuum.gateway")
 ID_PREFIX = "continuum-gateway:http-"
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
+LAST_EVENT_ID = "last-event-id"
 MAX_EVENT_BYTES = 1 << 20  # one SSE event at most (as the SDK's client bounds them)
 CANCEL_SECONDS = 2.0  # the courtesy cancel's bound
+MAX_RESUMES = 2  # resumptions in a row that bring no new event (the SDK's limit)
+DEFAULT_RETRY_MS = 1000  # the wait before a resumption when the server named none
+_UNSUPPORTED = {  # what the SDK's client session answers when no handler is set
+    "sampling/createMessage": "Sampling not supported",
+    "elicitation/create": "Elicitation not supported",
+    "roots/list": "List roots not supported",
+}
 
 
 def _closed(why: str) -> MCPError:
@@ -96,23 +112,14 @@ class HttpLeg:
             "method": "tools/call",
             "params": {"name": name, "arguments": arguments},
         }
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "content-type": "application/json",
-            **self._session_headers,
-        }
-        sent = False
+        sent = False  # as the SDK: a request begun may have reached the upstream
         try:
             with anyio.fail_after(timeout):
                 request = client.build_request(
-                    "POST", self.url, content=json.dumps(body).encode(), headers=headers
+                    "POST", self.url, content=json.dumps(body).encode(), headers=self._headers()
                 )
                 sent = True
-                response = await client.send(request, stream=True)
-                try:
-                    answer = await self._answer(client, response, request_id)
-                finally:
-                    await response.aclose()
+                answer = await self._answer(client, request)
         except TimeoutError:
             await self._cancel(client, request_id, f"timed out after {timeout}s")
             raise MCPError(types.REQUEST_TIMEOUT, "Request 'tools/call' timed out") from None
@@ -128,28 +135,91 @@ class HttpLeg:
             raise MCPError(error.code, error.message, error.data)
         return types.CallToolResult.model_validate(answer["result"], by_name=False)
 
+    def _headers(self, **extra: str) -> dict[str, str]:
+        return {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            **self._session_headers,
+            **extra,
+        }
+
     async def _answer(
-        self, client: httpx2.AsyncClient, response: httpx2.Response, request_id: str
+        self, client: httpx2.AsyncClient, request: httpx2.Request
     ) -> Mapping[str, Any]:
-        kind = response.headers.get("content-type", "").lower()
-        if response.status_code >= 300:
-            return await self._refusal(response, kind)
-        if kind.startswith("application/json"):
-            answer = self._parsed(await response.aread())
-            if _answers(answer, request_id):
-                return answer
-            raise MCPError(types.PARSE_ERROR, "the upstream's JSON body is not the call's answer")
-        if not kind.startswith("text/event-stream"):
-            raise MCPError(types.INVALID_REQUEST, f"Unexpected content type: {kind}"[:200])
+        """The answer to ``request`` (the call's POST): from its JSON body, or from its
+        SSE stream, resumed when it breaks after an event with an id."""
+        response = await _send_within_origin(client, request)
+        answer: Mapping[str, Any] | None
+        try:
+            kind = response.headers.get("content-type", "").lower()
+            if response.status_code >= 300:
+                return await self._refusal(response, kind)
+            if kind.startswith("application/json"):
+                answer = self._parsed(await response.aread())
+                if _is_answer(answer):
+                    return answer
+                raise MCPError(types.PARSE_ERROR, "the upstream's JSON body is not an answer")
+            if not kind.startswith("text/event-stream"):
+                raise MCPError(types.INVALID_REQUEST, f"Unexpected content type: {kind}"[:200])
+            stream = _Stream()
+            answer = await self._events(client, response, stream)
+        finally:
+            await response.aclose()
+        misses = 0
+        while answer is None and stream.last_id is not None and misses < MAX_RESUMES:
+            await anyio.sleep((stream.retry_ms or DEFAULT_RETRY_MS) / 1000)
+            seen = stream.last_id
+            resumed = client.build_request(
+                "GET", self.url, headers=self._headers(**{LAST_EVENT_ID: seen})
+            )
+            response = await _send_within_origin(client, resumed)
+            try:
+                kind = response.headers.get("content-type", "").lower()
+                if response.status_code >= 300 or not kind.startswith("text/event-stream"):
+                    break  # the stream cannot be taken up again: a lost connection
+                answer = await self._events(client, response, stream)
+            finally:
+                await response.aclose()
+            misses = 0 if stream.last_id != seen else misses + 1  # as the SDK counts
+        if answer is None:
+            raise _closed("SSE stream ended without a response")
+        return answer
+
+    async def _events(
+        self, client: httpx2.AsyncClient, response: httpx2.Response, stream: _Stream
+    ) -> Mapping[str, Any] | None:
+        """Read ``response``'s SSE events up to the first answer (None: none came, or the
+        stream broke: the caller resumes it when an event had an id). An event the parser
+        refuses (``SSEError``: too large, malformed) is a lost connection, as the SDK
+        resolves it."""
+        try:
+            return await self._read_events(client, response, stream)
+        except httpx2.SSEError:
+            raise
+        except httpx2.TransportError as e:  # broken mid-stream: resumable, as for the SDK
+            if stream.last_id is None:
+                raise
+            log.info("gateway.upstream_stream_broke", error=f"{type(e).__name__}: {e}"[:200])
+            return None
+
+    async def _read_events(
+        self, client: httpx2.AsyncClient, response: httpx2.Response, stream: _Stream
+    ) -> Mapping[str, Any] | None:
         async for event in httpx2.EventSource(response, max_event_size=MAX_EVENT_BYTES):
-            if not event.data:
-                continue
+            if event.id:
+                stream.last_id = event.id
+            if event.retry is not None:
+                stream.retry_ms = event.retry
+            if event.event != "message" or not event.data:
+                continue  # another kind of event, or one that only primes resumption
             message = self._parsed(event.data.encode())
-            if _answers(message, request_id):
+            if "method" not in message:  # an answer: the call's (the SDK takes it so)
+                if not _is_answer(message):
+                    raise MCPError(types.PARSE_ERROR, "the upstream's answer is not JSON-RPC 2.0")
                 return message
-            if "method" in message and "id" in message:  # the upstream asks something
+            if "id" in message:  # the upstream asks something
                 await self._reply(client, message)
-        raise _closed("SSE stream ended without a response")
+        return None
 
     async def _refusal(self, response: httpx2.Response, kind: str) -> Mapping[str, Any]:
         if kind.startswith("application/json"):
@@ -179,11 +249,17 @@ class HttpLeg:
     async def _reply(self, client: httpx2.AsyncClient, request: Mapping[str, Any]) -> None:
         """Answer a request the upstream sent on a call's stream: ``ping``, or a refusal."""
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
-        if request.get("method") == "ping":
+        method = request.get("method")
+        if method == "ping":
             answer["result"] = {}
         else:
-            log.warning("gateway.upstream_request_refused", method=str(request.get("method"))[:100])
-            answer["error"] = {"code": types.METHOD_NOT_FOUND, "message": "Method not found"}
+            log.warning("gateway.upstream_request_refused", method=str(method)[:100])
+            unsupported = _UNSUPPORTED.get(method) if isinstance(method, str) else None
+            answer["error"] = (
+                {"code": types.INVALID_REQUEST, "message": unsupported}
+                if unsupported is not None
+                else {"code": types.METHOD_NOT_FOUND, "message": "Method not found"}
+            )
         await self._post(client, answer)
 
     async def _cancel(self, client: httpx2.AsyncClient, request_id: str, reason: str) -> None:
@@ -193,26 +269,65 @@ class HttpLeg:
         )
 
     async def _post(self, client: httpx2.AsyncClient, message: Mapping[str, Any]) -> None:
-        """A message that needs no answer (best effort, bounded)."""
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "content-type": "application/json",
-            **self._session_headers,
-        }
+        """A message that needs no answer (best effort, bounded: a client already closed,
+        or any failure, is logged, never raised over the call's own outcome)."""
         with anyio.move_on_after(CANCEL_SECONDS):
             try:
-                reply = await client.post(
-                    self.url, content=json.dumps(message).encode(), headers=headers
+                request = client.build_request(
+                    "POST", self.url, content=json.dumps(message).encode(), headers=self._headers()
                 )
+                reply = await _send_within_origin(client, request)
                 await reply.aclose()
-            except httpx2.HTTPError as e:
+            except Exception as e:
                 log.info("gateway.upstream_post_failed", error=f"{type(e).__name__}: {e}"[:200])
 
 
-def _answers(message: Mapping[str, Any], request_id: str) -> bool:
-    """Whether ``message`` is a JSON-RPC answer (a result object or an error) to
-    ``request_id``."""
-    if "method" in message or message.get("id") != request_id:
+class _Stream:
+    """Where a call's SSE stream got to: its last event's id, the server's retry."""
+
+    def __init__(self) -> None:
+        self.last_id: str | None = None
+        self.retry_ms: int | None = None
+
+
+def _same_origin(sent: httpx2.URL, location: httpx2.URL) -> bool:
+    """The same scheme, host and port, or the https of the same host on default ports."""
+    if (sent.scheme, sent.host, sent.port) == (location.scheme, location.host, location.port):
+        return True
+    return (
+        sent.host == location.host
+        and (sent.scheme, location.scheme) == ("http", "https")
+        and sent.port is None
+        and location.port is None
+    )
+
+
+async def _send_within_origin(
+    client: httpx2.AsyncClient, request: httpx2.Request
+) -> httpx2.Response:
+    """Send ``request`` (streamed), following a redirect only where the SDK's transport
+    follows one: within the origin, keeping the method, no new credentials in the URL,
+    at most ``client.max_redirects`` times. Otherwise the redirect itself is returned."""
+    for _ in range(client.max_redirects):
+        response = await client.send(request, stream=True, follow_redirects=False)
+        follow = response.next_request
+        if (
+            follow is None
+            or follow.method != request.method
+            or (follow.url.userinfo and follow.url.userinfo != request.url.userinfo)
+            or not _same_origin(request.url, follow.url)
+        ):
+            return response
+        await response.aread()  # drained: the connection goes back to the pool
+        await response.aclose()
+        request = follow
+    return await client.send(request, stream=True, follow_redirects=False)
+
+
+def _is_answer(message: Mapping[str, Any]) -> bool:
+    """Whether ``message`` is a JSON-RPC 2.0 answer: a result object, or an error with a
+    whole-number code."""
+    if "method" in message:
         return False
     if message.get("jsonrpc") != "2.0" or ("result" in message) == ("error" in message):
         return False

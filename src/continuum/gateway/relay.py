@@ -635,7 +635,12 @@ async def open_stdio_upstream(
     # cost a turn of the loop per write and a registration per read, on a path where each
     # relayed call pays for every turn.
     stdin_read, stdin_write = os.pipe()
-    stdout_read, stdout_write = os.pipe()
+    try:
+        stdout_read, stdout_write = os.pipe()
+    except BaseException:  # out of descriptors: none kept
+        os.close(stdin_read)
+        os.close(stdin_write)
+        raise
     try:
         process = await anyio.open_process(
             list(command),
