@@ -131,7 +131,8 @@ def mcp_cmd(
 
     import anyio
 
-    from continuum.gateway.mcp_gateway import GatewayConfig, serve
+    from continuum.gateway.mcp_gateway import GatewayConfig
+    from continuum.gateway.mcp_serve import serve
     from continuum.gateway.upstream import (
         check_upstream_url,
         parse_header,
