@@ -274,6 +274,14 @@ async def test_control_a_client_session_kept_across_the_restart_is_refused_by_th
                 await call(session, "read_balance", account="acme")
 
 
+def one_effect(project: Path, tool: str, key: str) -> Path:
+    """A rules file registering ``tool`` alone as an effect, keyed by ``key``."""
+    rules = project / f"{tool}.toml"
+    text = f'[[effect]]\ntool = "{tool}"\naction_type = "{tool}"\nkey = "{key}"\n'
+    rules.write_text(text, encoding="utf-8")
+    return rules
+
+
 async def test_a_request_the_upstream_sends_on_a_calls_stream_is_refused_and_the_call_ends(
     project: Path,
 ) -> None:
@@ -295,11 +303,7 @@ async def test_a_request_the_upstream_sends_on_a_calls_stream_is_refused_and_the
 async def test_a_registered_call_over_http_without_an_answer_in_time_is_unknown(
     project: Path,
 ) -> None:
-    rules = project / "slow.toml"
-    rules.write_text(
-        '[[effect]]\ntool = "slow_effect"\naction_type = "slow"\nkey = "{seconds}"\n',
-        encoding="utf-8",
-    )
+    rules = one_effect(project, "slow_effect", "{seconds}")
     with http_upstream(project) as url:
         command = gateway(url, "--rules", str(rules), "--run", RUN, "--timeout", "0.5")
         async with connect(project, command) as session:
@@ -318,11 +322,7 @@ async def test_a_calls_stream_closed_by_the_upstream_is_resumed_and_the_effect_c
     # The upstream closes the call's SSE stream on purpose (the spec's polling pattern) and
     # answers on the resumed one. Taken as a lost connection, the completed effect would be
     # `unknown` and the healthy session dropped (the leg before resumption failed here).
-    rules = project / "polled.toml"
-    rules.write_text(
-        '[[effect]]\ntool = "polled_effect"\naction_type = "polled"\nkey = "{tag}"\n',
-        encoding="utf-8",
-    )
+    rules = one_effect(project, "polled_effect", "{tag}")
     with http_upstream(project, UPSTREAM_RESUMABLE="1") as url:
         command = gateway(url, "--rules", str(rules), "--run", RUN)
         async with connect(project, command) as session:
