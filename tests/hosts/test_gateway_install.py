@@ -2,8 +2,9 @@
 "billing" (tests/gateway/mcp_upstream.py, a real MCP server that appends each invoice it
 sends to a file) is put behind the gateway, and the host itself starts the rewritten
 entry. The scripted model calls ``send_invoice`` for INV-1 twice: the upstream is called
-once, the repeat answered from the ledger. Negative control (Claude Code): the same
-session without the gateway sends the invoice twice.
+once, the repeat answered from the ledger; the same with the upstream served over
+streamable HTTP and the gateway's entry written by hand with ``--url``. Negative control
+(Claude Code): the same session without the gateway sends the invoice twice.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 
 import pytest
 
+from continuum.cli.mcp_clients import ALLOW_ENV, CLIENTS
 from continuum.runtime.facade import Continuum
+from tests.gateway.test_mcp_gateway_http import http_upstream
 from tests.hosts.conftest import make_project
 from tests.hosts.harness import Host, Project
 from tests.hosts.hosts_all import CLAUDE, MCP_HOSTS
@@ -34,27 +37,27 @@ def _toml(value: Any) -> str:
     )
 
 
-def write_billing_entry(p: Project) -> None:
-    """The project's own MCP server entry, in the host's format, before any continuum."""
-    env = {"UPSTREAM_EFFECTS": str(p.dir / "effects.txt")}
+def write_billing_entry(p: Project, command: list[str] | None = None, **extra_env: str) -> None:
+    """The project's MCP server entry "billing", in the host's format: by default the
+    upstream itself, before any continuum; else ``command`` (with ``extra_env``)."""
+    env = {"UPSTREAM_EFFECTS": str(p.dir / "effects.txt"), **extra_env}
+    program, *args = command or [sys.executable, UPSTREAM]
     client = p.host.mcp_client
     if client == "claude-code":
-        config = {
-            "mcpServers": {"billing": {"command": sys.executable, "args": [UPSTREAM], "env": env}}
-        }
+        config = {"mcpServers": {"billing": {"command": program, "args": args, "env": env}}}
         p.write_file(".mcp.json", json.dumps(config))
     elif client == "gemini":
-        entry = {"command": sys.executable, "args": [UPSTREAM], "env": env, "trust": True}
+        entry = {"command": program, "args": args, "env": env, "trust": True}
         p.write_file(".gemini/settings.json", json.dumps({"mcpServers": {"billing": entry}}))
     elif client == "codex":
         p.write_file(
             ".codex/config.toml",
             "[mcp_servers.billing]\n"
-            f"command = {_toml(sys.executable)}\nargs = {_toml([UPSTREAM])}\n"
+            f"command = {_toml(program)}\nargs = {_toml(args)}\n"
             f"env = {_toml(env)}\nrequired = true\n",
         )
     else:
-        entry = {"type": "local", "command": [sys.executable, UPSTREAM], "environment": env}
+        entry = {"type": "local", "command": [program, *args], "environment": env}
         p.write_file(
             ".kilo/kilo.jsonc", json.dumps({"mcp": {"billing": {**entry, "enabled": True}}})
         )
@@ -85,6 +88,34 @@ def test_the_host_starts_the_installed_gateway_and_a_repeated_call_is_not_sent_a
 ) -> None:
     p = billing_project(host, tmp_path, gateway=True)
     s = p.session([SEND, SEND])
+    assert not s.model.problems, s.describe()
+    results = [r for r in s.model.results() if (r.name or "").endswith("send_invoice")]
+    assert len(results) == 2, s.describe()
+    assert all("sent invoice INV-1 for 5" in r.text for r in results), s.describe()
+    assert effects(p) == ["invoice INV-1 5"], s.describe()  # the upstream was called once
+    with Continuum.open(str(p.db), create=False) as rt:
+        [action] = rt.actions(RUN)
+    assert action.status == "completed" and action.origin == "deterministic"
+
+
+@pytest.mark.parametrize("host", MCP_HOSTS, ids=lambda h: h.name)
+def test_the_host_through_the_gateway_to_an_http_upstream_sends_a_repeat_once(
+    host: Host, tmp_path: Path
+) -> None:
+    # The upstream serves streamable HTTP; the host's entry is the gateway with --url. Both
+    # of the gateway's sides pass the SDK by here (gateway/host_calls.py, http_leg.py).
+    p = make_project(host, tmp_path, run=RUN)
+    p.write_file(".continuum/gateway.toml", RULES)
+    with http_upstream(p.dir) as url:
+        gateway = [
+            *(sys.executable, "-m", "continuum", "gateway", "mcp", "--db", str(p.db)),
+            *("--name", "billing", "--run", RUN, "--url", url),
+            *("--rules", str(p.dir / ".continuum" / "gateway.toml")),
+        ]
+        # As `gateway install` sets it: registered calls allowed from this host's names.
+        allowed = ",".join(n.name for n in CLIENTS[host.mcp_client].names)
+        write_billing_entry(p, gateway, **{ALLOW_ENV: allowed})
+        s = p.session([SEND, SEND])
     assert not s.model.problems, s.describe()
     results = [r for r in s.model.results() if (r.name or "").endswith("send_invoice")]
     assert len(results) == 2, s.describe()
