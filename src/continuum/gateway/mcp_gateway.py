@@ -7,8 +7,9 @@ definition matches its pin (``pins.py``), and judges every ``tools/call`` by the
 
 - a call no effect rule matches is forwarded untouched and its answer returned as is
   (with an upstream on stdio past the SDK: ``relay.py`` sends the call as judged and
-  relays the upstream's answer line verbatim; with ``--url`` through the SDK); with an
-  upstream on stdio, registered calls too pass the SDK by (``relay.py``), judged here;
+  relays the upstream's answer line verbatim; with ``--url`` past the SDK's server
+  (``host_calls.py``) and its client (``http_leg.py``)); registered calls too pass the
+  SDK by on both transports, judged here;
 - a registered call is intercepted first (``Continuum.intercept``: one transaction,
   durable before anything is forwarded) and forwarded only when it may proceed; then the
   upstream's answer settles it: a result is ``completed`` (the result is stored), an
@@ -66,17 +67,12 @@ from continuum.gateway.host_calls import HostCalls, host_call, is_request_id
 from continuum.gateway.pins import Judgement, Pins, locked_pins
 from continuum.gateway.relay import Relay
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
-from continuum.gateway.upstream import (
-    RECONNECT_TIMEOUT,
-    UpstreamSessions,
-)
+from continuum.gateway.upstream import RECONNECT_TIMEOUT, UpstreamSessions
 from continuum.ledger.gate import InterceptResult
 from continuum.log import get_logger
 from continuum.runtime.facade import Continuum
 from continuum.serving.auth import Caller, Policy, caller_identity, log_denial
-from continuum.serving.transport import (
-    HostLink,
-)
+from continuum.serving.transport import HostLink
 from continuum.types import Origin
 
 if TYPE_CHECKING:

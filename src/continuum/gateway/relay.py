@@ -12,7 +12,9 @@ What this module owns:
 
 - the upstream subprocess, started and stopped as the SDK's ``stdio_client`` does (its
   own process group; at the end its stdin closed, a grace period, then the group
-  terminated), its stdin (one lock for every write) and its stdout (one reader), and the
+  terminated), on pipes of the gateway's own: its stdin written by asyncio's pipe
+  transport (``StdinPipe``: whole lines in order, a cancellable wait for room), its
+  stdout read by one reader watched by the loop between reads (``FdSource``); and the
   pair of memory streams the gateway's ``ClientSession`` runs over;
 - two id spaces on the upstream's wire: each request of the gateway's own session goes
   out with the id ``continuum-gateway:<n>`` (restored on its answer; its cancels and

@@ -471,7 +471,7 @@ class FdSource:
             loop.remove_reader(self._fd)
 
 
-class FdSink:
+class _FdSink:
     """Writes a whole line to a file descriptor; never abandoned, so lines stay whole.
 
     On a pipe or a socket (what hosts connect), each piece of up to ``PIPE_BUF`` bytes
@@ -716,7 +716,7 @@ async def hardened_stdio_server(
             finally:
                 os.close(devnull)
         if stdout is None:
-            stdout = FdSink(claims.enter_context(_claim_fd(1, 2)))
+            stdout = _FdSink(claims.enter_context(_claim_fd(1, 2)))
         wire = _Wire(stdout)
         reader = BoundedLineReader(stdin, max_message_bytes)
         in_flight = InFlight(max_in_flight)
