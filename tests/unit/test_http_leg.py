@@ -151,16 +151,76 @@ async def test_a_malformed_answer_on_the_stream_is_a_parse_error_not_a_lost_conn
     assert refused.value.error.code == types.PARSE_ERROR
 
 
+def the_call(upstream: Upstream) -> str:
+    """The id of the call the leg posted (a resumed stream's answer carries it)."""
+    [body] = [b for _, b in upstream.requests if b and b.get("method") == "tools/call"]
+    return str(body["id"])
+
+
 async def test_a_stream_ended_without_an_answer_after_an_event_id_is_resumed() -> None:
     def answer(request: httpx2.Request, body: Any) -> httpx2.Response:
         if request.method == "POST":  # the server closes the call's stream (polling)
             return sse("retry: 10\n\n", event("", event_id="e1"))
         assert request.headers[LAST_EVENT_ID] == "e1"
-        return sse(event(result("resumed", "whatever-id"), event_id="e2"))
+        return sse(event(result("resumed", the_call(upstream)), event_id="e2"))
 
     upstream = Upstream(answer)
     assert (await call(upstream)).content[0].text == "resumed"  # type: ignore[union-attr]
     assert [r.method for r, _ in upstream.requests] == ["POST", "GET"]
+
+
+async def test_resumption_goes_on_after_normal_ends_and_a_failed_attempt() -> None:
+    # A polling server: streams that end with nothing new, one 503, then the answer. Only
+    # attempts that fail count toward giving up (two in a row), as the SDK counts.
+    replies = iter(["empty", "503", "empty", "answer"])
+
+    def answer(request: httpx2.Request, body: Any) -> httpx2.Response:
+        if request.method == "POST":
+            return sse("retry: 0\n\n", event("", event_id="e1"))  # 0: no busy loop either
+        reply = next(replies)
+        if reply == "503":
+            return httpx2.Response(503)
+        if reply == "empty":
+            return sse(": nothing yet\n\n")
+        return sse(event(result("at last", the_call(upstream))))
+
+    upstream = Upstream(answer)
+    assert (await call(upstream)).content[0].text == "at last"  # type: ignore[union-attr]
+    assert [r.method for r, _ in upstream.requests] == ["POST", "GET", "GET", "GET", "GET"]
+
+
+async def test_resumption_gives_up_after_two_failed_attempts_in_a_row() -> None:
+    def answer(request: httpx2.Request, body: Any) -> httpx2.Response:
+        if request.method == "POST":
+            return sse("retry: 0\n\n", event("", event_id="e1"))
+        return httpx2.Response(503)
+
+    upstream = Upstream(answer)
+    with pytest.raises(MCPError) as lost:
+        await call(upstream)
+    assert lost.value.error.code == types.CONNECTION_CLOSED
+    assert [r.method for r, _ in upstream.requests] == ["POST", "GET", "GET"]
+
+
+async def test_another_requests_answer_is_never_taken_for_the_call() -> None:
+    # In a JSON body: a lost answer (the SDK's session drops it; the call is unknown),
+    # never this call's success.
+    with pytest.raises(MCPError) as lost:
+        await call(Upstream(lambda r, b: httpx2.Response(200, json=result("not mine", "x-9"))))
+    assert lost.value.error.code == types.PARSE_ERROR
+
+    # On a stream: skipped, and the call's own answer read after it.
+    def answer(request: httpx2.Request, body: Any) -> httpx2.Response:
+        return sse(event(result("not mine", "x-9")), event(result("mine", body["id"])))
+
+    assert (await call(Upstream(answer))).content[0].text == "mine"  # type: ignore[union-attr]
+
+
+async def test_a_redirect_s_body_is_not_read_as_the_call_s_error() -> None:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}
+    with pytest.raises(MCPError) as refused:
+        await call(Upstream(lambda r, b: httpx2.Response(303, json=body)))
+    assert "redirect, not followed" in refused.value.error.message  # not a session refusal
 
 
 async def test_a_stream_ended_without_an_answer_or_an_id_is_a_lost_connection() -> None:

@@ -22,10 +22,13 @@ As the SDK's transport does: a redirect is followed only within the URL's origin
 keeping the method (307/308 for a POST; anything else is answered as an error, not sent
 elsewhere with the session's headers); on the SSE stream only ``message`` events count
 (an event of another type, a heartbeat say, is skipped, and an empty one only primes
-the stream's resumption), the first JSON-RPC answer on it is the call's, and a stream
-that ends without one after an event with an id is resumed with a GET carrying
-``Last-Event-ID`` (after the server's ``retry`` or a second, at most twice in a row, as
-the SDK tries), else it is a lost connection.
+the stream's resumption); the call's answer is the one with its id (an error with none,
+on the call's own POST, too: a request refused before its id was read); another
+request's answer is not taken for it (read on, on a stream; a lost answer, in a JSON
+body). A stream that ends or breaks without the answer after an event with an id is
+resumed with a GET carrying ``Last-Event-ID``, after the server's ``retry`` (or a
+second), again after each normal end, until two attempts in a row fail (as the SDK
+counts) or the call's time is up; one that ends before any id is a lost connection.
 
 The session's id and protocol version are those the SDK's own requests carry (read off
 them by a request hook of the client, ``remember``): the gateway's calls go on the
@@ -60,8 +63,9 @@ VERSION_HEADER = "mcp-protocol-version"
 LAST_EVENT_ID = "last-event-id"
 MAX_EVENT_BYTES = 1 << 20  # one SSE event at most (as the SDK's client bounds them)
 CANCEL_SECONDS = 2.0  # the courtesy cancel's bound
-MAX_RESUMES = 2  # resumptions in a row that bring no new event (the SDK's limit)
+MAX_RESUMES = 2  # resumptions in a row that fail (the SDK's limit)
 DEFAULT_RETRY_MS = 1000  # the wait before a resumption when the server named none
+MIN_RETRY_MS = 10  # never a busy loop, whatever the server's retry says
 _UNSUPPORTED = {  # what the SDK's client session answers when no handler is set
     "sampling/createMessage": "Sampling not supported",
     "elicitation/create": "Elicitation not supported",
@@ -119,7 +123,7 @@ class HttpLeg:
                     "POST", self.url, content=json.dumps(body).encode(), headers=self._headers()
                 )
                 sent = True
-                answer = await self._answer(client, request)
+                answer = await self._answer(client, request, request_id)
         except TimeoutError:
             await self._cancel(client, request_id, f"timed out after {timeout}s")
             raise MCPError(types.REQUEST_TIMEOUT, "Request 'tools/call' timed out") from None
@@ -144,62 +148,78 @@ class HttpLeg:
         }
 
     async def _answer(
-        self, client: httpx2.AsyncClient, request: httpx2.Request
+        self, client: httpx2.AsyncClient, request: httpx2.Request, request_id: str
     ) -> Mapping[str, Any]:
         """The answer to ``request`` (the call's POST): from its JSON body, or from its
-        SSE stream, resumed when it breaks after an event with an id."""
+        SSE stream, resumed when it ends or breaks after an event with an id."""
         response = await _send_within_origin(client, request)
-        answer: Mapping[str, Any] | None
+        stream = _Stream(request_id)
         try:
             kind = response.headers.get("content-type", "").lower()
             if response.status_code >= 300:
                 return await self._refusal(response, kind)
+            if response.status_code == 202:
+                raise MCPError(types.INVALID_REQUEST, "server answered a request with 202 Accepted")
             if kind.startswith("application/json"):
                 answer = self._parsed(await response.aread())
-                if _is_answer(answer):
+                if _is_answer(answer) and stream.ours(answer):
                     return answer
-                raise MCPError(types.PARSE_ERROR, "the upstream's JSON body is not an answer")
+                # Another request's answer (the SDK's session drops it, and the call then
+                # times out), or not an answer: either way nothing says what became of it.
+                raise MCPError(types.PARSE_ERROR, "the upstream's JSON body is not this answer")
             if not kind.startswith("text/event-stream"):
                 raise MCPError(types.INVALID_REQUEST, f"Unexpected content type: {kind}"[:200])
-            stream = _Stream()
-            answer = await self._events(client, response, stream)
+            found = await self._events(client, response, stream)
         finally:
             await response.aclose()
-        misses = 0
-        while answer is None and stream.last_id is not None and misses < MAX_RESUMES:
-            await anyio.sleep((stream.retry_ms or DEFAULT_RETRY_MS) / 1000)
-            seen = stream.last_id
+        failures = 0  # resumptions in a row that failed (a stream ended normally resets it)
+        while found is None and stream.last_id is not None and failures < MAX_RESUMES:
+            wait = DEFAULT_RETRY_MS if stream.retry_ms is None else stream.retry_ms
+            await anyio.sleep(max(wait, MIN_RETRY_MS) / 1000)
             resumed = client.build_request(
-                "GET", self.url, headers=self._headers(**{LAST_EVENT_ID: seen})
+                "GET",
+                self.url,
+                headers=self._headers(
+                    **{LAST_EVENT_ID: stream.last_id, "cache-control": "no-store"}
+                ),
             )
-            response = await _send_within_origin(client, resumed)
+            stream.resumed = True
+            try:
+                response = await _send_within_origin(client, resumed)
+            except httpx2.TransportError as e:
+                failures += 1
+                log.info("gateway.upstream_resume_failed", error=f"{type(e).__name__}: {e}"[:200])
+                continue
             try:
                 kind = response.headers.get("content-type", "").lower()
                 if response.status_code >= 300 or not kind.startswith("text/event-stream"):
-                    break  # the stream cannot be taken up again: a lost connection
-                answer = await self._events(client, response, stream)
+                    failures += 1
+                    continue
+                stream.broke = False
+                found = await self._events(client, response, stream)
+                failures = failures + 1 if stream.broke else 0
             finally:
                 await response.aclose()
-            misses = 0 if stream.last_id != seen else misses + 1  # as the SDK counts
-        if answer is None:
+        if found is None:
             raise _closed("SSE stream ended without a response")
-        return answer
+        return found
 
     async def _events(
         self, client: httpx2.AsyncClient, response: httpx2.Response, stream: _Stream
     ) -> Mapping[str, Any] | None:
-        """Read ``response``'s SSE events up to the first answer (None: none came, or the
-        stream broke: the caller resumes it when an event had an id). An event the parser
-        refuses (``SSEError``: too large, malformed) is a lost connection, as the SDK
-        resolves it."""
+        """Read ``response``'s SSE events up to the call's answer (None: none came: the
+        stream ended, or broke, ``stream.broke``; the caller resumes it when an event had
+        an id). An event the parser refuses (``SSEError``: too large, malformed) is a lost
+        connection, as the SDK resolves it."""
         try:
             return await self._read_events(client, response, stream)
         except httpx2.SSEError:
             raise
-        except httpx2.TransportError as e:  # broken mid-stream: resumable, as for the SDK
-            if stream.last_id is None:
-                raise
+        except (httpx2.TransportError, httpx2.DecodingError, httpx2.StreamError) as e:
+            if stream.last_id is None:  # nothing to resume from: the connection was lost
+                raise _closed(f"Connection closed ({type(e).__name__}: {e})"[:500]) from e
             log.info("gateway.upstream_stream_broke", error=f"{type(e).__name__}: {e}"[:200])
+            stream.broke = True
             return None
 
     async def _read_events(
@@ -213,28 +233,43 @@ class HttpLeg:
             if event.event != "message" or not event.data:
                 continue  # another kind of event, or one that only primes resumption
             message = self._parsed(event.data.encode())
-            if "method" not in message:  # an answer: the call's (the SDK takes it so)
+            if "method" not in message:  # an answer
                 if not _is_answer(message):
                     raise MCPError(types.PARSE_ERROR, "the upstream's answer is not JSON-RPC 2.0")
-                return message
+                if stream.ours(message):
+                    return message
+                # Another request's answer (a server that fell back to another stream):
+                # not this call's; read on.
+                log.warning("gateway.upstream_stray_answer", id=str(message.get("id"))[:100])
+                continue
             if "id" in message:  # the upstream asks something
                 await self._reply(client, message)
         return None
 
     async def _refusal(self, response: httpx2.Response, kind: str) -> Mapping[str, Any]:
+        """An answer to a POST that was not taken: a redirect not followed (the request
+        did not go there), or an error status, with the JSON-RPC error of its body when
+        it holds one (as the SDK reads it), else the SDK's words for the status."""
+        if response.status_code < 400:
+            where = f"the upstream answered {response.status_code}: a redirect, not followed"
+            return {"error": {"code": types.INTERNAL_ERROR, "message": where}}
         if kind.startswith("application/json"):
             try:
                 message = json.loads(await response.aread())
             except ValueError:
                 message = None
-            if isinstance(message, dict) and isinstance(message.get("error"), dict):
-                return {"error": message["error"]}
+            error = message.get("error") if isinstance(message, dict) else None
+            if (
+                isinstance(error, dict)
+                and type(error.get("code")) is int
+                and isinstance(error.get("message"), str)
+            ):
+                return {"error": error}
         if response.status_code == 404 and SESSION_HEADER in response.request.headers:
             return {"error": {"code": types.INVALID_REQUEST, "message": "Session terminated"}}
-        message = "Server returned an error response"
-        if response.status_code < 400:  # a redirect, not followed (the headers stay here)
-            message = f"the upstream answered {response.status_code}: a redirect, not followed"
-        return {"error": {"code": types.INTERNAL_ERROR, "message": message}}
+        return {
+            "error": {"code": types.INTERNAL_ERROR, "message": "Server returned an error response"}
+        }
 
     @staticmethod
     def _parsed(data: bytes) -> dict[str, Any]:
@@ -283,11 +318,23 @@ class HttpLeg:
 
 
 class _Stream:
-    """Where a call's SSE stream got to: its last event's id, the server's retry."""
+    """Where a call's answer stream got to: its last event's id, the server's retry,
+    whether it broke, whether it was resumed."""
 
-    def __init__(self) -> None:
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
         self.last_id: str | None = None
         self.retry_ms: int | None = None
+        self.broke = False
+        self.resumed = False
+
+    def ours(self, answer: Mapping[str, Any]) -> bool:
+        """Whether ``answer`` is this call's: its id, or (an error only, on the call's own
+        POST) no id, for a request the server refused before it read its id."""
+        found = answer.get("id")
+        if found == self.request_id:
+            return True
+        return found is None and "error" in answer and not self.resumed
 
 
 def _same_origin(sent: httpx2.URL, location: httpx2.URL) -> bool:
@@ -318,8 +365,10 @@ async def _send_within_origin(
             or not _same_origin(request.url, follow.url)
         ):
             return response
-        await response.aread()  # drained: the connection goes back to the pool
-        await response.aclose()
+        try:
+            await response.aread()  # drained: the connection goes back to the pool
+        finally:
+            await response.aclose()
         request = follow
     return await client.send(request, stream=True, follow_redirects=False)
 
