@@ -20,7 +20,7 @@ from continuum.cli.mcp_clients import ALLOW_ENV, CLIENTS
 from continuum.runtime.facade import Continuum
 from tests.gateway.test_mcp_gateway_http import http_upstream
 from tests.hosts.conftest import make_project
-from tests.hosts.harness import Host, Project
+from tests.hosts.harness import Host, Project, SessionResult
 from tests.hosts.hosts_all import CLAUDE, MCP_HOSTS
 from tests.hosts.script import mcp
 
@@ -82,12 +82,9 @@ def billing_project(host: Host, tmp_path: Path, *, gateway: bool) -> Project:
 SEND = [mcp("send_invoice", invoice_id="INV-1", amount=5)]
 
 
-@pytest.mark.parametrize("host", MCP_HOSTS, ids=lambda h: h.name)
-def test_the_host_starts_the_installed_gateway_and_a_repeated_call_is_not_sent_again(
-    host: Host, tmp_path: Path
-) -> None:
-    p = billing_project(host, tmp_path, gateway=True)
-    s = p.session([SEND, SEND])
+def assert_sent_once(p: Project, s: SessionResult) -> None:
+    """Both calls answered with the invoice sent, the upstream called once, the action
+    completed as the gateway (not the agent) observed it."""
     assert not s.model.problems, s.describe()
     results = [r for r in s.model.results() if (r.name or "").endswith("send_invoice")]
     assert len(results) == 2, s.describe()
@@ -96,6 +93,15 @@ def test_the_host_starts_the_installed_gateway_and_a_repeated_call_is_not_sent_a
     with Continuum.open(str(p.db), create=False) as rt:
         [action] = rt.actions(RUN)
     assert action.status == "completed" and action.origin == "deterministic"
+
+
+@pytest.mark.parametrize("host", MCP_HOSTS, ids=lambda h: h.name)
+def test_the_host_starts_the_installed_gateway_and_a_repeated_call_is_not_sent_again(
+    host: Host, tmp_path: Path
+) -> None:
+    p = billing_project(host, tmp_path, gateway=True)
+    s = p.session([SEND, SEND])
+    assert_sent_once(p, s)
 
 
 @pytest.mark.parametrize("host", MCP_HOSTS, ids=lambda h: h.name)
@@ -116,14 +122,7 @@ def test_the_host_through_the_gateway_to_an_http_upstream_sends_a_repeat_once(
         allowed = ",".join(n.name for n in CLIENTS[host.mcp_client].names)
         write_billing_entry(p, gateway, **{ALLOW_ENV: allowed})
         s = p.session([SEND, SEND])
-    assert not s.model.problems, s.describe()
-    results = [r for r in s.model.results() if (r.name or "").endswith("send_invoice")]
-    assert len(results) == 2, s.describe()
-    assert all("sent invoice INV-1 for 5" in r.text for r in results), s.describe()
-    assert effects(p) == ["invoice INV-1 5"], s.describe()  # the upstream was called once
-    with Continuum.open(str(p.db), create=False) as rt:
-        [action] = rt.actions(RUN)
-    assert action.status == "completed" and action.origin == "deterministic"
+    assert_sent_once(p, s)
 
 
 def test_control_without_the_gateway_the_host_sends_the_repeat(tmp_path: Path) -> None:
