@@ -441,6 +441,9 @@ async def test_a_registered_call_the_gateway_takes_itself_is_recorded_once_and_r
     assert text(first) == 'send_invoice café {"amount": 5, "invoice_id": "INV-5"}'
     assert ledger(first) == {} and ledger(again)["answered"] == "from_ledger"
     assert text(again) == text(first)
+    # shaped as the SDK's server shapes a result for a handshake-era host: no 2026-07-28
+    # resultType (the plain dump of a result carries one)
+    assert "resultType" not in first["result"] and "resultType" not in again["result"]
     sent = [m for m in upstream_log(project) if m.get("method") == "tools/call"]
     assert len(sent) == 1  # the repeat never went upstream
     # the gateway's own id, never the host's; only the judged name and arguments

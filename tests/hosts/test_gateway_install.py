@@ -109,7 +109,7 @@ def test_the_host_through_the_gateway_to_an_http_upstream_sends_a_repeat_once(
     host: Host, tmp_path: Path
 ) -> None:
     # The upstream serves streamable HTTP; the host's entry is the gateway with --url. Both
-    # of the gateway's sides pass the SDK by here (gateway/host_calls.py, http_leg.py).
+    # of the gateway's sides pass the SDK by here (serving/host_calls.py, http_leg.py).
     p = make_project(host, tmp_path, run=RUN)
     p.write_file(".continuum/gateway.toml", RULES)
     with http_upstream(p.dir) as url:

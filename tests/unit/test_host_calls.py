@@ -1,4 +1,4 @@
-"""Host calls the MCP gateway takes past the SDK's server (``gateway/host_calls.py``): which
+"""Host calls the MCP gateway takes past the SDK's server (``serving/host_calls.py``): which
 requests are taken, and how a taken call is answered, cancelled or failed. The host link is
 a recorder (a unit test of the logic); the real transport and upstreams are exercised by
 tests/gateway/."""
@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 import pytest
 from mcp import types
+from mcp.shared.exceptions import MCPError
 
-from continuum.gateway.host_calls import HostCalls, host_call, is_request_id
+from continuum.serving.host_calls import HostCalls, host_call, is_request_id
 
 pytestmark = pytest.mark.anyio
 
@@ -72,7 +73,7 @@ class Host:
 
 
 async def test_a_taken_call_is_answered_as_the_sdk_shapes_a_tool_result() -> None:
-    host, calls = Host(), HostCalls()
+    host, calls = Host(), HostCalls(lambda: "2025-11-25")
     result = types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
 
     async def run() -> types.CallToolResult:
@@ -84,15 +85,14 @@ async def test_a_taken_call_is_answered_as_the_sdk_shapes_a_tool_result() -> Non
     assert not calls.busy
     (answer,) = host.answers
     assert isinstance(answer, types.JSONRPCResponse) and answer.id == 7
-    assert answer.result == {
+    assert answer.result == {  # as the SDK 2.3 server writes it for a handshake-era client
         "content": [{"type": "text", "text": "ok"}],
-        "isError": False,
-        "resultType": "complete",  # as the SDK 2.3 server writes a tool's result
+        "isError": False,  # and no 2026-07-28 resultType (the plain dump carries one)
     }
 
 
 async def test_a_cancelled_call_is_never_answered_and_its_id_is_settled() -> None:
-    host, calls = Host(), HostCalls()
+    host, calls = Host(), HostCalls(lambda: "2025-11-25")
     started = anyio.Event()
 
     async def run() -> types.CallToolResult:
@@ -110,7 +110,7 @@ async def test_a_cancelled_call_is_never_answered_and_its_id_is_settled() -> Non
 
 
 async def test_a_failure_of_the_gateway_is_an_internal_error_answer() -> None:
-    host, calls = Host(), HostCalls()
+    host, calls = Host(), HostCalls(lambda: "2025-11-25")
 
     async def run() -> types.CallToolResult:
         raise RuntimeError("the store broke")
@@ -122,11 +122,31 @@ async def test_a_failure_of_the_gateway_is_an_internal_error_answer() -> None:
     assert answer.error.code == types.INTERNAL_ERROR and "the store broke" in answer.error.message
 
 
+async def test_an_mcp_error_is_the_json_rpc_error_it_carries_as_the_sdk_answers_it() -> None:
+    host, calls = Host(), HostCalls(lambda: "2025-11-25")
+    error = types.ErrorData(code=types.INVALID_PARAMS, message="no such thing", data="x")
+
+    async def refused() -> types.CallToolResult:
+        raise MCPError.from_error_data(error)
+
+    async def not_a_result() -> types.CallToolResult:
+        return types.TextContent(type="text", text="x")  # type: ignore[return-value]
+
+    async with anyio.create_task_group() as tg:
+        calls.take(tg.start_soon, 1, "a", refused, host)  # type: ignore[arg-type]
+        calls.take(tg.start_soon, 2, "b", not_a_result, host)  # type: ignore[arg-type]
+    answers = {a.id: a for a in host.answers}
+    assert isinstance(answers[1], types.JSONRPCError) and answers[1].error == error
+    assert isinstance(answers[2], types.JSONRPCError)
+    assert answers[2].error.code == types.INTERNAL_ERROR
+    assert answers[2].error.message == "Handler returned an invalid result"  # the SDK's words
+
+
 async def test_a_later_call_reusing_a_cancelled_id_stays_tracked_when_the_first_ends() -> None:
     # The first call, cancelled, ends after a second call took its id: the second is still
     # one of the taken calls (a host cancel of it must find it), not dropped by the first's
     # end. (Dropping by id alone, as the relay once did, fails this test.)
-    host, calls = Host(), HostCalls()
+    host, calls = Host(), HostCalls(lambda: "2025-11-25")
     first_started, release_second = anyio.Event(), anyio.Event()
 
     async def first() -> types.CallToolResult:

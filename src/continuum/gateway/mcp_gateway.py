@@ -58,12 +58,12 @@ from mcp import types
 from mcp.client.session import ClientSession
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
 from continuum.errors import ContinuumError, NotFoundError, UsageError
 from continuum.faults import fault_point
 from continuum.gateway import mcp_answers as answers
-from continuum.gateway.host_calls import HostCalls, host_call, is_request_id
 from continuum.gateway.pins import Judgement, Pins, locked_pins
 from continuum.gateway.relay import Relay
 from continuum.gateway.rules import EffectRule, GatewayRules, render_key
@@ -72,6 +72,7 @@ from continuum.ledger.gate import InterceptResult
 from continuum.log import get_logger
 from continuum.runtime.facade import Continuum
 from continuum.serving.auth import Caller, Policy, caller_identity, log_denial
+from continuum.serving.host_calls import HostCalls, host_call, is_request_id
 from continuum.serving.transport import HostLink
 from continuum.types import Origin
 
@@ -142,7 +143,7 @@ class Gateway:
         self._retired: list[Relay] = []  # replaced relays still running calls they took
         # with an upstream over HTTP: the host's calls taken past the SDK's server, once
         # the host finished its handshake
-        self._taken = HostCalls()
+        self._taken = HostCalls(self.host_version)
         self._host_ready = False
         self._attempts = 0  # attempts to reach (or start) the upstream again, so far
         # The host's session as the SDK's server keeps it (its handshake's client_params),
@@ -377,6 +378,13 @@ class Gateway:
 
         self._taken.take(self.spawn, message.id, name, run, host)
         return True
+
+    def host_version(self) -> str:
+        """The protocol version the host negotiated (a call is taken only once its
+        handshake is done; before the SDK's server saw a request of it, the handshake
+        era's latest, whose result sieve is the same)."""
+        session = self.host_session
+        return session.protocol_version if session is not None else LATEST_HANDSHAKE_VERSION
 
     def judge(self, name: str, arguments: dict[str, Any]) -> EffectRule | bool:
         """What the relay may do with a host's call: True, send it upstream as bytes (what

@@ -76,10 +76,11 @@ from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from continuum.gateway.host_calls import HostCalls, answer_host, host_call, is_request_id
 from continuum.log import get_logger
+from continuum.serving.host_calls import HostCalls, answer_host, host_call, is_request_id
 from continuum.serving.transport import (
     BoundedLineReader,
     FdSource,
@@ -124,6 +125,10 @@ class Route(Protocol):
 
     def lost(self, error: BaseException) -> None:
         """The upstream's connection failed: report it (a closed one is gone for good)."""
+        ...
+
+    def host_version(self) -> str:
+        """The protocol version the host negotiated (its answers are shaped for it)."""
         ...
 
 
@@ -277,7 +282,7 @@ class Relay:
         self._timeout = timeout
         self._route: Route | None = None
         self._spawn: Callable[..., Any] | None = None  # starts a host call the route runs
-        self._taken = HostCalls()  # the registered calls the gateway took from the host
+        self._taken = HostCalls(self._host_version)  # the registered calls taken from the host
         self._calls = 0  # the gateway's own calls sent so far (their reserved ids)
         self._pending: dict[types.RequestId, _Pending] = {}  # by coerced id: deadline order
         self._tokens: dict[types.RequestId, types.RequestId] = {}  # coerced token -> its key
@@ -389,7 +394,11 @@ class Relay:
 
     async def _answer(self, pending: _Pending, result: types.CallToolResult) -> None:
         assert pending.host is not None
-        await answer_host(pending.host, pending.request_id, result)
+        await answer_host(pending.host, pending.request_id, result, self._host_version())
+
+    def _host_version(self) -> str:
+        route = self._route
+        return route.host_version() if route is not None else LATEST_HANDSHAKE_VERSION
 
     # -- the gateway's own calls (registered ones): past the client session --------------
 

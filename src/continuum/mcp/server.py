@@ -41,6 +41,7 @@ from mcp.server.mcpserver import MCPServer
 
 from continuum.errors import ContinuumError
 from continuum.log import LEVEL_ENV, LEVELS, BadLogLevel, check_level, configure, get_logger
+from continuum.mcp.direct_calls import DirectCalls
 from continuum.mcp.instructions import INSTRUCTIONS
 from continuum.mcp.startup import AfterPreparation, Preparation, refusal, refusal_text
 from continuum.serving.auth import ClientLog, Era, Policy, connecting_client, load_policy
@@ -427,15 +428,21 @@ def serve_stdio(args: argparse.Namespace, policy: Policy) -> int:
     # Every request but initialize and ping waits for the preparation (startup.py).
     clients = LogConnectingClients(policy)
     server = bare_server([clients, AfterPreparation(preparation)])
+    # The effect path's calls past the SDK's request pipeline (direct_calls.py).
+    direct = DirectCalls(server, preparation)
+    server._lowlevel_server.middleware.append(direct)  # SDK 2.3: no public accessor
     max_in_flight = args.max_in_flight or DEFAULT_MAX_IN_FLIGHT
 
     async def serve() -> None:
         async with hardened_stdio_server(
-            max_message_bytes=args.max_message_bytes, max_in_flight=max_in_flight
+            max_message_bytes=args.max_message_bytes,
+            max_in_flight=max_in_flight,
+            divert=direct.divert,
         ) as (read, write):
             lowlevel = server._lowlevel_server  # SDK 2.3 has no public accessor (see transport.py)
             async with anyio.create_task_group() as tg:
                 preparation.bind(tg)
+                direct.spawn = tg.start_soon
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
                 tg.cancel_scope.cancel()
 

@@ -106,6 +106,11 @@ class Preparation:
         finally:
             self._done.set()
 
+    @property
+    def succeeded(self) -> bool:
+        """Whether part 2 has finished without a refusal (every tool registered)."""
+        return self._done is not None and self._done.is_set() and self.error is None
+
     async def ready(self) -> None:
         """Start part 2 if it has not started, and wait until it has finished; an
         ``MCPError`` carrying the refusal if it refused."""

@@ -1,25 +1,28 @@
-"""Host ``tools/call`` requests the MCP gateway runs itself, past the SDK's server.
+"""A client's ``tools/call`` requests answered past the SDK's server, on the hardened
+stdio transport's ``divert`` hook (``transport.py``).
 
-Why: through the SDK's server a host's call is parsed into models, dispatched, and its
-result dumped and encoded again; with the gateway's own client leg on top, that was the
-most of what a call through the gateway cost over one straight to the upstream. A call in
-the plain shape (``name``, ``arguments``, ``_meta``, nothing else) is taken at the hardened
-host transport's ``divert`` hook (``serving/transport.py``) once the host finished its
-handshake, and answered as the SDK's server answers ``call_tool``.
+Why: through the SDK's server a call crosses its dispatcher, runner and middlewares and
+its result is dumped and encoded again; for the MCP gateway (with its own client leg on
+top) and for ``continuum-mcp``'s effect path that plumbing was most of what a call cost.
+A call in the plain shape (``name``, ``arguments``, ``_meta``, nothing else) is taken
+once the client finished its handshake, and answered as the SDK's server answers
+``call_tool``.
 
 What this module owns:
 
-- ``host_call``: whether a host request is such a call (anything else, e.g. a
+- ``host_call``: whether a client request is such a call (anything else, e.g. a
   task-augmented call, takes the SDK path, as before);
-- ``HostCalls``: the calls taken and still running, by the host's id. Each runs in a task
-  of the serving group (cancelled, unanswered, when the host side stops serving); the
-  host's ``notifications/cancelled`` cancels it unanswered, as the SDK does; an exception
-  of the gateway itself is an ``INTERNAL_ERROR`` answer, as the SDK gives;
-- ``answer_host``: an answer the gateway makes, shaped as its SDK server shapes a tool's
-  result.
+- ``HostCalls``: the calls taken and still running, by the client's id. Each runs in a
+  task of the serving group (cancelled, unanswered, when the serving stops); the client's
+  ``notifications/cancelled`` cancels it unanswered, as the SDK does; an ``MCPError`` is
+  the JSON-RPC error it carries and any other exception an ``INTERNAL_ERROR`` answer, as
+  the SDK gives;
+- ``answer_host`` / ``wire_result``: an answer made from a tool's result, shaped as the
+  SDK's server shapes one for the client's negotiated version.
 
-The caller decides which calls to take and what running one means (``gateway/relay.py``
-for an upstream on stdio, ``Gateway.divert`` for one over HTTP).
+The caller decides which calls to take and what running one means: the gateway
+(``gateway/relay.py`` for an upstream on stdio, ``Gateway.divert`` for one over HTTP) and
+``continuum-mcp`` (``mcp/direct_calls.py``).
 """
 
 from __future__ import annotations
@@ -31,17 +34,21 @@ from typing import Any, TypeGuard
 import anyio
 from mcp import types
 from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.exceptions import MCPError
+from mcp_types import methods as spec_methods
+from pydantic import ValidationError
 
 from continuum.log import get_logger
 from continuum.serving.transport import HostLink
 
-__all__ = ["HostCall", "HostCalls", "answer_host", "host_call", "is_request_id"]
+__all__ = ["HostCall", "HostCalls", "answer_host", "host_call", "is_request_id", "wire_result"]
 
-log = get_logger("continuum.gateway")
+log = get_logger("continuum.serving")
 
 _CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
 
 Run = Callable[[], Awaitable[types.CallToolResult]]
+_INVALID_RESULT = "Handler returned an invalid result"  # the SDK's words
 
 
 def is_request_id(value: object) -> TypeGuard[types.RequestId]:
@@ -78,18 +85,42 @@ def host_call(message: types.JSONRPCRequest) -> HostCall | None:
     return HostCall(name, arguments, params, None if meta is None else meta.get("progressToken"))
 
 
-async def answer_host(
-    host: HostLink, request_id: types.RequestId, result: types.CallToolResult
-) -> None:
-    """An answer the gateway makes, shaped as its SDK server shapes a tool's result."""
+def wire_result(result: Any, version: str) -> dict[str, Any]:
+    """A ``tools/call`` result as the SDK's server puts it on the wire for a client of
+    ``version`` (one of the handshake era: every call taken here is such a client's):
+    dumped, then sieved by that version's surface (which drops, e.g., the 2026-07-28
+    ``resultType`` the plain dump carries); anything else is the SDK's invalid-result error."""
+    if not isinstance(result, types.CallToolResult):
+        raise MCPError(code=types.INTERNAL_ERROR, message=_INVALID_RESULT)
     dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    await host.answer(types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped))
+    try:
+        return spec_methods.serialize_server_result("tools/call", version, dumped)
+    except ValidationError:
+        raise MCPError(code=types.INTERNAL_ERROR, message=_INVALID_RESULT) from None
+
+
+async def answer_host(
+    host: HostLink, request_id: types.RequestId, result: types.CallToolResult, version: str
+) -> None:
+    """An answer made from a tool's result, shaped as the SDK's server shapes one for a
+    client of ``version``."""
+    try:
+        message: types.JSONRPCResponse | types.JSONRPCError = types.JSONRPCResponse(
+            jsonrpc="2.0", id=request_id, result=wire_result(result, version)
+        )
+    except MCPError as e:
+        message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=e.error)
+    await host.answer(message)
 
 
 class HostCalls:
     """The host's calls the gateway took and is running, by the host's (coerced) id."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, version: Callable[[], str], failed_event: str = "gateway.call_failed"
+    ) -> None:
+        self._version = version  # the protocol version the client negotiated
+        self._failed_event = failed_event  # the log line of a call that raised
         self._scopes: dict[types.RequestId, anyio.CancelScope] = {}
 
     @property
@@ -135,8 +166,11 @@ class HostCalls:
         try:
             with scope:
                 result = await run()
+        except MCPError as e:  # the JSON-RPC error it carries, as the SDK answers one
+            await host.answer(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=e.error))
+            return
         except Exception as e:  # a failure of the gateway itself: an error answer, as the SDK
-            log.error("gateway.call_failed", tool=name, error=type(e).__name__)
+            log.error(self._failed_event, tool=name, error=type(e).__name__)
             error = types.ErrorData(code=types.INTERNAL_ERROR, message=f"Error: {e}"[:500])
             await host.answer(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
             return
@@ -145,4 +179,4 @@ class HostCalls:
             if self._scopes.get(key) is scope:  # not a later call reusing a cancelled id
                 del self._scopes[key]
         if result is not None:
-            await answer_host(host, request_id, result)
+            await answer_host(host, request_id, result, self._version())
