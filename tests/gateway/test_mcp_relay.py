@@ -491,6 +491,28 @@ async def test_a_client_off_the_allowlist_has_registered_calls_refused_when_the_
     assert [m["params"]["name"] for m in sent] == ["echo"]
 
 
+async def test_a_2026_envelope_naming_an_allowed_client_never_lends_its_name_to_the_call(
+    project: Path,
+) -> None:
+    # On a handshake connection the SDK refuses a request carrying the 2026-07-28 envelope;
+    # taken past the SDK, its clientInfo named the caller: a client off the allowlist
+    # passed as an allowed one (a review found it; host_call now leaves it to the SDK).
+    async with host(
+        project, relay_gateway(), CONTINUUM_MCP_ALLOW="someone-else", **log_env(project)
+    ) as gateway:
+        await listed(gateway)
+        message = call(1, "send_invoice", invoice_id="A", amount=1)
+        message["params"]["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "someone-else", "version": "1"},
+        }
+        await gateway.send(message)
+        refused = json.loads(await gateway.answer(1))
+    assert refused["error"]["code"] == -32600, refused
+    assert not [m for m in upstream_log(project) if m.get("method") == "tools/call"]
+
+
 async def test_a_registered_call_the_gateway_takes_without_an_answer_in_time_is_unknown(
     project: Path,
 ) -> None:

@@ -12,15 +12,23 @@ sieve of that version's fields; a unit test below is the control that the sieve 
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from typing import Any
 
 import pytest
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, TextContent
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    CallToolResult,
+    TextContent,
+)
 
 from continuum.mcp.direct_calls import DIRECT_TOOLS
+from continuum.mcp.tools import Tools, tool_table
 from continuum.serving.host_calls import wire_result as _wire_result
 from tests.mcp.conftest import ServerSite, initialize_request, tool_call
 
@@ -28,6 +36,12 @@ pytestmark = pytest.mark.anyio
 
 ALLOWED = "raw-agent"
 SDK_PATH = {"OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}  # a real provider: SDK path
+
+ENVELOPE = {
+    PROTOCOL_VERSION_META_KEY: "2026-07-28",
+    CLIENT_CAPABILITIES_META_KEY: {},
+    CLIENT_INFO_META_KEY: {"name": ALLOWED, "version": "1"},
+}
 
 INTERCEPT = "continuum_intercept_action"
 COMPLETE = "continuum_complete_action"
@@ -105,6 +119,9 @@ def script() -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
         (INTERCEPT, {**run, "action_type": "x", "arguments": _deep(80)}, None),
         (INTERCEPT, {**run, "action_type": ""}, None),  # too short
         (COMPLETE, {**run}, None),  # missing action_key
+        # a 2026-07-28 envelope naming an allowed client, on a handshake connection: the
+        # SDK refuses it before any handler (never a way to borrow another client's name)
+        (FAIL, {**run, "action_key": "invoice:1", "certain": True}, ENVELOPE),
     ]
 
 
@@ -117,7 +134,7 @@ def _deep(levels: int) -> dict[str, Any]:
 
 # Values that differ from one process to another, not from one path to another.
 _VOLATILE = re.compile(
-    r'(\\?"(?:action_id|lease_owner|owner|started_at|completed_at|recorded_at|at|'
+    r'(\\?"(?:lease_owner|owner|started_at|completed_at|recorded_at|at|'
     r'lease_expires_at|created_at|updated_at)\\?": ?)(\\?"[^"\\]*\\?"|[0-9.]+)'
 )
 
@@ -130,14 +147,24 @@ def _comparable(answer: dict[str, Any]) -> str:
 async def converse(
     site: ServerSite, *, client: str, version: str
 ) -> tuple[list[dict[str, Any]], str]:
-    """The script's answers from a fresh server at ``site``, and its stderr."""
+    """Every message a fresh server at ``site`` writes after the handshake while it answers
+    the script, notifications included, in order; and its stderr."""
     init = initialize_request(client)
     init["params"]["protocolVersion"] = version
-    answers = []
+    messages = []
     async with site.raw(initialize=init) as server:
         for n, (tool, arguments, meta) in enumerate(script(), start=1):
-            answers.append(await server.request(tool_call(n, tool, arguments, meta)))
-    return answers, site.stderr()
+            await server.send(tool_call(n, tool, arguments, meta))
+            while (message := await server.receive()).get("id") != n:
+                messages.append(message)
+            messages.append(message)
+    return messages, site.stderr()
+
+
+def taken_steps() -> int:
+    """How many of the script's calls the direct path takes: the effect path's, without
+    an envelope."""
+    return sum(1 for tool, _, meta in script() if tool in DIRECT_TOOLS and meta is not ENVELOPE)
 
 
 def two_sites(tmp_path: Any, name: str) -> tuple[ServerSite, ServerSite]:
@@ -163,23 +190,26 @@ async def test_the_effect_path_answers_exactly_as_the_sdk_pipeline_does(
     direct, direct_log = await converse(direct_site, client=client, version=version)
     through_sdk, sdk_log = await converse(sdk_site, client=client, version=version)
 
-    # Which path each took: the direct one says so once; the traced one never takes it.
-    assert direct_log.count("mcp.direct_calls") == 1, direct_log[-2000:]
-    assert "mcp.direct_calls" not in sdk_log, sdk_log[-2000:]
+    # Which path each call took: the direct one logs each call it takes; the traced one
+    # takes none.
+    assert direct_log.count('"mcp.direct_call"') == taken_steps(), direct_log[-3000:]
+    assert "mcp.direct_call" not in sdk_log, sdk_log[-2000:]
 
-    assert len(direct) == len(through_sdk) == len(script())
+    assert len(direct) == len(through_sdk) >= len(script())
     for step, (ours, theirs) in enumerate(zip(direct, through_sdk, strict=True), start=1):
         assert _comparable(ours) == _comparable(theirs), (step, ours, theirs)
+    refused = direct[-1]  # the envelope on a handshake connection
+    assert refused["error"]["code"] == -32600, refused
 
     # The script is not vacuous: it met successes and every kind of refusal.
-    results = [a["result"] for a in direct if "result" in a]
+    results = [a["result"] for a in direct if "result" in a and "content" in a["result"]]
     errors = [r for r in results if r.get("isError")]
     if client == ALLOWED:
         assert any(r.get("isError") is not True for r in results[1:])
         assert len(errors) >= 8, errors
         assert any("structuredContent" in r for r in results)
     else:  # denied by default: every call refused (well-formed ones naming the allowlist)
-        assert len(errors) == len(script()), errors
+        assert len(errors) == len(script()) - 1, errors  # and the envelope's -32600
         denied = [r for r in errors if "CONTINUUM_MCP_MUTATING_CLIENTS" in json.dumps(r)]
         assert len(denied) >= 8, errors
 
@@ -197,12 +227,22 @@ async def test_a_no_op_tracer_provider_keeps_the_direct_path(tmp_path: Any) -> N
         extra_args=("--log-level", "debug"),
     )
     answers, log = await converse(site, client=ALLOWED, version="2025-11-25")
-    assert "mcp.direct_calls" in log
+    assert log.count('"mcp.direct_call"') == taken_steps()
     assert answers[1]["result"]["structuredContent"]["proceed"] is True
 
 
-def test_the_direct_tools_are_the_effect_path() -> None:
+def test_the_direct_tools_are_the_effect_path_and_never_talk_to_the_client() -> None:
+    """A taken call's context is not tied to its request (``direct_calls.py``): its tool
+    must neither report progress nor log to the client, nor reach the session otherwise."""
     assert {INTERCEPT, COMPLETE, FAIL} == DIRECT_TOOLS
+    by_name = {spec.name: method for spec, method in tool_table()}
+    used = [getattr(Tools, by_name[name]) for name in DIRECT_TOOLS]
+    used += [Tools.acting, Tools.authorize, Tools.writer, Tools.domain_errors]
+    for fn in used:
+        source = inspect.getsource(fn)
+        # ctx passed along (to the caller's and the grant's readers) only, never used
+        for talk in (r"\bctx\.", r"report_progress", r"\.send_\w*\("):
+            assert not re.search(talk, source), (fn.__name__, talk)
 
 
 def test_a_result_is_sieved_by_the_negotiated_version() -> None:
@@ -224,3 +264,21 @@ def test_anything_but_a_tool_result_is_the_sdks_invalid_result_error() -> None:
     with pytest.raises(MCPError) as caught:
         _wire_result(TextContent(type="text", text="x"), "2025-11-25")
     assert caught.value.error.message == "Handler returned an invalid result"
+
+
+async def test_a_connection_the_sdk_never_initialized_is_never_taken(tmp_path: Any) -> None:
+    """No ``initialize``, and a ``notifications/initialized`` the SDK drops as malformed:
+    the SDK's gate stays shut, so a call is its ``-32602``, on the SDK path (a first cut
+    remembered the session before the SDK had judged the notification and ran the tool)."""
+    direct_site, _ = two_sites(tmp_path, "uninitialized")
+    async with direct_site.raw() as server:
+        await server.send(
+            {"jsonrpc": "2.0", "method": "notifications/initialized", "params": {"_meta": 5}}
+        )
+        await server.ping("p")
+        listed = await server.request({"jsonrpc": "2.0", "id": "l", "method": "tools/list"})
+        answer = await server.request(
+            tool_call("c", INTERCEPT, {"run_id": "r1", "action_type": "x"})
+        )
+    assert listed["error"]["code"] == -32602 and answer["error"]["code"] == -32602, answer
+    assert "mcp.direct_call" not in direct_site.stderr()

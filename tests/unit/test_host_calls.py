@@ -45,6 +45,11 @@ def test_a_plain_call_is_taken_with_its_progress_token() -> None:
         pytest.param({"name": "read", "_meta": "x"}, "tools/call", id="meta-not-an-object"),
         pytest.param({"name": "read", "task": {"ttl": 1}}, "tools/call", id="task-augmented"),
         pytest.param(None, "tools/call", id="no-params"),
+        pytest.param(
+            {"name": "read", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+            "tools/call",
+            id="a-2026-envelope",  # refused by the SDK on a handshake connection
+        ),
     ],
 )
 def test_anything_else_takes_the_sdk_path(params: dict[str, Any] | None, method: str) -> None:
@@ -104,9 +109,38 @@ async def test_a_cancelled_call_is_never_answered_and_its_id_is_settled() -> Non
         async with anyio.create_task_group() as tg:
             calls.take(tg.start_soon, "c1", "slow", run, host)  # type: ignore[arg-type]
             await started.wait()
-            assert calls.cancel("c1", host)  # type: ignore[arg-type]
-            assert not calls.cancel("c1", host)  # type: ignore[arg-type]  # once only
+            assert calls.cancel("c1")
+            assert not calls.cancel("c1")  # once only
     assert host.answers == [] and host.settled == ["c1"]
+
+
+async def test_a_cancel_naming_the_id_in_another_form_settles_the_id_it_was_admitted_under() -> (
+    None
+):
+    # The transport counts a request by its own id: 7 admitted, a cancel of "7" must free
+    # 7 (freeing "7" freed nothing, and the slot was lost for good). And only once the run
+    # has ended, as the SDK frees a cancelled request's slot when its handler ends.
+    host, calls = Host(), HostCalls(lambda: "2025-11-25")
+    started, ending = anyio.Event(), anyio.Event()
+
+    async def run() -> types.CallToolResult:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await ending.wait()
+        raise AssertionError("not reached")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            calls.take(tg.start_soon, 7, "slow", run, host)  # type: ignore[arg-type]
+            await started.wait()
+            assert calls.cancel("7")
+            await anyio.lowlevel.checkpoint()
+            assert host.settled == []  # still running: still in flight
+            ending.set()
+    assert host.answers == [] and host.settled == [7]
 
 
 async def test_a_failure_of_the_gateway_is_an_internal_error_answer() -> None:
@@ -166,7 +200,7 @@ async def test_a_later_call_reusing_a_cancelled_id_stays_tracked_when_the_first_
         async with anyio.create_task_group() as tg:
             calls.take(tg.start_soon, 5, "a", first, host)  # type: ignore[arg-type]
             await first_started.wait()
-            assert calls.cancel(5, host)  # type: ignore[arg-type]
+            assert calls.cancel(5)
             calls.take(tg.start_soon, 5, "b", second, host)  # type: ignore[arg-type]
             for _ in range(10):
                 await anyio.lowlevel.checkpoint()  # the first call's task ends meanwhile

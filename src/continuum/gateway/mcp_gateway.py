@@ -355,7 +355,7 @@ class Gateway:
                 self._host_ready = True  # the SDK's server needs it too
             elif message.method == "notifications/cancelled":
                 request_id = (message.params or {}).get("requestId")
-                if is_request_id(request_id) and self._taken.cancel(request_id, host):
+                if is_request_id(request_id) and self._taken.cancel(request_id):
                     return True
             return False
         if not self._host_ready or self.spawn is None or message.id in self._taken:

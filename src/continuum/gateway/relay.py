@@ -378,7 +378,7 @@ class Relay:
         request_id = (message.params or {}).get("requestId")
         if not is_request_id(request_id) or _reserved(request_id):
             return False
-        if self._taken.cancel(request_id, host):  # a registered call the gateway runs: its
+        if self._taken.cancel(request_id):  # a registered call the gateway runs: its
             return True  # forward (if it went out) sends the upstream its own cancel
         pending = self._pending.pop(coerce_request_id(request_id), None)
         if pending is None:

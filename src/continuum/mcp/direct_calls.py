@@ -18,13 +18,22 @@ wire (``HostLink``); a cancel from the client cancels it unanswered, as the SDK 
 
 Taken, only when all of these hold (anything else takes the SDK path, unchanged):
 
-- the tools are registered (start-up part 2 finished without a refusal: ``startup.py``)
-  and the client finished its handshake in a handshake-era protocol version (the SDK's
-  session is remembered from the client's ``notifications/initialized``);
-- the request is a plain ``tools/call`` (``host_call``) of one of ``DIRECT_TOOLS``
+- the tools are registered (start-up part 2 finished without a refusal: ``startup.py``),
+  the SDK recorded the client's ``initialize`` in a handshake-era protocol version and
+  took its ``notifications/initialized`` (its session is remembered from there);
+- the request is a plain ``tools/call`` (``host_call``: no 2026-07-28 envelope in its
+  ``_meta``, which the SDK refuses on such a connection) of one of ``DIRECT_TOOLS``
   whose params pass both SDK checks above (a malformed one gets the SDK's own answer);
+- what is skipped is what this was written against: the server's own ``tools/call``
+  handler, no cache hint, only the known middlewares (``_pipeline_known``);
 - no OpenTelemetry tracer provider is installed in the process (the SDK's middleware
   would record a span for the call; ``continuum-mcp`` installs none itself).
+
+The call's context carries the session remembered at ``notifications/initialized``: the
+client's ``initialize`` (who the caller is) and the negotiated version. It is not tied to
+the request, so a tool taken here must neither report progress nor log to the client
+(the three do neither; a test reads their code for it). ``--log-level debug`` logs
+``mcp.direct_call`` for each call taken.
 """
 
 from __future__ import annotations
@@ -57,6 +66,18 @@ if TYPE_CHECKING:
 
 __all__ = ["DIRECT_TOOLS", "DirectCalls"]
 
+_log = get_logger("continuum.mcp")
+
+_KNOWN_MIDDLEWARES = frozenset(
+    {
+        ("mcp.server._otel", "OpenTelemetryMiddleware"),  # a span, skipped only when none is kept
+        ("mcp.server.request_state", "RequestStateBoundary"),  # no request state in a plain call
+        ("continuum.mcp.server", "LogConnectingClients"),  # logs the client at initialized
+        ("continuum.mcp.startup", "AfterPreparation"),  # taken only once the tools are ready
+        ("continuum.mcp.direct_calls", "DirectCalls"),
+    }
+)
+
 DIRECT_TOOLS = frozenset(
     {"continuum_intercept_action", "continuum_complete_action", "continuum_fail_action"}
 )
@@ -79,14 +100,31 @@ class DirectCalls:
         self._lifespan: Any = None
         self._taken = HostCalls(self._version, "mcp.call_failed")
         self.spawn: Callable[..., Any] | None = None  # the serving task group's start_soon
-        self._announced = False
+        self._known: bool | None = None
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
+        result = await call_next(ctx)  # remembered once the SDK has taken it
         if self._session is None and ctx.method == "notifications/initialized":
             self._session, self._lifespan = ctx.session, ctx.lifespan_context
-        return await call_next(ctx)
+        return result
+
+    def _pipeline_known(self) -> bool:
+        """Whether what a taken call skips is what this module was written against: the
+        server's own ``tools/call`` handler (no extension's interceptor), no cache hint
+        for it, and only the known middlewares (an SDK that adds one: the SDK path)."""
+        if self._known is None:
+            lowlevel = self._server._lowlevel_server  # SDK 2.3: no public accessor
+            entry = lowlevel.get_request_handler(METHOD)
+            middlewares = {(type(m).__module__, type(m).__qualname__) for m in lowlevel.middleware}
+            self._known = (
+                entry is not None
+                and entry.handler == self._server._handle_call_tool
+                and METHOD not in lowlevel.cache_hints
+                and middlewares <= _KNOWN_MIDDLEWARES
+            )
+        return self._known
 
     def _version(self) -> str:
         assert self._session is not None  # nothing is taken before the handshake
@@ -99,15 +137,17 @@ class DirectCalls:
         if isinstance(message, JSONRPCNotification):
             if message.method == "notifications/cancelled" and self._taken.busy:
                 request_id = (message.params or {}).get("requestId")
-                return is_request_id(request_id) and self._taken.cancel(request_id, host)
+                return is_request_id(request_id) and self._taken.cancel(request_id)
             return False
         session = self._session
         if (
             message.method != METHOD
             or session is None
+            or session.client_params is None  # the SDK's gate: an initialize it recorded
             or self.spawn is None
             or not self._preparation.succeeded
             or message.id in self._taken
+            or not self._pipeline_known()
         ):
             return False
         call = host_call(message)
@@ -142,9 +182,7 @@ class DirectCalls:
             result = await self._server._handle_call_tool(ctx, typed)  # SDK 2.3: its handler
             return result  # type: ignore[return-value]  # not a tool result: the SDK's error
 
-        if not self._announced:  # once: which path an operator's debug log shows
-            self._announced = True
-            get_logger("continuum.mcp").debug("mcp.direct_calls", tools=sorted(DIRECT_TOOLS))
+        _log.debug("mcp.direct_call", tool=call.name)  # which path each call took
         self._taken.take(self.spawn, message.id, call.name, run, host)
         return True
 

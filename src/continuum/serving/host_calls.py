@@ -35,6 +35,7 @@ import anyio
 from mcp import types
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
+from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types import methods as spec_methods
 from pydantic import ValidationError
 
@@ -68,8 +69,8 @@ class HostCall:
 
 def host_call(message: types.JSONRPCRequest) -> HostCall | None:
     """The call ``message`` is, when it is a ``tools/call`` whose params hold only
-    ``name`` (text), ``arguments`` (an object, or none) and ``_meta`` (an object); None
-    for anything else (the SDK path judges it)."""
+    ``name`` (text), ``arguments`` (an object, or none) and ``_meta`` (an object without
+    the 2026-07-28 envelope); None for anything else (the SDK path judges it)."""
     if message.method != "tools/call":
         return None
     params = message.params or {}
@@ -81,6 +82,10 @@ def host_call(message: types.JSONRPCRequest) -> HostCall | None:
         return None
     meta = params.get("_meta")
     if meta is not None and not isinstance(meta, dict):
+        return None
+    if meta is not None and PROTOCOL_VERSION_META_KEY in meta:
+        # A 2026-07-28 envelope: the SDK refuses it on a handshake connection before any
+        # handler runs, and its clientInfo must never name the caller of such a call.
         return None
     return HostCall(name, arguments, params, None if meta is None else meta.get("progressToken"))
 
@@ -144,14 +149,14 @@ class HostCalls:
         self._scopes[coerce_request_id(request_id)] = scope
         spawn(self._answer, request_id, name, run, host, scope)
 
-    def cancel(self, request_id: types.RequestId, host: HostLink) -> bool:
-        """The host cancelled ``request_id``: True when it is one of these (cancelled, and
-        never answered, as the SDK does)."""
+    def cancel(self, request_id: types.RequestId) -> bool:
+        """The client cancelled ``request_id``: True when it is one of these (cancelled, and
+        never answered, as the SDK does; it counts as in flight until its run has ended,
+        as the SDK counts a cancelled request until its handler has)."""
         scope = self._scopes.pop(coerce_request_id(request_id), None)
         if scope is None:
             return False
         scope.cancel()
-        host.settle(request_id)
         return True
 
     async def _answer(
@@ -178,5 +183,7 @@ class HostCalls:
             key = coerce_request_id(request_id)
             if self._scopes.get(key) is scope:  # not a later call reusing a cancelled id
                 del self._scopes[key]
-        if result is not None:
-            await answer_host(host, request_id, result, self._version())
+        if scope.cancelled_caught:  # the client cancelled it: never answered; settled by
+            host.settle(request_id)  # the id it was admitted under (not the cancel's form)
+            return
+        await answer_host(host, request_id, result, self._version())  # type: ignore[arg-type]
