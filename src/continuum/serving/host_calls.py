@@ -119,7 +119,7 @@ async def answer_host(
 
 
 class HostCalls:
-    """The host's calls the gateway took and is running, by the host's (coerced) id."""
+    """The calls taken and still running, by the client's (coerced) id."""
 
     def __init__(
         self, version: Callable[[], str], failed_event: str = "gateway.call_failed"
