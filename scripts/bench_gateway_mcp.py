@@ -32,10 +32,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,86 @@ def summarize(
     return out
 
 
+MODERN_ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": CLIENT, "version": "1"},
+}
+
+
+def _timed_calls(client: Any, tool: str, n: int, numbers: Iterator[int]) -> float:
+    """``n`` calls of ``tool`` (each with its own invoice or account): ms per call."""
+    start = time.perf_counter()
+    for _ in range(n):
+        i = next(numbers)
+        effect = tool == "send_invoice"
+        args = {"invoice_id": f"E-{i}", "amount": 1} if effect else {"account": f"a{i}"}
+        answer = client.request("tools/call", {"name": tool, "arguments": args})
+        if "result" not in answer or answer["result"].get("isError"):
+            raise RuntimeError(f"{tool} failed: {str(answer)[:300]}")
+    return (time.perf_counter() - start) / n * 1000
+
+
+def eras(work: Path, rounds_n: int, block: int) -> dict[str, Any]:
+    """The stdio rows again with a host of each protocol era, spoken to in raw JSON lines
+    (``bench.RawClient``): a handshake host (Gemini CLI, Codex, Kilo Code) and a 2026-07-28
+    one (Claude Code: an envelope in every request, no initialize). Per round: ``block``
+    reads straight to the upstream, ``block`` through the gateway, ``block`` effects
+    through it; the ratio and the difference are formed inside each round."""
+    from bench import RawClient
+
+    env = {**os.environ, "CONTINUUM_MCP_ALLOW": CLIENT}
+    upstream = [sys.executable, str(work / "upstream.py")]
+    out: dict[str, Any] = {}
+    for era, envelope in (("handshake", None), ("2026-07-28", MODERN_ENVELOPE)):
+        db = work / f"era-{era}.db"
+        gateway = [
+            sys.executable,
+            *("-m", "continuum", "gateway", "mcp", "--rules", str(work / "rules.toml")),
+            *("--db", str(db), "--name", f"era-{era}", "--pins", f"{db}.pins.json"),
+            *("--", *upstream, "via"),
+        ]
+        direct = RawClient([*upstream, "direct"], env=env, envelope=envelope)
+        via = RawClient(gateway, env=env, envelope=envelope)
+
+        numbers = iter(range(10**9))  # a fresh invoice per effect
+        ratios, added = [], []
+        try:
+            for client in (direct, via):
+                if "result" not in client.initialize():
+                    raise RuntimeError(f"no {era} session")
+                client.request("tools/list")
+            _timed_calls(direct, "read_balance", block, numbers)
+            _timed_calls(via, "read_balance", block, numbers)
+            _timed_calls(via, "send_invoice", block, numbers)
+            for _ in range(rounds_n):
+                d = _timed_calls(direct, "read_balance", block, numbers)
+                g = _timed_calls(via, "read_balance", block, numbers)
+                e = _timed_calls(via, "send_invoice", block, numbers)
+                ratios.append(g / d)
+                added.append(e - g)
+        finally:
+            direct.close()
+            via.close()
+        out[era] = {
+            "unregistered_ratio": {
+                "median": round(statistics.median(ratios), 3),
+                "min": round(min(ratios), 3),
+                "max": round(max(ratios), 3),
+                "target": TARGET_RATIO,
+                "verdict": verdict(statistics.median(ratios), TARGET_RATIO),
+            },
+            "registered_added_ms": {
+                "median": round(statistics.median(added), 3),
+                "min": round(min(added), 3),
+                "max": round(max(added), 3),
+                "target": TARGET_ADDED_MS,
+                "verdict": verdict(statistics.median(added), TARGET_ADDED_MS),
+            },
+        }
+    return out
+
+
 def table(result: dict[str, Any]) -> str:
     out = [f"| call | median ms | round medians min-max ms | CPU ms/call: {ROLES_LABEL} |"]
     out.append("|---|---:|---:|---:|")
@@ -328,6 +409,14 @@ def table(result: dict[str, Any]) -> str:
             f"{own['median']:+.3f} ms (gateway CPU +{t['registered_added_gateway_cpu_ms']:.3f} ms "
             "per registered call over an unregistered one, ledger included)"
         )
+    for era, t in result.get("eras", {}).items():
+        r, a = t["unregistered_ratio"], t["registered_added_ms"]
+        out.append(
+            f"a {era} host, stdio upstream (raw lines): unregistered {r['median']:.2f}x direct "
+            f"(rounds {r['min']:.2f}-{r['max']:.2f}); target <= {r['target']}x: {r['verdict']}; "
+            f"registered +{a['median']:.3f} ms ({a['min']:.3f}-{a['max']:.3f}); target <= "
+            f"{a['target']} ms: {a['verdict']}"
+        )
     out.append(
         f"write + fsync on the store's disk: {result['fsync_ms'][0]:.3f} ms before, "
         f"{result['fsync_ms'][1]:.3f} ms after (an effect commits twice); load average "
@@ -352,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (10 if args.quick else 50)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         result = anyio.run(measure, Path(tmp), rounds, args.block)
+        result["eras"] = eras(Path(tmp), rounds, args.block)
     print(json.dumps(result, indent=2) if args.json else table(result))
     return 0
 

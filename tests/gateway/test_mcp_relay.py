@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -114,15 +115,14 @@ class Host:
 
 
 @asynccontextmanager
-async def host(project: Path, command: list[str], **env: str) -> AsyncIterator[Host]:
+async def started(project: Path, command: list[str], **env: str) -> AsyncIterator[Host]:
+    """The gateway started, its host side not yet spoken to (no handshake)."""
     with (project / "stderr.log").open("a", encoding="utf-8") as errlog:
         process = await anyio.open_process(
             command, cwd=project, env=_env(project, **env), stderr=errlog
         )
         try:
-            connection = Host(process)
-            await connection.initialize()
-            yield connection
+            yield Host(process)
         finally:
             assert process.stdin is not None
             await process.stdin.aclose()
@@ -132,6 +132,14 @@ async def host(project: Path, command: list[str], **env: str) -> AsyncIterator[H
                 process.kill()
                 await process.wait()
             await process.aclose()
+
+
+@asynccontextmanager
+async def host(project: Path, command: list[str], **env: str) -> AsyncIterator[Host]:
+    """The gateway started, and the host's handshake done."""
+    async with started(project, command, **env) as connection:
+        await connection.initialize()
+        yield connection
 
 
 def upstream_log(project: Path) -> list[dict[str, Any]]:
@@ -511,6 +519,105 @@ async def test_a_2026_envelope_naming_an_allowed_client_never_lends_its_name_to_
         refused = json.loads(await gateway.answer(1))
     assert refused["error"]["code"] == -32600, refused
     assert not [m for m in upstream_log(project) if m.get("method") == "tools/call"]
+
+
+MODERN = "2026-07-28"
+
+
+def envelope(client: str = AGENT, version: str = MODERN) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": client, "version": "1"},
+    }
+
+
+def enveloped(message: dict[str, Any], meta: dict[str, Any] | None) -> dict[str, Any]:
+    if meta is not None:
+        message["params"]["_meta"] = meta
+    return message
+
+
+# A 2026-07-28 host's conversation: (message, taken past the SDK). The first request opens
+# the era (the SDK's); tools/list tells the gateway the host's session.
+MODERN_SCRIPT: list[tuple[dict[str, Any], bool]] = [
+    (enveloped(request("d", "server/discover"), envelope()), False),
+    (enveloped(request("list", "tools/list"), envelope()), False),
+    (enveloped(call(1, "send_invoice", invoice_id="M-1", amount=1), envelope()), True),
+    (enveloped(call(2, "send_invoice", invoice_id="M-1", amount=1), envelope()), True),
+    (enveloped(call(3, "echo", said="reads pass"), {**envelope(), "progressToken": 9}), True),
+    # another client's envelope: judged by its own name (off the allowlist: refused)
+    (enveloped(call(4, "send_invoice", invoice_id="M-2", amount=1), envelope("other")), True),
+    # the SDK's refusals: an unsupported version, no capabilities, no envelope at all
+    (
+        enveloped(call(5, "send_invoice", invoice_id="M-3", amount=1), envelope(version="2099")),
+        False,
+    ),
+    (
+        enveloped(
+            call(6, "echo", said="x"),
+            {**envelope(), "io.modelcontextprotocol/clientCapabilities": None},
+        ),
+        False,
+    ),
+    (call(7, "send_invoice", invoice_id="M-4", amount=1), False),
+    (enveloped(call(8, "no_such_tool"), envelope()), False),  # not exposed: the SDK's answer
+]
+
+
+async def modern_conversation(project: Path, **env: str) -> tuple[list[dict[str, Any]], str]:
+    """Every answer a fresh gateway gives the 2026-07-28 script, in order, and its stderr."""
+    answers = []
+    async with started(
+        project,
+        relay_gateway(),
+        CONTINUUM_LOG_LEVEL="debug",
+        **log_env(project),
+        **env,
+    ) as gateway:
+        for message, _ in MODERN_SCRIPT:
+            await gateway.send(message)
+            answers.append(json.loads(await gateway.answer(message["id"])))
+    assert gateway.process.returncode == 0, (project / "stderr.log").read_text()
+    return answers, (project / "stderr.log").read_text(encoding="utf-8")
+
+
+async def test_a_2026_hosts_calls_are_taken_and_answered_as_the_sdks_server_answers(
+    project: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A host of the 2026-07-28 era (Claude Code's: no initialize, an envelope in every
+    request): its calls of exposed tools are taken past the SDK's server, each judged by its
+    own envelope, and every answer equals the one a gateway with a tracer provider (all
+    on the SDK path) gives. (A first cut took such a host's call as a handshake one: the
+    gateway crashed for want of the 2026-07-28 answer's serverInfo stamp, and a call
+    without an envelope ran, named by another request's.)"""
+    traced = tmp_path_factory.mktemp("traced")
+    shutil.copytree(project, traced, dirs_exist_ok=True)
+    taken, taken_log = await modern_conversation(project)
+    through_sdk, sdk_log = await modern_conversation(
+        traced, OTEL_PYTHON_TRACER_PROVIDER="sdk_tracer_provider"
+    )
+    expected = sum(1 for _, take in MODERN_SCRIPT if take)
+    assert taken_log.count('"gateway.direct_call"') == expected, taken_log[-3000:]
+    assert "gateway.direct_call" not in sdk_log
+    for step, (ours, theirs) in enumerate(zip(taken, through_sdk, strict=True), start=1):
+        assert ours == theirs, (step, ours, theirs)
+
+    first, again, read, other, *refused, unknown = taken[2:]
+    assert first["result"]["resultType"] == "complete" and not first["result"].get("isError")
+    assert "serverInfo" in json.dumps(first["result"]["_meta"])
+    assert ledger(again)["answered"] == "from_ledger"
+    assert text(read) == 'echo café {"said": "reads pass"}'
+    assert other["result"]["isError"] and ledger(other)["refused"].startswith("auth")
+    assert [r["error"]["code"] for r in refused] == [-32022, -32602, -32602], refused
+    assert unknown["result"]["isError"], unknown
+    for where in (project, traced):
+        sent = [m for m in upstream_log(where) if m.get("method") == "tools/call"]
+        assert [m["params"]["arguments"] for m in sent] == [
+            {"invoice_id": "M-1", "amount": 1},
+            {"said": "reads pass"},
+        ]
+        assert actions_of(where, RUN) == {"send_invoice:invoice:M-1": "completed"}
 
 
 async def test_a_registered_call_the_gateway_takes_without_an_answer_in_time_is_unknown(

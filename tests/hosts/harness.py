@@ -186,6 +186,36 @@ class Project:
     def install_mcp(self, *extra: str) -> None:
         self.continuum("mcp", "install", "--client", self.host.mcp_client, *extra)
 
+    def log_mcp_server(self) -> Path:
+        """Make the installed ``continuum-mcp`` log at debug into a file the test reads
+        (the hosts keep a server's stderr to themselves): in every file ``mcp install``
+        wrote under the project or its HOME, the server's command is replaced by a wrapper
+        that runs that same command with ``--log-level debug`` and the host's arguments,
+        its stderr appended to the returned file."""
+        from continuum.cli.mcp_install import server_command
+
+        command = server_command()
+        assert len(command) == 1, f"expected a console script, got {command}"
+        log = self.logs / "continuum-mcp.log"
+        wrapper = self.logs / "continuum-mcp-logged"
+        wrapper.write_text(
+            f'#!/bin/sh\nexec "{command[0]}" --log-level debug "$@" 2>>"{log}"\n',
+            encoding="utf-8",
+        )
+        wrapper.chmod(0o755)
+        quoted = json.dumps(command[0])  # as JSON and TOML both spell this plain path
+        changed = []
+        for root in (self.dir, self.home):
+            for path in root.rglob("*"):
+                if not path.is_file() or path.stat().st_size > 1_000_000:
+                    continue
+                text = path.read_text(encoding="utf-8", errors="replace")
+                if quoted in text:
+                    path.write_text(text.replace(quoted, json.dumps(str(wrapper))), "utf-8")
+                    changed.append(path)
+        assert changed, f"no installed MCP config names {command[0]}"
+        return log
+
     def install_hooks(self, *extra: str) -> None:
         assert self.host.hooks_client is not None, f"{self.host.name} has no hooks"
         self.continuum(

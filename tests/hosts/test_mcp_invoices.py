@@ -11,12 +11,13 @@ that does not ask the ledger sends INV-003 a second time, and the same check see
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.hosts.conftest import make_project
-from tests.hosts.harness import Host, Project
+from tests.hosts.harness import Host, Project, SessionResult
 from tests.hosts.hosts_all import MCP_HOSTS
 from tests.hosts.scenarios import (
     KILL_MARKER,
@@ -32,10 +33,13 @@ RUN = "batch"
 INVOICES = [f"INV-00{i}" for i in range(1, 6)]
 
 
-def crashed_batch(host: Host, tmp_path: Path) -> Project:
-    """Sessions 1 (killed after the send of INV-003) on a fresh project."""
+def crashed_batch(host: Host, tmp_path: Path, *, logged: bool = False) -> Project:
+    """Sessions 1 (killed after the send of INV-003) on a fresh project (``logged``: the
+    server logs at debug into ``p.logs / "continuum-mcp.log"``)."""
     p = make_project(host, tmp_path)
     p.install_mcp()
+    if logged:
+        p.log_mcp_server()
     setup_send(p)
     steps = [
         [mcp("continuum_resume")],
@@ -61,7 +65,7 @@ def crashed_batch(host: Host, tmp_path: Path) -> Project:
 def test_a_batch_killed_mid_effect_resumes_through_the_host_without_a_duplicate(
     host: Host, tmp_path: Path
 ) -> None:
-    p = crashed_batch(host, tmp_path)
+    p = crashed_batch(host, tmp_path, logged=True)
     verdict = p.continuum("resume", RUN, check=False)
     assert verdict.returncode == 20, verdict.stdout + verdict.stderr
 
@@ -108,6 +112,27 @@ def test_a_batch_killed_mid_effect_resumes_through_the_host_without_a_duplicate(
     assert sorted(a["action_key"] for a in done) == [f"send_invoice:invoice:{i}" for i in INVOICES]
     p.continuum("confirm", RUN, "--yes")
     assert p.continuum("resume", RUN, check=False).returncode == 0
+    assert_effect_calls_taken_directly(p, sessions=(s2, s3), intercepts=6, completes=4)
+
+
+def assert_effect_calls_taken_directly(
+    p: Project, *, sessions: tuple[SessionResult, ...], intercepts: int, completes: int
+) -> None:
+    """Every intercept and complete the host sent (session 1's three and two, session 2's
+    refused repeat, session 3's two and two) was plain enough for continuum-mcp to take
+    past the SDK's request pipeline (mcp/direct_calls.py), which logs each one it takes:
+    the speed the contract's MCP figure measures is the one this host gets. Were a host
+    to send these calls in another shape, they would take the SDK's path, equally
+    correct and slower, and this assertion names the host."""
+    log = (p.logs / "continuum-mcp.log").read_text(encoding="utf-8")
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    taken = Counter(e["tool"] for e in lines if e.get("event") == "mcp.direct_call")
+    connected = [e for e in lines if e.get("event") == "mcp.client_connected"]
+    assert len(connected) == 3, (p.host.name, connected)  # one server per session
+    assert taken == {
+        "continuum_intercept_action": intercepts,
+        "continuum_complete_action": completes,
+    }, (p.host.name, dict(taken), [s.describe()[:500] for s in sessions])
 
 
 @pytest.mark.parametrize("host", MCP_HOSTS[:1], ids=lambda h: h.name)

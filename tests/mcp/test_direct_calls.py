@@ -22,7 +22,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
+    INVALID_PARAMS,
     PROTOCOL_VERSION_META_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
     CallToolResult,
     TextContent,
 )
@@ -229,6 +231,115 @@ async def test_a_no_op_tracer_provider_keeps_the_direct_path(tmp_path: Any) -> N
     answers, log = await converse(site, client=ALLOWED, version="2025-11-25")
     assert log.count('"mcp.direct_call"') == taken_steps()
     assert answers[1]["result"]["structuredContent"]["proceed"] is True
+
+
+def envelope(client: str, version: str = "2026-07-28") -> dict[str, Any]:
+    return {
+        PROTOCOL_VERSION_META_KEY: version,
+        CLIENT_CAPABILITIES_META_KEY: {},
+        CLIENT_INFO_META_KEY: {"name": client, "version": "1"},
+    }
+
+
+def modern_script(client: str) -> list[tuple[str, dict[str, Any], dict[str, Any] | None, bool]]:
+    """The script on a 2026-07-28 connection: (tool, arguments, _meta, taken). Every call
+    carries its own envelope; then what only this era has: a call naming another client
+    (identity is per request), an unsupported version, an envelope missing its
+    capabilities, and a call with no envelope at all (the last three are the SDK's
+    refusals, so never taken)."""
+    own = envelope(client)
+    steps: list[tuple[str, dict[str, Any], dict[str, Any] | None, bool]] = []
+    for tool, arguments, meta in script()[:-1]:  # the handshake's envelope step aside
+        steps.append((tool, arguments, {**own, **(meta or {})}, tool in DIRECT_TOOLS))
+    run = {"run_id": "r1"}
+    again = {
+        **run,
+        "action_type": "send_invoice",
+        "key": "invoice:3",
+        "arguments": {"to": "c@example.com"},
+    }
+    missing = {k: v for k, v in own.items() if k != CLIENT_CAPABILITIES_META_KEY}
+    steps += [
+        (INTERCEPT, again, envelope("another-agent"), True),  # not on the allowlist
+        (INTERCEPT, again, envelope(client, "2099-01-01"), False),
+        (INTERCEPT, again, missing, False),
+        (INTERCEPT, again, None, False),
+        (INTERCEPT, again, {**own, "progressToken": 7}, True),
+    ]
+    return steps
+
+
+async def converse_modern(
+    site: ServerSite, *, client: str, opening: str
+) -> tuple[list[dict[str, Any]], str]:
+    """As ``converse``, on a connection the client opens in the 2026-07-28 era, as Claude
+    Code does (``server/discover`` first) or with the script's first call."""
+    messages = []
+    async with site.raw() as server:
+        if opening == "discover":
+            discover = {
+                "jsonrpc": "2.0",
+                "id": "d",
+                "method": "server/discover",
+                "params": {"_meta": envelope(client)},
+            }
+            messages.append(await server.request(discover))
+        else:  # an effect call opens the era: the SDK's to answer (its run is not yet
+            # started: an error result), never taken
+            arguments = {"run_id": "r1", "action_type": "send_invoice", "key": "invoice:0"}
+            opener = tool_call("o", INTERCEPT, arguments, envelope(client))
+            messages.append(await server.request(opener))
+        for n, (tool, arguments, meta, _) in enumerate(modern_script(client), start=1):
+            await server.send(tool_call(n, tool, arguments, meta))
+            while (message := await server.receive()).get("id") != n:
+                messages.append(message)
+            messages.append(message)
+    return messages, site.stderr()
+
+
+@pytest.mark.parametrize(
+    ("client", "opening"),
+    [(ALLOWED, "discover"), (ALLOWED, "call"), ("a-stranger", "discover")],
+)
+async def test_a_2026_connection_is_answered_exactly_as_the_sdk_pipeline_does(
+    tmp_path: Any, client: str, opening: str
+) -> None:
+    """Claude Code opens its connection in the 2026-07-28 era (``server/discover``, an
+    envelope on every request): its effect calls are taken too, each judged by its own
+    envelope as the SDK judges it, and answered byte for byte as the SDK answers."""
+    direct_site, sdk_site = two_sites(tmp_path, f"modern-{client}-{opening}")
+    direct, direct_log = await converse_modern(direct_site, client=client, opening=opening)
+    through_sdk, sdk_log = await converse_modern(sdk_site, client=client, opening=opening)
+
+    taken = sum(1 for *_, take in modern_script(client) if take)  # the opener: never
+    assert direct_log.count('"mcp.direct_call"') == taken, direct_log[-3000:]
+    assert "mcp.direct_call" not in sdk_log, sdk_log[-2000:]
+
+    assert len(direct) == len(through_sdk) >= len(modern_script(client))
+    for step, (ours, theirs) in enumerate(zip(direct, through_sdk, strict=True), start=1):
+        assert _comparable(ours) == _comparable(theirs), (step, ours, theirs)
+
+    # Each client the server met is logged once, by both (the other agent met only in a
+    # taken call included).
+    def clients(log: str) -> list[tuple[str, str]]:
+        lines = [json.loads(x) for x in log.splitlines() if '"mcp.client_connected"' in x]
+        return sorted((e["client"], e["mutating"]) for e in lines)
+
+    assert clients(direct_log) == clients(sdk_log)
+    assert ("another-agent", "denied") in clients(direct_log)
+
+    # Not vacuous: results of the 2026-07-28 shape, successes and refusals, the SDK's
+    # own errors for the envelopes it refuses.
+    results = [a["result"] for a in direct if "result" in a and "content" in a["result"]]
+    assert all(r["resultType"] == "complete" for r in results)
+    assert all("serverInfo" in json.dumps(r["_meta"]) for r in results)
+    errors = [a["error"]["code"] for a in direct if "error" in a]
+    assert errors == [UNSUPPORTED_PROTOCOL_VERSION, INVALID_PARAMS, INVALID_PARAMS], errors
+    started = [r for r in results if r.get("structuredContent", {}).get("proceed")]
+    if client == ALLOWED:  # invoice:1, invoice:2, invoice:3 at last under its own name
+        assert len(started) == 3, results  # (the opener's run did not exist yet)
+    else:
+        assert not started, results
 
 
 def test_the_direct_tools_are_the_effect_path_and_never_talk_to_the_client() -> None:

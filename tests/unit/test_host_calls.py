@@ -12,7 +12,7 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from continuum.serving.host_calls import HostCalls, host_call, is_request_id
+from continuum.serving.host_calls import HostCalls, HostEra, host_call, is_request_id, wire_result
 
 pytestmark = pytest.mark.anyio
 
@@ -207,3 +207,54 @@ async def test_a_later_call_reusing_a_cancelled_id_stays_tracked_when_the_first_
             assert 5 in calls  # still tracked: cancellable by the host
             release_second.set()
     assert [a.id for a in host.answers] == [5]
+
+
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "agent", "version": "1"},
+}
+
+
+def test_an_envelope_is_left_to_the_sdk_on_a_handshake_connection_only() -> None:
+    params = {"name": "read", "arguments": {}, "_meta": {**ENVELOPE, "progressToken": 3}}
+    assert host_call(request(params)) is None
+    call = host_call(request(params), modern=True)
+    assert call is not None and call.token == 3
+
+
+def test_a_2026_answer_is_typed_complete_and_stamped_as_the_sdk_stamps_it() -> None:
+    stamp = {"name": "continuum", "version": "9"}
+    result = types.CallToolResult(content=[types.TextContent(type="text", text="x")])
+    handshake = wire_result(result, "2025-11-25", lambda: stamp)
+    assert "resultType" not in handshake and "_meta" not in handshake
+    modern = wire_result(result, "2026-07-28", lambda: stamp)
+    assert modern["resultType"] == "complete"
+    assert modern["_meta"] == {"io.modelcontextprotocol/serverInfo": stamp}
+    own = types.CallToolResult(content=[], _meta={"k": 1})
+    kept = wire_result(own, "2026-07-28", lambda: stamp)
+    assert kept["_meta"] == {"k": 1, "io.modelcontextprotocol/serverInfo": stamp}
+    with pytest.raises(MCPError) as caught:  # a caller without the stamp: an error answer
+        wire_result(result, "2026-07-28")
+    assert caught.value.error.code == types.INTERNAL_ERROR
+
+
+@pytest.mark.parametrize(
+    "first, modern",
+    [
+        (("initialize", {"protocolVersion": "2025-11-25"}), False),
+        (("initialize", {"_meta": ENVELOPE}), False),  # initialize never opens 2026-07-28
+        (("tools/list", {}), False),
+        (("server/discover", {"_meta": ENVELOPE}), True),
+        (("tools/call", {"name": "x", "_meta": ENVELOPE}), True),
+    ],
+)
+def test_the_first_request_opens_the_era_as_the_sdk_decides_it(
+    first: tuple[str, dict[str, Any]], modern: bool
+) -> None:
+    era = HostEra()
+    assert era.before(request(first[1], first[0])) is None  # the first: never taken
+    later = request({"name": "x", "_meta": ENVELOPE if modern else {}})
+    opened = "2026-07-28" if modern else "handshake"
+    assert era.before(later) == opened
+    assert era.before(request({"name": "x"})) == opened  # for good

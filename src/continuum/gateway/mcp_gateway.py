@@ -72,7 +72,14 @@ from continuum.ledger.gate import InterceptResult
 from continuum.log import get_logger
 from continuum.runtime.facade import Continuum
 from continuum.serving.auth import Caller, Policy, caller_identity, log_denial
-from continuum.serving.host_calls import HostCalls, host_call, is_request_id
+from continuum.serving.host_calls import (
+    HostCalls,
+    HostEra,
+    host_call,
+    is_request_id,
+    modern_call,
+    tracing,
+)
 from continuum.serving.transport import HostLink
 from continuum.types import Origin
 
@@ -143,8 +150,11 @@ class Gateway:
         self._retired: list[Relay] = []  # replaced relays still running calls they took
         # with an upstream over HTTP: the host's calls taken past the SDK's server, once
         # the host finished its handshake
-        self._taken = HostCalls(self.host_version)
+        self._taken = HostCalls(self.host_version, server_info=self._server_info)
+        # the SDK server's serverInfo stamp of a 2026-07-28 answer (``serve`` sets it)
+        self.server_info: Callable[[], dict[str, Any]] | None = None
         self._host_ready = False
+        self._era = HostEra()  # calls are taken from a handshake-era host only
         self._attempts = 0  # attempts to reach (or start) the upstream again, so far
         # The host's session as the SDK's server keeps it (its handshake's client_params),
         # seen by the first handler the SDK ran: a call the relay takes from the host is
@@ -329,6 +339,14 @@ class Gateway:
     ) -> bool:
         """The host transport's hook: the current relay's (a stdio upstream started again
         has a new one); a host's cancel of a call a replaced relay took is that relay's."""
+        if isinstance(message, types.JSONRPCRequest):
+            era = self._era.before(message)
+            if era != "handshake":  # the first request is the SDK's (it opens the era)
+                return era is not None and self._take_modern(message, host)
+        elif message.method == "notifications/cancelled" and self._taken.busy:
+            request_id = (message.params or {}).get("requestId")
+            if is_request_id(request_id) and self._taken.cancel(request_id):
+                return True  # a call taken from a 2026-07-28 host (or past an HTTP leg)
         relay = self.relay
         if relay is None:
             return await self._take(message, host) if self.config.url is not None else False
@@ -378,6 +396,51 @@ class Gateway:
 
         self._taken.take(self.spawn, message.id, name, run, host)
         return True
+
+    def _take_modern(self, message: types.JSONRPCRequest, host: HostLink) -> bool:
+        """A host of the 2026-07-28 era (Claude Code's): a call of an exposed tool, admitted
+        as the SDK's stdio loop admits one (``modern_call``: the envelope's ladder, the
+        surface check, the parameters), is taken past the SDK's server and run as
+        ``call_tool`` runs it (passed upstream, or judged as a registered one, the caller
+        named by this request's own envelope); its answer shaped for the envelope's version
+        and stamped with the gateway's ``serverInfo``, as the SDK's. Anything else (the
+        SDK refuses it, an unexposed or changed tool, an unknown host session, a tracer
+        provider installed): the SDK path."""
+        if (
+            message.method != "tools/call"
+            or self.spawn is None
+            or self.server_info is None
+            or message.id in self._taken
+            or tracing()
+        ):
+            return False
+        admitted = modern_call(message)
+        if admitted is None:
+            return False
+        name, arguments, params = (
+            admitted.call.name,
+            admitted.call.arguments,
+            admitted.call.params,
+        )
+        try:
+            verdict = self.judge(name, arguments)
+        except Exception:  # a rule that cannot judge these arguments: the SDK path decides
+            return False
+        if verdict is False:
+            return False
+
+        async def run() -> types.CallToolResult:
+            if verdict is True:
+                return await self._pass_through(name, arguments)
+            return await self.call(verdict, name, arguments, params)
+
+        log.debug("gateway.direct_call", tool=name, era="2026-07-28")
+        self._taken.take(self.spawn, message.id, name, run, host, admitted.version)
+        return True
+
+    def _server_info(self) -> dict[str, Any]:
+        assert self.server_info is not None  # nothing 2026-07-28 is taken without it
+        return self.server_info()
 
     def host_version(self) -> str:
         """The protocol version the host negotiated (a call is taken only once its

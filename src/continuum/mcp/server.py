@@ -29,7 +29,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -81,13 +81,18 @@ class LogConnectingClients:
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         self.flush()
+        self.observe(ctx.method, ctx.params, ctx.meta)
+        return await call_next(ctx)
+
+    def observe(self, method: str, params: Mapping[str, Any] | None, meta: Any) -> None:
+        """Note the client ``method``'s message names (also for a call taken past the
+        SDK's pipeline: ``direct_calls.py``)."""
         with suppress(Exception):  # a log must never cost the client its request
-            era, name = connecting_client(ctx.method, ctx.params, ctx.meta)
-            if era is not None and ctx.method == "initialize":
+            era, name = connecting_client(method, params, meta)
+            if era is not None and method == "initialize":
                 self._answering = (name, era)
             elif era is not None:
                 self._clients.saw(name, era)
-        return await call_next(ctx)
 
     def flush(self) -> None:
         """Log the client whose ``initialize`` was answered, if not yet logged."""
@@ -429,7 +434,7 @@ def serve_stdio(args: argparse.Namespace, policy: Policy) -> int:
     clients = LogConnectingClients(policy)
     server = bare_server([clients, AfterPreparation(preparation)])
     # The effect path's calls past the SDK's request pipeline (direct_calls.py).
-    direct = DirectCalls(server, preparation)
+    direct = DirectCalls(server, preparation, clients.observe)
     server._lowlevel_server.middleware.append(direct)  # SDK 2.3: no public accessor
     max_in_flight = args.max_in_flight or DEFAULT_MAX_IN_FLIGHT
 

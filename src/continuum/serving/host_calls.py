@@ -5,8 +5,9 @@ Why: through the SDK's server a call crosses its dispatcher, runner and middlewa
 its result is dumped and encoded again; for the MCP gateway (with its own client leg on
 top) and for ``continuum-mcp``'s effect path that plumbing was most of what a call cost.
 A call in the plain shape (``name``, ``arguments``, ``_meta``, nothing else) is taken
-once the client finished its handshake, and answered as the SDK's server answers
-``call_tool``.
+once the client finished its handshake (``continuum-mcp`` also on a 2026-07-28
+connection, each call judged by its own envelope; the gateway never: ``HostEra``), and
+answered as the SDK's server answers ``call_tool`` for the client's version.
 
 What this module owns:
 
@@ -35,14 +36,29 @@ import anyio
 from mcp import types
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
-from mcp_types import PROTOCOL_VERSION_META_KEY
+from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
+from mcp_types import PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 from mcp_types import methods as spec_methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import trace
 from pydantic import ValidationError
 
 from continuum.log import get_logger
+from continuum.serving.auth import Era
 from continuum.serving.transport import HostLink
 
-__all__ = ["HostCall", "HostCalls", "answer_host", "host_call", "is_request_id", "wire_result"]
+__all__ = [
+    "HostCall",
+    "HostCalls",
+    "HostEra",
+    "ModernCall",
+    "answer_host",
+    "host_call",
+    "is_request_id",
+    "modern_call",
+    "tracing",
+    "wire_result",
+]
 
 log = get_logger("continuum.serving")
 
@@ -67,10 +83,12 @@ class HostCall:
     token: Any  # its ``_meta.progressToken`` (not checked here), or None
 
 
-def host_call(message: types.JSONRPCRequest) -> HostCall | None:
+def host_call(message: types.JSONRPCRequest, *, modern: bool = False) -> HostCall | None:
     """The call ``message`` is, when it is a ``tools/call`` whose params hold only
-    ``name`` (text), ``arguments`` (an object, or none) and ``_meta`` (an object without
-    the 2026-07-28 envelope); None for anything else (the SDK path judges it)."""
+    ``name`` (text), ``arguments`` (an object, or none) and ``_meta`` (an object); None for
+    anything else (the SDK path judges it). On a handshake connection (not ``modern``) a
+    ``_meta`` carrying the 2026-07-28 envelope is anything else; on a 2026-07-28 one the
+    envelope is the caller's to judge (the SDK's ladder, ``classify_inbound_request``)."""
     if message.method != "tools/call":
         return None
     params = message.params or {}
@@ -83,49 +101,140 @@ def host_call(message: types.JSONRPCRequest) -> HostCall | None:
     meta = params.get("_meta")
     if meta is not None and not isinstance(meta, dict):
         return None
-    if meta is not None and PROTOCOL_VERSION_META_KEY in meta:
+    if not modern and meta is not None and PROTOCOL_VERSION_META_KEY in meta:
         # A 2026-07-28 envelope: the SDK refuses it on a handshake connection before any
         # handler runs, and its clientInfo must never name the caller of such a call.
         return None
     return HostCall(name, arguments, params, None if meta is None else meta.get("progressToken"))
 
 
-def wire_result(result: Any, version: str) -> dict[str, Any]:
+def wire_result(
+    result: Any, version: str, server_info: Callable[[], dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """A ``tools/call`` result as the SDK's server puts it on the wire for a client of
-    ``version`` (one of the handshake era: every call taken here is such a client's):
-    dumped, then sieved by that version's surface (which drops, e.g., the 2026-07-28
-    ``resultType`` the plain dump carries); anything else is the SDK's invalid-result error."""
+    ``version``: dumped, then sieved by that version's surface (which drops, e.g., the
+    2026-07-28 ``resultType`` the plain dump carries for a handshake-era client); for a
+    2026-07-28 client also its ``resultType`` and the server's ``serverInfo`` stamp in
+    ``_meta`` (``server_info``: the server's stamp, required for such a client), as the
+    SDK adds them. Anything else is the SDK's invalid-result error."""
     if not isinstance(result, types.CallToolResult):
         raise MCPError(code=types.INTERNAL_ERROR, message=_INVALID_RESULT)
     dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     try:
-        return spec_methods.serialize_server_result("tools/call", version, dumped)
+        dumped = spec_methods.serialize_server_result("tools/call", version, dumped)
     except ValidationError:
         raise MCPError(code=types.INTERNAL_ERROR, message=_INVALID_RESULT) from None
+    if version not in MODERN_PROTOCOL_VERSIONS:
+        return dumped
+    if server_info is None:  # a caller that takes such calls without the stamp: refused
+        log.error("serving.no_server_info", version=version)
+        raise MCPError(code=types.INTERNAL_ERROR, message="Internal server error")
+    if dumped.get("resultType") is None:
+        dumped["resultType"] = "complete"
+    meta = dumped.get("_meta")
+    if meta is None:
+        dumped["_meta"] = {SERVER_INFO_META_KEY: server_info()}
+    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+        dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: server_info()}
+    return dumped
 
 
 async def answer_host(
-    host: HostLink, request_id: types.RequestId, result: types.CallToolResult, version: str
+    host: HostLink,
+    request_id: types.RequestId,
+    result: types.CallToolResult,
+    version: str,
+    server_info: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
     """An answer made from a tool's result, shaped as the SDK's server shapes one for a
     client of ``version``."""
     try:
         message: types.JSONRPCResponse | types.JSONRPCError = types.JSONRPCResponse(
-            jsonrpc="2.0", id=request_id, result=wire_result(result, version)
+            jsonrpc="2.0", id=request_id, result=wire_result(result, version, server_info)
         )
     except MCPError as e:
         message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=e.error)
     await host.answer(message)
 
 
+@dataclass(frozen=True)
+class ModernCall:
+    """A plain call on a 2026-07-28 connection, admitted as the SDK's stdio loop admits
+    one (``modern_call``)."""
+
+    call: HostCall
+    version: str  # the envelope's protocol version
+    envelope: InboundModernRoute  # its client info and capabilities, as sent
+    typed: types.CallToolRequestParams
+    meta: types.RequestParamsMeta | None  # the request's _meta as the SDK lifts it
+
+
+def modern_call(message: types.JSONRPCRequest) -> ModernCall | None:
+    """``message`` as the SDK's 2026-07-28 stdio loop admits a ``tools/call``: the plain
+    shape (``host_call``), the envelope's ladder (``classify_inbound_request``: the keys
+    it needs, a version it serves), the method's surface check for that version and
+    ``CallToolRequestParams``; None at the first refusal (the SDK path answers it)."""
+    call = host_call(message, modern=True)
+    if call is None:
+        return None
+    params = call.params
+    route = classify_inbound_request({"method": "tools/call", "params": params})
+    if not isinstance(route, InboundModernRoute):
+        return None
+    try:
+        spec_methods.validate_client_request("tools/call", route.protocol_version, params)
+        typed = types.CallToolRequestParams.model_validate(params, by_name=False)
+        meta = types.RequestParams.model_validate(params, by_name=False).meta
+    except Exception:  # the SDK path answers it as it always has
+        return None
+    return ModernCall(call, route.protocol_version, route, typed, meta)
+
+
+_NOT_TRACING = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+
+def tracing() -> bool:
+    """Whether an OpenTelemetry tracer provider is installed: the SDK's middleware would
+    record a span for each request, so no call is taken past it."""
+    return not isinstance(trace.get_tracer_provider(), _NOT_TRACING)
+
+
+class HostEra:
+    """The protocol era the SDK's stdio loop serves a host's connection in, followed by a
+    hook that sees every request before the SDK does: its first request opens the
+    2026-07-28 era when it is not ``initialize`` and its ``_meta`` carries the envelope,
+    the handshake era otherwise, for good (the SDK's rule, ``serve_dual_era_loop``)."""
+
+    def __init__(self) -> None:
+        self._era: Era | None = None
+
+    def before(self, message: types.JSONRPCRequest) -> Era | None:
+        """The era a request before ``message`` opened; None when ``message`` is the first
+        (it opens the era and is the SDK's: never take it)."""
+        era = self._era
+        if era is None:
+            meta = (message.params or {}).get("_meta")
+            modern = (
+                message.method != "initialize"
+                and isinstance(meta, dict)
+                and PROTOCOL_VERSION_META_KEY in meta
+            )
+            self._era = "2026-07-28" if modern else "handshake"
+        return era
+
+
 class HostCalls:
     """The calls taken and still running, by the client's (coerced) id."""
 
     def __init__(
-        self, version: Callable[[], str], failed_event: str = "gateway.call_failed"
+        self,
+        version: Callable[[], str],
+        failed_event: str = "gateway.call_failed",
+        server_info: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self._version = version  # the protocol version the client negotiated
         self._failed_event = failed_event  # the log line of a call that raised
+        self._server_info = server_info  # the serverInfo stamp of a 2026-07-28 answer
         self._scopes: dict[types.RequestId, anyio.CancelScope] = {}
 
     @property
@@ -142,12 +251,14 @@ class HostCalls:
         name: str,
         run: Run,
         host: HostLink,
+        version: str | None = None,
     ) -> None:
         """Start ``run`` with ``spawn`` (``TaskGroup.start_soon``) and answer the host
-        with its result."""
+        with its result, shaped for ``version`` (a 2026-07-28 call's own envelope's),
+        else for the version the client negotiated."""
         scope = anyio.CancelScope()
         self._scopes[coerce_request_id(request_id)] = scope
-        spawn(self._answer, request_id, name, run, host, scope)
+        spawn(self._answer, request_id, name, run, host, scope, version)
 
     def cancel(self, request_id: types.RequestId) -> bool:
         """The client cancelled ``request_id``: True when it is one of these (cancelled, and
@@ -166,6 +277,7 @@ class HostCalls:
         run: Run,
         host: HostLink,
         scope: anyio.CancelScope,
+        version: str | None,
     ) -> None:
         result: types.CallToolResult | None = None
         try:
@@ -176,7 +288,10 @@ class HostCalls:
             return
         except Exception as e:  # a failure of the gateway itself: an error answer, as the SDK
             log.error(self._failed_event, tool=name, error=type(e).__name__)
-            error = types.ErrorData(code=types.INTERNAL_ERROR, message=f"Error: {e}"[:500])
+            if version in MODERN_PROTOCOL_VERSIONS:  # the SDK's 2026-07-28 words: no internals
+                error = types.ErrorData(code=types.INTERNAL_ERROR, message="Internal server error")
+            else:
+                error = types.ErrorData(code=types.INTERNAL_ERROR, message=f"Error: {e}"[:500])
             await host.answer(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
             return
         finally:
@@ -186,4 +301,10 @@ class HostCalls:
         if scope.cancelled_caught:  # the client cancelled it: never answered; settled by
             host.settle(request_id)  # the id it was admitted under (not the cancel's form)
             return
-        await answer_host(host, request_id, result, self._version())  # type: ignore[arg-type]
+        await answer_host(
+            host,
+            request_id,
+            result,  # type: ignore[arg-type]
+            version or self._version(),
+            self._server_info,
+        )
