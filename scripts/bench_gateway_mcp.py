@@ -313,6 +313,18 @@ def _timed_calls(client: Any, tool: str, n: int, numbers: Iterator[int]) -> floa
     return (time.perf_counter() - start) / n * 1000
 
 
+def _against(samples: list[float], target: float) -> dict[str, Any]:
+    """The median, smallest and largest of ``samples``, judged against ``target``."""
+    median = statistics.median(samples)
+    return {
+        "median": round(median, 3),
+        "min": round(min(samples), 3),
+        "max": round(max(samples), 3),
+        "target": target,
+        "verdict": verdict(median, target),
+    }
+
+
 def eras(work: Path, rounds_n: int, block: int) -> dict[str, Any]:
     """The stdio rows again with a host of each protocol era, spoken to in raw JSON lines
     (``bench.RawClient``): a handshake host (Gemini CLI, Codex, Kilo Code) and a 2026-07-28
@@ -355,20 +367,8 @@ def eras(work: Path, rounds_n: int, block: int) -> dict[str, Any]:
             direct.close()
             via.close()
         out[era] = {
-            "unregistered_ratio": {
-                "median": round(statistics.median(ratios), 3),
-                "min": round(min(ratios), 3),
-                "max": round(max(ratios), 3),
-                "target": TARGET_RATIO,
-                "verdict": verdict(statistics.median(ratios), TARGET_RATIO),
-            },
-            "registered_added_ms": {
-                "median": round(statistics.median(added), 3),
-                "min": round(min(added), 3),
-                "max": round(max(added), 3),
-                "target": TARGET_ADDED_MS,
-                "verdict": verdict(statistics.median(added), TARGET_ADDED_MS),
-            },
+            "unregistered_ratio": _against(ratios, TARGET_RATIO),
+            "registered_added_ms": _against(added, TARGET_ADDED_MS),
         }
     return out
 

@@ -542,6 +542,8 @@ def enveloped(message: dict[str, Any], meta: dict[str, Any] | None) -> dict[str,
 # the era (the SDK's); tools/list tells the gateway the host's session.
 MODERN_SCRIPT: list[tuple[dict[str, Any], bool]] = [
     (enveloped(request("d", "server/discover"), envelope()), False),
+    # before tools/list (the gateway has no host session yet): shaped by its own envelope
+    (enveloped(call(0, "echo", said="early"), envelope()), True),
     (enveloped(request("list", "tools/list"), envelope()), False),
     (enveloped(call(1, "send_invoice", invoice_id="M-1", amount=1), envelope()), True),
     (enveloped(call(2, "send_invoice", invoice_id="M-1", amount=1), envelope()), True),
@@ -603,7 +605,9 @@ async def test_a_2026_hosts_calls_are_taken_and_answered_as_the_sdks_server_answ
     for step, (ours, theirs) in enumerate(zip(taken, through_sdk, strict=True), start=1):
         assert ours == theirs, (step, ours, theirs)
 
-    first, again, read, other, *refused, unknown = taken[2:]
+    early = taken[1]
+    first, again, read, other, *refused, unknown = taken[3:]
+    assert early["result"]["resultType"] == "complete", early  # 2026-07-28, not handshake
     assert first["result"]["resultType"] == "complete" and not first["result"].get("isError")
     assert "serverInfo" in json.dumps(first["result"]["_meta"])
     assert ledger(again)["answered"] == "from_ledger"
@@ -614,10 +618,42 @@ async def test_a_2026_hosts_calls_are_taken_and_answered_as_the_sdks_server_answ
     for where in (project, traced):
         sent = [m for m in upstream_log(where) if m.get("method") == "tools/call"]
         assert [m["params"]["arguments"] for m in sent] == [
+            {"said": "early"},
             {"invoice_id": "M-1", "amount": 1},
             {"said": "reads pass"},
         ]
         assert actions_of(where, RUN) == {"send_invoice:invoice:M-1": "completed"}
+
+
+async def upstream_line(project: Path, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The first line the upstream logged that ``wanted`` accepts, once it has logged it
+    (the log is read again until then, within ``BOUND``)."""
+    with anyio.fail_after(BOUND):
+        while True:
+            if (project / "upstream.log").exists():
+                found = [m for m in upstream_log(project) if wanted(m)]
+                if found:
+                    return found[0]
+            await anyio.sleep(0.01)
+
+
+async def test_a_2026_hosts_cancel_reaches_the_call_the_gateway_took(project: Path) -> None:
+    """A 2026-07-28 host's cancel of a call the gateway took is the gateway's to take: the
+    call is cancelled (the upstream told so, under the gateway's own id) and never
+    answered. (Left to the SDK, which does not know the call, it would run on to its
+    timeout, holding an in-flight slot.)"""
+    async with started(project, relay_gateway(), **log_env(project)) as gateway:
+        await gateway.send(enveloped(request("d", "server/discover"), envelope()))
+        await gateway.answer("d")
+        await gateway.send(enveloped(call(5, "hang", n=1), envelope()))
+        sent = await upstream_line(project, lambda m: m.get("method") == "tools/call")
+        await gateway.send(cancel(5))
+        told = await upstream_line(project, lambda m: m.get("method") == "notifications/cancelled")
+        await gateway.send(enveloped(request("ping", "ping"), envelope()))
+        await gateway.answer("ping")
+        assert not gateway.answered(5)
+    assert str(sent["id"]).startswith(RESERVED_ID_PREFIX)
+    assert told["params"]["requestId"] == sent["id"]
 
 
 async def test_a_registered_call_the_gateway_takes_without_an_answer_in_time_is_unknown(

@@ -118,11 +118,20 @@ def test_the_host_through_the_gateway_to_an_http_upstream_sends_a_repeat_once(
             *("--name", "billing", "--run", RUN, "--url", url),
             *("--rules", str(p.dir / ".continuum" / "gateway.toml")),
         ]
-        # As `gateway install` sets it: registered calls allowed from this host's names.
+        # As `gateway install` sets it: registered calls allowed from this host's names. The
+        # gateway's debug log goes to a file the test reads (the host keeps its stderr).
         allowed = ",".join(n.name for n in CLIENTS[host.mcp_client].names)
-        write_billing_entry(p, gateway, **{ALLOW_ENV: allowed})
+        log = p.logs / "gateway.log"
+        logged = ["sh", "-c", f'exec "$0" "$@" 2>>"{log}"', *gateway]
+        write_billing_entry(p, logged, **{ALLOW_ENV: allowed, "CONTINUUM_LOG_LEVEL": "debug"})
         s = p.session([SEND, SEND])
     assert_sent_once(p, s)
+    # Both calls were taken past the SDK's server, in the era the host speaks (Claude Code:
+    # 2026-07-28; the others: the handshake).
+    lines = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines() if x[:1] == "{"]
+    taken = [(e["tool"], e["era"]) for e in lines if e.get("event") == "gateway.direct_call"]
+    era = "2026-07-28" if host is CLAUDE else "handshake"
+    assert taken == [("send_invoice", era)] * 2, (host.name, taken)
 
 
 def test_control_without_the_gateway_the_host_sends_the_repeat(tmp_path: Path) -> None:

@@ -394,6 +394,7 @@ class Gateway:
                 return await self._pass_through(name, arguments)
             return await self.call(verdict, name, arguments, params)
 
+        log.debug("gateway.direct_call", tool=name, era="handshake")
         self._taken.take(self.spawn, message.id, name, run, host)
         return True
 

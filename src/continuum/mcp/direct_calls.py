@@ -208,15 +208,7 @@ class DirectCalls:
             )
         except Exception:  # the SDK path answers it as it always has
             return False
-        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
-            session=session,
-            lifespan_context=self._lifespan,
-            protocol_version=version,
-            method=METHOD,
-            params=params,
-            request_id=message.id,
-            meta=meta,
-        )
+        ctx = self._context(session, version, message.id, params, meta)
 
         async def run() -> CallToolResult:
             result = await self._server._handle_call_tool(ctx, typed)  # SDK 2.3: its handler
@@ -225,6 +217,25 @@ class DirectCalls:
         _log.debug("mcp.direct_call", tool=call.name)  # which path each call took
         self._taken.take(self.spawn, message.id, call.name, run, host)
         return True
+
+    def _context(
+        self,
+        session: ServerSession,
+        version: str,
+        request_id: RequestId,
+        params: dict[str, Any],
+        meta: Any,
+    ) -> ServerRequestContext[Any, Any]:
+        """A taken call's context, as the SDK's runner makes one for a request on stdio."""
+        return ServerRequestContext(
+            session=session,
+            lifespan_context=self._lifespan,
+            protocol_version=version,
+            method=METHOD,
+            params=params,
+            request_id=request_id,
+            meta=meta,
+        )
 
     def _take_modern(self, message: JSONRPCRequest, host: HostLink) -> bool:
         """A call on a 2026-07-28 connection, judged as the SDK's stdio loop judges one:
@@ -247,15 +258,8 @@ class DirectCalls:
         connection = Connection.from_envelope(
             version, envelope.client_info, envelope.client_capabilities
         )
-        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
-            session=ServerSession(_NoBackChannel(message.id), connection, request_meta=meta),
-            lifespan_context=self._lifespan,
-            protocol_version=version,
-            method=METHOD,
-            params=params,
-            request_id=message.id,
-            meta=meta,
-        )
+        session = ServerSession(_NoBackChannel(message.id), connection, request_meta=meta)
+        ctx = self._context(session, version, message.id, params, meta)
         if self._observe is not None:
             self._observe(METHOD, params, meta)  # the client logged as the middleware does
 
