@@ -381,10 +381,7 @@ class Gateway:
         call = host_call(message)
         if call is None:
             return False
-        try:
-            verdict = self.judge(call.name, call.arguments)
-        except Exception:  # a rule that cannot judge these arguments: the SDK path decides
-            return False
+        verdict = self.judge(call.name, call.arguments)
         if verdict is False:
             return False
         name, arguments, params = call.name, call.arguments, call.params
@@ -423,10 +420,7 @@ class Gateway:
             admitted.call.arguments,
             admitted.call.params,
         )
-        try:
-            verdict = self.judge(name, arguments)
-        except Exception:  # a rule that cannot judge these arguments: the SDK path decides
-            return False
+        verdict = self.judge(name, arguments)
         if verdict is False:
             return False
 
@@ -454,10 +448,14 @@ class Gateway:
         """What the relay may do with a host's call: True, send it upstream as bytes (what
         ``call_tool`` would forward untouched: an exposed tool, no effect rule, the
         upstream not gone); its effect rule, run it with ``call`` (a registered call of an
-        exposed tool, once the host's handshake is known); False, leave it to the SDK."""
+        exposed tool, once the host's handshake is known); False, leave it to the SDK (also
+        when a rule cannot judge these arguments: the SDK path decides)."""
         if self.upstream_gone is not None or name not in self.tools or name in self.changed:
             return False
-        rule = self.config.rules.find(name, arguments)
+        try:
+            rule = self.config.rules.find(name, arguments)
+        except Exception:
+            return False
         if rule is None:
             return True
         return rule if self.host_session is not None else False

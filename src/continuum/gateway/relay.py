@@ -106,7 +106,8 @@ class Route(Protocol):
 
     def judge(self, name: str, arguments: dict[str, Any]) -> Any:
         """True: the call may go upstream untouched (an exposed, unregistered tool);
-        False: the SDK path decides; anything else is a ticket for ``call``."""
+        False: the SDK path decides (also when a rule cannot judge the arguments); anything
+        else is a ticket for ``call``. Never raises."""
         ...
 
     async def call(
@@ -335,10 +336,7 @@ class Relay:
             not is_request_id(token) or _reserved(token) or coerce_request_id(token) in self._tokens
         ):
             return False  # a token the SDK path must judge, or one already relayed
-        try:
-            verdict = route.judge(name, arguments)
-        except Exception:  # a rule that cannot judge these arguments: the SDK path decides
-            return False
+        verdict = route.judge(name, arguments)  # False too when a rule cannot judge them
         if verdict is False:
             return False
         if verdict is not True:  # a registered call: the gateway runs it, past the SDK
