@@ -198,6 +198,23 @@ async def test_negative_control_a_call_on_the_sdk_path_is_re_encoded_not_byte_id
     assert seen[0] == 7 and seen[1] != own and str(seen[1]).startswith(RESERVED_ID_PREFIX)
 
 
+async def test_with_a_tracer_provider_every_call_takes_the_sdk_path(project: Path) -> None:
+    """A tracer provider installed: the SDK's middleware records a span for each request,
+    so no call is relayed or taken past it (the upstream sees the gateway's own id, not the
+    host's; without the provider the same call is relayed under the host's id, above)."""
+    env = {"OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider", **log_env(project)}
+    async with host(project, relay_gateway(), **env) as gateway:
+        await listed(gateway)
+        await gateway.send(call(7, "echo", said="hello"))
+        answer = json.loads(await gateway.answer(7))
+        await gateway.send(call(8, "send_invoice", invoice_id="T-1", amount=1))
+        registered = json.loads(await gateway.answer(8))
+    assert text(answer) == 'echo café {"said": "hello"}'
+    assert not registered["result"].get("isError"), registered
+    seen = [m["id"] for m in upstream_log(project) if m.get("method") == "tools/call"]
+    assert len(seen) == 2 and all(str(i).startswith(RESERVED_ID_PREFIX) for i in seen), seen
+
+
 async def test_the_hosts_token_in_meta_is_not_relayed_but_its_progress_token_is(
     project: Path,
 ) -> None:

@@ -343,6 +343,8 @@ class Gateway:
             era = self._era.before(message)
             if era != "handshake":  # the first request is the SDK's (it opens the era)
                 return era is not None and self._take_modern(message, host)
+            if tracing():  # the SDK's middleware records a span for each request: its path
+                return False
         elif message.method == "notifications/cancelled" and self._taken.busy:
             request_id = (message.params or {}).get("requestId")
             if is_request_id(request_id) and self._taken.cancel(request_id):
