@@ -581,6 +581,9 @@ MODERN_SCRIPT: list[tuple[dict[str, Any], bool]] = [
     ),
     (call(7, "send_invoice", invoice_id="M-4", amount=1), False),
     (enveloped(call(8, "no_such_tool"), envelope()), False),  # not exposed: the SDK's answer
+    # relayed, answered by the upstream in ways the gateway must reshape as the SDK path
+    (enveloped(call(9, "garble"), envelope()), True),  # not a JSON-RPC answer
+    (enveloped(call(10, "progress", steps=2), {**envelope(), "progressToken": "p"}), True),
 ]
 
 
@@ -623,7 +626,9 @@ async def test_a_2026_hosts_calls_are_taken_and_answered_as_the_sdks_server_answ
         assert ours == theirs, (step, ours, theirs)
 
     early = taken[1]
-    first, again, read, other, *refused, unknown = taken[3:]
+    first, again, read, other, *refused, unknown, garbled, progressed = taken[3:]
+    assert garbled["result"]["isError"] and "not a JSON-RPC" in text(garbled), garbled
+    assert text(progressed) == "progressed" and progressed["result"]["resultType"] == "complete"
     assert early["result"]["resultType"] == "complete", early  # 2026-07-28, not handshake
     assert first["result"]["resultType"] == "complete" and not first["result"].get("isError")
     assert "serverInfo" in json.dumps(first["result"]["_meta"])
@@ -638,6 +643,8 @@ async def test_a_2026_hosts_calls_are_taken_and_answered_as_the_sdks_server_answ
             {"said": "early"},
             {"invoice_id": "M-1", "amount": 1},
             {"said": "reads pass"},
+            {},
+            {"steps": 2},
         ]
         assert actions_of(where, RUN) == {"send_invoice:invoice:M-1": "completed"}
 
@@ -654,23 +661,29 @@ async def upstream_line(project: Path, wanted: Callable[[dict[str, Any]], bool])
             await anyio.sleep(0.01)
 
 
-async def test_a_2026_hosts_cancel_reaches_the_call_the_gateway_took(project: Path) -> None:
-    """A 2026-07-28 host's cancel of a call the gateway took is the gateway's to take: the
-    call is cancelled (the upstream told so, under the gateway's own id) and never
-    answered. (Left to the SDK, which does not know the call, it would run on to its
-    timeout, holding an in-flight slot.)"""
+@pytest.mark.parametrize("registered", [False, True], ids=["relayed", "taken"])
+async def test_a_2026_hosts_cancel_reaches_its_call(project: Path, registered: bool) -> None:
+    """A 2026-07-28 host's cancel is the gateway's to take for a call it relayed (passed
+    upstream as it came, as a handshake host's) and for a registered one it runs itself:
+    the upstream is told (under the host's id, or the gateway's own), and the call is
+    never answered. (Left to the SDK, which does not know the call, a taken one would run
+    on to its timeout, holding an in-flight slot.)"""
+    if registered:
+        (project / ".continuum" / "gateway.toml").write_text(REGISTERED_HANG, encoding="utf-8")
     async with started(project, relay_gateway(), **log_env(project)) as gateway:
         await gateway.send(enveloped(request("d", "server/discover"), envelope()))
         await gateway.answer("d")
+        await gateway.send(enveloped(request("list", "tools/list"), envelope()))
+        await gateway.answer("list")
         await gateway.send(enveloped(call(5, "hang", n=1), envelope()))
-        sent = await upstream_line(project, lambda m: m.get("method") == "tools/call")
+        sent = await upstream_line(project, lambda m: m.get("params", {}).get("name") == "hang")
         await gateway.send(cancel(5))
         told = await upstream_line(project, lambda m: m.get("method") == "notifications/cancelled")
         await gateway.send(enveloped(request("ping", "ping"), envelope()))
         await gateway.answer("ping")
         assert not gateway.answered(5)
-    assert str(sent["id"]).startswith(RESERVED_ID_PREFIX)
     assert told["params"]["requestId"] == sent["id"]
+    assert str(sent["id"]).startswith(RESERVED_ID_PREFIX) is registered, sent
 
 
 async def test_a_registered_call_the_gateway_takes_without_an_answer_in_time_is_unknown(

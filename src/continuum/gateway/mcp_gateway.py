@@ -150,9 +150,9 @@ class Gateway:
         self._retired: list[Relay] = []  # replaced relays still running calls they took
         # with an upstream over HTTP: the host's calls taken past the SDK's server, once
         # the host finished its handshake
-        self._taken = HostCalls(self.host_version, server_info=self._server_info)
+        self._taken = HostCalls(self.host_version, server_info=self.server_info)
         # the SDK server's serverInfo stamp of a 2026-07-28 answer (``serve`` sets it)
-        self.server_info: Callable[[], dict[str, Any]] | None = None
+        self.stamp: Callable[[], dict[str, Any]] | None = None
         self._host_ready = False
         self._era = HostEra()  # calls are taken from a handshake-era host only
         self._attempts = 0  # attempts to reach (or start) the upstream again, so far
@@ -342,7 +342,7 @@ class Gateway:
         if isinstance(message, types.JSONRPCRequest):
             era = self._era.before(message)
             if era != "handshake":  # the first request is the SDK's (it opens the era)
-                return era is not None and self._take_modern(message, host)
+                return era is not None and await self._take_modern(message, host)
             if tracing():  # the SDK's middleware records a span for each request: its path
                 return False
         elif message.method == "notifications/cancelled" and self._taken.busy:
@@ -397,7 +397,7 @@ class Gateway:
         self._taken.take(self.spawn, message.id, name, run, host)
         return True
 
-    def _take_modern(self, message: types.JSONRPCRequest, host: HostLink) -> bool:
+    async def _take_modern(self, message: types.JSONRPCRequest, host: HostLink) -> bool:
         """A host of the 2026-07-28 era (Claude Code's): a call of an exposed tool, admitted
         as the SDK's stdio loop admits one (``modern_call``: the envelope's ladder, the
         surface check, the parameters), is taken past the SDK's server and run as
@@ -409,7 +409,7 @@ class Gateway:
         if (
             message.method != "tools/call"
             or self.spawn is None
-            or self.server_info is None
+            or self.stamp is None
             or message.id in self._taken
             or tracing()
         ):
@@ -425,6 +425,11 @@ class Gateway:
         verdict = self.judge(name, arguments)
         if verdict is False:
             return False
+        if verdict is True and self.relay is not None:  # relayed, its answer reshaped
+            relayed = await self.relay.relay_modern(message, admitted.call, admitted.version, host)
+            if relayed:
+                log.debug("gateway.direct_call", tool=name, era="2026-07-28", relayed=True)
+            return relayed
 
         async def run() -> types.CallToolResult:
             if verdict is True:
@@ -435,9 +440,10 @@ class Gateway:
         self._taken.take(self.spawn, message.id, name, run, host, admitted.version)
         return True
 
-    def _server_info(self) -> dict[str, Any]:
-        assert self.server_info is not None  # nothing 2026-07-28 is taken without it
-        return self.server_info()
+    def server_info(self) -> dict[str, Any]:
+        """The SDK server's ``serverInfo`` stamp, which a 2026-07-28 answer carries."""
+        assert self.stamp is not None  # nothing 2026-07-28 is taken without it
+        return self.stamp()
 
     def host_version(self) -> str:
         """The protocol version the host negotiated (a call is taken only once its

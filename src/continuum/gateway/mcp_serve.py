@@ -157,7 +157,7 @@ async def serve(config: GatewayConfig) -> None:
                 # Host calls taken past the SDK's server run in this group: cancelled (and
                 # settled, as the SDK's handlers are) when the host side stops serving.
                 gateway.spawn = tg.start_soon
-                gateway.server_info = lambda: server.server_info_stamp
+                gateway.stamp = lambda: server.server_info_stamp
                 if relay is not None:
                     relay.bind(gateway, tg.start_soon)
                     gateway.relay = relay

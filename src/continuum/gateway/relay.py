@@ -80,7 +80,13 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
 from continuum.log import get_logger
-from continuum.serving.host_calls import HostCalls, answer_host, host_call, is_request_id
+from continuum.serving.host_calls import (
+    HostCall,
+    HostCalls,
+    answer_host,
+    host_call,
+    is_request_id,
+)
 from continuum.serving.transport import (
     BoundedLineReader,
     FdSource,
@@ -132,6 +138,10 @@ class Route(Protocol):
         """The protocol version the host negotiated (its answers are shaped for it)."""
         ...
 
+    def server_info(self) -> dict[str, Any]:
+        """The gateway server's ``serverInfo`` stamp (a 2026-07-28 answer carries it)."""
+        ...
+
 
 Outcome = dict[str, Any] | Exception  # the upstream's answer to a call of the gateway's own
 
@@ -144,6 +154,9 @@ class _Pending:
     host: HostLink | None  # None: the gateway's own call, answered to ``waiter``
     token: types.RequestId | None  # its progressToken, coerced
     waiter: MemoryObjectSendStream[Outcome] | None = None
+    # a 2026-07-28 host's call: its envelope's version (its answer is reshaped for it, as
+    # the SDK path shapes the gateway's own call's result); None: relayed as bytes
+    version: str | None = None
 
 
 def _reserved(value: object) -> TypeGuard[str]:
@@ -164,6 +177,22 @@ def _is_answer(data: Mapping[str, Any]) -> bool:
     error = data["error"]
     code = error.get("code") if isinstance(error, dict) else None
     return type(code) is int and isinstance(error.get("message"), str)
+
+
+def _not_an_answer() -> ValueError:
+    return ValueError("the answer is not a JSON-RPC 2.0 result or error")
+
+
+def _call_result(outcome: Mapping[str, Any] | Exception) -> types.CallToolResult:
+    """What a call's outcome is as ``ClientSession.send_request`` gives it: the result
+    validated as a ``CallToolResult`` (``ValidationError`` when it is not one), an error
+    answer raised as ``MCPError``, a failure (``Exception``) raised as it is."""
+    if isinstance(outcome, Exception):
+        raise outcome
+    if "error" in outcome:
+        error = types.ErrorData.model_validate(outcome["error"])
+        raise MCPError(error.code, error.message, error.data)
+    return types.CallToolResult.model_validate(outcome["result"], by_name=False)
 
 
 def _session_line(message: types.JSONRPCMessage) -> bytes:
@@ -347,13 +376,48 @@ class Relay:
 
             self._taken.take(self._spawn, message.id, name, run, host)
             return True
+        await self._relay(route, message.id, name, params, token, host, None)
+        return True
+
+    async def relay_modern(
+        self, message: types.JSONRPCRequest, call: HostCall, version: str, host: HostLink
+    ) -> bool:
+        """An unregistered call of a 2026-07-28 host (the gateway admitted it as the SDK
+        would, and judged it a pass-through): relayed upstream as a handshake host's is,
+        its answer reshaped as the SDK path shapes the gateway's own call's result for
+        ``version``. False (the SDK path) where a handshake host's call would be."""
+        route = self._route
+        if self._closed or not route:
+            return False
+        key = coerce_request_id(message.id)
+        if _reserved(message.id) or key in self._pending or message.id in self._taken:
+            return False
+        token = call.token
+        if token is not None and (
+            not is_request_id(token) or _reserved(token) or coerce_request_id(token) in self._tokens
+        ):
+            return False
+        await self._relay(route, message.id, call.name, call.params, token, host, version)
+        return True
+
+    async def _relay(
+        self,
+        route: Route,
+        request_id: types.RequestId,
+        name: str,
+        params: dict[str, Any],
+        token: Any,
+        host: HostLink,
+        version: str | None,
+    ) -> None:
         # Always the call as judged, re-encoded: the host's own bytes could hold a key twice
         # (JSON leaves duplicates to the parser), and an upstream that keeps the first of
         # them would run another tool, or other arguments, than the rules looked at.
-        line = _call_line(message.id, params, token)
+        line = _call_line(request_id, params, token)
+        key = coerce_request_id(request_id)
         coerced = None if token is None else coerce_request_id(token)
         deadline = anyio.current_time() + self._timeout
-        self._pending[key] = _Pending(message.id, name, deadline, host, coerced)
+        self._pending[key] = _Pending(request_id, name, deadline, host, coerced, None, version)
         if coerced is not None:
             self._tokens[coerced] = key
         self._wake.set()
@@ -363,7 +427,6 @@ class Relay:
                 self._forget_token(lost)
                 route.lost(MCPError(types.CONNECTION_CLOSED, "Connection closed"))
                 await self._answer(lost, route.gone(name))
-        return True
 
     async def _host_notification(
         self, message: types.JSONRPCNotification, line: bytes, host: HostLink
@@ -392,7 +455,10 @@ class Relay:
 
     async def _answer(self, pending: _Pending, result: types.CallToolResult) -> None:
         assert pending.host is not None
-        await answer_host(pending.host, pending.request_id, result, self._host_version())
+        route = self._route
+        version = pending.version or self._host_version()
+        stamp = route.server_info if route is not None else None
+        await answer_host(pending.host, pending.request_id, result, version, stamp)
 
     def _host_version(self) -> str:
         route = self._route
@@ -432,12 +498,7 @@ class Relay:
         finally:
             self._pending.pop(request_id, None)
             send.close()
-        if isinstance(outcome, Exception):
-            raise outcome
-        if "error" in outcome:
-            error = types.ErrorData.model_validate(outcome["error"])
-            raise MCPError(error.code, error.message, error.data)
-        return types.CallToolResult.model_validate(outcome["result"], by_name=False)
+        return _call_result(outcome)
 
     def _settle_own(self, pending: _Pending, outcome: Outcome) -> None:
         assert pending.waiter is not None
@@ -509,7 +570,7 @@ class Relay:
         if pending is None or pending.waiter is None:  # late, for a call that timed out
             log.warning("gateway.upstream_stray_answer", id=answer_id)
             return
-        problem = ValueError("the answer is not a JSON-RPC 2.0 result or error")
+        problem = _not_an_answer()
         self._settle_own(pending, data if _is_answer(data) else problem)
 
     async def _relayed_answer(
@@ -520,10 +581,16 @@ class Relay:
             log.warning("gateway.upstream_stray_answer", id=answer_id)
             return
         self._forget_token(pending)
-        if _is_answer(data):
+        if pending.version is not None and self._route is not None:  # a 2026-07-28 host's
+            try:
+                result = _call_result(data if _is_answer(data) else _not_an_answer())
+            except Exception as e:  # as the gateway answers its own call's failure
+                result = self._route.no_answer(pending.name, e)
+            await self._answer(pending, result)
+        elif _is_answer(data):
             await pending.host.answer_line(pending.request_id, line)
         elif self._route is not None:
-            problem = ValueError("the answer is not a JSON-RPC 2.0 result or error")
+            problem = _not_an_answer()
             await self._answer(pending, self._route.no_answer(pending.name, problem))
 
     @property
