@@ -17,7 +17,10 @@ Tools:
 - ``garble()``: answered with a line that has the call's id but is not a JSON-RPC answer
   (neither ``result`` nor ``error``);
 - ``deaf()``: answered, then the process closes its stdin and lives on, its stdout open:
-  the gateway's next write to it fails while nothing says the upstream ended.
+  the gateway's next write to it fails while nothing says the upstream ended;
+- ``fail()``: answered with a JSON-RPC error; ``notresult()``: with a result that is not a
+  tool's (its content not a list); ``deep(depth)``: with a structured result nested
+  ``depth`` levels deep (more than pydantic dumps past 254).
 
 ``UPSTREAM_DESCRIPTIONS`` names a JSON file of ``{tool: description}`` read at each
 listing, if it exists: a tool whose definition changes while the upstream is restarted.
@@ -36,7 +39,10 @@ from typing import Any
 LOG = os.environ.get("UPSTREAM_LOG", "upstream.log")
 TOOLS = [
     {"name": name, "description": f"The {name} tool.", "inputSchema": {"type": "object"}}
-    for name in ("echo", "send_invoice", "hang", "progress", "die", "garble", "deaf")
+    for name in (
+        *("echo", "send_invoice", "hang", "progress", "die", "garble", "deaf"),
+        *("fail", "notresult", "deep"),
+    )
 ]
 
 
@@ -89,6 +95,17 @@ def call(request_id: Any, params: dict[str, Any], hanging: set[Any]) -> None:
         os.close(0)  # the read end of the gateway's pipe: its next write fails (EPIPE)
         answer(request_id, text_result("not listening any more"))  # closed before this
         time.sleep(3600)  # alive, stdout open: only a failed write can tell
+    elif name == "fail":
+        error = {"code": -32010, "message": "the upstream refused", "data": {"why": "test"}}
+        write(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}))
+    elif name == "notresult":
+        answer(request_id, '{"content": "not a list"}')
+    elif name == "deep":
+        nested: Any = 1
+        for _ in range(int(arguments.get("depth", 600))):
+            nested = {"a": nested}
+        result = {"content": [], "structuredContent": nested}
+        answer(request_id, json.dumps(result))
     else:
         error = {"code": -32602, "message": f"no tool {name}"}
         write(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}))

@@ -584,6 +584,11 @@ MODERN_SCRIPT: list[tuple[dict[str, Any], bool]] = [
     # relayed, answered by the upstream in ways the gateway must reshape as the SDK path
     (enveloped(call(9, "garble"), envelope()), True),  # not a JSON-RPC answer
     (enveloped(call(10, "progress", steps=2), {**envelope(), "progressToken": "p"}), True),
+    (enveloped(call(11, "fail"), envelope()), True),  # an error answer
+    (enveloped(call(12, "notresult"), envelope()), True),  # not a tool's result
+    (enveloped(call(13, "deep", depth=600), envelope()), True),  # too deep to dump
+    (enveloped(request(14, "tools/call", name="echo"), envelope()), True),  # no arguments
+    (enveloped(call(15, "echo", said="still served"), envelope()), True),
 ]
 
 
@@ -626,9 +631,14 @@ async def test_a_2026_hosts_calls_are_taken_and_answered_as_the_sdks_server_answ
         assert ours == theirs, (step, ours, theirs)
 
     early = taken[1]
-    first, again, read, other, *refused, unknown, garbled, progressed = taken[3:]
+    first, again, read, other, *refused, unknown, garbled, progressed = taken[3:13]
     assert garbled["result"]["isError"] and "not a JSON-RPC" in text(garbled), garbled
     assert text(progressed) == "progressed" and progressed["result"]["resultType"] == "complete"
+    failed, not_result, deep, bare, still = taken[13:]
+    assert failed["result"]["isError"] and "the upstream refused" in text(failed), failed
+    assert not_result["result"]["isError"], not_result
+    assert deep["error"]["code"] == -32603, deep  # the SDK's words; the upstream stays up
+    assert text(bare) == "echo café {}" and text(still) == 'echo café {"said": "still served"}'
     assert early["result"]["resultType"] == "complete", early  # 2026-07-28, not handshake
     assert first["result"]["resultType"] == "complete" and not first["result"].get("isError")
     assert "serverInfo" in json.dumps(first["result"]["_meta"])
@@ -645,6 +655,11 @@ async def test_a_2026_hosts_calls_are_taken_and_answered_as_the_sdks_server_answ
             {"said": "reads pass"},
             {},
             {"steps": 2},
+            {},
+            {},
+            {"depth": 600},
+            {},
+            {"said": "still served"},
         ]
         assert actions_of(where, RUN) == {"send_invoice:invoice:M-1": "completed"}
 

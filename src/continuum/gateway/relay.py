@@ -224,8 +224,10 @@ def _cancel_line(request_id: types.RequestId, reason: str) -> bytes:
 
 def _call_line(request_id: types.RequestId, params: Mapping[str, Any], token: Any) -> bytes:
     """The call as the gateway parsed and judged it, re-encoded, with ``_meta`` cut down
-    to its progress token."""
+    to its progress token, and its arguments an object (none or null: ``{}``, as the
+    gateway's own call through the SDK's client sends them)."""
     kept: dict[str, Any] = {k: v for k, v in params.items() if k != "_meta"}
+    kept["arguments"] = kept.get("arguments") or {}
     if token is not None:
         kept["_meta"] = {"progressToken": token}
     request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": kept}

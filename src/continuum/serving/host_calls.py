@@ -154,7 +154,18 @@ async def answer_host(
         )
     except MCPError as e:
         message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=e.error)
+    except Exception as e:  # e.g. a result nested past what pydantic dumps: an error
+        log.error("serving.answer_failed", error=type(e).__name__)  # answer, never a crash
+        message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=_internal(e, version))
     await host.answer(message)
+
+
+def _internal(e: Exception, version: str) -> types.ErrorData:
+    """The error answer to a failure that is neither an ``MCPError`` nor a tool's: the SDK's
+    words for a 2026-07-28 client (no internals on the wire), the failure for another."""
+    if version in MODERN_PROTOCOL_VERSIONS:
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="Internal server error")
+    return types.ErrorData(code=types.INTERNAL_ERROR, message=f"Error: {e}"[:500])
 
 
 @dataclass(frozen=True)
@@ -288,10 +299,7 @@ class HostCalls:
             return
         except Exception as e:  # a failure of the gateway itself: an error answer, as the SDK
             log.error(self._failed_event, tool=name, error=type(e).__name__)
-            if version in MODERN_PROTOCOL_VERSIONS:  # the SDK's 2026-07-28 words: no internals
-                error = types.ErrorData(code=types.INTERNAL_ERROR, message="Internal server error")
-            else:
-                error = types.ErrorData(code=types.INTERNAL_ERROR, message=f"Error: {e}"[:500])
+            error = _internal(e, version or self._version())
             await host.answer(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
             return
         finally:
