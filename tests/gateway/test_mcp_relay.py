@@ -589,6 +589,7 @@ MODERN_SCRIPT: list[tuple[dict[str, Any], bool]] = [
     (enveloped(call(13, "deep", depth=600), envelope()), True),  # too deep to dump
     (enveloped(request(14, "tools/call", name="echo"), envelope()), True),  # no arguments
     (enveloped(call(15, "echo", said="still served"), envelope()), True),
+    (enveloped(call(16, "die"), envelope()), True),  # the upstream exits: gone, as answered
 ]
 
 
@@ -634,7 +635,8 @@ async def test_a_2026_hosts_calls_are_taken_and_answered_as_the_sdks_server_answ
     first, again, read, other, *refused, unknown, garbled, progressed = taken[3:13]
     assert garbled["result"]["isError"] and "not a JSON-RPC" in text(garbled), garbled
     assert text(progressed) == "progressed" and progressed["result"]["resultType"] == "complete"
-    failed, not_result, deep, bare, still = taken[13:]
+    failed, not_result, deep, bare, still, died = taken[13:]
+    assert ledger(died)["refused"] == "upstream_gone", died
     assert failed["result"]["isError"] and "the upstream refused" in text(failed), failed
     assert not_result["result"]["isError"], not_result
     assert deep["error"]["code"] == -32603, deep  # the SDK's words; the upstream stays up
@@ -660,6 +662,7 @@ async def test_a_2026_hosts_calls_are_taken_and_answered_as_the_sdks_server_answ
             {"depth": 600},
             {},
             {"said": "still served"},
+            {},
         ]
         assert actions_of(where, RUN) == {"send_invoice:invoice:M-1": "completed"}
 
