@@ -400,12 +400,13 @@ class Gateway:
     async def _take_modern(self, message: types.JSONRPCRequest, host: HostLink) -> bool:
         """A host of the 2026-07-28 era (Claude Code's): a call of an exposed tool, admitted
         as the SDK's stdio loop admits one (``modern_call``: the envelope's ladder, the
-        surface check, the parameters), is taken past the SDK's server and run as
-        ``call_tool`` runs it (passed upstream, or judged as a registered one, the caller
-        named by this request's own envelope); its answer shaped for the envelope's version
-        and stamped with the gateway's ``serverInfo``, as the SDK's. Anything else (the
-        SDK refuses it, an unexposed or changed tool, an unknown host session, a tracer
-        provider installed): the SDK path."""
+        surface check, the parameters), goes past the SDK's server: an unregistered one to
+        a stdio upstream relayed (``Relay.relay_modern``), any other run as ``call_tool``
+        runs it (passed upstream, or judged as a registered one, the caller named by this
+        request's own envelope); its answer shaped for the envelope's version and stamped
+        with the gateway's ``serverInfo``, as the SDK's. Anything else (the SDK refuses it,
+        an unexposed or changed tool, an unknown host session, a tracer provider
+        installed): the SDK path."""
         if (
             message.method != "tools/call"
             or self.spawn is None

@@ -356,17 +356,12 @@ class Relay:
         route = self._route
         if message.method != "tools/call" or not self._host_ready or self._closed or not route:
             return False
-        key = coerce_request_id(message.id)
-        if _reserved(message.id) or key in self._pending or message.id in self._taken:
-            return False  # one of the gateway's own ids, or a reused one: the SDK path
         call = host_call(message)
         if call is None:
             return False  # e.g. a task-augmented call: the SDK path, as before
+        if not self._relayable(message.id, call.token):
+            return False
         name, arguments, params, token = call.name, call.arguments, call.params, call.token
-        if token is not None and (
-            not is_request_id(token) or _reserved(token) or coerce_request_id(token) in self._tokens
-        ):
-            return False  # a token the SDK path must judge, or one already relayed
         verdict = route.judge(name, arguments)  # False too when a rule cannot judge them
         if verdict is False:
             return False
@@ -389,18 +384,23 @@ class Relay:
         its answer reshaped as the SDK path shapes the gateway's own call's result for
         ``version``. False (the SDK path) where a handshake host's call would be."""
         route = self._route
-        if self._closed or not route:
+        if self._closed or not route or not self._relayable(message.id, call.token):
             return False
-        key = coerce_request_id(message.id)
-        if _reserved(message.id) or key in self._pending or message.id in self._taken:
-            return False
-        token = call.token
-        if token is not None and (
-            not is_request_id(token) or _reserved(token) or coerce_request_id(token) in self._tokens
-        ):
-            return False
-        await self._relay(route, message.id, call.name, call.params, token, host, version)
+        await self._relay(route, message.id, call.name, call.params, call.token, host, version)
         return True
+
+    def _relayable(self, request_id: types.RequestId, token: Any) -> bool:
+        """Whether a host's call with this id and progress token may be relayed: not one of
+        the gateway's own ids nor a reused one, and a token the SDK path need not judge
+        and not already relayed (else the SDK path)."""
+        key = coerce_request_id(request_id)
+        if _reserved(request_id) or key in self._pending or request_id in self._taken:
+            return False
+        return token is None or (
+            is_request_id(token)
+            and not _reserved(token)
+            and coerce_request_id(token) not in self._tokens
+        )
 
     async def _relay(
         self,

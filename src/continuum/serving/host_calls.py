@@ -5,21 +5,26 @@ Why: through the SDK's server a call crosses its dispatcher, runner and middlewa
 its result is dumped and encoded again; for the MCP gateway (with its own client leg on
 top) and for ``continuum-mcp``'s effect path that plumbing was most of what a call cost.
 A call in the plain shape (``name``, ``arguments``, ``_meta``, nothing else) is taken
-once the client finished its handshake (``continuum-mcp`` also on a 2026-07-28
-connection, each call judged by its own envelope; the gateway never: ``HostEra``), and
-answered as the SDK's server answers ``call_tool`` for the client's version.
+once the client finished its handshake, or on a 2026-07-28 connection once the SDK has
+opened that era (``HostEra``), each such call admitted by its own envelope
+(``modern_call``), and answered as the SDK's server answers ``call_tool`` for the
+client's version.
 
 What this module owns:
 
 - ``host_call``: whether a client request is such a call (anything else, e.g. a
-  task-augmented call, takes the SDK path, as before);
+  task-augmented call, takes the SDK path, as before); ``modern_call``: the same for a
+  2026-07-28 connection, with the SDK's admission of its envelope; ``HostEra``: which
+  era the SDK opened; ``tracing``: whether a tracer provider keeps everything on the
+  SDK path;
 - ``HostCalls``: the calls taken and still running, by the client's id. Each runs in a
   task of the serving group (cancelled, unanswered, when the serving stops); the client's
   ``notifications/cancelled`` cancels it unanswered, as the SDK does; an ``MCPError`` is
   the JSON-RPC error it carries and any other exception an ``INTERNAL_ERROR`` answer, as
   the SDK gives;
 - ``answer_host`` / ``wire_result``: an answer made from a tool's result, shaped as the
-  SDK's server shapes one for the client's negotiated version.
+  SDK's server shapes one for the client's version (an answer that cannot be shaped: an
+  error answer, never an exception).
 
 The caller decides which calls to take and what running one means: the gateway
 (``gateway/relay.py`` for an upstream on stdio, ``Gateway.divert`` for one over HTTP) and
