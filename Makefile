@@ -49,7 +49,9 @@ test-hosts: $(STAMP) hosts
 # that work through real subprocesses (crashes, MCP over stdio, hooks, adapters, e2e, the
 # real hosts, the browser), which coverage of this process would not see anyway. The
 # adapters' tests fail (not skip) when an extra is missing. Both parts run even when the
-# first fails; the last line says what passed, what failed and how long it took.
+# first fails; the last line says what passed, what failed and how long it took. The
+# hooks' tests then run once more with every hook handed to a resident gate (`continuum
+# hooks serve`, one per worker): the same proofs, through the gate.
 IN_PROCESS := tests/unit tests/property tests/contract tests/cli
 # The suites mostly wait (real hosts starting, killed agents, servers, CLI subprocesses):
 # four workers on two cores (pytest-xdist; the subprocess suites a file to a worker).
@@ -71,9 +73,12 @@ test: $(STAMP) browser hosts
 		--cov-report= --junitxml=$(REPORTS)/in-process.xml $(IN_PROCESS) || rc=1; \
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --durations=10 \
 		--junitxml=$(REPORTS)/subprocess.xml $(addprefix --ignore=,$(IN_PROCESS)) || rc=1; \
+	CONTINUUM_TEST_GATE=1 $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile \
+		--junitxml=$(REPORTS)/through-gate.xml tests/hooks || rc=1; \
 	cover=$$($(PY) -m coverage report --format=total 2>/dev/null); \
 	$(PY) scripts/test_summary.py --started $$started --coverage "$$cover" \
-		in-process=$(REPORTS)/in-process.xml subprocess=$(REPORTS)/subprocess.xml || rc=1; \
+		in-process=$(REPORTS)/in-process.xml subprocess=$(REPORTS)/subprocess.xml \
+		through-gate=$(REPORTS)/through-gate.xml || rc=1; \
 	exit $$rc
 
 # The edit loop (under 3 minutes on 2 cores): lint, types, the unit tests and the store

@@ -1393,7 +1393,7 @@ def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
     accept = [*hook, "hooks", "accept", "--dir", str(project), "--run", "bench", "--yes"]
     subprocess.run([*accept, "--db", str(db)], capture_output=True, check=True)
 
-    def command(kind: str) -> list[str]:
+    def command(kind: str, store: Path = db) -> list[str]:
         return [
             *hook,
             "hook",
@@ -1401,38 +1401,95 @@ def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
             "--host",
             "claude-code",
             "--db",
-            str(db),
+            str(store),
             "--run",
             "bench",
             "--project",
             str(project),
         ]
 
-    def call(argv: list[str], payload: dict[str, Any]) -> float:
+    alone = {**os.environ, "CONTINUUM_GATE_SOCKET": "off"}
+
+    def call(argv: list[str], payload: dict[str, Any], env: dict[str, str] = alone) -> float:
         data = json.dumps({"session_id": "bench", "cwd": str(project), **payload}).encode()
         t0 = time.perf_counter()
-        p = subprocess.run(argv, input=data, capture_output=True, check=False)
+        p = subprocess.run(argv, input=data, capture_output=True, check=False, env=env)
         elapsed = time.perf_counter() - t0
         if p.returncode != 0:
             raise RuntimeError(f"hook failed ({p.returncode}): {p.stderr.decode()[:300]}")
         return elapsed * 1000
 
+    # The same calls handed to a resident gate (`continuum hooks serve`), on a second store.
+    gate_dir = Path(tempfile.mkdtemp(prefix="gate-", dir="/tmp"))
+    socket_path = gate_dir / "g" / "gate.sock"
+    gate_log = work / "gate.log"
+    with gate_log.open("wb") as log:
+        gate = subprocess.Popen(
+            [*hook, "hooks", "serve", "--socket", str(socket_path)],
+            stderr=log,
+            env=alone,
+        )
+    gated = {**os.environ, "CONTINUUM_GATE_SOCKET": str(socket_path)}
+    gate_db = work / "hooks-gate.db"
+    subprocess.run([*accept, "--db", str(gate_db)], capture_output=True, check=True, env=alone)
+    deadline = time.monotonic() + 60
+    while "listening on" not in gate_log.read_text(encoding="utf-8"):
+        if gate.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the gate did not start: {gate_log.read_text(encoding='utf-8')}")
+        time.sleep(0.05)
+    time.sleep(1.0)  # its spares forked and rehearsed
+
+    def gated_command(kind: str) -> list[str]:
+        return command(kind, gate_db)
+
     bare, bare_path, no_match, effect = [], [], [], []
+    no_match_gate, effect_gate = [], []
     python3 = shutil.which("python3")
     echo = {"tool_name": "Bash", "tool_input": {"command": "echo hello"}}
-    for i in range(rounds):  # interleaved: a busy moment slows every side alike
-        bare.append(call([sys.executable, "-c", "pass"], {}))
-        if python3:
-            bare_path.append(call([python3, "-c", "pass"], {}))
-        no_match.append(call(command("pre-tool"), echo))
-        send = {
-            "tool_name": "Bash",
-            "tool_input": {"command": f"./send INV-{i}"},
-            "tool_use_id": f"t{i}",
-        }
-        post = {**send, "tool_response": {"stdout": "", "stderr": "", "interrupted": False}}
-        effect.append(call(command("pre-tool"), send) + call(command("post-tool"), post))
+    try:
+        for i in range(rounds):  # interleaved: a busy moment slows every side alike
+            bare.append(call([sys.executable, "-c", "pass"], {}))
+            if python3:
+                bare_path.append(call([python3, "-c", "pass"], {}))
+            no_match.append(call(command("pre-tool"), echo))
+            no_match_gate.append(call(gated_command("pre-tool"), echo, gated))
+            send = {
+                "tool_name": "Bash",
+                "tool_input": {"command": f"./send INV-{i}"},
+                "tool_use_id": f"t{i}",
+            }
+            post = {**send, "tool_response": {"stdout": "", "stderr": "", "interrupted": False}}
+            effect.append(call(command("pre-tool"), send) + call(command("post-tool"), post))
+            effect_gate.append(
+                call(gated_command("pre-tool"), send, gated)
+                + call(gated_command("post-tool"), post, gated)
+            )
+    finally:
+        gate.terminate()
+        gate.wait(timeout=30)
+        shutil.rmtree(gate_dir, ignore_errors=True)
+    served = re.search(r"after (\d+) calls", gate_log.read_text(encoding="utf-8"))
+    if served is None or int(served.group(1)) != 3 * rounds:
+        raise RuntimeError(f"the gate served {served and served.group(1)} of {3 * rounds} calls")
     ratio = _median(no_match) / _median(bare)
+    gate_ratio = _median(no_match_gate) / _median(bare)
+    out_gate = {
+        "hook_no_match_resident": judged(
+            summary(no_match_gate, "ms"),
+            ratio=gate_ratio,
+            ratio_to="bare interpreter",
+            target="<= 1.5 x a bare interpreter start (issue 27), through `hooks serve`",
+            ok=gate_ratio <= 1.5,
+        ),
+        "hook_effect_pre_post_resident": judged(
+            summary(effect_gate, "ms"),
+            ratio=_median(effect_gate) / _median(bare),
+            ratio_to="bare interpreter",
+            target="pre-tool + post-tool median <= 100 ms and <= 3 x a bare interpreter "
+            "(issue 27), through `hooks serve`",
+            ok=_median(effect_gate) <= 100 and _median(effect_gate) <= 3 * _median(bare),
+        ),
+    }
     out = {
         "hook_bare_interpreter": {
             **summary(bare, "ms"),
@@ -1454,6 +1511,7 @@ def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
             ok=_median(effect) <= 100 and _median(effect) <= 3 * _median(bare),
         ),
     }
+    out.update(out_gate)
     if bare_path:
         out["hook_python3_on_path"] = {
             **summary(bare_path, "ms"),
@@ -1527,6 +1585,8 @@ ORDER = [
     "hook_python3_on_path",
     "hook_no_match",
     "hook_effect_pre_post",
+    "hook_no_match_resident",
+    "hook_effect_pre_post_resident",
     "cpu_calibration_end",
 ]
 

@@ -1,6 +1,7 @@
 """What continuum's hooks cost through the real coding hosts (`scripts/bench.py --hosts`).
 
-    python scripts/bench_hosts.py [--host NAME]... [--rounds N] [--calls N] [--json] [--out F]
+    python scripts/bench_hosts.py [--host NAME]... [--rounds N] [--calls N] [--gate]
+                                  [--json] [--out F]
 
 For each host (default: all four pinned in tests/hosts/hosts.toml, installed by `make
 hosts`), sessions of the real binary against the scripted model of tests/hosts/, each
@@ -15,7 +16,9 @@ asks for the first call to the one that carries the last call's result, so the h
 start-up and shutdown (seconds, and noisy) are left out. Per call added = (with hooks -
 without) / N; the ratio is with / without. Medians over the rounds; the minimum and
 maximum are kept in the JSON. Targets (issue 27): an unregistered call adds at most
-15 ms, a registered effect at most 100 ms. This prints figures; it asserts nothing.
+15 ms, a registered effect at most 100 ms. With ``--gate`` the hooks hand every call to a
+resident gate (`continuum hooks serve`) started for the run. This prints figures; it
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from tests.hosts.harness import Host, Project  # noqa: E402
 from tests.hosts.hosts_all import CLAUDE, CODEX, GEMINI, KILO  # noqa: E402
 from tests.hosts.scenarios import register_send, setup_send  # noqa: E402
 
+GATE_ENV: dict[str, str] = {}  # the hooks' environment with --gate
+
 HOSTS: dict[str, Host] = {h.name: h for h in (CLAUDE, GEMINI, CODEX, KILO)}
 TARGET_MS = {"unregistered": 15.0, "registered": 100.0}
 SHELLS = "Bash|run_shell_command|bash|exec_command|shell"
@@ -54,6 +59,7 @@ def project(host: Host, root: Path, hooks: bool) -> Project:
     register_send(p, SHELLS)
     if hooks:
         p.install_hooks()
+        p.extra_env = dict(GATE_ENV)
     return p
 
 
@@ -122,6 +128,8 @@ def render(doc: dict[str, Any]) -> list[str]:
                 f"(min {f['added_ms_per_call_min']}, max {f['added_ms_per_call_max']}; "
                 f"ratio {f['ratio']}) target <= {f['target_ms']:.0f} ms: {verdict}"
             )
+    if doc.get("gate"):
+        lines.append(f"through a resident gate, which served {doc.get('gate_served')} calls")
     lines.append(f"load average at the end {doc['loadavg_end']}; {doc['seconds']:.0f} s")
     return lines
 
@@ -131,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", action="append", choices=sorted(HOSTS), default=None)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument(
+        "--gate", action="store_true", help="hooks hand their calls to `continuum hooks serve`"
+    )
     ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON document here")
     args = ap.parse_args(argv)
@@ -156,14 +167,27 @@ def main(argv: list[str] | None = None) -> int:
         "version": 1,
         "rounds": args.rounds,
         "calls": args.calls,
+        "gate": args.gate,
         "loadavg_start": [round(x, 2) for x in os.getloadavg()],
         "hosts": {},
     }
+    gate = None
     try:
+        if args.gate:
+            from tests.hooks.gates import start_gate, stop_gate
+
+            socket_path, log = work / "g" / "gate.sock", work / "gate.log"
+            gate = start_gate(socket_path, log, env={"CONTINUUM_GATE_SOCKET": "off"})
+            GATE_ENV["CONTINUUM_GATE_SOCKET"] = str(socket_path)
         for name in names:
             progress(f"{name}:")
             doc["hosts"][name] = measure(HOSTS[name], work, args.rounds, args.calls)
+        if gate is not None:
+            doc["gate_served"] = stop_gate(gate, log)
+            gate = None
     finally:
+        if gate is not None:
+            gate.kill()
         shutil.rmtree(work, ignore_errors=True)
     doc["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     doc["seconds"] = round(time.perf_counter() - started, 1)

@@ -21,6 +21,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "continuum"))
 # the same default); a plain `pytest` run should exercise them too, not skip them.
 os.environ.setdefault("CONTINUUM_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
+# Hook processes hand their calls to this user's resident gate when one runs (`continuum
+# hooks serve`): the suite runs them in their own processes unless pointed at a gate
+# (`make test` also runs the hooks' tests through one: tests/hooks/conftest.py).
+os.environ.setdefault("CONTINUUM_GATE_SOCKET", "off")
+
 
 # Reliability rows print one figure line each ("F1: 274 kills ... 0 lost"); collect them
 # from the captured output and show them together at the end of every run, so

@@ -27,6 +27,14 @@ def _load(spec: str) -> dict[str, int]:
 _armed = _load(os.environ.get("CONTINUUM_FAULTS", ""))
 
 
+def arm(spec: str) -> None:
+    """Arm the points ``spec`` names, afresh: a process that takes on another's environment
+    (the resident gate's worker, ``hooks/resident.py``) fires what that one would have."""
+    global _armed
+    _armed = _load(spec)
+    _hits.clear()
+
+
 def fault_point(name: str) -> None:
     """Die here if the test armed ``name`` (cheap no-op otherwise)."""
     if not _armed or name not in _armed:

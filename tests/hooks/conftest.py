@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,13 @@ import pytest
 
 from continuum.runtime.facade import Continuum
 from continuum.store import open_store
+from tests.hooks.gates import start_gate, stop_gate
 
 HERE = Path(__file__).resolve().parent
+# `make test` runs these tests twice: hooks in their own processes, and (CONTINUUM_TEST_GATE=1)
+# every hook handed to a resident gate (`continuum hooks serve`) this session starts.
+THROUGH_GATE = os.environ.get("CONTINUUM_TEST_GATE") == "1"
+SESSIONS_PLAYED = [0]  # host sessions this worker played (each runs hook processes)
 HOSTS = ("claude-code", "gemini", "codex")
 SHELL_TOOL = {"claude-code": "Bash", "gemini": "run_shell_command", "codex": "Bash"}
 BOUND = 180  # seconds: a ceiling on one session, never waited out when all is well
@@ -72,6 +78,7 @@ class Project:
         env: dict[str, str] | None = None,
         session_start: bool = True,
     ) -> Session:
+        SESSIONS_PLAYED[0] += 1
         calls_file = self.dir.parent / f"calls-{session}.json"
         calls_file.write_text(json.dumps(calls), encoding="utf-8")
         argv = [
@@ -168,3 +175,28 @@ def project(request: pytest.FixtureRequest, tmp_path: Path) -> Project:
 def bare_project(request: pytest.FixtureRequest, tmp_path: Path) -> Project:
     """A project whose effect rule has no probe: only a person can settle an unknown."""
     return make_project(tmp_path, request.param, probe=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _hooks_through_a_gate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """With CONTINUUM_TEST_GATE=1, a gate for this worker's tests: every hook process (the
+    host simulator passes the setting on, as hosts pass their environment) hands its call
+    to it. The gate must have served calls, or the run proved nothing about it."""
+    if not THROUGH_GATE:
+        yield
+        return
+    folder = tmp_path_factory.mktemp("gate")
+    path, log = folder / "g" / "gate.sock", folder / "gate.log"
+    gate = start_gate(path, log)
+    before = os.environ.get("CONTINUUM_GATE_SOCKET")
+    os.environ["CONTINUUM_GATE_SOCKET"] = str(path)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["CONTINUUM_GATE_SOCKET"]
+        else:
+            os.environ["CONTINUUM_GATE_SOCKET"] = before
+        served = stop_gate(gate, log)
+    if SESSIONS_PLAYED[0]:
+        assert served > 0, "host sessions ran their hooks through the gate: it served no call"

@@ -102,8 +102,9 @@ def run_hooks(
     env = {"PATH": HOOK_ENV_PATH, "HOME": os.environ.get("HOME", "/root")}
     if fault:
         env["CONTINUUM_FAULTS"] = fault
-    if "CONTINUUM_HOOK_WAIT_MS" in os.environ:  # an operator's setting, passed by the host
-        env["CONTINUUM_HOOK_WAIT_MS"] = os.environ["CONTINUUM_HOOK_WAIT_MS"]
+    for name in ("CONTINUUM_HOOK_WAIT_MS", "CONTINUUM_GATE_SOCKET"):
+        if name in os.environ:  # an operator's setting, passed by the host
+            env[name] = os.environ[name]
     if host == "claude-code":
         env["CLAUDE_PROJECT_DIR"] = str(project)
     if host == "gemini":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.hooks.conftest import Project, make_project
+from tests.hooks.conftest import THROUGH_GATE, Project, make_project
 
 RULES = '[[approval]]\neffect = "send_invoice"\nmatch = { input.command = "BIG-" }\n'
 
@@ -66,6 +66,9 @@ def test_a_call_the_host_ran_after_its_gate_died_is_recorded_not_left_to_be_appr
     project = make_project(tmp_path, "claude-code", probe=False)
     (project.dir / ".continuum" / "approvals.toml").write_text(RULES, encoding="utf-8")
     crashed = project.session("s1", [project.send("BIG-2")], fault_pre="before_append_commit")
+    if THROUGH_GATE:  # the gate's worker died: the hook process refused the call instead
+        assert crashed.pre(0)["blocked"] is True and project.outbox() == []
+        return
     assert crashed.pre(0)["blocked"] is False and project.outbox() == ["BIG-2"]
     post = crashed.post(0)
     assert post is not None and "without the person's decision" in json.dumps(post)

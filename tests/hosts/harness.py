@@ -104,6 +104,9 @@ def base_env(project: Project) -> dict[str, str]:
         "XDG_DATA_HOME": str(project.home / ".local" / "share"),
         "XDG_CACHE_HOME": str(project.home / ".cache"),
         "XDG_STATE_HOME": str(project.home / ".local" / "state"),
+        # Hooks run in their own processes unless a test hands them to a gate it started
+        # (a resident gate of the machine's user must not serve these hosts' hooks).
+        "CONTINUUM_GATE_SOCKET": "off",
     }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hooks.gates import start_gate, stop_gate
 from tests.hosts.conftest import make_project
 from tests.hosts.harness import Host, Project
 from tests.hosts.host_codex import MODEL as CODEX_MODEL
@@ -67,6 +68,33 @@ def test_a_registered_effect_runs_once_and_the_model_reads_why_its_repeat_was_re
     # not load OpenSSL); the CLI verifies the chain with OpenSSL's: the same digests.
     checked = p.continuum_json("verify", p.run)
     assert checked["ok"] is True and checked["reports"][0]["events_checked"] >= 2, checked
+
+
+@pytest.mark.parametrize("host", HOOK_HOSTS, ids=lambda h: h.name)
+def test_through_a_resident_gate_the_effect_runs_once_and_its_repeat_is_refused(
+    host: Host, tmp_path: Path
+) -> None:
+    """The same session with every hook process handing its call to `continuum hooks
+    serve`: the host passes the setting on to its hooks, the gate's worker answers on the
+    hook process's own output and exit status, and the host obeys it."""
+    p = gated(host, tmp_path)
+    path, log = tmp_path / "g" / "gate.sock", tmp_path / "gate.log"
+    gate = start_gate(path, log)
+    try:
+        p.extra_env = {"CONTINUUM_GATE_SOCKET": str(path)}
+        s = p.session([[host.shell("./send INV-001")], [host.shell("./send INV-001")]])
+    finally:
+        served = stop_gate(gate, log)
+    assert s.code == 0 and not s.model.problems, s.describe()
+    assert p.outbox() == ["INV-001"], s.describe()
+    first, repeat = s.model.results()
+    assert "sent INV-001" in first.text, s.describe()
+    assert "already happened" in repeat.text and "Do not run it again" in repeat.text, repeat
+    (action,) = p.actions()
+    assert action["status"] == "completed" and action["result"]["exit_code"] == 0, action
+    # Every hook the host ran went through the gate: the effect's pre-tool and post-tool
+    # and its repeat's pre-tool at least (and the session's other hooks).
+    assert served >= 3, (served, log.read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("host", HOOK_HOSTS, ids=lambda h: h.name)

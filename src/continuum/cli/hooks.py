@@ -410,6 +410,41 @@ def doctor_cmd(s: Settings, client: str, directory: str | None) -> None:
     emit(s, report, report_lines(report), code=0 if report["will_run"] else 20)
 
 
+@hooks_group.command("serve")
+@click.option(
+    "--socket",
+    "socket_path",
+    default=None,
+    metavar="PATH",
+    help="Listen here (default: CONTINUUM_GATE_SOCKET, else /tmp/continuum-UID/gate.sock). "
+    "Hook processes look where CONTINUUM_GATE_SOCKET says, or at the default.",
+)
+@common_without_db
+def serve_cmd(s: Settings, socket_path: str | None) -> None:
+    """Run the resident gate: hook calls answered from a warm process (Linux).
+
+    Every `continuum hook` process of this user hands its call to the gate, which runs it
+    in a forked copy of itself with continuum already loaded: the same code, the same
+    store and project, the hook process's own input, output, directory and environment;
+    a gated call then costs about an interpreter start instead of several. Without a
+    gate (stopped, never started, killed) hooks run in their own processes, as always. A
+    hook whose call the gate took and never answered is refused (pre-tool), not run again.
+
+    Runs in the foreground until SIGTERM or Ctrl-C (log lines on stderr); start it from
+    your session or a user service. It stops by itself when continuum's code on disk
+    changes (an upgrade), so the next calls run the new code. Only this user's processes
+    are served (the socket's directory is private; the kernel names each caller).
+    """
+    from continuum.hooks.resident import serve
+
+    def say(line: str) -> None:
+        write_lines(s, [line], err=True)
+
+    code = serve(socket_path, say)
+    if code:
+        raise Exit(code)
+
+
 @hooks_group.command("accept")
 @project_option
 @run_option
