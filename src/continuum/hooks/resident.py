@@ -24,6 +24,7 @@ other owners or modes is refused, never repaired. Linux only.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import signal
@@ -32,6 +33,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from continuum.errors import UsageError
 from continuum.hooks import resident_call as wire
@@ -43,6 +45,7 @@ CHECK_EVERY = 2.0  # seconds between two looks at continuum's code on disk
 PR_SET_PDEATHSIG = 1  # prctl(2)
 LOST_SPARES = 5  # spares lost in a row before the gate forks more slowly
 DRAIN = 2.0  # seconds a stopping gate waits for the workers serving calls to say they ended
+QUIET = 0.2  # seconds after an answer before new spares are forked (unless one is left)
 DEFER = 0.05  # seconds a new spare's fork waits for a worker serving a call
 # A worker's messages to the gate, each with its pid: it took a connection; it ran the call
 # and is done; it declined the call (nothing run) and is done.
@@ -211,6 +214,8 @@ def preload() -> None:
     from continuum.digest import use_builtin_sha256
 
     use_builtin_sha256()
+    with contextlib.suppress(OSError):
+        _libc()
     gc.collect()
     gc.freeze()  # workers share these pages instead of copying them on the first collection
 
@@ -334,6 +339,7 @@ class Gate:
         self.busy: dict[int, float] = {}  # workers serving a call, since when
         self.lost = 0  # spares that ended without taking a call, since one last served
         self.forked_at = 0.0
+        self.answered_at = 0.0  # when a worker last said it was done
         self.fingerprint = code_fingerprint()
         self.sock = listen(path)
         self.inode = os.stat(path).st_ino
@@ -394,15 +400,19 @@ class Gate:
             self._reap()  # a worker killed mid-call says nothing more
 
     def _replenish(self, taken_r: int, taken_w: int) -> float:
-        """Fork the spares missing, and how long to wait before looking again. A fork
-        costs milliseconds of CPU: while a worker serves a call (for at most ``DEFER``
-        seconds), it waits, unless no spare is left."""
+        """Fork the spares missing, and how long to wait before looking again. A fork, and
+        the new spare's rehearsal, cost milliseconds of CPU: while a call is being served or
+        was answered less than ``QUIET`` seconds ago (a host's pre-tool call is followed by
+        its post-tool call), they wait, unless at most one spare is left."""
         if len(self.idle) >= self.spares:
             return CHECK_EVERY
         now = time.monotonic()
-        serving = [at for at in self.busy.values() if now - at < DEFER]
-        if serving and self.idle:
-            return max(0.001, DEFER - (now - min(serving)))
+        if len(self.idle) > 1:
+            busy = [at for at in self.busy.values() if now - at < DEFER]
+            if busy:
+                return max(0.001, DEFER - (now - min(busy)))
+            if now - self.answered_at < QUIET:
+                return max(0.001, QUIET - (now - self.answered_at))
         if self.lost >= LOST_SPARES:  # spares die before serving: do not fork in a loop
             wait = self.forked_at + min(5.0, 0.05 * 2.0 ** (self.lost - LOST_SPARES)) - now
             if wait > 0:
@@ -424,6 +434,7 @@ class Gate:
                 self.busy[pid] = time.monotonic()
                 continue
             self.busy.pop(pid, None)
+            self.answered_at = time.monotonic()
             if data[at : at + 1] == DONE:
                 self.served += 1
                 self.lost = 0
@@ -537,18 +548,26 @@ def _spare(listener: object, taken_w: int, rehearsal: Rehearsal | None, gate: in
             ended = DONE
             status = _run(entry.process_main, call.argv)
             _send(conn, wire.EXITED + bytes([status & 0xFF]))
+        with contextlib.suppress(OSError, AttributeError):  # the rest (this copy's exit)
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # waits for idle CPU
     finally:
         os.write(taken_w, ended + me)
+
+
+@functools.cache
+def _libc() -> Any:
+    """The C library's functions (``prctl``), loaded once in the gate for every spare."""
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _die_with_the_gate(signum: int, gate: int) -> None:
     """Have the kernel send ``signum`` to this spare when the gate ends, however it ends
     (``PR_SET_PDEATHSIG``; 0: no longer), so that spares of a gate killed outright do not
     go on answering at its socket. A spare whose gate is already gone leaves."""
-    import ctypes
-
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
+        _libc().prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
     if signum and os.getppid() != gate:
         os._exit(0)
 
