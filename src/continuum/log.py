@@ -88,6 +88,14 @@ def configure(level: str | None = None) -> None:
         _wanted = name
 
 
+def reset() -> None:
+    """Forget the level in force, as a new process starts: a resident gate's worker takes
+    on its caller's environment (``CONTINUUM_LOG_LEVEL``) before the call logs anything."""
+    global _wanted, _configured
+    _wanted = None
+    _configured = False
+
+
 def _configure_default() -> None:
     """What the first log line does: never raises (a log call must not fail), so an
     unusable ``CONTINUUM_LOG_LEVEL`` means the default here; the edges refuse it at start-up

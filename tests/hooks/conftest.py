@@ -21,7 +21,7 @@ import pytest
 
 from continuum.runtime.facade import Continuum
 from continuum.store import open_store
-from tests.hooks.gates import start_gate, stop_gate
+from tests.hooks.gates import gate_counts, start_gate, stop_gate
 
 HERE = Path(__file__).resolve().parent
 # `make test` runs these tests twice: hooks in their own processes, and (CONTINUUM_TEST_GATE=1)
@@ -198,5 +198,7 @@ def _hooks_through_a_gate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         else:
             os.environ["CONTINUUM_GATE_SOCKET"] = before
         served = stop_gate(gate, log)
+    # Every call it was handed, it served: none declined (run by the hook itself instead).
+    assert gate_counts(log)[1] == 0, log.read_text(encoding="utf-8")
     if SESSIONS_PLAYED[0]:
         assert served > 0, "host sessions ran their hooks through the gate: it served no call"

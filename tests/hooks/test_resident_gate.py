@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,11 +28,11 @@ from typing import Any
 import pytest
 
 from continuum.errors import ContinuumError
-from continuum.hooks import resident, resident_call
+from continuum.hooks import resident, resident_call, resident_worker
 from continuum.runtime.facade import Continuum
 from continuum.store import open_store
 from continuum.types import Origin
-from tests.hooks.gates import start_gate, stop_gate
+from tests.hooks.gates import gate_counts, start_gate, stop_gate
 from tests.hooks.test_effect_path import OK, RUN, _normal, _project, _script, _send
 
 HOOK = [sys.executable, "-m", "continuum", "hook"]
@@ -124,12 +125,12 @@ def test_control_a_gate_that_answers_otherwise_is_caught(tmp_path: Path) -> None
     path, log = tmp_path / "g" / "gate.sock", tmp_path / "gate.log"
     forgetful = (
         "import sys\n"
-        "from continuum.hooks import resident\n"
-        "real = resident._become\n"
-        "def keeps_env(call, fds):\n"
+        "from continuum.hooks import resident, resident_worker\n"
+        "real = resident_worker.become\n"
+        "def keeps_env(call, fds, parent):\n"
         "    call.environ.clear(); call.environ.update(__import__('os').environb)\n"
-        "    real(call, fds)\n"
-        "resident._become = keeps_env\n"
+        "    real(call, fds, parent)\n"
+        "resident_worker.become = keeps_env\n"
         "sys.exit(resident.serve(sys.argv[1], lambda l: print(l, file=sys.stderr, flush=True)))\n"
     )
     gate = start_gate(path, log, env={"CONTINUUM_HOOK_WAIT_MS": "soon"}, code=forgetful)
@@ -185,7 +186,7 @@ def test_a_worker_that_dies_mid_call_is_a_refusal_not_a_call_to_run(
     finally:
         stop_gate(gate, log)
     assert code == 2, err  # every host blocks the tool on 2
-    assert "resident gate" in err and "ended without an answer" in err
+    assert "resident gate" in err and "gave no answer" in err
     # What the worker committed before it died stays, and nothing says it completed.
     assert _statuses(db) == (["started"] if fault == "after_intercept_commit" else [])
     # Control: the same fault in a hook's own process is an exit the hosts let the tool run on.
@@ -283,11 +284,11 @@ def test_another_users_process_is_never_served(tmp_path: Path) -> None:
             code = (
                 "import os, socket, sys\n"
                 "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(sys.argv[1])\n"
-                "body = b'continuum-gate/1'\n"
-                "socket.send_fds(s, [len(body).to_bytes(4, 'big')], [0, 1, 2]); s.sendall(body)\n"
+                "body = b'continuum-gate/2'\n"
                 "try:\n"
+                "    s.sendall(len(body).to_bytes(4, 'big') + body)\n"
                 "    said = repr(s.recv(16))\n"
-                "except ConnectionResetError:\n"
+                "except (ConnectionResetError, BrokenPipeError):\n"
                 "    said = 'reset'\n"
                 "print(os.getuid(), said)\n"
             )
@@ -308,6 +309,138 @@ def test_another_users_process_is_never_served(tmp_path: Path) -> None:
     uid, said = done.stdout.split()
     assert uid == "65534" and said in ("b''", "reset")  # closed without a word
     assert served == 0
+
+
+def test_a_gate_started_without_standard_descriptors_serves_every_call(tmp_path: Path) -> None:
+    """Started with stdin and stdout closed, its socket must not take their numbers (a
+    worker puts the hook process's there)."""
+    project, db = _project(tmp_path / "p")
+    path, log = tmp_path / "g" / "gate.sock", tmp_path / "gate.log"
+
+    def close_stdio() -> None:
+        os.close(0)
+        os.close(1)
+
+    gate = start_gate(path, log, preexec=close_stdio)
+    try:
+        _one_call(project, db, path, "INV-1")
+        _one_call(project, db, path, "INV-2")
+    finally:
+        served = stop_gate(gate, log)
+    assert (served, gate_counts(log)[1]) == (4, 0)
+    assert _statuses(db) == ["completed"] * 2
+
+
+def test_a_gate_that_does_not_answer_is_waited_for_briefly_then_the_hook_runs_itself(
+    tmp_path: Path,
+) -> None:
+    """A stopped gate (Ctrl-Z, SIGSTOP): a hook process that hears nothing within
+    FIRST_ANSWER seconds runs the call itself, and the worker that takes it later does
+    nothing (no GO). Never a hook that waits until its host gives up (and runs the tool)."""
+    project, db = _project(tmp_path / "p")
+    path, log = tmp_path / "g" / "gate.sock", tmp_path / "gate.log"
+    gate = start_gate(path, log)
+    frozen = [gate.pid, *_spares(gate.pid)]
+    try:
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        started = time.monotonic()
+        _one_call(project, db, path, "INV-1")
+        waited = time.monotonic() - started
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        served = stop_gate(gate, log)
+    assert waited >= resident_call.FIRST_ANSWER  # it did wait for the gate, first
+    assert served == 0 and _statuses(db) == ["completed"]  # run once, by the hook itself
+
+
+def test_ctrl_c_at_the_gate_never_cuts_a_call_short(tmp_path: Path) -> None:
+    """The gate's process group interrupted while a worker waits for the store's lock: the
+    gate stops, the worker serves its call to the end."""
+    import apsw
+
+    project, db = _project(tmp_path / "p")
+    assert _hook("session-start", {"source": "startup"}, project, db, None)[0] == 0
+    path, log = tmp_path / "g" / "gate.sock", tmp_path / "gate.log"
+    gate = start_gate(path, log)
+    holder = apsw.Connection(str(db))
+    holder.execute("BEGIN IMMEDIATE")  # the worker's intercept waits for this lock
+    data = json.dumps({"session_id": "s1", "cwd": str(project), **_send("INV-1", "t1")})
+    argv = ["pre-tool", "--host", "claude-code", "--db", str(db), "--run", RUN]
+    hook = subprocess.Popen(
+        [*HOOK, *argv, "--project", str(project)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "CONTINUUM_GATE_SOCKET": str(path)},
+    )
+    try:
+        assert hook.stdin is not None
+        hook.stdin.write(data.encode())
+        hook.stdin.close()
+        time.sleep(1.0)  # taken, and waiting for the lock
+        os.killpg(gate.pid, signal.SIGINT)
+        time.sleep(0.2)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    hook.stdin = None  # written and closed above
+    _, err = hook.communicate(timeout=60)
+    assert gate.wait(timeout=30) == 0
+    assert hook.returncode == 0, err
+    assert gate_counts(log)[0] == 1  # served, and counted, though the gate stopped
+    assert _statuses(db) == ["started"]
+
+
+def test_the_hook_processes_umask_is_the_one_its_files_get(tmp_path: Path) -> None:
+    """A hook that creates the store creates it as its own process would (umask 077 here,
+    the gate's 022)."""
+    project, _ = _project(tmp_path / "p")
+    path, log = tmp_path / "g" / "gate.sock", tmp_path / "gate.log"
+
+    def gate_umask() -> None:
+        os.umask(0o022)
+
+    gate = start_gate(path, log, preexec=gate_umask)
+    try:
+        for name, gated in (("alone.db", None), ("gated.db", path)):
+            data = json.dumps({"session_id": "s1", "cwd": str(project), **_send("INV-1", "t")})
+            done = subprocess.run(
+                [*HOOK, "pre-tool", "--host", "claude-code", "--db", str(tmp_path / name)]
+                + ["--run", RUN, "--project", str(project)],
+                input=data,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "CONTINUUM_GATE_SOCKET": str(gated) if gated else "off"},
+                preexec_fn=lambda: os.umask(0o077) and None,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+    finally:
+        served = stop_gate(gate, log)
+    assert served == 1
+    modes = {n: (tmp_path / n).stat().st_mode & 0o777 for n in ("alone.db", "gated.db")}
+    assert modes == {"alone.db": 0o600, "gated.db": 0o600}, modes
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs util-linux's setpriv")
+def test_spares_keep_the_normal_policy_without_the_right_to_raise_it(tmp_path: Path) -> None:
+    """The rehearsal runs at idle priority in a thread of its own: a gate that may not
+    raise a priority (no CAP_SYS_NICE, as for any user) serves calls at the normal one."""
+    project, db = _project(tmp_path / "p")
+    path, log = tmp_path / "g" / "gate.sock", tmp_path / "gate.log"
+    setpriv = ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice"]
+    gate = start_gate(path, log, prefix=setpriv if os.getuid() == 0 else None)
+    try:
+        spares = _spares(gate.pid)
+        time.sleep(1.0)  # rehearsed, waiting in accept
+        assert {os.sched_getscheduler(pid) for pid in spares} == {os.SCHED_OTHER}
+        _one_call(project, db, path, "INV-1")
+    finally:
+        served = stop_gate(gate, log)
+    assert served == 2
 
 
 # -- the gate's own life --------------------------------------------------------------------------
@@ -429,14 +562,23 @@ def test_the_socket_path_and_the_switch() -> None:
 
 def test_a_request_round_trips_and_a_malformed_one_is_refused() -> None:
     body = resident_call.request_body(["pre-tool", "--db", "x y"], b"/some/where")
-    call = resident.parse_call(body)
+    call = resident_worker.parse_call(body)
     assert call.argv == ["pre-tool", "--db", "x y"] and call.cwd == b"/some/where"
     assert call.environ[b"PATH"] == os.environb[b"PATH"]
-    assert call.executable == sys.executable
-    for bad in (b"", b"not\0a\0request", body.replace(b"continuum-gate/1", b"other/1")):
+    assert call.executable == sys.executable and call.interpreter == resident_call.interpreter()
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert call.umask == mask
+    for bad in (b"", b"not\0a\0request", body.replace(b"continuum-gate/2", b"other/1")):
         with pytest.raises(ValueError):
-            resident.parse_call(bad)
+            resident_worker.parse_call(bad)
     parts = body.split(b"\0")
-    parts[8] = b"999"  # more arguments than there are fields
+    parts[10] = b"999"  # more arguments than there are fields
     with pytest.raises(ValueError):
-        resident.parse_call(b"\0".join(parts))
+        resident_worker.parse_call(b"\0".join(parts))
+
+
+def test_the_hook_processes_lock_wait_default_is_the_effect_paths() -> None:
+    from continuum.hooks import effect_path
+
+    assert resident_call.WAIT_MS == effect_path.WAIT_MS

@@ -55,24 +55,15 @@ def _parent_of(pid: int) -> tuple[int, str] | None:
         return None
 
 
-CALLER_PID: int | None = None  # the hook process a resident gate's worker runs the call of
+CALLER_PARENT: int | None = None  # in a resident gate's worker: the hook process's parent
 
 
 def host_pid() -> int:
     """The host process: our parent, or the nearest ancestor that is not a shell the host
-    ran us through (``sh -c``, ``bash -lc``). In a resident gate's worker, "us" is the hook
-    process that handed the call over (``CALLER_PID``, as the kernel named it)."""
-    if CALLER_PID is None:
-        pid = os.getppid()
-    else:
-        found = _parent_of(CALLER_PID)
-        if found is None:
-            raise UsageError(
-                "the hook process that handed this call to the resident gate is gone",
-                code="hooks.caller_gone",
-                hint="the host stopped waiting for it; nothing was recorded",
-            )
-        pid = found[0]
+    ran us through (``sh -c``, ``bash -lc``). In a resident gate's worker, "our parent" is
+    the parent of the hook process that handed the call over (``CALLER_PARENT``, read while
+    that process waited for its answer)."""
+    pid = os.getppid() if CALLER_PARENT is None else CALLER_PARENT
     for _ in range(4):
         found = _parent_of(pid)
         if found is None:

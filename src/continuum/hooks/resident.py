@@ -2,44 +2,44 @@
 
 A hook process spends most of its time starting: the interpreter, then continuum's gate,
 the store and the ledger, the models for a refusal. The resident gate imports all of that
-once and then, for every call a hook process hands it (``resident_call.py``), forks a
-worker that takes the hook process's own standard input, output and error (passed as
-descriptors), working directory, environment and text encodings and runs the very same
-``entry.process_main`` the hook process would have run; the worker's exit status goes
-back to the hook process, which exits with it. Nothing is shared between calls: each
-worker is a fresh copy of the warm process and ends with its call.
+once and keeps spare workers, forks of itself, waiting on a Unix socket; each takes one
+call a hook process hands over (``resident_call.py``), becomes that process and runs the
+very same ``entry.process_main`` (``resident_worker.py``), and ends with it. Nothing is
+carried from one call to the next: each worker is a fresh copy of the warm gate.
 
 What the gate trusts is what a hook process trusts: the caller runs as this user (the
-kernel says so, ``SO_PEERCRED``; any other is refused), the host is the caller's parent
-(read from ``/proc`` for the caller's pid, as the hook process reads its own parent), and
-everything written has origin ``external_agent``, as before. A caller of another
-continuum version or interpreter, or a gate whose code changed on disk since it started,
-is told to run the hook itself (nothing done); the gate then stops, to be started again on
-the new code.
+kernel says so, ``SO_PEERCRED``; any other gets no answer), the host is the caller's
+parent (read from ``/proc`` for the caller's pid, as a hook process reads its own), and
+everything written has origin ``external_agent``, as before. A caller the worker would
+not answer as itself (another continuum version, interpreter or setting, another
+namespace) is told to run the call itself. The gate stops by itself within
+``CHECK_EVERY`` seconds of continuum's code changing on disk (an upgrade), to be started
+again on the new code.
 
-The socket's directory is created for this user alone (mode 0700); one that exists with
-other owners or modes is refused, never repaired. Linux only.
+Workers live in sessions of their own (a Ctrl-C at the gate's terminal, or a stop of the
+gate, never cuts a call short: a call taken is served to its end). Spares waiting for a
+call end with the gate, however it ends (``PR_SET_PDEATHSIG``). The socket's directory is
+created for this user alone (mode 0700); one that exists with other owners or modes is
+refused, never repaired. Linux only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import io
 import os
 import signal
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from continuum.errors import UsageError
 from continuum.hooks import resident_call as wire
+from continuum.hooks import resident_worker as worker
 from continuum.version import __version__
 
-MAX_BODY = 4 * 1024 * 1024  # argument list and environment: far below this
 SPARES = 4  # workers waiting for a call (a host's parallel calls, a call during a fork)
 CHECK_EVERY = 2.0  # seconds between two looks at continuum's code on disk
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -47,9 +47,11 @@ LOST_SPARES = 5  # spares lost in a row before the gate forks more slowly
 DRAIN = 2.0  # seconds a stopping gate waits for the workers serving calls to say they ended
 QUIET = 0.2  # seconds after an answer before new spares are forked (unless one is left)
 DEFER = 0.05  # seconds a new spare's fork waits for a worker serving a call
-# A worker's messages to the gate, each with its pid: it took a connection; it ran the call
-# and is done; it declined the call (nothing run) and is done.
+# A worker's messages to the gate, each with its pid (4 bytes): it took a connection; it
+# ran the call and is done; it ran nothing and is done.
 TOOK, DONE, DECLINED = b"T", b"D", b"d"
+MESSAGE = 5
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 PRELOAD = (
     "continuum.hooks.entry",
     "continuum.hooks.effect_path",
@@ -72,49 +74,10 @@ PRELOAD = (
     "continuum.store.sqlite",
     "continuum.runtime.facade",
     "continuum.telemetry",
+    "locale",
+    "socket",
+    "threading",
 )
-
-
-@dataclass(frozen=True)
-class Call:
-    """One hook call as its process handed it over."""
-
-    version: str
-    executable: str
-    cwd: bytes
-    stdout_text: tuple[str, str]  # encoding, errors
-    stderr_text: tuple[str, str]
-    argv: list[str]
-    environ: dict[bytes, bytes]
-
-
-def parse_call(body: bytes) -> Call:
-    """The request's fields (``resident_call.request_body``); ValueError when malformed."""
-    parts = body.split(b"\0")
-    if len(parts) < 10 or parts[0] != wire.PROTOCOL.encode():
-        raise ValueError("not a continuum gate request")
-    argc = int(parts[8])
-    if argc < 0 or 9 + argc > len(parts):
-        raise ValueError("argument count out of range")
-    argv = [os.fsdecode(a) for a in parts[9 : 9 + argc]]
-    environ: dict[bytes, bytes] = {}
-    for entry in parts[9 + argc :]:
-        key, sep, value = entry.partition(b"=")
-        if not sep or not key:
-            raise ValueError("malformed environment entry")
-        environ[key] = value
-    return Call(
-        version=parts[1].decode(),
-        executable=os.fsdecode(parts[2]),
-        cwd=parts[3],
-        stdout_text=(parts[4].decode(), parts[5].decode()),
-        stderr_text=(parts[6].decode(), parts[7].decode()),
-        argv=argv,
-        environ=environ,
-    )
-
-
-# -- the code on disk -------------------------------------------------------------------------
 
 
 def code_fingerprint() -> tuple[tuple[str, int, int], ...]:
@@ -209,6 +172,7 @@ def preload() -> None:
     import importlib
 
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    worker.remember_gate_env()
     for name in PRELOAD:
         importlib.import_module(name)
     from continuum.digest import use_builtin_sha256
@@ -220,97 +184,17 @@ def preload() -> None:
     gc.freeze()  # workers share these pages instead of copying them on the first collection
 
 
-class Rehearsal:
-    """A scratch project whose calls every spare plays before it waits for a real one.
-
-    A fork shares the gate's memory until it writes to it, and running a call writes to
-    much of what it touches (reference counts): about a thousand page copies, several
-    milliseconds, on the caller's path. A spare that has played a gated call, a settled
-    one and a call matching no rule on a copy of a scratch store has made those copies
-    already. Best effort: a rehearsal that fails leaves a spare that is merely slower."""
-
-    REGISTRY = (
-        "[[effect]]\n"
-        'tool = "Bash"\n'
-        "match = { command = '^\\./send ' }\n"
-        'action_type = "rehearsal"\n'
-        'key = "{command}"\n'
-    )
-
-    def __init__(self, folder: str) -> None:
-        import subprocess
-        import tempfile
-
-        _remove_stale(folder)
-        self.folder = tempfile.mkdtemp(prefix=f"rehearsal-{os.getpid()}-", dir=folder)
-        self.project = os.path.join(self.folder, "project")
-        self.template = os.path.join(self.folder, "template.db")
-        os.makedirs(os.path.join(self.project, ".continuum"))
-        registry = os.path.join(self.project, ".continuum", "effects.toml")
-        with open(registry, "w", encoding="utf-8") as f:
-            f.write(self.REGISTRY)
-        accept = ["hooks", "accept", "--dir", self.project, "--run", "rehearsal", "--yes"]
-        done = subprocess.run(
-            [sys.executable, "-m", "continuum", "--db", self.template, *accept],
-            capture_output=True,
-            env={**os.environ, wire.SOCKET_ENV: "off"},
-            timeout=60,
-            check=False,
-        )
-        self.ready = done.returncode == 0
-
-    def play(self) -> None:
-        """In a spare: the calls, on a copy of the template store, then the copy removed."""
-        import contextlib
-        import shutil
-
-        if not self.ready:
-            return
-        from continuum.hooks import entry
-
-        db = os.path.join(self.folder, f"spare-{os.getpid()}.db")
-        saved = sys.stdin, sys.stdout, sys.stderr
+def standard_fds() -> None:
+    """Descriptors 0-2 open (on /dev/null where closed), so that the gate's own socket and
+    pipes are never among them: a worker puts the hook process's there."""
+    for fd in (0, 1, 2):
         try:
-            shutil.copyfile(self.template, db)
-            with open(os.devnull, "w", encoding="utf-8") as null:
-                sys.stdout = sys.stderr = null
-                args = ["--host", "claude-code", "--db", db, "--run", "rehearsal"]
-                send = {"tool_name": "Bash", "tool_input": {"command": "./send it"}}
-                echo = {"tool_name": "Bash", "tool_input": {"command": "echo it"}}
-                done = {**send, "tool_response": {"stdout": "", "stderr": "", "interrupted": False}}
-                for kind, event in (("pre-tool", echo), ("pre-tool", send), ("post-tool", done)):
-                    data = json_bytes({"session_id": "rehearsal", "cwd": self.project, **event})
-                    sys.stdin = io.TextIOWrapper(io.BytesIO(data))
-                    entry.main([kind, *args, "--project", self.project])
-        except Exception:  # noqa: BLE001 - a rehearsal only ever saves time
-            pass
-        finally:
-            sys.stdin, sys.stdout, sys.stderr = saved
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(OSError):
-                    os.unlink(db + suffix)
-
-    def close(self) -> None:
-        import shutil
-
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _remove_stale(folder: str) -> None:
-    """Rehearsal folders of gates that are gone (killed before they could remove theirs)."""
-    import re
-    import shutil
-
-    for name in os.listdir(folder):
-        found = re.fullmatch(r"rehearsal-(\d+)-\w+", name)
-        if found and not os.path.exists(f"/proc/{found.group(1)}"):
-            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
-
-
-def json_bytes(value: object) -> bytes:
-    import json
-
-    return json.dumps(value).encode()
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
 
 
 class Gate:
@@ -318,28 +202,30 @@ class Gate:
 
     Each spare is a fork of the warm gate blocked in ``accept``: the kernel hands a hook
     process's connection to one of them, which tells the parent, serves that one call,
-    tells the parent again and exits; the parent forks a new spare once that call was
-    answered (the fork's CPU off the caller's path) or at once when none is left. The parent looks at
-    continuum's code on disk every ``CHECK_EVERY`` seconds and stops when it changed.
-    ``say`` writes one line for the person who started the gate."""
+    tells the parent again and exits; the parent forks new spares once calls have been
+    quiet for a moment (a fork's CPU kept off the next call's way) or at once when at most
+    one is left. ``say`` writes one line for the person who started the gate."""
 
     def __init__(
         self,
         path: str,
         say: Callable[[str], None],
         spares: int = SPARES,
-        rehearsal: Rehearsal | None = None,
+        rehearsal: worker.Rehearsal | None = None,
     ) -> None:
         self.path = path
-        self.rehearsal = rehearsal
         self.say = say
         self.spares = spares
+        self.rehearsal = rehearsal
         self.served = 0
+        self.declined = 0
         self.idle: set[int] = set()  # spares waiting in accept
         self.busy: dict[int, float] = {}  # workers serving a call, since when
         self.lost = 0  # spares that ended without taking a call, since one last served
         self.forked_at = 0.0
         self.answered_at = 0.0  # when a worker last said it was done
+        self.pending = b""  # a message read in part
+        self.stopping = False
         self.fingerprint = code_fingerprint()
         self.sock = listen(path)
         self.inode = os.stat(path).st_ino
@@ -350,7 +236,16 @@ class Gate:
 
         assert isinstance(self.sock, socket.socket)
         taken_r, taken_w = os.pipe()
-        old = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        os.set_blocking(taken_r, False)
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+
+        def stop(signum: int, frame: object) -> None:
+            self.stopping = True
+            with contextlib.suppress(OSError):
+                os.write(wake_w, b"!")
+
+        old = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
         self.say(
             f"continuum resident gate {__version__} listening on {self.path} "
             f"(pid {os.getpid()}, {self.spares} spare workers)"
@@ -358,46 +253,53 @@ class Gate:
         why = "stopped"
         try:
             checked = time.monotonic()
-            while True:
-                self._reap()
+            while not self.stopping:
                 wait = self._replenish(taken_r, taken_w)
-                ready, _, _ = select.select([taken_r], [], [], wait)
-                if ready:
+                ready, _, _ = select.select([taken_r, wake_r], [], [], wait)
+                if taken_r in ready:
                     self._heard(os.read(taken_r, 4096))
+                self._reap(taken_r)
                 if time.monotonic() - checked >= CHECK_EVERY:
                     checked = time.monotonic()
                     if code_fingerprint() != self.fingerprint:
                         why = "stopped: continuum's code changed on disk since it started"
                         break
-        except _Stop:
-            pass
         finally:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
             self.close()
+            os.close(taken_w)  # the pipe ends when every worker has ended
             self._drain(taken_r)
             os.close(taken_r)
-            os.close(taken_w)
-            self._reap_idle()
-        self.say(f"continuum resident gate {why} after {self.served} calls")
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+            os.close(wake_r)
+            os.close(wake_w)
+        busy = f", {len(self.busy)} still serving" if self.busy else ""
+        self.say(
+            f"continuum resident gate {why} after {self.served} calls "
+            f"({self.declined} declined{busy})"
+        )
         return 0
 
     def _drain(self, taken_r: int) -> None:
-        """At the end: the messages of workers still serving a call (they finish it on their
-        own), for at most ``DRAIN`` seconds, so the count said last is right."""
+        """At the end: the workers' last messages, until every one has ended (spares
+        waiting in ``accept`` are woken by the shut socket; one that takes a call left in
+        the queue serves it) or ``DRAIN`` seconds passed (workers still serving finish on
+        their own)."""
         import select
 
         deadline = time.monotonic() + DRAIN
-        while True:
-            left = deadline - time.monotonic()
-            waiting = bool(self.busy) and left > 0
-            ready, _, _ = select.select([taken_r], [], [], min(left, 0.05) if waiting else 0)
-            if ready:
-                self._heard(os.read(taken_r, 4096))
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([taken_r], [], [], left)
+            if not ready:
+                break
+            try:
+                data = os.read(taken_r, 4096)
+            except BlockingIOError:
                 continue
-            if not waiting:
-                return
-            self._reap()  # a worker killed mid-call says nothing more
+            if not data:
+                break  # every worker has ended
+            self._heard(data)
+        self._reap(taken_r)
 
     def _replenish(self, taken_r: int, taken_w: int) -> float:
         """Fork the spares missing, and how long to wait before looking again. A fork, and
@@ -417,7 +319,7 @@ class Gate:
             wait = self.forked_at + min(5.0, 0.05 * 2.0 ** (self.lost - LOST_SPARES)) - now
             if wait > 0:
                 return wait
-        while len(self.idle) < self.spares:
+        while len(self.idle) < self.spares and not self.stopping:
             self._spawn(taken_r, taken_w)
             self.forked_at = time.monotonic()
             if self.lost >= LOST_SPARES:
@@ -427,40 +329,57 @@ class Gate:
     def _heard(self, data: bytes) -> None:
         """Workers' messages (``TOOK``, ``DONE``, ``DECLINED``, each with a pid); ``served``
         counts the calls run to their end."""
-        for at in range(0, len(data) - 4, 5):
-            pid = int.from_bytes(data[at + 1 : at + 5], "big")
-            if data[at : at + 1] == TOOK:
+        data = self.pending + data
+        whole = len(data) - len(data) % MESSAGE
+        self.pending = data[whole:]
+        for at in range(0, whole, MESSAGE):
+            kind, pid = data[at : at + 1], int.from_bytes(data[at + 1 : at + MESSAGE], "big")
+            if kind == TOOK:
                 self.idle.discard(pid)
                 self.busy[pid] = time.monotonic()
                 continue
             self.busy.pop(pid, None)
             self.answered_at = time.monotonic()
-            if data[at : at + 1] == DONE:
+            if kind == DONE:
                 self.served += 1
                 self.lost = 0
+            else:
+                self.declined += 1
 
     def _spawn(self, taken_r: int, taken_w: int) -> None:
         import socket
 
         assert isinstance(self.sock, socket.socket)
         gate = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                os.close(taken_r)
-                _spare(self.sock, taken_w, self.rehearsal, gate)
-            except BaseException:  # noqa: BLE001 - a spare never returns into the loop
-                code = 1
-            os._exit(code)
-        self.idle.add(pid)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:  # the spare: never returns into the gate's loop
+                code = 0
+                try:
+                    for sig in (*STOP_SIGNALS, signal.SIGCHLD):
+                        signal.signal(sig, signal.SIG_DFL)
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                    os.setsid()  # no terminal, no signal to the gate's process group
+                    os.close(taken_r)
+                    _spare(self.sock, taken_w, self.rehearsal, gate)
+                except BaseException:  # noqa: BLE001
+                    code = 1
+                os._exit(code)
+            self.idle.add(pid)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
-    def _reap(self) -> None:
-        """Collect ended workers; a spare that ended without taking a call is replaced,
-        ever more slowly while spares keep dying so (``_replenish``)."""
+    def _reap(self, taken_r: int) -> None:
+        """Collect ended workers: a spare that ended without taking a call is replaced (ever
+        more slowly while spares keep dying so); a worker that ended mid-call is said. The
+        messages already written are read first: a worker's last words precede its end."""
+        with contextlib.suppress(BlockingIOError, OSError):
+            while data := os.read(taken_r, 4096):
+                self._heard(data)
         while True:
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
@@ -470,19 +389,12 @@ class Gate:
                 self.lost += 1
                 if self.lost == LOST_SPARES:
                     self.say(f"{self.lost} spare workers ended before taking a call: slowing down")
-            self.busy.pop(pid, None)
-
-    def _reap_idle(self) -> None:
-        """At the end: spares waiting in ``accept`` were woken by the shutdown and leave;
-        workers serving a call finish it on their own."""
-        deadline = time.monotonic() + 2.0
-        while self.idle and time.monotonic() < deadline:
-            self._reap()
-            time.sleep(0.01)
-        for pid in self.idle:  # still waiting after the socket closed: not serving anyone
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        self._reap()
+            elif pid in self.busy:
+                del self.busy[pid]
+                self.say(
+                    f"worker {pid} ended while serving a call ({_ended(status)}): its hook "
+                    "process refuses a pre-tool call; what it recorded is in the log"
+                )
 
     def close(self) -> None:
         """Stop taking calls: the path is removed first (new hook processes run their calls
@@ -502,30 +414,23 @@ class Gate:
         self.sock.close()
 
 
-class _Stop(Exception):
-    pass
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"exit {os.waitstatus_to_exitcode(status)}"
 
 
-def _raise_stop(signum: int, frame: object) -> None:
-    raise _Stop
-
-
-def _spare(listener: object, taken_w: int, rehearsal: Rehearsal | None, gate: int) -> None:
+def _spare(listener: object, taken_w: int, rehearsal: worker.Rehearsal | None, gate: int) -> None:
     """A spare worker: rehearse, wait for one call, tell the parent, serve it, return."""
     import socket
 
     from continuum.faults import arm
+    from continuum.hooks import entry
 
     assert isinstance(listener, socket.socket)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL)
-    from continuum.hooks import effect_path, entry
-
     _die_with_the_gate(signal.SIGTERM, gate)
-    arm("")  # the gate's own environment arms nothing in a rehearsal
     if rehearsal is not None:
-        with _only_when_idle():
-            rehearsal.play()
+        rehearsal.play_idle()
     try:
         conn, _ = listener.accept()
     except OSError:
@@ -537,17 +442,16 @@ def _spare(listener: object, taken_w: int, rehearsal: Rehearsal | None, gate: in
     ended = DECLINED
     try:
         with conn:
-            taken = _take(conn)
+            taken = worker.take(conn) if conn.fileno() > 2 else None
             if taken is None:
                 return
-            call, fds, caller = taken
-            _become(call, fds)
+            call, fds, parent = taken
+            ended = DONE  # from GO on, the call is this worker's
+            worker.become(call, fds, parent)
             arm(os.environ.get("CONTINUUM_FAULTS", ""))
-            effect_path.CALLER_PID = caller
-            conn.sendall(wire.ACCEPTED)  # from here on, the call is this worker's
-            ended = DONE
-            status = _run(entry.process_main, call.argv)
-            _send(conn, wire.EXITED + bytes([status & 0xFF]))
+            status = worker.run(entry.process_main, call.argv)
+            with contextlib.suppress(OSError):
+                conn.sendall(wire.EXITED + bytes([status & 0xFF]))
         with contextlib.suppress(OSError, AttributeError):  # the rest (this copy's exit)
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # waits for idle CPU
     finally:
@@ -572,129 +476,6 @@ def _die_with_the_gate(signum: int, gate: int) -> None:
         os._exit(0)
 
 
-@contextlib.contextmanager
-def _only_when_idle() -> Iterator[None]:
-    """Run the block only on CPU time nobody else wants (``SCHED_IDLE``): a spare's
-    rehearsal must not slow the calls being served meanwhile. Back to the normal policy
-    after it (allowed without privileges at nice 0)."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (OSError, AttributeError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-
-
-def _take(conn: object) -> tuple[Call, list[int], int] | None:
-    """Read one call from ``conn``: None when it is not to be served here (another user's
-    process, a malformed request, another continuum; told to run it itself when it can
-    be told)."""
-    import socket
-
-    assert isinstance(conn, socket.socket)
-    fds: list[int] = []
-    try:
-        if wire.peer_uid(conn) != os.getuid():
-            return None  # another user's process: no answer at all
-        caller = wire.peer_pid(conn)
-        conn.settimeout(5.0)  # a caller that connects and sends nothing is dropped
-        header, fds, _flags, _addr = socket.recv_fds(conn, wire.HEADER_BYTES, 3)
-        if len(header) != wire.HEADER_BYTES or len(fds) != 3:
-            _close(fds)
-            return None
-        size = int.from_bytes(header, "big")
-        body = _recv_exactly(conn, size) if size <= MAX_BODY else None
-        if body is None:
-            _close(fds)
-            return None
-        call = parse_call(body)
-        conn.settimeout(None)
-        if call.version != __version__ or call.executable != sys.executable:
-            conn.sendall(wire.RUN_HERE)  # another install: it runs its own code
-            _close(fds)
-            return None
-        return call, fds, caller
-    except (OSError, ValueError, UnicodeDecodeError):
-        _close(fds)
-        return None
-
-
-def _close(fds: list[int]) -> None:
-    for fd in fds:
-        os.close(fd)
-
-
-def _recv_exactly(conn: object, size: int) -> bytes | None:
-    import socket
-
-    assert isinstance(conn, socket.socket)
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = conn.recv(min(65536, size - len(chunks)))
-        if not chunk:
-            return None
-        chunks += chunk
-    return bytes(chunks)
-
-
-def _stream(fd: int, mode: str, text: tuple[str, str] | None) -> io.TextIOWrapper:
-    raw = io.FileIO(fd, mode, closefd=False)
-    encoding, errors = text or ("utf-8", "strict")
-    if mode == "r":
-        return io.TextIOWrapper(io.BufferedReader(raw), encoding=encoding, errors=errors)
-    return io.TextIOWrapper(io.BufferedWriter(raw), encoding=encoding, errors=errors)
-
-
-def _become(call: Call, fds: list[int]) -> None:
-    """Take on the hook process's descriptors, directory, environment and text streams."""
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    os.chdir(call.cwd)
-    os.environ.clear()
-    for key, value in call.environ.items():
-        os.environb[key] = value
-    sys.stdin = _stream(0, "r", None)
-    sys.stdout = _stream(1, "w", call.stdout_text)
-    sys.stderr = _stream(2, "w", call.stderr_text)
-    sys.argv = ["continuum", "hook", *call.argv]
-
-
-def _run(main: Callable[[list[str]], int], argv: list[str]) -> int:
-    """``main(argv)``'s exit status, as the hook process would have exited with it; the
-    hook's output let go of before this copy of the gate exits (the host reads it to its
-    end, and tearing a copy down takes milliseconds)."""
-    try:
-        status = main(argv)
-    except SystemExit as e:
-        status = e.code if isinstance(e.code, int) else 1
-    except BaseException as e:  # noqa: BLE001 - what an uncaught error ends a process with
-        with contextlib.suppress(Exception):
-            sys.stderr.write(
-                f"continuum hook failed in the resident gate: {type(e).__name__}: {e}\n"
-            )
-        status = 2 if argv[:1] == ["pre-tool"] else 1
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # the host may have closed its end
-            stream.flush()
-    for fd in (0, 1, 2):
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    return status
-
-
-def _send(conn: object, data: bytes) -> None:
-    import socket
-
-    assert isinstance(conn, socket.socket)
-    with contextlib.suppress(OSError):
-        conn.sendall(data)
-
-
 def serve(path: str | None, say: Callable[[str], None]) -> int:
     """``continuum hooks serve``: preload, listen, answer until SIGTERM or SIGINT."""
     if not sys.platform.startswith("linux"):
@@ -712,9 +493,10 @@ def serve(path: str | None, say: Callable[[str], None]) -> int:
         )
     where = os.path.abspath(where)
     started = time.monotonic()
+    standard_fds()
     preload()
     prepare_dir(where)
-    rehearsal = Rehearsal(os.path.dirname(where))
+    rehearsal = worker.Rehearsal(os.path.dirname(where))
     try:
         if not rehearsal.ready:
             say("the rehearsal store could not be made: spares start cold (slower calls)")

@@ -12,11 +12,15 @@ imports only the interpreter's C ``_socket`` (the ``socket`` module would load `
 and ``selectors``, a few milliseconds on every call).
 
 When the gate is not there (no socket, nobody listening, a socket of another user, not
-Linux) or does not take the call (another continuum version or interpreter, a gate
-stopping), ``call`` returns None and the hook runs in this process, exactly as without a
-gate: nothing was done for it. Once a worker said it took the call (``ACCEPTED``, before it
-runs anything), a lost answer is never retried here (the work may be done): a pre-tool
-call is refused (fail closed), any other ends with status 1.
+Linux) or does not take the call (another continuum version, interpreter or interpreter
+setting, another namespace; a gate stopping, stopped (``SIGSTOP``) or too busy to take it
+within ``FIRST_ANSWER`` seconds), ``call`` returns None and the hook runs in this process,
+exactly as without a gate: nothing was done for it. The hand-over is two steps: a worker
+says it is ready (``READY``), and only the hook process's ``GO`` lets it start; a hook
+process that gave up waiting sends no ``GO``, and the worker then does nothing. After
+``GO`` a lost answer is never retried here (the work may be done): a pre-tool call is
+refused (fail closed), any other ends with status 1; so is a pre-tool call still
+unanswered after its store's lock wait and ``ANSWER_MARGIN`` seconds more.
 
 ``CONTINUUM_GATE_SOCKET`` names the socket (``off`` or empty: never use a gate); by
 default ``/tmp/continuum-UID/gate.sock``. Its directory must be this user's and closed to
@@ -33,11 +37,15 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 SOCKET_ENV = "CONTINUUM_GATE_SOCKET"
-HEADER_BYTES = 4  # the request body's length, big-endian, sent with the descriptors
-RUN_HERE = b"R"  # the gate's answer when it did nothing: run the hook in this process
-ACCEPTED = b"A"  # the gate's worker took the call: from here on it may do the work
+HEADER_BYTES = 4  # the request body's length, big-endian
+RUN_HERE = b"R"  # a worker's answer when it will not run the call: run it in this process
+READY = b"A"  # a worker has checked the call and waits for GO
+GO = b"G"  # the hook process's word, with its descriptors: run it (the work may be done)
 EXITED = b"X"  # followed by one byte: the worker's exit status
-PROTOCOL = "continuum-gate/1"
+PROTOCOL = "continuum-gate/2"
+FIRST_ANSWER = 2.0  # seconds a hook process waits for a worker's READY or RUN_HERE
+ANSWER_MARGIN = 30.0  # seconds past the store's lock wait a pre-tool call waits after GO
+WAIT_MS = 10_000  # the hooks' lock wait when CONTINUUM_HOOK_WAIT_MS is unset (effect_path)
 
 
 def socket_path(environ: Mapping[str, str] | None = None) -> str | None:
@@ -89,10 +97,10 @@ def peer_pid(sock: object) -> int:
 
 
 def _connect(path: str) -> object | None:
+    if private_dir(path) is not None:
+        return None  # before importing _socket: most users never start a gate
     import _socket
 
-    if private_dir(path) is not None:
-        return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(path)
@@ -111,15 +119,52 @@ def _text(stream: object) -> bytes:
     return f"{encoding}\0{errors}".encode()
 
 
+# The interpreter's flags that change which code runs or what it writes (not, say,
+# dont_write_bytecode or hash_randomization, which some machines set everywhere).
+ANSWERING_FLAGS = (
+    "optimize",
+    "isolated",
+    "ignore_environment",
+    "no_user_site",
+    "no_site",
+    "safe_path",
+    "dev_mode",
+    "bytes_warning",
+    "warn_default_encoding",
+    "int_max_str_digits",
+)
+
+
+def interpreter() -> str:
+    """What of this interpreter's start-up settings could change a call's answer: the
+    flags above (``-O``, ``-E``, ``-I``...), the file-system and the default encodings."""
+    flags = ",".join(str(getattr(sys.flags, name, "")) for name in ANSWERING_FLAGS)
+    return f"{flags}|{sys.getfilesystemencoding()}|{preferred_encoding()}"
+
+
+def preferred_encoding() -> str:
+    """The encoding ``open`` and ``subprocess`` use by default here (UTF-8 mode, or the
+    locale's), without importing ``locale``."""
+    if sys.flags.utf8_mode:
+        return "utf-8"
+    import _locale
+
+    return str(_locale.nl_langinfo(_locale.CODESET)).lower().replace("_", "-")
+
+
 def request_body(argv: list[str], cwd: bytes) -> bytes:
     """What the worker needs to run the hook as this process would: the fields NUL
     separated (none can hold a NUL), the environment last."""
     from continuum.version import __version__
 
+    mask = os.umask(0o077)
+    os.umask(mask)
     head = [
         PROTOCOL.encode(),
         __version__.encode(),
         os.fsencode(sys.executable),
+        interpreter().encode(),
+        str(mask).encode(),
         cwd,
         _text(sys.stdout),
         _text(sys.stderr),
@@ -152,16 +197,21 @@ def call(argv: list[str]) -> int | None:
     assert isinstance(sock, _socket.socket)
     try:
         try:
-            header = len(body).to_bytes(HEADER_BYTES, "big")
-            sock.sendmsg([header], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-            sock.sendall(body)
+            sock.sendall(len(body).to_bytes(HEADER_BYTES, "big") + body)
+            sock.settimeout(FIRST_ANSWER)
             first = sock.recv(1)
-        except OSError:
-            return None  # no worker took it (the gate stopped meanwhile): nothing was done
-        if first != ACCEPTED:
-            return None  # told to run it here, or no worker took it: nothing was done
+            if first != READY:
+                return None  # told to run it here, or no worker took it: nothing was done
+            sock.settimeout(None)
+            # The descriptors go with GO, never before: in a queue nobody reads, they would
+            # keep the host's pipes open (it waits for their end) after this process ran
+            # the call itself.
+            sock.sendmsg([GO], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+        except OSError:  # the gate stopped, is stopped, or is too busy: nothing was done
+            return None
         answer = b""
         try:
+            sock.settimeout(_answer_bound(argv[:1]))
             while len(answer) < 2:
                 chunk = sock.recv(2 - len(answer))
                 if not chunk:
@@ -176,6 +226,17 @@ def call(argv: list[str]) -> int | None:
     return _lost(argv[:1])
 
 
+def _answer_bound(kind: list[str]) -> float | None:
+    """How long a hook process waits for its answer after GO: a pre-tool call as long as
+    its store's lock wait and a margin (then it refuses: a host that times a hook out lets
+    the tool run); the other hooks (a session start runs probes) as long as it takes."""
+    if kind != ["pre-tool"]:
+        return None
+    text = os.environ.get("CONTINUUM_HOOK_WAIT_MS", "")
+    wait = int(text) if text.isdigit() else WAIT_MS
+    return wait / 1000 + ANSWER_MARGIN
+
+
 def _lost(kind: list[str]) -> int:
     """The gate took the call and gave no status (its worker was killed, the gate
     stopped): never run it again here, the work may be done."""
@@ -184,12 +245,13 @@ def _lost(kind: list[str]) -> int:
 
         return deny(
             "continuum refused this tool call: the resident gate (continuum hooks serve) took "
-            "it and ended without an answer, so it may or may not have been recorded. "
+            "it and gave no answer (its worker ended, or did not answer in time), so it may "
+            "or may not have been recorded. "
             "Tell the user; `continuum hooks serve` restarts the gate, and without it "
             "every hook runs in its own process"
         )
     sys.stderr.write(
-        "continuum hook: the resident gate took this call and ended without an answer; "
+        "continuum hook: the resident gate took this call and gave no answer; "
         "what it recorded is in the log (`continuum status`)\n"
     )
     return 1
