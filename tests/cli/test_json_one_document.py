@@ -173,6 +173,8 @@ NO_JSON = {
     "hook": "a host hook: its stdout is the host's own hook protocol, not continuum's JSON",
     "benchmark": "crashes real agents for minutes; its --json is tested in test_bench_scenarios",
     "ui": "a server that runs until stopped (tests/e2e/test_operator_page_http.py)",
+    "hooks serve": "a gate that runs until stopped; its lines go to stderr "
+    "(tests/hooks/test_resident_gate.py)",
     "gateway mcp": "an MCP server on stdio in front of another: stdout is JSON-RPC "
     "(tests/gateway/test_mcp_gateway.py)",
     "gateway http": "an HTTP proxy that runs until stopped (tests/gateway/test_http_gateway.py)",

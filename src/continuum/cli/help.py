@@ -371,6 +371,10 @@ HELP: Mapping[str, Entry] = {
         "Will the host really run continuum's hooks here?",
         "continuum hooks doctor --client codex",
     ),
+    "hooks serve": _e(
+        "Keep the hooks' gate warm for every hook call (Linux)",
+        "continuum hooks serve",
+    ),
     "hooks accept": _e(
         "As a person, accept the project's effect registry",
         "continuum hooks accept",

@@ -212,7 +212,7 @@ def become(call: Call, fds: list[int], parent: int) -> None:
     so ``fds`` never land on 0-2 before this."""
     import locale
 
-    from continuum import log
+    import continuum.log as log
     from continuum.hooks import effect_path
 
     for target, fd in enumerate(fds):
