@@ -1372,6 +1372,33 @@ key = "{command}"
 )
 
 
+def _hook_rows(
+    bare: list[float], no_match: list[float], effect: list[float], suffix: str
+) -> dict[str, Any]:
+    """The no-match and registered-effect rows, judged against a bare start (issue 27);
+    ``suffix`` "_resident": the calls handed to `hooks serve`."""
+    how = ", through `hooks serve`" if suffix else ""
+    ratio = _median(no_match) / _median(bare)
+    pair = _median(effect)
+    return {
+        f"hook_no_match{suffix}": judged(
+            summary(no_match, "ms"),
+            ratio=ratio,
+            ratio_to="bare interpreter",
+            target=f"<= 1.5 x a bare interpreter start (issue 27){how}",
+            ok=ratio <= 1.5,
+        ),
+        f"hook_effect_pre_post{suffix}": judged(
+            summary(effect, "ms"),
+            ratio=pair / _median(bare),
+            ratio_to="bare interpreter",
+            target="pre-tool + post-tool median <= 100 ms and <= 3 x a bare interpreter "
+            f"(issue 27){how}",
+            ok=pair <= 100 and pair <= 3 * _median(bare),
+        ),
+    }
+
+
 def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
     """The gate on every tool call (SPEC 13): what a host waits for, per hook process."""
     progress("host hooks: a call matching no rule, and a registered effect (pre + post)")
@@ -1471,47 +1498,15 @@ def hook_figures(work: Path, rounds: int) -> dict[str, Any]:
     served = re.search(r"after (\d+) calls", gate_log.read_text(encoding="utf-8"))
     if served is None or int(served.group(1)) != 3 * rounds:
         raise RuntimeError(f"the gate served {served and served.group(1)} of {3 * rounds} calls")
-    ratio = _median(no_match) / _median(bare)
-    gate_ratio = _median(no_match_gate) / _median(bare)
-    out_gate = {
-        "hook_no_match_resident": judged(
-            summary(no_match_gate, "ms"),
-            ratio=gate_ratio,
-            ratio_to="bare interpreter",
-            target="<= 1.5 x a bare interpreter start (issue 27), through `hooks serve`",
-            ok=gate_ratio <= 1.5,
-        ),
-        "hook_effect_pre_post_resident": judged(
-            summary(effect_gate, "ms"),
-            ratio=_median(effect_gate) / _median(bare),
-            ratio_to="bare interpreter",
-            target="pre-tool + post-tool median <= 100 ms and <= 3 x a bare interpreter "
-            "(issue 27), through `hooks serve`",
-            ok=_median(effect_gate) <= 100 and _median(effect_gate) <= 3 * _median(bare),
-        ),
-    }
     out = {
         "hook_bare_interpreter": {
             **summary(bare, "ms"),
             "target": f"(baseline: {sys.executable} -c pass)",
             "pass": None,
         },
-        "hook_no_match": judged(
-            summary(no_match, "ms"),
-            ratio=ratio,
-            ratio_to="bare interpreter",
-            target="<= 1.5 x a bare interpreter start (issue 27)",
-            ok=ratio <= 1.5,
-        ),
-        "hook_effect_pre_post": judged(
-            summary(effect, "ms"),
-            ratio=_median(effect) / _median(bare),
-            ratio_to="bare interpreter",
-            target="pre-tool + post-tool median <= 100 ms and <= 3 x a bare interpreter (issue 27)",
-            ok=_median(effect) <= 100 and _median(effect) <= 3 * _median(bare),
-        ),
+        **_hook_rows(bare, no_match, effect, ""),
+        **_hook_rows(bare, no_match_gate, effect_gate, "_resident"),
     }
-    out.update(out_gate)
     if bare_path:
         out["hook_python3_on_path"] = {
             **summary(bare_path, "ms"),

@@ -460,6 +460,17 @@ def _children(pid: int) -> set[int]:
     return found
 
 
+def _serve(socket_path: Path) -> subprocess.CompletedProcess[str]:
+    """`continuum hooks serve` where it must refuse to start (it returns at once)."""
+    return subprocess.run(
+        [*HOOK[:-1], "hooks", "serve", "--socket", str(socket_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def _spares(gate: int) -> set[int]:
     """The gate's spare workers, once it forked them all."""
     deadline = time.monotonic() + 30
@@ -477,13 +488,7 @@ def test_the_gate_refuses_to_start_where_it_should_not_and_stops_cleanly(
     try:
         spares = _spares(gate.pid)
         assert len(spares) == resident.SPARES  # forked workers waiting for calls
-        again = subprocess.run(
-            [*HOOK[:-1], "hooks", "serve", "--socket", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        again = _serve(path)
         assert again.returncode != 0 and "already answers" in again.stderr
         assert "[hooks.gate_running]" in again.stderr
     finally:
@@ -497,26 +502,14 @@ def test_the_gate_refuses_to_start_where_it_should_not_and_stops_cleanly(
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o755)
     shared.chmod(0o755)
-    refused = subprocess.run(
-        [*HOOK[:-1], "hooks", "serve", "--socket", str(shared / "gate.sock")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    refused = _serve(shared / "gate.sock")
     assert refused.returncode != 0 and "[hooks.gate_dir]" in refused.stderr
     assert "open to other users" in refused.stderr
     assert oct(shared.stat().st_mode & 0o777) == oct(0o755) and list(shared.iterdir()) == []
     # A file that is not a socket is never replaced.
     (tmp_path / "h").mkdir(mode=0o700)
     (tmp_path / "h" / "gate.sock").write_text("mine", encoding="utf-8")
-    refused = subprocess.run(
-        [*HOOK[:-1], "hooks", "serve", "--socket", str(tmp_path / "h" / "gate.sock")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    refused = _serve(tmp_path / "h" / "gate.sock")
     assert refused.returncode != 0 and "is not a socket" in refused.stderr
     assert (tmp_path / "h" / "gate.sock").read_text(encoding="utf-8") == "mine"
 

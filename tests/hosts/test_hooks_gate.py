@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,19 @@ def gated(host: Host, tmp_path: Path, *, hooks: bool = True) -> Project:
     return p
 
 
+def sent_once_and_refused_again(p: Project, s: Any) -> dict[str, Any]:
+    """The session sent INV-001 once and the model read why its repeat was refused; the
+    action (completed)."""
+    assert s.code == 0 and not s.model.problems, s.describe()
+    assert p.outbox() == ["INV-001"], s.describe()
+    first, repeat = s.model.results()
+    assert "sent INV-001" in first.text, s.describe()
+    assert "already happened" in repeat.text and "Do not run it again" in repeat.text, repeat
+    (action,) = p.actions()
+    assert action["status"] == "completed" and action["result"]["exit_code"] == 0, action
+    return dict(action)
+
+
 def events(p: Project) -> list[dict]:
     return list(p.continuum_json("events", p.run)["events"])
 
@@ -51,13 +65,7 @@ def test_a_registered_effect_runs_once_and_the_model_reads_why_its_repeat_was_re
 ) -> None:
     p = gated(host, tmp_path)
     s = p.session([[host.shell("./send INV-001")], [host.shell("./send INV-001")]])
-    assert s.code == 0 and not s.model.problems, s.describe()
-    assert p.outbox() == ["INV-001"], s.describe()
-    first, repeat = s.model.results()
-    assert "sent INV-001" in first.text, s.describe()
-    assert "already happened" in repeat.text and "Do not run it again" in repeat.text, repeat
-    (action,) = p.actions()
-    assert action["status"] == "completed" and action["result"]["exit_code"] == 0, action
+    action = sent_once_and_refused_again(p, s)
     # Version pinning (issue 24): Codex's hook payloads name the model, pinned with the
     # effect; the other hosts' do not, and nothing is made up for them.
     if host.name == "codex":
@@ -85,13 +93,7 @@ def test_through_a_resident_gate_the_effect_runs_once_and_its_repeat_is_refused(
         s = p.session([[host.shell("./send INV-001")], [host.shell("./send INV-001")]])
     finally:
         served = stop_gate(gate, log)
-    assert s.code == 0 and not s.model.problems, s.describe()
-    assert p.outbox() == ["INV-001"], s.describe()
-    first, repeat = s.model.results()
-    assert "sent INV-001" in first.text, s.describe()
-    assert "already happened" in repeat.text and "Do not run it again" in repeat.text, repeat
-    (action,) = p.actions()
-    assert action["status"] == "completed" and action["result"]["exit_code"] == 0, action
+    sent_once_and_refused_again(p, s)
     # Every hook the host ran went through the gate: the effect's pre-tool and post-tool
     # and its repeat's pre-tool at least (and the session's other hooks).
     assert served >= 3, (served, log.read_text(encoding="utf-8"))
