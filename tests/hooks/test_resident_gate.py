@@ -575,3 +575,34 @@ def test_the_hook_processes_lock_wait_default_is_the_effect_paths() -> None:
     from continuum.hooks import effect_path
 
     assert resident_call.WAIT_MS == effect_path.WAIT_MS
+
+
+def test_a_gate_whose_queue_is_full_is_never_waited_on_without_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listener nobody accepts on (a stopped gate whose spares were used up): past its
+    queue a connect would wait for ever; every hook process gives up and runs the call
+    itself (None: nothing handed over)."""
+    import socket
+
+    folder = tmp_path / "g"
+    folder.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(folder / "gate.sock"))
+    listener.listen(2)
+    monkeypatch.setenv("CONTINUUM_GATE_SOCKET", str(folder / "gate.sock"))
+    monkeypatch.setattr(resident_call, "FIRST_ANSWER", 0.05)
+    import threading
+
+    answers: list[int | None] = []
+    caller = threading.Thread(
+        target=lambda: answers.extend(resident_call.call(["pre-tool"]) for _ in range(12)),
+        daemon=True,
+    )
+    try:
+        caller.start()
+        caller.join(timeout=60)  # a bound, not a timing: a blocked connect never returns
+        assert not caller.is_alive(), "a hook process waits on a full queue without end"
+    finally:
+        listener.close()
+    assert answers == [None] * 12

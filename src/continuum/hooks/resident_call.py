@@ -103,6 +103,8 @@ def _connect(path: str) -> object | None:
 
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
+        # A gate that accepts nobody (stopped) fills its queue: never wait on it without end.
+        sock.settimeout(FIRST_ANSWER)
         sock.connect(path)
         if peer_uid(sock) != os.getuid():
             sock.close()
@@ -197,8 +199,7 @@ def call(argv: list[str]) -> int | None:
     assert isinstance(sock, _socket.socket)
     try:
         try:
-            sock.sendall(len(body).to_bytes(HEADER_BYTES, "big") + body)
-            sock.settimeout(FIRST_ANSWER)
+            sock.sendall(len(body).to_bytes(HEADER_BYTES, "big") + body)  # timed, as connect
             first = sock.recv(1)
             if first != READY:
                 return None  # told to run it here, or no worker took it: nothing was done

@@ -127,7 +127,7 @@ def same_interpreter(call: Call) -> bool:
         else:
             os.environb.pop(name, None)
     with contextlib.suppress(locale.Error):
-        locale.setlocale(locale.LC_ALL, "")
+        locale.setlocale(locale.LC_CTYPE, "")  # what Python sets at start-up
     return call.interpreter == wire.interpreter()
 
 
@@ -225,7 +225,7 @@ def become(call: Call, fds: list[int], parent: int) -> None:
     for key, value in call.environ.items():
         os.environb[key] = value
     with contextlib.suppress(locale.Error):
-        locale.setlocale(locale.LC_ALL, "")
+        locale.setlocale(locale.LC_CTYPE, "")  # what Python sets at start-up
     sys.stdin = _stream(0, "r", None, line=False)
     sys.stdout = _stream(1, "w", call.stdout_text, line=os.isatty(1))
     sys.stderr = _stream(2, "w", call.stderr_text, line=True)  # as Python's own stderr
@@ -260,7 +260,7 @@ def run(main: Callable[[list[str]], int], argv: list[str]) -> int:
     try:
         status = main(argv)
     except SystemExit as e:
-        status = e.code if isinstance(e.code, int) else 1
+        status = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
     except BaseException as e:  # noqa: BLE001 - what an uncaught error ends a process with
         with contextlib.suppress(Exception):
             sys.stderr.write(
