@@ -3,11 +3,11 @@ full path through the facade (``gate.py``) does.
 
 One scripted session of Claude Code hook events (new calls, repeats, failures, an
 interrupt, a subagent, a file write, a checkpoint, a changed dependency that holds new
-effects, a budget, an approval rule) is played twice on fresh stores: once as the hooks
+effects, a budget, an approval rule, a run grown so long that post-tool checkpoints it) is played twice on fresh stores: once as the hooks
 run it, once with the plain path switched off so every call goes through the facade.
 The hooks' answers, the events (ids, times and hashes aside) and the action index must be
 the same, and the plain path must have served most calls (else the comparison would prove
-nothing). Negative control: a plain path that forgets the hold is caught.
+nothing). Negative control: a plain path that forgets the hold, a budget or the checkpoint is caught.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from typing import Any
 
 import pytest
 
+from continuum.eventlog.events import EventType
 from continuum.hooks import effect_path, entry
+from continuum.hooks.effect_path import CHECKPOINT_AFTER_EVENTS
+from continuum.hooks.gate import GREW_AFTER_CALL
 from continuum.recovery.revalidation import DEFAULT_EVERY_STEPS
 from continuum.runtime.facade import Continuum
 from continuum.store import open_store
@@ -141,8 +144,16 @@ def _script(project: Path) -> Iterator[tuple[str, Any]]:
     yield "pre-tool", _send("INV-9", "t14")  # asks a person
     yield "pre-tool", _send("INV-10", "t15")
     yield "post-tool", {**_send("INV-10", "t15"), **OK}
+    yield "act", _grow  # past CHECKPOINT_AFTER_EVENTS: the next post-tool checkpoints
+    yield "pre-tool", _send("INV-12", "t17")
+    yield "post-tool", {**_send("INV-12", "t17"), **OK}
     yield "act", lambda cx: (cx.finish_run(f"{RUN}.agent.sub-1"), cx.finish_run(RUN))
     yield "pre-tool", _send("INV-11", "t16")  # a finished run takes no new effects
+
+
+def _grow(cx: Continuum) -> None:
+    for i in range(CHECKPOINT_AFTER_EVENTS):
+        cx.append(RUN, EventType.WORK_COMPLETED, {"item_id": f"w{i}"})
 
 
 _VOLATILE = re.compile(
@@ -231,11 +242,14 @@ def test_the_plain_path_answers_and_writes_what_the_full_path_does(
     said = [err for _, code, _, err in plain["answers"] if code == 2]
     assert any("changed: " in e and "declare them again" in e for e in said)  # the hold
     assert any("budget" in e for e in said) and any("run_finished" in e for e in said)
+    # Both checkpointed the grown run from the post-tool after it (and only there).
+    grew = [e for e in plain["events"][RUN] if e[2].get("reason") == GREW_AFTER_CALL]
+    assert [e[0] for e in grew] == ["checkpointed"]
     # A hook process is one step of a facade: neither path revalidates on its own.
     assert DEFAULT_EVERY_STEPS > 1
 
 
-@pytest.mark.parametrize("forgets", ["the hold", "the budget"])
+@pytest.mark.parametrize("forgets", ["the hold", "the budget", "the checkpoint"])
 def test_control_a_plain_path_that_forgets_a_limit_is_caught(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -248,10 +262,13 @@ def test_control_a_plain_path_that_forgets_a_limit_is_caught(
     with monkeypatch.context() as broken:
         if forgets == "the hold":
             broken.setattr(revalidation, "hold_reason", lambda held: None)
+        elif forgets == "the checkpoint":  # the plain path's own check; the full path's stays
+            broken.setattr(effect_path, "checkpoint_due", lambda store, run_id: False)
         else:
             broken.setattr(budget, "budget_scopes", lambda *args, **kw: None)
         plain = _play(tmp_path / "plain", capsys)
     _full_path_only(monkeypatch)
     full = _play(tmp_path / "full", capsys)
-    assert plain["answers"] != full["answers"]
+    if forgets != "the checkpoint":  # a forgotten checkpoint changes no answer, only the log
+        assert plain["answers"] != full["answers"]
     assert plain["events"] != full["events"]

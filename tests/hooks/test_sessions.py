@@ -139,7 +139,7 @@ def test_a_new_session_checkpoints_a_run_that_grew_so_each_hook_reads_little(
     """Each pre-tool hook reads the run's state once (the revalidation hold): a session
     start bounds that read by checkpointing a run grown past CHECKPOINT_AFTER_EVENTS."""
     from continuum.eventlog.events import EventType
-    from continuum.hooks.gate import CHECKPOINT_AFTER_EVENTS
+    from continuum.hooks.effect_path import CHECKPOINT_AFTER_EVENTS
 
     project = make_project(tmp_path, "claude-code", probe=False)
     assert project.session("s1", [project.send("INV-1")]).code == 0
@@ -156,6 +156,41 @@ def test_a_new_session_checkpoints_a_run_that_grew_so_each_hook_reads_little(
         [latest] = rt.store.list_checkpoints(project.run)[:1]
         head = rt.store.get_run(project.run).head_sequence
         assert head - latest.event_sequence <= 2  # checkpointed at the session start
+    finally:
+        rt.close()
+
+
+def test_a_long_session_checkpoints_from_post_tool_so_each_hook_reads_little(
+    tmp_path: Path,
+) -> None:
+    """A session that goes on and on never starts again: the post-tool hook that finds the
+    run grown past CHECKPOINT_AFTER_EVENTS since its last checkpoint seals one, so each
+    pre-tool's read stays short. Control: the call after it does not checkpoint again."""
+    from continuum.eventlog.events import EventType
+    from continuum.hooks.effect_path import CHECKPOINT_AFTER_EVENTS
+    from continuum.hooks.gate import GREW_AFTER_CALL
+
+    project = make_project(tmp_path, "claude-code", probe=False)
+    assert project.session("s1", [project.send("INV-1")]).code == 0
+    rt = project.runtime()
+    try:
+        for i in range(CHECKPOINT_AFTER_EVENTS):
+            rt.append(project.run, EventType.WORK_COMPLETED, {"item_id": f"w{i}"})
+        assert rt.store.list_checkpoints(project.run) == []
+    finally:
+        rt.close()
+    calls = [project.send("INV-2"), project.send("INV-3")]
+    s = project.session("s1", calls, session_start=False)
+    assert s.code == 0, s.stderr
+    assert project.outbox() == ["INV-1", "INV-2", "INV-3"]
+    rt = project.runtime()
+    try:
+        [cp] = rt.store.list_checkpoints(project.run)  # one, after INV-2: not after INV-3
+        events = rt.store.read_events(project.run)
+        sealed = next(e for e in events if e.sequence == cp.event_sequence)
+        assert sealed.payload["reason"] == GREW_AFTER_CALL
+        completed = [e.sequence for e in events if e.type == EventType.ACTION_COMPLETED]
+        assert completed[1] < cp.event_sequence < completed[2]  # INV-2 settled, INV-3 not yet
     finally:
         rt.close()
 

@@ -14,6 +14,7 @@ from continuum.eventlog.canonical import (
     digest,
     parse_json,
     sha256_hex,
+    text_digest,
 )
 
 
@@ -116,3 +117,18 @@ def test_parse_json_refuses_non_finite_literals(literal: str) -> None:
 def test_parse_json_reads_what_canonical_json_wrote() -> None:
     value = {"a": [1, "two", None, True, {"é": 3.25}]}
     assert parse_json(canonical_json(value)) == value
+
+
+def test_text_digest_is_the_digest_of_the_value_the_text_holds_however_it_is_written() -> None:
+    value = {"b": [1, 2.5, "\u00e9"], "a": {"z": None, "y": True}}
+    canonical = canonical_json(value)
+    want = digest(value)
+    assert text_digest(canonical, want) == want  # its own hash: taken as it is
+    spaced = '{ "a": {"y": true, "z": null},\n "b": [1, 2.5, "\\u00e9"] }'
+    assert text_digest(spaced, want) == want  # another spelling: parsed and encoded
+    # Stated as the text's own hash: the text is the one hashed, unchanged since.
+    assert text_digest(spaced, sha256_hex(spaced)) == sha256_hex(spaced)
+    assert text_digest(canonical.replace("2.5", "3.5"), want) != want  # an edit shows
+    assert text_digest("{not json", want) is None
+    with pytest.raises(UsageError, match="lone surrogate"):  # as digest refuses it
+        text_digest('{"a":"\ud800"}', want)

@@ -142,6 +142,26 @@ def digest(value: Any) -> str:
     return sha256_hex(canonical_bytes(value))
 
 
+def text_digest(text: str, stated: str) -> str | None:
+    """What to compare with the hash ``stated`` for JSON ``text`` (a stored checkpoint's
+    state): the text's own hash when it is that hash (the text is then byte for byte the
+    one hashed, and what it holds cannot have changed), else ``digest`` of the value it
+    holds, or None if it does not parse. Continuum writes such text as the canonical
+    encoding of its value, whose own hash is the value's digest: the first answer spares
+    parsing and encoding it again, which costs a thousand times more on a long run's
+    state; any other text is judged by its value, as ``digest`` does."""
+    try:
+        quick: str | None = sha256_hex(text)
+    except UnicodeEncodeError:  # a lone surrogate: parsing says what is wrong
+        quick = None
+    if quick == stated:
+        return quick
+    try:
+        return digest(parse_json(text))
+    except (ValueError, TypeError):
+        return None
+
+
 def digest_texts(*parts: str) -> str:
     """``digest(list(parts))`` of a list of strings, its canonical JSON written directly
     (each string as ``canonical_json`` encodes it, no spaces): the identities' digests

@@ -39,6 +39,14 @@ if TYPE_CHECKING:
 WAIT_MS = 10_000  # a hook waits at most this long for another writer, then refuses
 WAIT_ENV = "CONTINUUM_HOOK_WAIT_MS"  # overrides WAIT_MS (milliseconds)
 MAX_INPUT_CHARS = 32_768  # larger tool input is kept as a digest
+# Each pre-tool hook is a new process that reads the run's state once (whether a changed
+# dependency holds new effects): from the latest checkpoint and the events after it. A run
+# that grew past this many events since its last checkpoint is checkpointed, by the
+# post-tool hook that found it so and by a session start, so that read stays short however
+# long a session goes on.
+CHECKPOINT_AFTER_EVENTS = 200
+CHECKPOINT_DUE = -1  # post_tool's answer: settled, and the run is due a checkpoint (rare:
+# once in CHECKPOINT_AFTER_EVENTS events), which the full path seals
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "busybox", "login"})
 
 
@@ -299,6 +307,14 @@ def _open(args: HookArgs, project: str, event: HookEvent) -> tuple[Storage, Acti
     return store, ledger
 
 
+def checkpoint_due(store: Storage, run_id: str) -> bool:
+    """Whether run ``run_id`` grew past ``CHECKPOINT_AFTER_EVENTS`` since its last
+    checkpoint (two short reads: the run's head and its newest checkpoint)."""
+    head = store.get_head(run_id).head_sequence
+    latest = store.stored_checkpoints(run_id, limit=1)
+    return head - (latest[0].event_sequence if latest else 0) > CHECKPOINT_AFTER_EVENTS
+
+
 def _exists(store: Storage, run_id: str) -> bool:
     try:
         store.get_head(run_id)
@@ -370,8 +386,9 @@ def pre_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule) -> int 
 def post_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule | None) -> int | None:
     """Settle a registered call this session's pre-tool started (completed, or failed as
     the host reports it) and record its evidence, or record what an unregistered file
-    write wrote (``rule`` None): 0, or None when the full path (``gate.post_tool``) must
-    take it; nothing is written then."""
+    write wrote (``rule`` None): 0; ``CHECKPOINT_DUE`` (recorded, and the run is due a
+    checkpoint, which ``gate.checkpoint_grown_run`` seals); or None when the full path
+    (``gate.post_tool``) must take it: nothing is written then."""
     assert event.outcome is not None and event.tool_name is not None
     if not _plain_store(args):
         return None
@@ -384,31 +401,33 @@ def post_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule | None)
         if rule is None:  # an unregistered file write: only what it wrote is recorded
             for path in written_paths(event, None):
                 file_evidence(store, args.run, event, path)
-            return 0
-        key = render_key(rule.key, template_values(event, rule))
-        row = store.get_action(args.run, ledger.identity(args.run, rule.action_type, key).action_id)
-        if (
-            row is None  # not recorded under this key: the full path looks further
-            or not is_plain_record(row.record)
-            or row.record["status"] != ActionStatus.STARTED
-        ):
-            return None
-        outcome = event.outcome
-        try:
-            if outcome.failed:
-                rec = ledger.fail_plain(
-                    args.run,
-                    row.action_id,
-                    error=failure_text(outcome),
-                    certain=outcome.never_started,
-                )
-            else:
-                rec = ledger.complete_plain(args.run, row.action_id, result=outcome.summary())
-        except ActionOwnedError:
-            return None  # owned by another live session: the full path says so
-        effect_evidence(store, args.run, event, rec, outcome)
-        for path in written_paths(event, rule):
-            file_evidence(store, args.run, event, path)
+        else:
+            key = render_key(rule.key, template_values(event, rule))
+            action_id = ledger.identity(args.run, rule.action_type, key).action_id
+            row = store.get_action(args.run, action_id)
+            if (
+                row is None  # not recorded under this key: the full path looks further
+                or not is_plain_record(row.record)
+                or row.record["status"] != ActionStatus.STARTED
+            ):
+                return None
+            outcome = event.outcome
+            try:
+                if outcome.failed:
+                    rec = ledger.fail_plain(
+                        args.run,
+                        row.action_id,
+                        error=failure_text(outcome),
+                        certain=outcome.never_started,
+                    )
+                else:
+                    rec = ledger.complete_plain(args.run, row.action_id, result=outcome.summary())
+            except ActionOwnedError:
+                return None  # owned by another live session: the full path says so
+            effect_evidence(store, args.run, event, rec, outcome)
+            for path in written_paths(event, rule):
+                file_evidence(store, args.run, event, path)
+        due = checkpoint_due(store, args.run)
     finally:
         store.close()
-    return 0
+    return CHECKPOINT_DUE if due else 0

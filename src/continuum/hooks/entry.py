@@ -163,10 +163,12 @@ def _run(args: HookArgs) -> int:
         from continuum.hooks import effect_path
 
         answered = effect_path.post_tool(args, event, project, rule)
-        if answered is not None:
+        if answered is not None and answered != effect_path.CHECKPOINT_DUE:
             return answered
         from continuum.hooks import gate
 
+        if answered == effect_path.CHECKPOINT_DUE:  # settled; the run grew long since its
+            return gate.checkpoint_grown_run(args, event, project)  # last checkpoint
         return gate.post_tool(args, event, project, rule)
     if args.kind == "pre-compact" and _looked_lately(project, args.run):
         return 0  # a pre-compaction checkpoint was considered moments ago

@@ -29,6 +29,7 @@ from continuum.hooks.args import HookArgs, deny, touch_pre_compact_stamp
 from continuum.hooks.effect_path import (
     call_arguments,
     call_versions,
+    checkpoint_due,
     effect_evidence,
     failure_text,
     file_evidence,
@@ -148,6 +149,10 @@ def post_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule | None)
             warnings += _settle(rt, args, event, rule, event.outcome)
         for path in paths:
             file_evidence(rt.store, args.run, event, path)
+        try:
+            _bound_the_fold(rt, args.run, GREW_AFTER_CALL)
+        except ContinuumError as e:  # the call is settled: only the next reads are longer
+            warnings.append(f"no checkpoint was recorded: {e.message}")
     finally:
         rt.close()
     if warnings:
@@ -275,7 +280,7 @@ def session_start(args: HookArgs, event: HookEvent, project: str, registry: Regi
                     )
         try:  # a new session is a context switch: the periodic check runs now
             rt.switched(args.run)
-            _bound_the_fold(rt, args.run)
+            _bound_the_fold(rt, args.run, GREW_AT_START)
         except ContinuumError as e:  # it must never stop the briefing; intercepts still hold
             import sys
 
@@ -290,17 +295,33 @@ def session_start(args: HookArgs, event: HookEvent, project: str, registry: Regi
     return 0
 
 
-# Each pre-tool hook is a new process that reads the run's state once (whether a changed
-# dependency holds new effects): from the latest checkpoint and the events after it. A new
-# session checkpoints a run that grew past this many events since its last one.
-CHECKPOINT_AFTER_EVENTS = 200
+GREW_AT_START = "at a session start: the run grew since its last one"
+GREW_AFTER_CALL = "after a tool call: the run grew since its last one"
 
 
-def _bound_the_fold(rt: Continuum, run_id: str) -> None:
-    head = rt.store.get_run(run_id).head_sequence
-    latest = next(iter(rt.store.list_checkpoints(run_id)), None)
-    if head - (latest.event_sequence if latest is not None else 0) > CHECKPOINT_AFTER_EVENTS:
-        rt.checkpoint(run_id, reason="at a session start: the run grew since its last one")
+def _bound_the_fold(rt: Continuum, run_id: str, reason: str) -> None:
+    """Checkpoint the run when it grew past ``CHECKPOINT_AFTER_EVENTS`` since its last
+    checkpoint, so each pre-tool hook's read of its state stays short."""
+    if checkpoint_due(rt.store, run_id):
+        rt.checkpoint(run_id, reason=reason)
+
+
+def checkpoint_grown_run(args: HookArgs, event: HookEvent, project: str) -> int:
+    """The plain post-tool path found the run grown past ``CHECKPOINT_AFTER_EVENTS``: seal
+    a checkpoint (the call itself is settled already). 0, or 1 with a warning on stderr
+    when the checkpoint could not be written (non-blocking: the tool already ran, and the
+    next pre-tool reads the longer way)."""
+    rt = _open(args, event, create=False, project=project)
+    try:
+        _bound_the_fold(rt, args.run, GREW_AFTER_CALL)
+    except ContinuumError as e:
+        import sys
+
+        sys.stderr.write(f"continuum: no checkpoint was recorded: {e.message}\n")
+        return 1
+    finally:
+        rt.close()
+    return 0
 
 
 def subagent_start(

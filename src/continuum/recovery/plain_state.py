@@ -19,7 +19,7 @@ import json
 from typing import Any, NamedTuple
 
 from continuum.errors import HistoryArchivedError
-from continuum.eventlog.canonical import digest, parse_json
+from continuum.eventlog.canonical import text_digest
 from continuum.eventlog.events import EventType
 from continuum.eventlog.payloads import payload_ok
 from continuum.state.projection import empty_plain, fold_plain
@@ -34,41 +34,48 @@ _ACTION_TYPES = frozenset(t.value for t in EventType if t.startswith("action_"))
 
 def checkpoint_digest(cp: StoredCheckpoint) -> str | None:
     """The digest of a checkpoint's state, or None if it is too damaged to parse."""
-    try:
-        return digest(parse_json(cp.state_json))
-    except (ValueError, TypeError):
-        return None
+    return text_digest(cp.state_json, cp.state_hash)
 
 
 def valid_checkpoint_text(
     store: Storage, run_id: str, upto: int | None = None
 ) -> tuple[StoredCheckpoint | None, list[str]]:
     """The latest checkpoint (at or below ``upto``) whose hash matches and whose sealing
-    event agrees, in a format this code reads; and a warning for each newer one not used."""
+    event agrees, in a format this code reads; and a warning for each newer one not used.
+    The newest is read alone first: a run keeps many checkpoints, and one is nearly
+    always the one used."""
+    if upto is None:
+        newest = store.stored_checkpoints(run_id, limit=1)
+        if not newest:
+            return None, []
+        if _unusable(store, newest[0]) is None:
+            return newest[0], []
     warnings: list[str] = []
     for cp in store.stored_checkpoints(run_id):
         if upto is not None and cp.sequence > upto:
             continue
-        sealed = next(
-            iter(store.iter_raw(cp.run_id, cp.event_sequence - 1, upto=cp.event_sequence)), None
-        )
-        payload = (
-            sealed.payload if sealed is not None and sealed.type == EventType.CHECKPOINTED else {}
-        )
-        if checkpoint_digest(cp) != cp.state_hash or payload.get("state_hash") != cp.state_hash:
-            warnings.append(
-                f"checkpoint at sequence {cp.sequence} failed its hash and was not used"
-            )
-            continue
-        fmt = payload.get("format", 1)
-        if fmt not in (1, CHECKPOINT_FORMAT):
-            warnings.append(
-                f"checkpoint at sequence {cp.sequence} has format {fmt}, newer than "
-                "this continuum knows; the state was folded from the log instead"
-            )
-            continue
-        return cp, warnings
+        why = _unusable(store, cp)
+        if why is None:
+            return cp, warnings
+        warnings.append(why)
     return None, warnings
+
+
+def _unusable(store: Storage, cp: StoredCheckpoint) -> str | None:
+    """Why checkpoint ``cp`` cannot be used (a warning line), or None when it can."""
+    sealed = next(
+        iter(store.iter_raw(cp.run_id, cp.event_sequence - 1, upto=cp.event_sequence)), None
+    )
+    payload = sealed.payload if sealed is not None and sealed.type == EventType.CHECKPOINTED else {}
+    if checkpoint_digest(cp) != cp.state_hash or payload.get("state_hash") != cp.state_hash:
+        return f"checkpoint at sequence {cp.sequence} failed its hash and was not used"
+    fmt = payload.get("format", 1)
+    if fmt not in (1, CHECKPOINT_FORMAT):
+        return (
+            f"checkpoint at sequence {cp.sequence} has format {fmt}, newer than "
+            "this continuum knows; the state was folded from the log instead"
+        )
+    return None
 
 
 class PlainState(NamedTuple):

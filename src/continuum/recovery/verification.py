@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from continuum.errors import IntegrityError, UsageError
-from continuum.eventlog.canonical import digest, parse_json
+from continuum.eventlog.canonical import parse_json, text_digest
 from continuum.eventlog.chain import DamageKind, check_anchor, with_violations
 from continuum.eventlog.reports import VerifyReport, Violation
 from continuum.state.projection import empty_plain, fold_plain
@@ -152,10 +152,7 @@ def parse_anchor(text: str) -> tuple[int, str]:
 
 def state_digest(cp: CheckpointRow) -> str | None:
     """The digest of a checkpoint's state, or None if it is too damaged to parse."""
-    try:
-        return digest(parse_json(cp.state_json))
-    except (ValueError, TypeError):
-        return None
+    return text_digest(cp.state_json, cp.state_hash)
 
 
 def index_row_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) -> list[Violation]:

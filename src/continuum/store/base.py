@@ -342,8 +342,10 @@ class Storage(Protocol):
         """The run's stored checkpoints, newest (highest sequence) first."""
         ...
 
-    def stored_checkpoints(self, run_id: str) -> list[StoredCheckpoint]:
-        """``list_checkpoints`` as plain data."""
+    def stored_checkpoints(
+        self, run_id: str, *, limit: int | None = None
+    ) -> list[StoredCheckpoint]:
+        """``list_checkpoints`` as plain data; ``limit``: the newest ``limit`` only."""
         ...
 
     def import_runs(self, runs: list[RunExport]) -> list[RunInfo]:

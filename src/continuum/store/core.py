@@ -175,8 +175,8 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
 
     A backend supplies ``get_run``, ``event_hash_at``, ``write`` and the row queries
     ``_event_rows(run_id, after, upto)``, ``_action_rows(run_id, column, value)`` (all of a
-    run's rows when ``column`` is None, in insertion order), ``_checkpoint_rows(run_id)``
-    (newest first) and ``_snapshot()`` (one read snapshot for the reads inside it).
+    run's rows when ``column`` is None, in insertion order), ``_checkpoint_rows(run_id, limit)``
+    (newest first, at most ``limit`` when it is not None) and ``_snapshot()`` (one read snapshot for the reads inside it).
     """
 
     # Told (run_id, head before, head after) after each committed write that added
@@ -244,7 +244,7 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
     ) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
-    def _checkpoint_rows(self, run_id: str) -> list[tuple[Any, ...]]:
+    def _checkpoint_rows(self, run_id: str, limit: int | None = None) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
     def _snapshot(self) -> AbstractContextManager[None]:
@@ -450,10 +450,12 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
     def list_checkpoints(self, run_id: str) -> list[CheckpointRow]:
         return [checkpoint_from_row(r) for r in self._checkpoint_rows(run_id)]
 
-    def stored_checkpoints(self, run_id: str) -> list[StoredCheckpoint]:
-        """``list_checkpoints`` as plain data (newest first), for a reader that needs no
-        model (the hooks' effect path)."""
-        return [stored_checkpoint(r) for r in self._checkpoint_rows(run_id)]
+    def stored_checkpoints(
+        self, run_id: str, *, limit: int | None = None
+    ) -> list[StoredCheckpoint]:
+        """``list_checkpoints`` as plain data (newest first; the newest ``limit`` only
+        when it is not None), for a reader that needs no model (the hooks' effect path)."""
+        return [stored_checkpoint(r) for r in self._checkpoint_rows(run_id, limit)]
 
     def _action_page(
         self, run_id: str, statuses: tuple[str, ...], after: int, limit: int, *, few: bool

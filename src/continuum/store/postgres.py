@@ -591,12 +591,12 @@ class PostgresStorage(CoreStore):
 
         return self._call(run)
 
-    def _checkpoint_rows(self, run_id: str) -> list[tuple[Any, ...]]:
+    def _checkpoint_rows(self, run_id: str, limit: int | None = None) -> list[tuple[Any, ...]]:
         return self._call(
             lambda c: c.execute(
                 f"SELECT {CHECKPOINT_COLUMNS} FROM continuum.checkpoints WHERE run_id = %s"
-                " ORDER BY sequence DESC",
-                (run_id,),
+                " ORDER BY sequence DESC LIMIT %s",
+                (run_id, limit),
             ).fetchall()
         )
 

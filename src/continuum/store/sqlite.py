@@ -601,14 +601,14 @@ class SQLiteStorage(CoreStore):
         rows.sort(key=lambda r: int(r[0]))
         return rows[:limit]
 
-    def _checkpoint_rows(self, run_id: str) -> list[tuple[Any, ...]]:
+    def _checkpoint_rows(self, run_id: str, limit: int | None = None) -> list[tuple[Any, ...]]:
         with self._lock, self._errors():
             return (
                 self._conn()
                 .execute(
                     f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ?"
-                    " ORDER BY sequence DESC",
-                    (run_id,),
+                    " ORDER BY sequence DESC LIMIT ?",
+                    (run_id, -1 if limit is None else limit),
                 )
                 .fetchall()
             )
