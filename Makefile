@@ -45,14 +45,20 @@ test-hosts: $(STAMP) hosts
 
 # Lint and typing first (fast: mypy strict over src, then tests/mypy.ini over the test
 # code), then the whole suite: the in-process suites under branch coverage (pytest-cov,
-# in $(WORKERS) workers like the rest), then the ones
-# that work through real subprocesses (crashes, MCP over stdio, hooks, adapters, e2e, the
-# real hosts, the browser), which coverage of this process would not see anyway. The
-# adapters' tests fail (not skip) when an extra is missing. Both parts run even when the
-# first fails; the last line says what passed, what failed and how long it took. The
-# hooks' tests then run once more with every hook handed to a resident gate (`continuum
-# hooks serve`, one per worker): the same proofs, through the gate.
-IN_PROCESS := tests/unit tests/property tests/contract tests/cli
+# in $(WORKERS) workers like the rest); the property tests (tests/property: hypothesis,
+# pure Python loops that a coverage tracer makes 2-2.5x slower, and whose code the other
+# suites cover) without it; then the ones that work through real subprocesses (crashes,
+# MCP over stdio, hooks, adapters, e2e, the real hosts, the browser), which coverage of
+# this process would not see anyway. The adapters' tests fail (not skip) when an extra is
+# missing. Every part runs even when one fails; the last line says what passed, what
+# failed and how long it took. The hooks' tests whose hook processes a host runs (the
+# host simulator, `continuum try`) then run once more with every hook handed to a
+# resident gate (`continuum hooks serve`, one per worker): the same proofs, through the
+# gate.
+IN_PROCESS := tests/unit tests/contract tests/cli
+PROPERTY := tests/property
+THROUGH_GATE := $(addprefix tests/hooks/,test_approvals.py test_crash_matrix.py \
+	test_fail_closed.py test_observe.py test_sessions.py test_try.py)
 # The suites mostly wait (real hosts starting, killed agents, servers, CLI subprocesses):
 # four workers on two cores (pytest-xdist; the subprocess suites a file to a worker).
 # WORKERS=0 runs them in order.
@@ -60,9 +66,10 @@ WORKERS ?= 4
 REPORTS := .cache/test-reports
 test: export CONTINUUM_REQUIRE_EXTRAS = 1
 test: $(STAMP) browser hosts
-	@echo "make test: lint and types, then about 2,100 in-process tests (about 5 min), then"
-	@echo "make test: about 750 subprocess tests with the four real hosts and a browser (about"
-	@echo "make test: 10 min on 2 cores). 'make check' is the 3-minute loop for editing."
+	@echo "make test: lint and types, then about 1,900 in-process tests, about 750 property"
+	@echo "make test: tests, about 970 subprocess tests with the four real hosts and a browser,"
+	@echo "make test: and the hooks' through a resident gate (15-23 min on 2 cores, by machine)."
+	@echo "make test: 'make check' is the 3-minute loop for editing."
 	$(VENV)/bin/ruff check src tests scripts
 	$(VENV)/bin/ruff format --check src tests scripts
 	$(VENV)/bin/mypy
@@ -71,14 +78,18 @@ test: $(STAMP) browser hosts
 	@started=$$(date +%s); rc=0; \
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --cov=continuum --cov-branch \
 		--cov-report= --junitxml=$(REPORTS)/in-process.xml $(IN_PROCESS) || rc=1; \
+	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) \
+		--junitxml=$(REPORTS)/property.xml $(PROPERTY) || rc=1; \
 	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --durations=10 \
-		--junitxml=$(REPORTS)/subprocess.xml $(addprefix --ignore=,$(IN_PROCESS)) || rc=1; \
+		--junitxml=$(REPORTS)/subprocess.xml \
+		$(addprefix --ignore=,$(IN_PROCESS) $(PROPERTY)) || rc=1; \
 	CONTINUUM_TEST_GATE=1 $(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile \
-		--junitxml=$(REPORTS)/through-gate.xml tests/hooks || rc=1; \
+		--junitxml=$(REPORTS)/through-gate.xml $(THROUGH_GATE) || rc=1; \
 	cover=$$($(PY) -m coverage report --format=total 2>/dev/null); \
 	$(PY) scripts/test_summary.py --started $$started --coverage "$$cover" \
-		in-process=$(REPORTS)/in-process.xml subprocess=$(REPORTS)/subprocess.xml \
-		through-gate=$(REPORTS)/through-gate.xml || rc=1; \
+		in-process=$(REPORTS)/in-process.xml property=$(REPORTS)/property.xml \
+		subprocess=$(REPORTS)/subprocess.xml through-gate=$(REPORTS)/through-gate.xml \
+		|| rc=1; \
 	exit $$rc
 
 # The edit loop (under 3 minutes on 2 cores): lint, types, the unit tests and the store
