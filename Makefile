@@ -66,9 +66,9 @@ WORKERS ?= 4
 REPORTS := .cache/test-reports
 test: export CONTINUUM_REQUIRE_EXTRAS = 1
 test: $(STAMP) browser hosts
-	@echo "make test: lint and types, then about 1,900 in-process tests, about 750 property"
+	@echo "make test: lint and types, then about 2,500 in-process tests, about 120 property"
 	@echo "make test: tests, about 970 subprocess tests with the four real hosts and a browser,"
-	@echo "make test: and the hooks' through a resident gate (15-23 min on 2 cores, by machine)."
+	@echo "make test: and the hooks' through a resident gate (15-25 min on 2 cores, by machine)."
 	@echo "make test: 'make check' is the 3-minute loop for editing."
 	$(VENV)/bin/ruff check src tests scripts
 	$(VENV)/bin/ruff format --check src tests scripts

@@ -173,6 +173,43 @@ def test_a_damaged_checkpoint_is_a_verify_finding_and_is_not_used(
     assert code == 0 and doc["checkpoint_warnings"]
 
 
+@pytest.mark.parametrize("edit", ["text that is not JSON", "another state"])
+def test_a_checkpoint_edited_with_its_hash_column_is_caught_by_its_sealing_event(
+    filled: StoreFactory, capsys: pytest.CaptureFixture[str], edit: str
+) -> None:
+    """The row's state and state_hash changed together (the hash made to fit): the
+    ``checkpointed`` event in the chain still holds the old hash, so verify reports it and
+    the state is folded from the log. Control: test_the_harness_damages_something."""
+    from continuum.eventlog.canonical import canonical_json, digest, sha256_hex
+
+    store = filled.open()
+    try:
+        [cp] = store.stored_checkpoints(RUN)
+    finally:
+        store.close()
+    if edit == "text that is not JSON":
+        text = "not json at all"
+        stated = sha256_hex(text)  # the text's own hash
+    else:
+        state = json.loads(cp.state_json)
+        state["goal"]["value"] = "evil"
+        text, stated = canonical_json(state), digest(state)
+    filled.corrupt(
+        "UPDATE checkpoints SET state = ?, state_hash = ? WHERE run_id = ?", (text, stated, RUN)
+    )
+    rt = Continuum(filled.open())
+    try:
+        goal = rt.state(RUN).goal
+        assert goal is not None and goal.value == "g"  # from the log, not the edited row
+    finally:
+        rt.close()
+    code, doc = cli(filled, "verify", RUN, capsys=capsys)
+    assert code == 3
+    [found] = doc["reports"][0]["violations"]
+    assert found["kind"] == "checkpoint_mismatch"
+    assert "does not match the event that sealed it" in found["detail"]
+
+
 def test_the_harness_damages_something(
     filled: StoreFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,11 +3,13 @@ full path through the facade (``gate.py``) does.
 
 One scripted session of Claude Code hook events (new calls, repeats, failures, an
 interrupt, a subagent, a file write, a checkpoint, a changed dependency that holds new
-effects, a budget, an approval rule, a run grown so long that post-tool checkpoints it) is played twice on fresh stores: once as the hooks
-run it, once with the plain path switched off so every call goes through the facade.
+effects, a budget, an approval rule, a run grown so long that post-tool checkpoints it)
+is played twice on fresh stores: once as the hooks run it, once with the plain path
+switched off so every call goes through the facade.
 The hooks' answers, the events (ids, times and hashes aside) and the action index must be
 the same, and the plain path must have served most calls (else the comparison would prove
-nothing). Negative control: a plain path that forgets the hold, a budget or the checkpoint is caught.
+nothing). Negative control: a plain path that forgets the hold, a budget or the
+checkpoint is caught.
 """
 
 from __future__ import annotations

@@ -309,7 +309,7 @@ def _open(args: HookArgs, project: str, event: HookEvent) -> tuple[Storage, Acti
 
 def checkpoint_due(store: Storage, run_id: str) -> bool:
     """Whether run ``run_id`` grew past ``CHECKPOINT_AFTER_EVENTS`` since its last
-    checkpoint (two short reads: the run's head and its newest checkpoint)."""
+    checkpoint (two reads: the run's head and its newest checkpoint's row)."""
     head = store.get_head(run_id).head_sequence
     latest = store.stored_checkpoints(run_id, limit=1)
     return head - (latest[0].event_sequence if latest else 0) > CHECKPOINT_AFTER_EVENTS

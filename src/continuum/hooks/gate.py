@@ -151,8 +151,10 @@ def post_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule | None)
             file_evidence(rt.store, args.run, event, path)
         try:
             _bound_the_fold(rt, args.run, GREW_AFTER_CALL)
-        except ContinuumError as e:  # the call is settled: only the next reads are longer
-            warnings.append(f"no checkpoint was recorded: {e.message}")
+        except Exception as e:  # the call is settled: only the next reads are longer, and
+            # what the settling said must still be said
+            why = e.message if isinstance(e, ContinuumError) else f"{type(e).__name__}: {e}"
+            warnings.append(f"no checkpoint was recorded: {why}")
     finally:
         rt.close()
     if warnings:

@@ -40,8 +40,8 @@ from continuum.ops.archive_file import ArchiveFile, Progress, archive_error, wri
 from continuum.recovery.checkpoints import lean_state, seal_checkpoint
 from continuum.recovery.verification import (
     approval_index_violations,
+    checkpoint_violations,
     index_row_violations,
-    state_digest,
     verify_run,
 )
 from continuum.state.projection import empty_plain, fold_plain
@@ -277,7 +277,7 @@ def verify_archived(
     else:
         extra += _partial_index_violations(acc, rows, base, touched)
         extra += _partial_approval_violations(store, run_id, acc)
-    extra += _checkpoint_violations(store, run_id, acc["sequence"])
+    extra += checkpoint_violations(store, run_id, acc["sequence"])
     return with_violations(report, extra)
 
 
@@ -379,7 +379,7 @@ def _partial_approval_violations(
     archive took (its hash sealed in the live log) plus the live events after it. Approvals
     requested or decided in the archived part are held by that checkpoint, so an edited
     row of one is caught without the archive files. A checkpoint that fails its hash is
-    reported by ``_checkpoint_violations``; the comparison then needs the archive files."""
+    reported by ``checkpoint_violations``; the comparison then needs the archive files."""
     try:
         state, cp_sequence, _ = lean_state(store, run_id)
     except (HistoryArchivedError, IntegrityError):
@@ -405,19 +405,3 @@ def _index_violation(
         kind=DamageKind.INDEX_MISMATCH,
         detail=f"action index row {action_id} {why}",
     )
-
-
-def _checkpoint_violations(store: Storage, run_id: str, sequence: int) -> list[Violation]:
-    try:
-        checkpoints = store.list_checkpoints(run_id)
-    except IntegrityError as e:
-        return [Violation(sequence=sequence, kind=DamageKind.CHECKPOINT_MISMATCH, detail=e.message)]
-    return [
-        Violation(
-            sequence=cp.event_sequence,
-            kind=DamageKind.CHECKPOINT_MISMATCH,
-            detail=f"checkpoint through {cp.sequence} fails its hash",
-        )
-        for cp in checkpoints
-        if state_digest(cp) != cp.state_hash
-    ]

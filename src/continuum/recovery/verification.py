@@ -15,9 +15,10 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from continuum.errors import IntegrityError, UsageError
-from continuum.eventlog.canonical import parse_json, text_digest
+from continuum.errors import HistoryArchivedError, IntegrityError, UsageError
+from continuum.eventlog.canonical import digest, parse_json, text_digest
 from continuum.eventlog.chain import DamageKind, check_anchor, with_violations
+from continuum.eventlog.events import EventType
 from continuum.eventlog.reports import VerifyReport, Violation
 from continuum.state.projection import empty_plain, fold_plain
 from continuum.store import CheckpointRow, Storage
@@ -63,25 +64,51 @@ def _verify_run(store: Storage, run_id: str, *, expect_head: str | None = None) 
     if acc is not None:
         extra += index_row_violations(acc, store.action_index_rows(run_id))
         extra += approval_index_violations(acc, store.approval_index_rows(run_id))
-        try:
-            checkpoints = store.list_checkpoints(run_id)
-        except IntegrityError as e:  # a checkpoint row too damaged to read
-            checkpoints = []
-            extra.append(
+        extra += checkpoint_violations(store, run_id, acc["sequence"])
+    return with_violations(report, extra)
+
+
+def checkpoint_violations(store: Storage, run_id: str, sequence: int) -> list[Violation]:
+    """Each stored checkpoint of the run against its hash and against the ``checkpointed``
+    event that sealed it, so a row edited together with its hash column is caught by the
+    chain; a checkpoint sealed by an event no longer in the live log (archived) against
+    its hash alone. ``sequence``: where a row too damaged to read is reported."""
+    try:
+        checkpoints = store.list_checkpoints(run_id)
+    except IntegrityError as e:  # a checkpoint row too damaged to read
+        return [Violation(sequence=sequence, kind=DamageKind.CHECKPOINT_MISMATCH, detail=e.message)]
+    found: list[Violation] = []
+    for cp in checkpoints:
+        why = _checkpoint_problem(store, run_id, cp)
+        if why is not None:
+            found.append(
                 Violation(
-                    sequence=acc["sequence"], kind=DamageKind.CHECKPOINT_MISMATCH, detail=e.message
+                    sequence=cp.event_sequence,
+                    kind=DamageKind.CHECKPOINT_MISMATCH,
+                    detail=f"checkpoint through {cp.sequence} {why}",
                 )
             )
-        for cp in checkpoints:
-            if state_digest(cp) != cp.state_hash:
-                extra.append(
-                    Violation(
-                        sequence=cp.event_sequence,
-                        kind=DamageKind.CHECKPOINT_MISMATCH,
-                        detail=f"checkpoint through {cp.sequence} fails its hash",
-                    )
-                )
-    return with_violations(report, extra)
+    return found
+
+
+def _checkpoint_problem(store: Storage, run_id: str, cp: CheckpointRow) -> str | None:
+    try:
+        sealed = next(
+            iter(store.iter_raw(run_id, cp.event_sequence - 1, upto=cp.event_sequence)), None
+        )
+    except (HistoryArchivedError, IntegrityError):  # archived, or a chain reported already
+        return "fails its hash" if state_digest(cp) != cp.state_hash else None
+    if (
+        sealed is None
+        or sealed.sequence != cp.event_sequence
+        or sealed.type != EventType.CHECKPOINTED
+        or sealed.payload.get("state_hash") != cp.state_hash
+    ):
+        return "does not match the event that sealed it"
+    # The hash is the chain's now: the stored text may be taken as the text hashed.
+    if text_digest(cp.state_json, cp.state_hash) != cp.state_hash:
+        return "fails its hash"
+    return None
 
 
 def verified_fold(store: Storage, run_id: str) -> tuple[dict[str, Any] | None, VerifyReport]:
@@ -151,8 +178,12 @@ def parse_anchor(text: str) -> tuple[int, str]:
 
 
 def state_digest(cp: CheckpointRow) -> str | None:
-    """The digest of a checkpoint's state, or None if it is too damaged to parse."""
-    return text_digest(cp.state_json, cp.state_hash)
+    """The digest of the value a checkpoint's state text holds (parsed and encoded again,
+    whatever its hash column says), or None if it is too damaged to parse."""
+    try:
+        return digest(parse_json(cp.state_json))
+    except (ValueError, TypeError):
+        return None
 
 
 def index_row_violations(acc: dict[str, Any], rows: list[tuple[Any, ...]]) -> list[Violation]:

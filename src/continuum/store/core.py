@@ -175,8 +175,9 @@ class CoreStore(ApprovalOutboxStore, ConfirmAttemptStore):
 
     A backend supplies ``get_run``, ``event_hash_at``, ``write`` and the row queries
     ``_event_rows(run_id, after, upto)``, ``_action_rows(run_id, column, value)`` (all of a
-    run's rows when ``column`` is None, in insertion order), ``_checkpoint_rows(run_id, limit)``
-    (newest first, at most ``limit`` when it is not None) and ``_snapshot()`` (one read snapshot for the reads inside it).
+    run's rows when ``column`` is None, in insertion order),
+    ``_checkpoint_rows(run_id, limit)`` (newest first, at most ``limit`` when it is not
+    None) and ``_snapshot()`` (one read snapshot for the reads inside it).
     """
 
     # Told (run_id, head before, head after) after each committed write that added
