@@ -499,6 +499,13 @@ def test_checkpoint_rows_are_listed_newest_first(store: Storage, run: str) -> No
     rows = store.list_checkpoints(run)
     assert [(c.sequence, c.event_sequence) for c in rows] == [(4, 5), (2, 3)]
     assert rows[1] == checkpoint_row(run, 2, 3)
+    # The plain form, whole or the newest ``limit`` only.
+    plain = [(c.sequence, c.event_sequence, c.state_json) for c in store.stored_checkpoints(run)]
+    assert plain == [(c.sequence, c.event_sequence, c.state_json) for c in rows]
+    assert [c.sequence for c in store.stored_checkpoints(run, limit=1)] == [4]
+    assert [c.sequence for c in store.stored_checkpoints(run, limit=2)] == [4, 2]
+    assert [c.sequence for c in store.stored_checkpoints(run, limit=5)] == [4, 2]
+    assert store.stored_checkpoints(run, limit=0) == []
 
 
 def test_schema_version_is_the_current_one(store: Storage) -> None:
