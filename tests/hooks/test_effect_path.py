@@ -274,3 +274,40 @@ def test_control_a_plain_path_that_forgets_a_limit_is_caught(
     if forgets != "the checkpoint":  # a forgotten checkpoint changes no answer, only the log
         assert plain["answers"] != full["answers"]
     assert plain["events"] != full["events"]
+
+
+def test_a_checkpoint_that_cannot_be_sealed_is_a_warning_escaped_and_the_call_stays_settled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The post-tool after which the run is due a checkpoint: sealing it fails (here with
+    agent text in the error); the hook exits 1 (non-blocking) with the text escaped, and
+    the call it settled stays completed. Control: the same call without the failure is 0."""
+    from continuum.errors import ContinuumError
+    from continuum.hooks import gate
+
+    project, db = _project(tmp_path)
+    assert _hook("pre-tool", _send("INV-1", "t1"), project, db, capsys)[0] == 0
+    cx = Continuum(open_store(str(db)), cwd=str(project), origin=Origin.HUMAN)
+    try:
+        _grow(cx)
+    finally:
+        cx.close()
+
+    def refuse(*_args: Any) -> None:
+        raise ContinuumError("the store said \x1b[2Kno\u202e", code="store.busy", hint="")
+
+    monkeypatch.setattr(gate, "_bound_the_fold", refuse)
+    code, _, err = _hook("post-tool", {**_send("INV-1", "t1"), **OK}, project, db, capsys)
+    assert code == 1
+    assert "no checkpoint was recorded: the store said \\x1b[2Kno\\u202e" in err
+    assert "\x1b" not in err and "\u202e" not in err
+    store = open_store(str(db))
+    try:
+        [row] = store.list_actions(RUN)
+        assert row.record["status"] == "completed"
+        assert store.stored_checkpoints(RUN) == []
+    finally:
+        store.close()
+    monkeypatch.undo()
+    assert _hook("pre-tool", _send("INV-2", "t2"), project, db, capsys)[0] == 0
+    assert _hook("post-tool", {**_send("INV-2", "t2"), **OK}, project, db, capsys)[0] == 0

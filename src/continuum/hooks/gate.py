@@ -48,7 +48,7 @@ from continuum.runtime.facade import Continuum
 from continuum.state.records import ActionRecord
 from continuum.store import open_store
 from continuum.types import ActionStatus, Origin, RunStatus
-from continuum.untrusted import quoted
+from continuum.untrusted import quoted, terminal_safe
 
 MAX_PROBES = 5  # per session start: a briefing must not hang on a slow outside world
 
@@ -154,7 +154,7 @@ def post_tool(args: HookArgs, event: HookEvent, project: str, rule: Rule | None)
         except Exception as e:  # the call is settled: only the next reads are longer, and
             # what the settling said must still be said
             why = e.message if isinstance(e, ContinuumError) else f"{type(e).__name__}: {e}"
-            warnings.append(f"no checkpoint was recorded: {why}")
+            warnings.append(f"no checkpoint was recorded: {terminal_safe(why)}")
     finally:
         rt.close()
     if warnings:
@@ -319,7 +319,7 @@ def checkpoint_grown_run(args: HookArgs, event: HookEvent, project: str) -> int:
     except ContinuumError as e:
         import sys
 
-        sys.stderr.write(f"continuum: no checkpoint was recorded: {e.message}\n")
+        sys.stderr.write(f"continuum: no checkpoint was recorded: {terminal_safe(e.message)}\n")
         return 1
     finally:
         rt.close()
